@@ -1,0 +1,36 @@
+"""cosimrun: declarative co-simulation experiments."""
+
+from cosimrun.core import (
+    CoSimComponent,
+    ComponentHistory,
+    DenseTime,
+    Event,
+    EventIndicator,
+    InternalEventInfo,
+    PortHistory,
+    PortSpec,
+    PortState,
+    PortType,
+    SystemHistory,
+    compile_conversion,
+    ureg,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CoSimComponent",
+    "ComponentHistory",
+    "DenseTime",
+    "Event",
+    "EventIndicator",
+    "InternalEventInfo",
+    "PortHistory",
+    "PortSpec",
+    "PortState",
+    "PortType",
+    "SystemHistory",
+    "__version__",
+    "compile_conversion",
+    "ureg",
+]

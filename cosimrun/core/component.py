@@ -1,0 +1,386 @@
+"""The component contract: the base class every co-simulation model derives from.
+
+Lifecycle: ``set_parameters`` -> ``initialize(t0)`` -> repeated ``set_inputs`` /
+``do_step(t, dt)`` / ``get_outputs`` -> ``reset`` or ``free``. Subclasses fill in
+``_initialize_component``, ``_do_step_internal``, ``_update_output_states``,
+``get_state`` and ``set_state``; rollback (``snapshot_state``/``restore_state``),
+event handling and feedthrough declarations are optional.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from cosimrun.core.errors import unknown_name
+from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
+from cosimrun.core.history import ComponentHistory
+from cosimrun.core.ports import PortSpec, PortState, PortType
+
+NO_EVENTS: tuple[str, ...] = ()
+"""The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
+
+
+class CoSimComponent(ABC):
+    """Abstract base class of all co-simulation components.
+
+    Declare ports in ``__init__`` by filling ``input_specs``/``output_specs``
+    (name -> :class:`PortSpec`) and parameters in ``parameters``; everything
+    that depends on parameter values belongs in ``_initialize_component``.
+    """
+
+    t: float = 0.0
+    max_step: float | None = None
+    """Largest communication step this component accepts (``None``: any)."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        if not isinstance(name, str) or not name or "." in name or "/" in name:
+            raise ValueError(f"invalid component name {name!r}: a non-empty name without '.' or '/'")
+        self.name = name
+        self.label = label or name
+        self.group = group
+        self.t = 0.0
+        self.input_specs: dict[str, PortSpec] = {}
+        self.output_specs: dict[str, PortSpec] = {}
+        self.inputs: dict[str, PortState] = {}
+        self.outputs: dict[str, PortState] = {}
+        self.parameters: dict[str, Any] = {}
+        self.direct_feedthrough: dict[str, set[str]] = {}
+        self.model_structure: dict[str, dict[str, list[str]]] = {}
+        self.event_indicators: dict[str, EventIndicator] = {}
+        self.internal_event_hints: list[InternalEventInfo] = []
+        self.event_subscriptions: list[Event] = []
+        self.event_annotations: dict[str, dict[str, Any]] = {}
+        self.event_commutativity: dict[tuple[str, str], bool] = {}
+        self.history = ComponentHistory(name)
+        self.record_history = True
+        self._is_initialized = False
+        self._recorders: list[tuple[Callable[..., None], PortState]] = []
+        self._event_ports: list[PortState] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    # ------------------------------------------------------------------ parameters
+    def set_parameters(self, **parameters: Any) -> None:
+        """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``."""
+        for name in parameters:
+            if name not in self.parameters:
+                raise KeyError(unknown_name("parameter", name, self.parameters, f"of component {self.name!r}"))
+        for name, value in parameters.items():
+            self.parameters[name] = self._validate_parameter(name, value)
+
+    def get_parameters(self, *names: str) -> dict[str, Any]:
+        """A copy of the named parameters (all when no names are given)."""
+        if not names:
+            return dict(self.parameters)
+        for name in names:
+            if name not in self.parameters:
+                raise KeyError(unknown_name("parameter", name, self.parameters, f"of component {self.name!r}"))
+        return {n: self.parameters[n] for n in names}
+
+    def _validate_parameter(self, name: str, value: Any) -> Any:
+        """Hook: check (and possibly coerce) one parameter value; raise ``ValueError`` if invalid."""
+        return value
+
+    # ------------------------------------------------------------------ initialization
+    def _initialize_ports_from_specs(self) -> None:
+        """Create port states from the specs and register outputs for recording."""
+        for name, spec in self.input_specs.items():
+            if name not in self.inputs:
+                self.inputs[name] = PortState(spec)
+        for name, spec in self.output_specs.items():
+            if name not in self.outputs:
+                self.outputs[name] = PortState(spec)
+            self.history.add_port(name, spec.unit_name, spec.type)
+        self._compile_recorders()
+
+    def _compile_recorders(self) -> None:
+        self._recorders = [
+            (self.history.get_port_history(name).append, port) for name, port in self.outputs.items()
+        ]
+        self._event_ports = [self.outputs[n] for n in self.event_indicators if n in self.outputs]
+
+    def _initialize_event_ports(self) -> None:
+        """Create a boolean EVENT output port for every registered indicator."""
+        for name in self.event_indicators:
+            self._add_event_port(name)
+        self._compile_recorders()
+
+    def _add_event_port(self, name: str) -> None:
+        spec = self.output_specs.get(name)
+        if spec is not None and spec.type is not PortType.EVENT:
+            raise ValueError(f"component {self.name!r}: event {name!r} clashes with output port {name!r}")
+        if spec is None:
+            spec = PortSpec(name, PortType.EVENT, "out", description=f"true at instants of event {name!r}")
+            self.output_specs[name] = spec
+        if name not in self.outputs:
+            self.outputs[name] = PortState(spec)
+        self.history.add_port(name, None, PortType.EVENT)
+
+    def initialize(self, t0: float) -> None:
+        """Prepare ports, state and outputs at *t0* and record the first sample (idempotent)."""
+        if self._is_initialized:
+            return
+        self.t = float(t0)
+        self._initialize_ports_from_specs()
+        self._initialize_event_ports()
+        self._initialize_component(self.t)
+        self._update_output_states(self.t, NO_EVENTS)
+        if not self.direct_feedthrough and self.inputs and self.outputs:
+            self.direct_feedthrough = self._detect_direct_feedthrough()
+        self._is_initialized = True
+        if self.record_history:
+            self._record_outputs(self.t)
+
+    @property
+    def is_initialized(self) -> bool:
+        return self._is_initialized
+
+    @abstractmethod
+    def _initialize_component(self, t0: float) -> None:
+        """Hook: set up internal state from parameters at *t0*."""
+
+    # ------------------------------------------------------------------ stepping
+    def set_inputs(self, signals: dict[str, Any], t: float | None = None) -> None:
+        """Set input ports by name; unknown names raise ``KeyError``."""
+        inputs = self.inputs
+        for name, value in signals.items():
+            port = inputs.get(name)
+            if port is None:
+                raise KeyError(unknown_name("input", name, inputs or self.input_specs, f"of component {self.name!r}"))
+            port.set(value, t)
+
+    def evaluate_outputs(self, inputs: dict[str, Any], t: float | None = None) -> dict[str, Any]:
+        """Outputs for the given inputs at the current time, without advancing time."""
+        if inputs:
+            self.set_inputs(inputs, t)
+        self._update_output_states(self.t if t is None else t, NO_EVENTS)
+        return self.get_outputs()
+
+    def get_outputs(self) -> dict[str, Any]:
+        """Current output values by port name (ports without a value are left out)."""
+        return {name: port.value for name, port in self.outputs.items() if port.value is not None}
+
+    def do_step(self, t: float, dt: float) -> None:
+        """Advance from *t* to *t + dt*, refresh outputs and record them."""
+        if not dt > 0.0:
+            raise ValueError(f"component {self.name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+        self._do_step_internal(t, dt)
+        t = t + dt
+        self.t = t
+        self._update_output_states(t, NO_EVENTS)
+        if self._event_ports:
+            for port in self._event_ports:
+                port.value = False
+        if self.record_history:
+            for append, port in self._recorders:
+                append(t, port.value)
+
+    @abstractmethod
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        """Hook: advance the internal state from *t* to *t + dt*."""
+
+    @abstractmethod
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        """Hook: write output ports from the internal state."""
+
+    def _record_outputs(self, t: float, micro: int = 0) -> None:
+        """Append every output's current value to the history."""
+        for append, port in self._recorders:
+            append(t, port.value, micro)
+
+    # ------------------------------------------------------------------ state
+    @abstractmethod
+    def get_state(self) -> dict[str, Any]:
+        """Physical state as ``{name: {'value': v, 'unit': u}}``."""
+
+    @abstractmethod
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        """Import a physical state in the format of :meth:`get_state` at time *t*."""
+
+    def snapshot_state(self) -> Any:
+        """Opaque snapshot of everything needed to roll back to the current time."""
+        raise NotImplementedError(f"component {self.name!r} ({type(self).__name__}) does not support rollback")
+
+    def restore_state(self, snapshot: Any, t: float) -> None:
+        """Return to the state captured by :meth:`snapshot_state` at time *t*."""
+        raise NotImplementedError(f"component {self.name!r} ({type(self).__name__}) does not support rollback")
+
+    @property
+    def supports_rollback(self) -> bool:
+        """True when the class overrides both ``snapshot_state`` and ``restore_state``."""
+        cls = type(self)
+        return (
+            cls.snapshot_state is not CoSimComponent.snapshot_state
+            and cls.restore_state is not CoSimComponent.restore_state
+        )
+
+    # ------------------------------------------------------------------ time events
+    def next_time_event(self, t: float) -> float | None:
+        """Hook: the next scheduled (time) event strictly after *t*, or ``None``."""
+        return None
+
+    # ------------------------------------------------------------------ history
+    def get_history(self, port_names: list[str] | None = None, units: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+        """``{port: {'time', 'values', 'unit'}}`` of the recorded outputs."""
+        return self.history.to_dict(port_names, units)
+
+    def get_history_arrays(self, port_names: list[str] | None = None, units: dict[str, str] | None = None):
+        """``(time, {port: values})`` of the recorded outputs."""
+        return self.history.to_arrays(port_names, units)
+
+    # ------------------------------------------------------------------ state events
+    def add_event_indicator(self, name: str, func: Callable[[CoSimComponent], float], direction: int = 0) -> None:
+        """Register a zero-crossing indicator; its boolean EVENT output port is named *name*."""
+        if not self.supports_rollback:
+            raise RuntimeError(
+                f"component {self.name!r} ({type(self).__name__}) cannot host event indicator {name!r}: "
+                "it does not support rollback, which event localization needs"
+            )
+        if name in self.event_indicators:
+            raise KeyError(f"component {self.name!r} already has an event indicator {name!r}")
+        self.event_indicators[name] = EventIndicator(name, func, direction)
+        if self._is_initialized:
+            self._add_event_port(name)
+            self._compile_recorders()
+
+    @property
+    def has_state_events(self) -> bool:
+        return bool(self.event_indicators)
+
+    def evaluate_event_indicators(self) -> dict[str, float]:
+        """Current value of every indicator."""
+        return {name: ind.evaluate(self) for name, ind in self.event_indicators.items()}
+
+    def detect_event_crossings(
+        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
+    ) -> list[str]:
+        """Names of the indicators that crossed zero between *previous* and *current*."""
+        return [
+            name
+            for name, ind in self.event_indicators.items()
+            if name in previous
+            and name in current
+            and crossed(previous[name], current[name], ind.direction, sign_tolerance)
+        ]
+
+    def report_internal_event(
+        self,
+        event_name: str,
+        t_before: float,
+        t_after: float,
+        indicator_before: float | None = None,
+        indicator_after: float | None = None,
+    ) -> None:
+        """Tell the master that *event_name* crossed zero inside ``[t_before, t_after]``."""
+        self.internal_event_hints.append(
+            InternalEventInfo(event_name, t_before, t_after, indicator_before, indicator_after)
+        )
+
+    def get_internal_event_hints(self) -> list[InternalEventInfo]:
+        """Return and clear the hints reported since the last call."""
+        hints, self.internal_event_hints = self.internal_event_hints, []
+        return hints
+
+    # ------------------------------------------------------------------ event subscriptions
+    def subscribe_event(self, event: Event) -> None:
+        """Receive ``handle_event`` calls when component ``event.source`` emits ``event.name``."""
+        if event.time is not None:
+            raise ValueError(f"subscription to {event.source}.{event.name} must not carry a time")
+        for sub in self.event_subscriptions:
+            if sub.name == event.name and sub.source == event.source:
+                raise KeyError(f"component {self.name!r} already subscribes to {event.source}.{event.name}")
+        self.event_subscriptions.append(event)
+
+    @property
+    def has_event_subscriptions(self) -> bool:
+        return bool(self.event_subscriptions)
+
+    def handle_event(self, event_names: Sequence[str], t: float, micro: int = 1) -> None:
+        """Apply events at *t*, refresh outputs and record the post-event sample at micro step *micro*."""
+        names = list(event_names)
+        self._handle_events_internal(names, t)
+        self.t = t
+        self._update_output_states(t, names)
+        for port in self._event_ports:
+            port.value = port.spec.name in names
+        if self.record_history:
+            self._record_outputs(t, micro)
+
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """Hook: apply state discontinuities for *event_names* at *t*."""
+
+    # ------------------------------------------------------------------ lifecycle end
+    def reset(self) -> None:
+        """Forget time, history and port values so the component can be initialized again."""
+        self.t = 0.0
+        self._is_initialized = False
+        self.history.clear()
+        for port in (*self.inputs.values(), *self.outputs.values()):
+            port.reset()
+        self.internal_event_hints.clear()
+
+    def free(self) -> None:
+        """Hook: release external resources (files, libraries, FMU instances)."""
+
+    # ------------------------------------------------------------------ feedthrough
+    @property
+    def reactive_inputs(self) -> set[str]:
+        """Inputs that reach at least one output without a time step."""
+        return set().union(*self.direct_feedthrough.values()) if self.direct_feedthrough else set()
+
+    @property
+    def has_direct_feedthrough(self) -> bool:
+        return any(self.direct_feedthrough.values())
+
+    def _detect_direct_feedthrough(self) -> dict[str, set[str]]:
+        """Find which outputs change at once when an input is perturbed.
+
+        Each input is perturbed both ways around its current value and outputs are
+        re-evaluated with :meth:`evaluate_outputs`; ports (and, where supported,
+        the internal state) are restored afterwards, so detection leaves no trace.
+        """
+        inputs, outputs = self.inputs, self.outputs
+        saved = {id(p): (p.value, p.t_last) for p in (*inputs.values(), *outputs.values())}
+        snapshot = self.snapshot_state() if self.supports_rollback else None
+        result: dict[str, set[str]] = {name: set() for name in outputs}
+        try:
+            baseline = dict(self.evaluate_outputs({}, self.t))
+            for name, port in inputs.items():
+                original = port.value
+                for trial in _perturbations(port):
+                    try:
+                        changed = self.evaluate_outputs({name: trial}, self.t)
+                    except Exception:
+                        changed = None
+                    for out in outputs:
+                        if changed is None or not _same(changed.get(out), baseline.get(out)):
+                            result[out].add(name)
+                port.value = original
+        finally:
+            for p in (*inputs.values(), *outputs.values()):
+                p.value, p.t_last = saved[id(p)]
+            if snapshot is not None:
+                self.restore_state(snapshot, self.t)
+        return result
+
+
+def _perturbations(port: PortState) -> Iterable[Any]:
+    value, kind = port.value, port.spec.type
+    if kind is PortType.REAL:
+        delta = 0.25 * (1.0 + abs(value))
+        return (value + delta, value - delta)
+    if kind is PortType.INT:
+        return (value + 1, value - 1)
+    if kind in (PortType.BOOL, PortType.EVENT):
+        return (not value,)
+    return (value + "_",)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b

@@ -1,0 +1,139 @@
+"""The process-wide pint registry and compiled unit conversions.
+
+Pint is used only when ports are declared and connections are compiled; the step
+loop sees plain ``(scale, offset)`` pairs so that ``dst = scale * src + offset``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pint
+
+from cosimrun.core.errors import suggest
+
+ureg: pint.UnitRegistry = pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
+"""The single unit registry of cosimrun; every unit string is parsed here."""
+
+Q_ = ureg.Quantity
+
+UnitLike = str | pint.Unit | None
+
+
+class IncompatibleUnitsError(ValueError):
+    """Two units of different physical dimension were asked to convert."""
+
+
+def unit_str(unit: UnitLike) -> str | None:
+    """Return a unit as the string the user wrote (or pint's name for a Unit)."""
+    if unit is None:
+        return None
+    return unit if isinstance(unit, str) else f"{unit:~}" or "1"
+
+
+@lru_cache(maxsize=1024)
+def _parse(unit: str) -> pint.Unit:
+    return ureg.Unit(unit)
+
+
+def parse_unit(unit: UnitLike) -> pint.Unit | None:
+    """Parse a unit string with the shared registry; ``None`` stays ``None``.
+
+    Raises ``ValueError`` naming the unit (and close registry names) when pint
+    does not know it.
+    """
+    if unit is None or isinstance(unit, pint.Unit):
+        return unit
+    try:
+        return _parse(unit.strip() or "dimensionless")
+    except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError,
+            TypeError, ValueError, AssertionError) as exc:
+        hint = suggest(unit, _unit_names())
+        raise ValueError(f"unknown unit {unit!r}{hint}") from exc
+
+
+@lru_cache(maxsize=1)
+def _unit_names() -> tuple[str, ...]:
+    return tuple(sorted(set(ureg._units.keys())))
+
+
+def is_dimensionless(unit: UnitLike) -> bool:
+    """True for ``None`` and for units without physical dimension."""
+    parsed = parse_unit(unit)
+    return parsed is None or parsed.dimensionless
+
+
+def units_compatible(unit1: UnitLike, unit2: UnitLike) -> bool:
+    """True when a value in *unit1* can be converted to *unit2*.
+
+    ``None`` (no unit) is compatible with ``None`` and with dimensionless units
+    only; a physical unit never silently meets a unit-less port.
+    """
+    if unit1 is None or unit2 is None:
+        return is_dimensionless(unit1) and is_dimensionless(unit2)
+    return parse_unit(unit1).dimensionality == parse_unit(unit2).dimensionality
+
+
+@dataclass(frozen=True, slots=True)
+class UnitConversion:
+    """Affine map ``dst = scale * src + offset`` compiled from two units."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+    @property
+    def is_identity(self) -> bool:
+        return self.scale == 1.0 and self.offset == 0.0
+
+    def __call__(self, value: float) -> float:
+        return self.scale * value + self.offset
+
+
+IDENTITY = UnitConversion()
+
+
+@lru_cache(maxsize=4096)
+def _compile(src: str | None, dst: str | None) -> UnitConversion:
+    if src is None or dst is None or src == dst:
+        return IDENTITY
+    src_u, dst_u = parse_unit(src), parse_unit(dst)
+    if src_u == dst_u:
+        return IDENTITY
+    at0 = float(Q_(0.0, src_u).to(dst_u).magnitude)
+    if at0 == 0.0:
+        return UnitConversion(scale=float(Q_(1.0, src_u).to(dst_u).magnitude))
+    # An offset unit: measure the slope over a wide span so the offset's
+    # rounding does not leak into the scale.
+    span = 1.0e6
+    return UnitConversion(scale=(float(Q_(span, src_u).to(dst_u).magnitude) - at0) / span,
+                          offset=at0)
+
+
+def compile_conversion(src: UnitLike, dst: UnitLike) -> UnitConversion:
+    """Compile the affine conversion from *src* to *dst* units.
+
+    >>> compile_conversion("degC", "K")
+    UnitConversion(scale=1.0, offset=273.15)
+
+    Raises :class:`IncompatibleUnitsError` when the dimensions differ.
+    """
+    if not units_compatible(src, dst):
+        raise IncompatibleUnitsError(
+            f"cannot convert {unit_str(src) or 'no unit'!s} to {unit_str(dst) or 'no unit'!s}: "
+            f"{_dimension(src)} vs {_dimension(dst)}"
+        )
+    return _compile(unit_str(src), unit_str(dst))
+
+
+def _dimension(unit: UnitLike) -> str:
+    parsed = parse_unit(unit)
+    if parsed is None:
+        return "no unit"
+    return str(parsed.dimensionality) or "dimensionless"
+
+
+def convert(value: float, src: UnitLike, dst: UnitLike) -> float:
+    """Convert a plain number between units (not for the step loop)."""
+    conv = compile_conversion(src, dst)
+    return conv.scale * value + conv.offset
