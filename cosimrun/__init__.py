@@ -1,8 +1,8 @@
 """cosimrun: declarative co-simulation experiments."""
 
 from cosimrun.core import (
-    CoSimComponent,
     ComponentHistory,
+    CoSimComponent,
     DenseTime,
     Event,
     EventIndicator,

@@ -59,6 +59,7 @@ class CoSimComponent(ABC):
         self._is_initialized = False
         self._recorders: list[tuple[Callable[..., None], PortState]] = []
         self._event_ports: list[PortState] = []
+        self._detected_feedthrough: dict[str, set[str]] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -109,10 +110,14 @@ class CoSimComponent(ABC):
             self._add_event_port(name)
         self._compile_recorders()
 
-    def _add_event_port(self, name: str) -> None:
+    def _check_event_port_name(self, name: str) -> None:
         spec = self.output_specs.get(name)
         if spec is not None and spec.type is not PortType.EVENT:
             raise ValueError(f"component {self.name!r}: event {name!r} clashes with output port {name!r}")
+
+    def _add_event_port(self, name: str) -> None:
+        self._check_event_port_name(name)
+        spec = self.output_specs.get(name)
         if spec is None:
             spec = PortSpec(name, PortType.EVENT, "out", description=f"true at instants of event {name!r}")
             self.output_specs[name] = spec
@@ -129,8 +134,10 @@ class CoSimComponent(ABC):
         self._initialize_event_ports()
         self._initialize_component(self.t)
         self._update_output_states(self.t, NO_EVENTS)
-        if not self.direct_feedthrough and self.inputs and self.outputs:
-            self.direct_feedthrough = self._detect_direct_feedthrough()
+        detected = self._detected_feedthrough is not None and self.direct_feedthrough is self._detected_feedthrough
+        if (detected or not self.direct_feedthrough) and self.inputs and self.outputs:
+            # Detected (not declared) maps are redone: parameters may have changed since a reset.
+            self.direct_feedthrough = self._detected_feedthrough = self._detect_direct_feedthrough()
         self._is_initialized = True
         if self.record_history:
             self._record_outputs(self.t)
@@ -150,6 +157,8 @@ class CoSimComponent(ABC):
         for name, value in signals.items():
             port = inputs.get(name)
             if port is None:
+                if name in self.input_specs and not self._is_initialized:
+                    raise RuntimeError(f"component {self.name!r}: call initialize(t0) before setting input {name!r}")
                 raise KeyError(unknown_name("input", name, inputs or self.input_specs, f"of component {self.name!r}"))
             port.set(value, t)
 
@@ -224,7 +233,9 @@ class CoSimComponent(ABC):
         return None
 
     # ------------------------------------------------------------------ history
-    def get_history(self, port_names: list[str] | None = None, units: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    def get_history(
+        self, port_names: list[str] | None = None, units: dict[str, str] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """``{port: {'time', 'values', 'unit'}}`` of the recorded outputs."""
         return self.history.to_dict(port_names, units)
 
@@ -242,10 +253,23 @@ class CoSimComponent(ABC):
             )
         if name in self.event_indicators:
             raise KeyError(f"component {self.name!r} already has an event indicator {name!r}")
-        self.event_indicators[name] = EventIndicator(name, func, direction)
+        indicator = EventIndicator(name, func, direction)
+        self._check_event_port_name(name)
+        self.event_indicators[name] = indicator
         if self._is_initialized:
             self._add_event_port(name)
+            self._backfill_history(name)
             self._compile_recorders()
+
+    def _backfill_history(self, name: str) -> None:
+        """Give a port added after initialize a ``False`` sample at every instant already recorded,
+        so all outputs keep one common time axis."""
+        hist = self.history.get_port_history(name)
+        ref = next((h for n, h in self.history.get_all_histories().items() if n != name and len(h)), None)
+        if ref is None or len(hist):
+            return
+        for t, micro in zip(ref.time.tolist(), ref.micro.tolist(), strict=True):
+            hist.append(t, False, micro)
 
     @property
     def has_state_events(self) -> bool:
@@ -310,7 +334,7 @@ class CoSimComponent(ABC):
         if self.record_history:
             self._record_outputs(t, micro)
 
-    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:  # noqa: B027 (optional hook)
         """Hook: apply state discontinuities for *event_names* at *t*."""
 
     # ------------------------------------------------------------------ lifecycle end
@@ -323,7 +347,7 @@ class CoSimComponent(ABC):
             port.reset()
         self.internal_event_hints.clear()
 
-    def free(self) -> None:
+    def free(self) -> None:  # noqa: B027 (optional hook)
         """Hook: release external resources (files, libraries, FMU instances)."""
 
     # ------------------------------------------------------------------ feedthrough
@@ -342,16 +366,21 @@ class CoSimComponent(ABC):
         Each input is perturbed both ways around its current value and outputs are
         re-evaluated with :meth:`evaluate_outputs`; ports (and, where supported,
         the internal state) are restored afterwards, so detection leaves no trace.
+        With rollback every trial also starts from the same internal state, so an
+        output update that touches state is not mistaken for feedthrough.
         """
         inputs, outputs = self.inputs, self.outputs
         saved = {id(p): (p.value, p.t_last) for p in (*inputs.values(), *outputs.values())}
-        snapshot = self.snapshot_state() if self.supports_rollback else None
+        rollback = self.supports_rollback
+        snapshot = self.snapshot_state() if rollback else None
         result: dict[str, set[str]] = {name: set() for name in outputs}
         try:
             baseline = dict(self.evaluate_outputs({}, self.t))
             for name, port in inputs.items():
                 original = port.value
                 for trial in _perturbations(port):
+                    if rollback:
+                        self.restore_state(snapshot, self.t)
                     try:
                         changed = self.evaluate_outputs({name: trial}, self.t)
                     except Exception:
@@ -363,7 +392,7 @@ class CoSimComponent(ABC):
         finally:
             for p in (*inputs.values(), *outputs.values()):
                 p.value, p.t_last = saved[id(p)]
-            if snapshot is not None:
+            if rollback:
                 self.restore_state(snapshot, self.t)
         return result
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from cosimrun.core.errors import unknown_name
 from cosimrun.core.events import DenseTime
 from cosimrun.core.ports import PortType
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.units import compile_conversion
 
 _TYPECODES: dict[PortType, tuple[str, Any]] = {
@@ -135,7 +135,9 @@ class ComponentHistory:
         try:
             return self._port_histories[port_name]
         except KeyError:
-            raise KeyError(unknown_name("port", port_name, self._port_histories, f"in {self.component_name!r}")) from None
+            raise KeyError(
+                unknown_name("port", port_name, self._port_histories, f"in {self.component_name!r}")
+            ) from None
 
     def get_all_histories(self) -> dict[str, PortHistory]:
         """Every port history by port name."""
@@ -154,7 +156,9 @@ class ComponentHistory:
             self.get_port_history(name)
         return names
 
-    def to_dict(self, port_names: list[str] | None = None, units: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    def to_dict(
+        self, port_names: list[str] | None = None, units: dict[str, str] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """``{port: {'time', 'values', 'unit'}}``, converting units where asked."""
         units = units or {}
         return {n: self._port_histories[n].to_dict(units.get(n)) for n in self._select(port_names)}
@@ -264,7 +268,9 @@ class SystemHistory:
             for c, ports in self._selection(component_names, port_names)
         }
 
-    def get_port_trajectory(self, component: str, port: str, as_unit: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def get_port_trajectory(
+        self, component: str, port: str, as_unit: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(time, values)`` of one port."""
         h = self.get_component_history(component).get_port_history(port)
         return h.time, h.get_values(as_unit)
@@ -287,7 +293,10 @@ class SystemHistory:
         """Write histories to one CSV file.
 
         Wide: ``time, comp.port [unit], ...`` with one row per sample instant
-        (ports sampled on different instants leave empty cells). Long/tidy:
+        (ports sampled on different instants leave empty cells, so an empty
+        string value reads back as a missing sample; use the long format for
+        string ports). An instant recorded twice (before and after an event)
+        gives two rows with the same time. Long/tidy:
         ``time, micro, component, port, value, unit``.
         """
         flat = self.to_dict(component_names, port_names, units, format="flat")
@@ -335,7 +344,7 @@ class SystemHistory:
                 unit = row[ix["unit"]] if "unit" in ix and row[ix["unit"]] else None
                 times, values, _ = series.setdefault(key, ([], [], unit))
                 times.append(float(row[ix["time"]]))
-                values.append(_parse_cell(row[ix["value"]]))
+                values.append(row[ix["value"]])
         else:
             columns = []
             for name in header[1:]:
@@ -348,7 +357,7 @@ class SystemHistory:
                 for (comp, port), cell in zip(columns, row[1:], strict=True):
                     if cell != "":
                         series[(comp, port)][0].append(t)
-                        series[(comp, port)][1].append(_parse_cell(cell))
+                        series[(comp, port)][1].append(cell)
         out: dict[str, Any] = {}
         for (comp, port), (times, values, unit) in series.items():
             out.setdefault(comp, {})[port] = {"time": np.array(times), "values": _as_array(values), "unit": unit}
@@ -363,24 +372,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _parse_cell(cell: str) -> Any:
-    if cell in ("True", "False"):
-        return cell == "True"
-    for kind in (int, float):
+def _as_array(cells: list[str]) -> np.ndarray:
+    """Type a loaded column as a whole: bool, int, float, else strings.
+
+    Deciding per column (not per cell) keeps a string port whose values merely
+    look numeric or boolean in some rows intact as strings.
+    """
+    if not cells:
+        return np.empty(0, dtype=np.float64)
+    if all(c in ("True", "False") for c in cells):
+        return np.array([c == "True" for c in cells], dtype=bool)
+    for kind, dtype in ((int, np.int64), (float, np.float64)):
         try:
-            return kind(cell)
-        except ValueError:
+            return np.array([kind(c) for c in cells], dtype=dtype)
+        except (ValueError, OverflowError):
             pass
-    return cell
-
-
-def _as_array(values: list[Any]) -> np.ndarray:
-    if values and all(isinstance(v, str) for v in values):
-        out = np.empty(len(values), dtype=object)
-        out[:] = values
-        return out
-    if values and all(isinstance(v, bool) for v in values):
-        return np.array(values, dtype=bool)
-    if values and all(type(v) is int for v in values):
-        return np.array(values, dtype=np.int64)
-    return np.array(values, dtype=np.float64)
+    out = np.empty(len(cells), dtype=object)
+    out[:] = cells
+    return out

@@ -17,6 +17,7 @@ import pint
 
 from cosimrun.core.units import (
     Q_,
+    IncompatibleUnitsError,
     UnitLike,
     compile_conversion,
     parse_unit,
@@ -207,6 +208,8 @@ class PortState:
             raise TypeError(f"port {self.spec.name!r} ({self.spec.type.value}) has no unit to convert")
         try:
             conv = compile_conversion(self.spec.unit, target_unit)
+        except IncompatibleUnitsError as exc:
+            raise IncompatibleUnitsError(f"port {self.spec.name!r}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"port {self.spec.name!r}: {exc}") from None
         return conv.scale * self.value + conv.offset

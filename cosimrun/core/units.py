@@ -95,7 +95,10 @@ IDENTITY = UnitConversion()
 
 @lru_cache(maxsize=4096)
 def _compile(src: str | None, dst: str | None) -> UnitConversion:
-    if src is None or dst is None or src == dst:
+    # No unit means a plain (dimensionless) number, as for a quantity set on a
+    # unit-less port: None -> "percent" scales by 100, not 1.
+    src, dst = src or "dimensionless", dst or "dimensionless"
+    if src == dst:
         return IDENTITY
     src_u, dst_u = parse_unit(src), parse_unit(dst)
     if src_u == dst_u:

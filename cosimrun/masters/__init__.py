@@ -1,0 +1,7 @@
+"""Master algorithms that advance a `System` in time."""
+
+from cosimrun.masters.base import LoopConvergenceError, Master, MasterStats
+from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.jacobi import Jacobi
+
+__all__ = ["GaussSeidel", "Jacobi", "LoopConvergenceError", "Master", "MasterStats"]

@@ -1,0 +1,283 @@
+"""Shared machinery of the master algorithms.
+
+A master is compiled against a :class:`~cosimrun.system.System` once
+(``setup``): links become ``(dst, src)`` port pairs with their unit scale and
+offset, components that need ``set_inputs`` calls are marked, and the
+re-evaluation schedule of direct-feedthrough components and algebraic loops is
+fixed. The step loop then only moves plain numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.errors import suggest
+from cosimrun.core.ports import PortType
+from cosimrun.masters.extrapolation import mean_extrapolation
+from cosimrun.masters.stepsize import Clock
+
+if TYPE_CHECKING:
+    from cosimrun.system.connection import Link
+    from cosimrun.system.system import System
+
+LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
+ON_NONCONVERGENCE = ("raise", "warn")
+
+
+class LoopConvergenceError(RuntimeError):
+    """An algebraic loop (or a strongly coupled step) did not converge."""
+
+
+@dataclass
+class MasterStats:
+    """What a master did during one run."""
+
+    macro_steps: int = 0
+    loop_solves: int = 0
+    loop_iterations: int = 0
+    newton_iterations: int = 0
+    step_iterations: int = 0
+    rollbacks: int = 0
+    events: int = 0
+    trial_steps: int = 0
+    event_trial_steps: list[int] = field(default_factory=list)
+
+    @property
+    def trial_steps_per_event(self) -> float:
+        """Mean number of trial steps spent localizing one event."""
+        return sum(self.event_trial_steps) / len(self.event_trial_steps) if self.event_trial_steps else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Scalar statistics (for storage as attributes)."""
+        out = asdict(self)
+        out.pop("event_trial_steps")
+        out["trial_steps_per_event"] = self.trial_steps_per_event
+        return out
+
+
+Pusher = Callable[[float], None] | None
+
+
+def _uses_default(comp: CoSimComponent, method: str) -> bool:
+    return getattr(type(comp), method) is getattr(CoSimComponent, method)
+
+
+def input_pusher(comp: CoSimComponent) -> Pusher:
+    """``None`` when port writes suffice, else a function pushing port values through ``set_inputs``.
+
+    Components that override ``set_inputs`` (multi-model wrappers, FMUs) must
+    see every input change through it.
+    """
+    if _uses_default(comp, "set_inputs") or not comp.inputs:
+        return None
+    ports = list(comp.inputs.items())
+
+    def push(t: float) -> None:
+        comp.set_inputs({name: port.value for name, port in ports}, t)
+
+    return push
+
+
+@dataclass
+class Master:
+    """Base class: settings as fields, compiled state set by :meth:`setup`."""
+
+    loop_solver: str = "gauss_seidel"
+    """How algebraic loops are solved at a communication point: jacobi, gauss_seidel or newton."""
+    loop_tolerance: float = 1e-10
+    """Value tolerance of loop iteration: ``max|residual| <= tol * (1 + max|x|)``."""
+    max_loop_iterations: int = 100
+    aitken: bool = False
+    """Aitken dynamic relaxation of fixed-point loop iteration."""
+    relaxation: float = 1.0
+    """Initial (or constant, without Aitken) relaxation factor of fixed-point iteration."""
+    fd_step: float = 1e-7
+    """Relative finite-difference step of interface Jacobians."""
+    on_nonconvergence: str = "raise"
+    """``raise`` or ``warn`` when a loop does not converge."""
+
+    name: ClassVar[str] = "master"
+
+    def __post_init__(self) -> None:
+        self._check_choice("loop_solver", self.loop_solver, LOOP_SOLVERS)
+        self._check_choice("on_nonconvergence", self.on_nonconvergence, ON_NONCONVERGENCE)
+        for key in ("loop_tolerance", "fd_step", "relaxation"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"master.{key} must be positive, got {getattr(self, key)!r}")
+        if int(self.max_loop_iterations) < 1:
+            raise ValueError(f"master.max_loop_iterations must be >= 1, got {self.max_loop_iterations!r}")
+        self.stats = MasterStats()
+        self.system: System | None = None
+
+    @staticmethod
+    def _check_choice(key: str, value: Any, valid: tuple[Any, ...]) -> None:
+        if value not in valid:
+            raise ValueError(
+                f"master.{key}={value!r} is not valid{suggest(str(value), map(str, valid))} "
+                f"(valid: {', '.join(map(str, valid))})"
+            )
+
+    def settings(self) -> dict[str, Any]:
+        """The master's settings by name."""
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+    # ------------------------------------------------------------------ compilation
+    def setup(self, system: System) -> None:
+        """Compile the system's links, input pushing and re-evaluation schedule."""
+        from cosimrun.masters.loops import LoopSolver
+
+        assert system.analysis is not None
+        self.system = system
+        self.stats = MasterStats()
+        comps = system.components
+        self.order: list[CoSimComponent] = [comps[n] for n in system.analysis.order]
+        self.pushers: dict[str, Pusher] = {n: input_pusher(c) for n, c in comps.items()}
+        self.link_of = {link.connection: link for link in system.links}
+        self._identity = [(lk.dst, lk.src) for lk in system.links if lk.conversion.is_identity]
+        self._scaled = [
+            (lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset)
+            for lk in system.links
+            if not lk.conversion.is_identity
+        ]
+        self._pushed = [(comps[n], p) for n, p in self.pushers.items() if p is not None]
+        self.links_from: dict[str, list[Link]] = {n: [] for n in comps}
+        for lk in system.links:
+            self.links_from[lk.connection.src_component].append(lk)
+        self._resolution: list[tuple[Callable[[float], None], list[Link]]] = []
+        self._late: list[CoSimComponent] = []
+        for item in system.analysis.resolution:
+            if isinstance(item, str):
+                comp = comps[item]
+                self._resolution.append((self._evaluator(comp), self.links_from[item]))
+                self._late.append(comp)
+            else:
+                solver = LoopSolver(item, self)
+                members = set(item.components)
+                outward = [lk for n in item.components for lk in self.links_from[n]
+                           if lk.connection.dst_component not in members or lk.connection in solver.tear_set]
+                self._resolution.append((solver.solve, outward))
+                self._late.extend(comps[n] for n in item.components)
+        self._late = list(dict.fromkeys(self._late))
+        self._timed = [
+            c for c in comps.values() if c.max_step is not None or not _uses_default(c, "next_time_event")
+        ]
+        self._lagging: list[Link] = []
+        self._ex_times: list[float] = []
+        self._ex_values: list[list[float]] = []
+
+    def _evaluator(self, comp: CoSimComponent) -> Callable[[float], None]:
+        push = self.pushers[comp.name]
+
+        def evaluate(t: float) -> None:
+            if push is not None:
+                push(t)
+            comp.evaluate_outputs({}, t)
+
+        return evaluate
+
+    # ------------------------------------------------------------------ exchange
+    def exchange(self) -> None:
+        """Copy every output to the inputs it drives."""
+        for dst, src in self._identity:
+            dst.value = src.value
+        for dst, src, scale, offset in self._scaled:
+            dst.value = scale * src.value + offset
+
+    def push_all(self, t: float) -> None:
+        """Push input port values into components that take inputs through ``set_inputs``."""
+        for _, push in self._pushed:
+            push(t)
+
+    def resolve(self, t: float) -> None:
+        """Re-evaluate direct-feedthrough outputs and solve algebraic loops at *t*."""
+        for run, outward in self._resolution:
+            run(t)
+            for lk in outward:
+                lk.transfer()
+
+    def initialize_outputs(self, t0: float) -> None:
+        """Make inputs and outputs consistent at *t0* (tear inputs keep their initial values)."""
+        assert self.system is not None
+        tears = {c for loop in self.system.analysis.loops for c in loop.tears}
+        for lk in self.system.links:
+            if lk.connection not in tears:
+                lk.transfer()
+        self.resolve(t0)
+        self.push_all(t0)
+
+    # ------------------------------------------------------------------ extrapolation
+    def _start_extrapolation(self, order: int, links: list[Link], t0: float) -> None:
+        self._lagging = [lk for lk in links if lk.dst.spec.type is PortType.REAL] if order > 0 else []
+        self._ex_order = order
+        self._ex_times = [t0]
+        self._ex_values = [[lk.dst.value] for lk in self._lagging]
+
+    def _extrapolate(self, t: float, h: float) -> None:
+        times = self._ex_times
+        for lk, values in zip(self._lagging, self._ex_values, strict=True):
+            lk.dst.value = mean_extrapolation(times, values, t, h)
+
+    def _sample_extrapolation(self, t: float) -> None:
+        keep = self._ex_order + 1
+        self._ex_times.append(t)
+        del self._ex_times[:-keep]
+        for lk, values in zip(self._lagging, self._ex_values, strict=True):
+            values.append(lk.dst.value)
+            del values[:-keep]
+
+    # ------------------------------------------------------------------ time loop
+    def next_point(self, clock: Clock, a: int) -> int:
+        """Next communication tick after *a*: grid, components' max steps and time events, end."""
+        b = min(clock.next_grid(a), clock.end)
+        if self._timed:
+            t = clock.time(a)
+            for comp in self._timed:
+                if comp.max_step is not None:
+                    b = min(b, a + max(1, int(comp.max_step / clock.tick)))
+                te = comp.next_time_event(t)
+                if te is not None and te > t:
+                    tick = clock.mark(te)
+                    if a < tick < b:
+                        b = tick
+        return b
+
+    def run(self, t0: float, tf: float, dt: float, progress: Callable[[float], None] | None = None) -> MasterStats:
+        """Advance the (initialized) system from *t0* to *tf*."""
+        clock = Clock(t0, dt, tf)
+        self.clock = clock
+        self.begin(t0)
+        a, end = 0, clock.end
+        stride = max(1, end // 200)
+        report = stride
+        try:
+            while a < end:
+                a = self.advance(clock, a, self.next_point(clock, a))
+                self.stats.macro_steps += 1
+                if progress is not None and a >= report:
+                    report = a + stride
+                    progress(clock.time(a))
+        finally:
+            self.finish()
+        return self.stats
+
+    def begin(self, t0: float) -> None:
+        """Hook called before the first step: components recorded by the master stop self-recording."""
+        for comp in self._late:
+            comp.record_history = False
+
+    def finish(self) -> None:
+        """Hook called after the last step (also on failure)."""
+        for comp in self._late:
+            comp.record_history = True
+
+    def record_late(self, t: float) -> None:
+        """Record components whose outputs changed in the resolution phase."""
+        for comp in self._late:
+            comp._record_outputs(t)
+
+    def advance(self, clock: Clock, a: int, b: int) -> int:
+        """Advance from tick *a* towards *b*; return the tick reached."""
+        raise NotImplementedError

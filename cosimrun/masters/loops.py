@@ -1,0 +1,141 @@
+"""Solving algebraic loops at a communication point.
+
+The loop's tear inputs (or, for Jacobi sweeps, all its inputs) are the
+unknowns ``x``; one sweep evaluates the loop's components and yields ``G(x)``.
+Fixed-point iteration (optionally with Aitken relaxation) repeats
+``x <- x + w (G(x) - x)``; Newton (IJCSA, Sicklinger et al. 2014) solves
+``G(x) - x = 0`` with a finite-difference interface Jacobian.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cosimrun.masters.base import LoopConvergenceError
+
+if TYPE_CHECKING:
+    from cosimrun.masters.base import Master
+    from cosimrun.system.graph import AlgebraicLoop
+
+
+class LoopSolver:
+    """Solves one algebraic loop with the master's loop settings."""
+
+    def __init__(self, loop: AlgebraicLoop, master: Master) -> None:
+        system = master.system
+        assert system is not None
+        self.loop = loop
+        self.master = master
+        self.tear_set = set(loop.tears)
+        self.tears = [master.link_of[c] for c in loop.tears]
+        self.links = [master.link_of[c] for c in loop.connections]
+        evaluators = {n: master._evaluator(system.components[n]) for n in loop.components}
+        inner = [lk for lk in self.links if lk.connection not in self.tear_set]
+        self.sweep_plan = [
+            (evaluators[n], [lk for lk in inner if lk.connection.src_component == n]) for n in loop.components
+        ]
+        self.evaluators = list(evaluators.values())
+        self.method = master.loop_solver
+
+    # ------------------------------------------------------------------ sweeps
+    def _gauss_seidel(self, x: np.ndarray, t: float) -> np.ndarray:
+        for lk, value in zip(self.tears, x, strict=True):
+            lk.dst.value = float(value)
+        for evaluate, links in self.sweep_plan:
+            evaluate(t)
+            for lk in links:
+                lk.transfer()
+        return np.array([lk.conversion.scale * lk.src.value + lk.conversion.offset for lk in self.tears])
+
+    def _jacobi(self, x: np.ndarray, t: float) -> np.ndarray:
+        for lk, value in zip(self.links, x, strict=True):
+            lk.dst.value = float(value)
+        for evaluate in self.evaluators:
+            evaluate(t)
+        return np.array([lk.conversion.scale * lk.src.value + lk.conversion.offset for lk in self.links])
+
+    # ------------------------------------------------------------------ solving
+    def solve(self, t: float) -> None:
+        """Solve the loop at time *t*, leaving ports consistent with the solution."""
+        stats = self.master.stats
+        stats.loop_solves += 1
+        if self.method == "newton":
+            self._newton(t)
+        elif self.method == "jacobi":
+            self._fixed_point(t, self._jacobi, self.links)
+        else:
+            self._fixed_point(t, self._gauss_seidel, self.tears)
+
+    def _converged(self, r: np.ndarray, x: np.ndarray) -> bool:
+        return float(np.max(np.abs(r))) <= self.master.loop_tolerance * (1.0 + float(np.max(np.abs(x))))
+
+    def _fixed_point(self, t: float, sweep, unknowns) -> None:
+        m = self.master
+        x = np.array([lk.dst.value for lk in unknowns], dtype=float)
+        omega = m.relaxation
+        r_prev = None
+        first = None
+        for k in range(1, m.max_loop_iterations + 1):
+            g = sweep(x, t)
+            r = g - x
+            m.stats.loop_iterations += 1
+            size = float(np.max(np.abs(r))) if r.size else 0.0
+            first = size if first is None else first
+            if not np.isfinite(size) or (k > 3 and size > 1e6 * (first + m.loop_tolerance)):
+                return self._fail(t, r, k, "diverged")
+            if self._converged(r, g):
+                for lk, value in zip(unknowns, g, strict=True):
+                    lk.dst.value = float(value)
+                return None
+            if m.aitken and r_prev is not None:
+                dr = r - r_prev
+                denom = float(dr @ dr)
+                if denom > 0.0:
+                    omega = -omega * float(r_prev @ dr) / denom
+            r_prev = r
+            x = x + omega * r
+        return self._fail(t, r, m.max_loop_iterations, "did not converge")
+
+    def _newton(self, t: float) -> None:
+        m = self.master
+        x = np.array([lk.dst.value for lk in self.tears], dtype=float)
+        n = len(x)
+        for k in range(m.max_loop_iterations + 1):
+            f = self._gauss_seidel(x, t) - x
+            m.stats.loop_iterations += 1
+            if not np.all(np.isfinite(f)):
+                return self._fail(t, f, k, "diverged")
+            if self._converged(f, x):
+                for lk, value in zip(self.tears, x + f, strict=True):
+                    lk.dst.value = float(value)
+                return None
+            if k == m.max_loop_iterations:
+                break
+            jac = np.empty((n, n))
+            for j in range(n):
+                xp = x.copy()
+                h = m.fd_step * (1.0 + abs(x[j]))
+                xp[j] += h
+                jac[:, j] = (self._gauss_seidel(xp, t) - xp - f) / h
+            try:
+                x = x - np.linalg.solve(jac, f)
+            except np.linalg.LinAlgError:
+                return self._fail(t, f, k, "has a singular interface Jacobian")
+            m.stats.newton_iterations += 1
+        return self._fail(t, f, m.max_loop_iterations, "did not converge")
+
+    def _fail(self, t: float, residual: np.ndarray, iterations: int, what: str) -> None:
+        ports = ", ".join(lk.connection.dst for lk in self.tears)
+        worst = float(np.max(np.abs(residual))) if residual.size else 0.0
+        message = (
+            f"algebraic loop {' -> '.join(self.loop.components)} {what} at t={t:.9g} "
+            f"after {iterations} {self.method} iterations: residual {worst:.3g} on {ports} "
+            f"(tolerance {self.master.loop_tolerance:g})"
+        )
+        if self.master.on_nonconvergence == "warn":
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return
+        raise LoopConvergenceError(message)

@@ -1,0 +1,325 @@
+"""`System`: components, their connections, structural analysis and `run`."""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.errors import unknown_name
+from cosimrun.core.events import DenseTime, Event
+from cosimrun.core.history import SystemHistory
+from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.core.units import IncompatibleUnitsError, compile_conversion
+from cosimrun.system.connection import Connection, Link, split_port_path
+from cosimrun.system.graph import GraphAnalysis, analyze
+
+if TYPE_CHECKING:
+    from cosimrun.masters.base import Master, MasterStats
+
+
+class InvalidConnectionError(ValueError):
+    """A connection that cannot be made (unknown port, direction, type or unit mismatch)."""
+
+
+class MissingInitialValueError(ValueError):
+    """An input that closes an algebraic loop has no initial value."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventConnection:
+    """Component *subscriber* receives event *event* emitted by component *source*."""
+
+    source: str
+    event: str
+    subscriber: str
+
+    def __str__(self) -> str:
+        return f"{self.source}.{self.event} => {self.subscriber}"
+
+
+@dataclass
+class ModeSwitch:
+    """One mode switch of a multi-model component."""
+
+    time: float
+    component: str
+    from_mode: str
+    to_mode: str
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced."""
+
+    system: str
+    history: SystemHistory
+    events: list[tuple[DenseTime, str, str]]
+    mode_switches: list[ModeSwitch]
+    stats: MasterStats
+    master: str
+    t0: float
+    tf: float
+    dt: float
+    wall_time_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class System:
+    """A set of components and the connections between their ports."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.components: dict[str, CoSimComponent] = {}
+        self.connections: list[Connection] = []
+        self.event_connections: list[EventConnection] = []
+        self.initial_values: dict[str, Any] = {}
+        self.history = SystemHistory(name)
+        self.analysis: GraphAnalysis | None = None
+        self.links: list[Link] = []
+        self._driven: dict[str, Connection] = {}
+        self._initialized = False
+
+    def __repr__(self) -> str:
+        return f"System({self.name!r}, components={list(self.components)})"
+
+    # ------------------------------------------------------------------ building
+    def add_component(self, component: CoSimComponent) -> CoSimComponent:
+        """Add *component*; its name must be unique in the system."""
+        if not isinstance(component, CoSimComponent):
+            raise TypeError(f"expected a CoSimComponent, got {type(component).__name__}")
+        if component.name in self.components:
+            raise ValueError(f"system {self.name!r} already has a component named {component.name!r}")
+        self.components[component.name] = component
+        self.history.add_component(component.name, component.history)
+        self._initialized = False
+        return component
+
+    def get_component(self, name: str) -> CoSimComponent:
+        try:
+            return self.components[name]
+        except KeyError:
+            raise KeyError(unknown_name("component", name, self.components, f"in system {self.name!r}")) from None
+
+    def connect(self, src: str | Connection, dst: str | None = None) -> Connection:
+        """Connect ``"a.y"`` to ``"b.u"`` (also accepts ``"a.y -> b.u"`` or a :class:`Connection`).
+
+        The connection is validated at once: ports exist, directions and types
+        match, units are compatible, and the input is not already driven.
+        """
+        if isinstance(src, Connection):
+            conn = src
+        elif dst is None:
+            conn = Connection.parse(src)
+        else:
+            conn = Connection.between(src, dst)
+        self._validate(conn)
+        self.connections.append(conn)
+        self._driven[conn.dst] = conn
+        self._initialized = False
+        return conn
+
+    def connect_event(self, source: str, subscriber: str) -> EventConnection:
+        """Deliver event ``"comp.event"`` to component *subscriber* (via ``handle_event``)."""
+        comp_name, event = split_port_path(source, what="event source")
+        comp = self.get_component(comp_name)
+        sub = self.get_component(subscriber)
+        if event not in comp.event_indicators:
+            raise ValueError(unknown_name("event", event, comp.event_indicators, f"of component {comp_name!r}"))
+        sub.subscribe_event(Event(name=event, source=comp_name))
+        link = EventConnection(comp_name, event, subscriber)
+        self.event_connections.append(link)
+        return link
+
+    def set_initial_value(self, port: str, value: Any) -> None:
+        """Initial value of input ``"comp.port"`` (needed where an algebraic loop is torn)."""
+        comp_name, port_name = split_port_path(port, what="initial value")
+        comp = self.get_component(comp_name)
+        spec = comp.input_specs.get(port_name)
+        if spec is None:
+            raise KeyError(unknown_name("input", port_name, comp.input_specs, f"of component {comp_name!r}"))
+        self.initial_values[f"{comp_name}.{port_name}"] = spec.validate_value(value)
+        self._initialized = False
+
+    def _output_specs(self, comp: CoSimComponent) -> dict[str, PortSpec]:
+        specs = dict(comp.output_specs)
+        for name in comp.event_indicators:
+            specs.setdefault(name, PortSpec(name, PortType.EVENT, "out"))
+        return specs
+
+    def _validate(self, conn: Connection) -> None:
+        src_comp = self.get_component(conn.src_component)
+        dst_comp = self.get_component(conn.dst_component)
+        where = f"connection {conn}"
+        outs = self._output_specs(src_comp)
+        src = outs.get(conn.src_port)
+        if src is None:
+            if conn.src_port in src_comp.input_specs:
+                raise InvalidConnectionError(f"{where}: {conn.src} is an input; a connection starts at an output")
+            known = unknown_name("output", conn.src_port, outs, f"of component {conn.src_component!r}")
+            raise InvalidConnectionError(f"{where}: {known}")
+        dst = dst_comp.input_specs.get(conn.dst_port)
+        if dst is None:
+            if conn.dst_port in self._output_specs(dst_comp):
+                raise InvalidConnectionError(f"{where}: {conn.dst} is an output; a connection ends at an input")
+            known = unknown_name("input", conn.dst_port, dst_comp.input_specs, f"of component {conn.dst_component!r}")
+            raise InvalidConnectionError(f"{where}: {known}")
+        src_type = PortType.BOOL if src.type is PortType.EVENT else src.type
+        dst_type = PortType.BOOL if dst.type is PortType.EVENT else dst.type
+        if src_type != dst_type:
+            raise InvalidConnectionError(f"connection {conn}: type mismatch, {conn.src} is {src.type.value} "
+                                   f"but {conn.dst} is {dst.type.value}")
+        if src.type is PortType.REAL:
+            try:
+                compile_conversion(src.unit, dst.unit)
+            except IncompatibleUnitsError:
+                raise InvalidConnectionError(
+                    f"connection {conn}: incompatible units, {conn.src} is in {src.unit_name or 'no unit'} "
+                    f"but {conn.dst} is in {dst.unit_name or 'no unit'}"
+                ) from None
+        if conn.dst in self._driven:
+            raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}")
+
+    # ------------------------------------------------------------------ initialization
+    def initialize(self, t0: float, master: Master | None = None) -> None:
+        """Initialize every component at *t0*, analyse the graph and make outputs consistent.
+
+        Raises :class:`MissingInitialValueError` when a torn input of an
+        algebraic loop has no initial value.
+        """
+        from cosimrun.masters.gauss_seidel import GaussSeidel
+
+        master = master or GaussSeidel()
+        for comp in self.components.values():
+            if comp.is_initialized:
+                comp.reset()
+            for path, value in self.initial_values.items():
+                c, p = split_port_path(path)
+                if c == comp.name:
+                    comp.inputs[p] = PortState(comp.input_specs[p], value)
+            comp.record_history = False
+            comp.initialize(t0)
+        self.analysis = analyze(
+            self.components, self.connections, {n: c.direct_feedthrough for n, c in self.components.items()}
+        )
+        missing = [c for c in self.analysis.needs_initial_values if c.dst not in self.initial_values]
+        if missing:
+            conn = missing[0]
+            raise MissingInitialValueError(
+                f"input {conn.dst} closes an algebraic loop (torn at {conn}) and needs an initial value; "
+                f"set one with initial_values {{'{conn.dst}': ...}}"
+            )
+        self.links = [self._link(conn) for conn in self.connections]
+        master.setup(self)
+        master.initialize_outputs(t0)
+        for comp in self.components.values():
+            comp.record_history = True
+            comp._record_outputs(t0)
+        self._initialized = True
+
+    def _link(self, conn: Connection) -> Link:
+        src = self.components[conn.src_component].outputs[conn.src_port]
+        dst = self.components[conn.dst_component].inputs[conn.dst_port]
+        if src.spec.type is PortType.REAL:
+            conversion = compile_conversion(src.spec.unit, dst.spec.unit)
+        else:
+            conversion = compile_conversion(None, None)
+        return Link(conn, src, dst, conversion)
+
+    # ------------------------------------------------------------------ running
+    def run(
+        self,
+        t0: float,
+        tf: float,
+        dt: float,
+        master: Master | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> RunResult:
+        """Simulate from *t0* to *tf* with macro step *dt* and return what was recorded.
+
+        *progress*, when given, is called with the current time now and then.
+        """
+        from cosimrun.masters.gauss_seidel import GaussSeidel
+
+        master = master or GaussSeidel()
+        start = _time.perf_counter()
+        for comp in self.components.values():
+            if comp.is_initialized:
+                comp.reset()
+        self.history.clear()
+        self.initialize(t0, master)
+        stats = master.run(t0, tf, dt, progress=progress)
+        return RunResult(
+            system=self.name,
+            history=self.history,
+            events=self.history.event_log(),
+            mode_switches=self.mode_switches(),
+            stats=stats,
+            master=type(master).__name__,
+            t0=t0,
+            tf=tf,
+            dt=dt,
+            wall_time_s=_time.perf_counter() - start,
+        )
+
+    def mode_switches(self) -> list[ModeSwitch]:
+        """Mode switches of every multi-model component, in time order."""
+        rows = []
+        for name, comp in self.components.items():
+            for rec in getattr(comp, "sync_events", ()):
+                rows.append(ModeSwitch(float(rec["time"]), name, str(rec["from_mode"]), str(rec["to_mode"])))
+        return sorted(rows, key=lambda r: r.time)
+
+    def free(self) -> None:
+        """Release every component's resources."""
+        for comp in self.components.values():
+            comp.free()
+
+    # ------------------------------------------------------------------ reporting
+    def describe(self) -> str:
+        """A text report of components, ports, connections, loops and priority levels."""
+        lines = [f"System {self.name!r}: {len(self.components)} components, {len(self.connections)} connections"]
+        lines.append("")
+        lines.append("Components:")
+        for name, comp in self.components.items():
+            lines.append(f"  {name} ({type(comp).__name__})")
+            for spec in comp.input_specs.values():
+                lines.append(f"    in  {spec.name}: {spec.type.value}{_unit(spec)}")
+            for spec in self._output_specs(comp).values():
+                lines.append(f"    out {spec.name}: {spec.type.value}{_unit(spec)}")
+        lines.append("")
+        lines.append("Connections:")
+        for conn in self.connections:
+            src = self._output_specs(self.components[conn.src_component])[conn.src_port]
+            dst = self.components[conn.dst_component].input_specs[conn.dst_port]
+            conv = ""
+            if src.type is PortType.REAL and src.unit_name != dst.unit_name:
+                c = compile_conversion(src.unit, dst.unit)
+                conv = f"  [{src.unit_name} -> {dst.unit_name}: x*{c.scale:g}{c.offset:+g}]"
+            lines.append(f"  {conn}{conv}")
+        for ev in self.event_connections:
+            lines.append(f"  {ev}")
+        analysis = self.analysis or analyze(
+            self.components, self.connections, {n: c.direct_feedthrough for n, c in self.components.items()}
+        )
+        lines.append("")
+        lines.append("Algebraic loops:" + ("" if analysis.loops else " none"))
+        for i, loop in enumerate(analysis.loops, 1):
+            lines.append(f"  loop {i}: {' -> '.join(loop.components)} (torn at {', '.join(map(str, loop.tears))})")
+        lines.append("Inputs that need initial values:" + ("" if analysis.needs_initial_values else " none"))
+        for conn in analysis.needs_initial_values:
+            have = self.initial_values.get(conn.dst)
+            lines.append(f"  {conn.dst}" + (f" = {have!r}" if have is not None else "  (missing)"))
+        lines.append("Connections cut for ordering:" + ("" if analysis.removed else " none"))
+        for conn in analysis.removed:
+            lines.append(f"  {conn}")
+        lines.append("Priority levels:")
+        for i, level in enumerate(analysis.levels):
+            lines.append(f"  {i}: {', '.join(level)}")
+        return "\n".join(lines)
+
+
+def _unit(spec: PortSpec) -> str:
+    return f" [{spec.unit_name}]" if spec.unit_name else ""
