@@ -2,6 +2,15 @@
 
 from cosimrun.masters.base import LoopConvergenceError, Master, MasterStats
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.hybrid import EventLocalizationError, Hybrid
 from cosimrun.masters.jacobi import Jacobi
 
-__all__ = ["GaussSeidel", "Jacobi", "LoopConvergenceError", "Master", "MasterStats"]
+__all__ = [
+    "EventLocalizationError",
+    "GaussSeidel",
+    "Hybrid",
+    "Jacobi",
+    "LoopConvergenceError",
+    "Master",
+    "MasterStats",
+]

@@ -1,0 +1,320 @@
+"""Hybrid master: state events located by rollback, handled at superdense time.
+
+Each macro step is first taken as a trial: rollback-capable components step in
+priority order (fresh outputs used at once, as in Gauss-Seidel) and their event
+indicators are compared before and after. Without a crossing the step is
+accepted. With one, every component is rolled back and re-stepped to trial
+times chosen by a bracketing root finder on the earliest crossing indicator
+(Illinois regula falsi, started from the components' internal event hints when
+they report any) until the bracket is narrower than ``time_tolerance``; the
+event instant is the bracket's right end, where the crossing has happened.
+Events are then handled at ``(t, 1), (t, 2), ...`` until no indicator crosses
+again, at most ``max_micro_steps`` times.
+
+Components that cannot roll back step once per accepted step, from the inputs
+at its start; they cannot host event indicators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.events import DenseTime, crossed
+from cosimrun.masters.base import Master
+from cosimrun.masters.stepsize import Clock
+
+ROOT_FINDERS = ("illinois", "bisection")
+
+Indicators = dict[str, dict[str, float]]
+
+
+class EventLocalizationError(RuntimeError):
+    """Events could not be handled (for example an endless cascade at one instant)."""
+
+
+@dataclass
+class Hybrid(Master):
+    """Event-locating master for systems with state events and mode switches."""
+
+    time_tolerance: float = 1e-10
+    """Width of the final bracket around an event instant, in seconds."""
+    sign_tolerance: float = 1e-12
+    """Indicator values within this distance of zero count as zero (on the surface)."""
+    max_micro_steps: int = 100
+    """Most event iterations at one instant before the run stops (Zeno guard)."""
+    root_finder: str = "illinois"
+    use_hints: bool = True
+
+    name: ClassVar[str] = "hybrid"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_choice("root_finder", self.root_finder, ROOT_FINDERS)
+        if not self.time_tolerance > 0:
+            raise ValueError(f"master.time_tolerance must be positive, got {self.time_tolerance!r}")
+        if not self.sign_tolerance >= 0:
+            raise ValueError(f"master.sign_tolerance must be >= 0, got {self.sign_tolerance!r}")
+        if int(self.max_micro_steps) < 1:
+            raise ValueError(f"master.max_micro_steps must be >= 1, got {self.max_micro_steps!r}")
+
+    # ------------------------------------------------------------------ setup
+    def begin(self, t0: float) -> None:
+        assert self.system is not None
+        comps = list(self.order)
+        self._all = comps
+        self._rollback = [c for c in comps if c.supports_rollback]
+        self._passive = [c for c in comps if not c.supports_rollback]
+        for comp in self._passive:
+            if comp.event_indicators:
+                raise ValueError(
+                    f"component {comp.name!r} has event indicators but cannot roll back "
+                    "(no snapshot_state/restore_state), so it cannot be an event source under the hybrid master"
+                )
+        self._sources = [c for c in self._rollback if c.has_state_events]
+        self._switchers = [c for c in comps if hasattr(c, "apply_mode_switch")]
+        position = {c.name: i for i, c in enumerate(comps)}
+        rolled = {c.name for c in self._rollback}
+        fresh: dict[str, list[Any]] = {c.name: [] for c in comps}
+        for lk in self.system.links:
+            conn = lk.connection
+            if conn.src_component in rolled and position[conn.src_component] < position[conn.dst_component]:
+                fresh[conn.dst_component].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset))
+        self._plan = [(c, self.pushers[c.name], fresh[c.name]) for c in self._rollback]
+        self._ports = [p for c in comps for p in (*c.inputs.values(), *c.outputs.values())]
+        self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
+        self._subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
+        for ev in self.system.event_connections:
+            self._subscribers.setdefault((ev.source, ev.event), []).append(self.system.components[ev.subscriber])
+        for comp in comps:
+            comp.record_history = False
+        for comp in self._switchers:
+            comp._allow_mode_switching = False
+        self._g = self._indicators()
+
+    def finish(self) -> None:
+        for comp in self._all:
+            comp.record_history = True
+        for comp in self._switchers:
+            comp._allow_mode_switching = True
+
+    # ------------------------------------------------------------------ helpers
+    def _indicators(self) -> Indicators:
+        return {c.name: c.evaluate_event_indicators() for c in self._sources}
+
+    def _crossings(self, before: Indicators, after: Indicators) -> list[tuple[CoSimComponent, str]]:
+        out = []
+        for comp in self._sources:
+            for name in comp.detect_event_crossings(before[comp.name], after[comp.name], self.sign_tolerance):
+                out.append((comp, name))
+        return out
+
+    def _save(self, t: float) -> tuple[list[tuple[CoSimComponent, Any]], list[Any]]:
+        snaps = [(c, c.snapshot_state()) for c in self._rollback]
+        return snaps, [p.value for p in self._ports]
+
+    def _restore(self, saved: tuple[list[tuple[CoSimComponent, Any]], list[Any]], t: float) -> None:
+        snaps, values = saved
+        for comp, snap in snaps:
+            comp.restore_state(snap, t)
+        for port, value in zip(self._ports, values, strict=True):
+            port.value = value
+        self.stats.rollbacks += 1
+
+    def _trial(self, t: float, t1: float) -> Indicators:
+        h = t1 - t
+        for comp, push, fresh in self._plan:
+            for dst, src, scale, offset in fresh:
+                dst.value = scale * src.value + offset
+            if push is not None:
+                push(t)
+            comp.do_step(t, h)
+        self.exchange()
+        if self._resolution:
+            self.resolve(t1)
+        self.stats.trial_steps += 1
+        return self._indicators()
+
+    def _drain_hints(self) -> dict[tuple[str, str], Any]:
+        hints = {}
+        for comp in self._rollback:
+            for hint in comp.get_internal_event_hints():
+                key = (comp.name, hint.event_name)
+                if key not in hints or hint.t_after < hints[key].t_after:
+                    hints[key] = hint
+        return hints
+
+    # ------------------------------------------------------------------ stepping
+    def advance(self, clock: Clock, a: int, b: int) -> int:
+        t = clock.time(a)
+        saved = self._save(t) if self._sources else None
+        passive_in = [p.value for p in self._passive_inputs]
+        g_a = self._g
+        g_b = self._trial(t, clock.time(b))
+        hints = self._drain_hints()
+        crossings = self._crossings(g_a, g_b) if self._sources else []
+        if not crossings:
+            self._accept(t, clock.time(b), passive_in)
+            self._g = g_b
+            self._switch_modes(clock.time(b))
+            return b
+        trials_before = self.stats.trial_steps
+        hi, g_hi, crossings = self._localize(clock, a, b, g_a, g_b, crossings, hints, saved)
+        t_e = clock.time(hi)
+        self._accept(t, t_e, passive_in)
+        self.stats.event_trial_steps.append(self.stats.trial_steps - trials_before)
+        self._g = self._handle(t_e, crossings, g_hi)
+        self._switch_modes(t_e)
+        return hi
+
+    def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
+        """Step the passive components over the accepted interval and record everything at *t1*."""
+        if self._passive:
+            now = [p.value for p in self._passive_inputs]
+            for port, value in zip(self._passive_inputs, passive_in, strict=True):
+                port.value = value
+            for comp in self._passive:
+                push = self.pushers[comp.name]
+                if push is not None:
+                    push(t)
+                comp.do_step(t, t1 - t)
+            for port, value in zip(self._passive_inputs, now, strict=True):
+                port.value = value
+            self.exchange()
+            if self._resolution:
+                self.resolve(t1)
+        for comp in self._all:
+            comp._record_outputs(t1)
+
+    def _switch_modes(self, t: float) -> None:
+        switched = False
+        for comp in self._switchers:
+            switched = comp.apply_mode_switch(t) or switched
+        if switched:
+            self.exchange()
+            if self._resolution:
+                self.resolve(t)
+            self._g = self._indicators()
+
+    def _localize(
+        self,
+        clock: Clock,
+        a: int,
+        b: int,
+        g_a: Indicators,
+        g_b: Indicators,
+        crossings: list[tuple[CoSimComponent, str]],
+        hints: dict[tuple[str, str], Any],
+        saved: Any,
+    ) -> tuple[int, Indicators, list[tuple[CoSimComponent, str]]]:
+        """Shrink ``[a, b]`` around the earliest crossing; return (tick, indicators there, crossings)."""
+        t_a = clock.time(a)
+        lo, hi = a, b
+        g_lo, g_hi = g_a, g_b
+        target = self._earliest(crossings, clock, lo, hi, g_lo, g_hi, hints)
+        f_lo, f_hi = g_lo[target[0]][target[1]], g_hi[target[0]][target[1]]
+        guesses = self._hint_guesses(target, hints, clock) if self.use_hints else []
+        retained = 0
+        at_hi = True
+        tol_ticks = max(1, int(self.time_tolerance / clock.tick))
+        while hi - lo > tol_ticks:
+            if guesses:
+                tau = guesses.pop(0)
+            elif self.root_finder == "bisection" or f_lo == f_hi or f_lo * f_hi > 0:
+                tau = lo + (hi - lo) // 2
+            else:
+                tau = lo + round((hi - lo) * (f_lo / (f_lo - f_hi)))
+            tau = min(max(tau, lo + 1), hi - 1)
+            self._restore(saved, t_a)
+            g_tau = self._trial(t_a, clock.time(tau))
+            self._drain_hints()
+            found = self._crossings(g_a, g_tau)
+            if found:
+                hi, g_hi, crossings, at_hi = tau, g_tau, found, True
+                if target not in [(c.name, n) for c, n in found]:
+                    target = self._earliest(found, clock, lo, hi, g_lo, g_hi, {})
+                    f_lo, retained = g_lo[target[0]][target[1]], 0
+                f_hi = g_tau[target[0]][target[1]]
+                if retained < 0:
+                    f_lo *= 0.5
+                retained = -1
+            else:
+                lo, g_lo, at_hi = tau, g_tau, False
+                f_lo = g_tau[target[0]][target[1]]
+                if retained > 0:
+                    f_hi *= 0.5
+                retained = 1
+        if not at_hi:
+            self._restore(saved, t_a)
+            g_hi = self._trial(t_a, clock.time(hi))
+            self._drain_hints()
+        return hi, g_hi, crossings
+
+    def _earliest(self, crossings, clock: Clock, lo: int, hi: int, g_lo, g_hi, hints) -> tuple[str, str]:
+        """The crossing whose estimated instant comes first (hints, else linear interpolation)."""
+        best, best_t = None, None
+        t_lo, t_hi = clock.time(lo), clock.time(hi)
+        for comp, name in crossings:
+            hint = hints.get((comp.name, name))
+            if hint is not None:
+                est = hint.t_before
+            else:
+                g0, g1 = g_lo[comp.name][name], g_hi[comp.name][name]
+                est = t_lo + (t_hi - t_lo) * (g0 / (g0 - g1)) if g0 != g1 else t_lo
+            if best_t is None or est < best_t:
+                best, best_t = (comp.name, name), est
+        assert best is not None
+        return best
+
+    def _hint_guesses(self, target: tuple[str, str], hints, clock: Clock) -> list[int]:
+        """Trial ticks from an internal hint: its interpolated root, then a point just across it."""
+        hint = hints.get(target)
+        if hint is None:
+            return []
+        g0, g1 = hint.indicator_before, hint.indicator_after
+        width = hint.t_after - hint.t_before
+        if g0 is None or g1 is None or g0 == g1:
+            return [clock.ticks(hint.t_before), clock.ticks(hint.t_after)]
+        root = hint.t_before + width * g0 / (g0 - g1)
+        margin = max(self.time_tolerance, 1e-3 * width)
+        return [clock.ticks(root - margin), clock.ticks(root + margin)]
+
+    def _handle(self, t_e: float, crossings: list[tuple[CoSimComponent, str]], g_now: Indicators) -> Indicators:
+        """Handle events at *t_e* in micro steps until no indicator crosses again."""
+        history = self.system.history
+        micro = 1
+        while crossings:
+            if micro > self.max_micro_steps:
+                names = ", ".join(f"{c.name}.{n}" for c, n in crossings)
+                raise EventLocalizationError(
+                    f"more than {self.max_micro_steps} event iterations at t={t_e:.12g} ({names}): "
+                    "an event cascade that does not settle"
+                )
+            by_comp: dict[str, tuple[CoSimComponent, list[str]]] = {}
+            for comp, name in crossings:
+                by_comp.setdefault(comp.name, (comp, []))[1].append(name)
+                history.record_event(comp.name, name, DenseTime(t_e, micro - 1))
+                self.stats.events += 1
+                for sub in self._subscribers.get((comp.name, name), ()):
+                    by_comp.setdefault(sub.name, (sub, []))[1].append(name)
+            before = self._indicators()
+            for comp, names in by_comp.values():
+                comp.handle_event(names, t_e, micro)
+            self.exchange()
+            if self._resolution:
+                self.resolve(t_e)
+            for comp in self._late:
+                if comp.name not in by_comp:
+                    comp._record_outputs(t_e, micro)
+            after = self._indicators()
+            crossings = [
+                (comp, name)
+                for comp in self._sources
+                for name, ind in comp.event_indicators.items()
+                if name in before[comp.name]
+                and crossed(before[comp.name][name], after[comp.name][name], ind.direction, self.sign_tolerance)
+            ]
+            g_now = after
+            micro += 1
+        return g_now
