@@ -1,0 +1,693 @@
+"""ODE components: declare states, inputs and outputs, then write ``derivatives``.
+
+A subclass of :class:`OdeComponent` declares its ports in ``__init__``::
+
+    class Pendulum(OdeComponent):
+        def __init__(self, name):
+            super().__init__(name)
+            self.parameters.update(length=1.0, g=9.81)
+            self.add_state("q", "rad", initial=0.1)        # output port q, parameter q0
+            self.add_state("omega", "rad/s")                # output port omega, parameter omega0
+            self.add_input("torque", "N*m")
+
+        def derivatives(self, t, x, u):
+            q, omega = x
+            return np.array([omega, -self.parameters["g"] / self.parameters["length"] * np.sin(q) + u[0]])
+
+Values reach the model as plain floats in the ports' own units: ``x`` in state
+declaration order, ``u`` in input declaration order. Inputs are held constant
+over a macro step (zero-order hold). The integrator is chosen by parameter:
+``integrator="rk4"`` (fixed step, ``substeps`` sub-steps per macro step) or an
+adaptive scipy method (``"rk45"``, ``"rk23"``, ``"dop853"``, ``"radau"``,
+``"bdf"``, ``"lsoda"``) with ``rtol``/``atol``; ``max_substep`` bounds the
+integrator's own step for every method. Rollback, physical state transfer with
+unit conversion and internal event hints for state events come for free.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pint
+from scipy import integrate
+from scipy.optimize import brentq
+
+from cosimrun.core.component import NO_EVENTS, CoSimComponent
+from cosimrun.core.errors import suggest, unknown_name
+from cosimrun.core.events import crossed
+from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.core.units import Q_, UnitLike, compile_conversion
+
+StateFunction = Callable[[float, np.ndarray, np.ndarray], float]
+"""``g(t, x, u) -> float``: a state event indicator."""
+
+StateUpdate = Callable[[float, np.ndarray, np.ndarray], "np.ndarray | Sequence[float] | None"]
+"""``update(t, x, u) -> x_new``: the state right after an event (``None``: unchanged)."""
+
+ADAPTIVE_METHODS: dict[str, type[integrate.OdeSolver]] = {
+    "rk45": integrate.RK45,
+    "rk23": integrate.RK23,
+    "dop853": integrate.DOP853,
+    "radau": integrate.Radau,
+    "bdf": integrate.BDF,
+    "lsoda": integrate.LSODA,
+}
+INTEGRATORS: tuple[str, ...] = ("rk4", *ADAPTIVE_METHODS)
+"""Valid values of the ``integrator`` parameter."""
+
+INTEGRATOR_DEFAULTS: dict[str, Any] = {
+    "integrator": "rk4",
+    "substeps": 10,
+    "rtol": 1e-6,
+    "atol": 1e-9,
+    "max_substep": None,
+}
+"""Parameters every :class:`OdeComponent` has, with their defaults."""
+
+SIGN_TOLERANCE = 1e-10
+"""Indicator values within this of zero count as zero (as in :func:`crossed`)."""
+
+HINT_SAFETY = 100.0
+"""Adaptive hints: half-width of the bracket in units of the estimated crossing-time error."""
+
+_EPS = np.finfo(float).eps
+
+
+@dataclass(slots=True)
+class StateEvent:
+    """A zero-crossing function of the state, with an optional state update."""
+
+    name: str
+    function: StateFunction
+    direction: int = 0
+    update: StateUpdate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    owner: int
+    t: float
+    x: np.ndarray
+    inputs: tuple[tuple[PortState, Any, float | None], ...]
+    outputs: tuple[tuple[PortState, Any, float | None], ...]
+    h_next: float | None
+    extra: Any
+
+
+class _Tracker:
+    """Per-macro-step bookkeeping of one state event: last signed value and whether it fired."""
+
+    __slots__ = ("event", "t", "g", "done")
+
+    def __init__(self, event: StateEvent, t: float, g: float) -> None:
+        self.event, self.t, self.g, self.done = event, t, g, False
+
+
+class OdeComponent(CoSimComponent):
+    """Base class for models given as ``dx/dt = derivatives(t, x, u)``.
+
+    Declare in ``__init__`` with :meth:`add_state`, :meth:`add_input`,
+    :meth:`add_output` and :meth:`add_state_event`; update ``self.parameters``
+    (do not replace the dict: it already holds the integrator parameters and
+    the initial-state parameters ``f"{state}0"``). Implement :meth:`derivatives`
+    and, for explicit outputs, :meth:`compute_outputs`.
+
+    Direct feedthrough: state outputs never depend on inputs. For explicit
+    outputs, declare it with ``add_output(..., feedthrough=...)``; outputs left
+    undeclared are found by the base class's perturbation test
+    (``_detect_direct_feedthrough``), which can miss a dependence that vanishes
+    at the initial point (e.g. ``y = x * u`` with ``x0 = 0``).
+
+    Events: :meth:`add_state_event` registers an event indicator ``g(t, x, u)``;
+    the integrator reports crossings inside a macro step through
+    :meth:`report_internal_event` and the registered ``update`` is applied by
+    ``handle_event``. Subclasses may also override ``_handle_events_internal``
+    (call ``super()`` to keep the updates) and modify :attr:`x` in place.
+    Other discrete state kept in attributes must be saved for rollback by
+    overriding :meth:`_snapshot_extra` and :meth:`_restore_extra`.
+    """
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(INTEGRATOR_DEFAULTS)
+        self._state_specs: list[PortSpec] = []
+        self._state_index: dict[str, int] = {}
+        self._state_outputs: list[str] = []
+        self._initial_params: dict[str, int] = {}
+        self._initial_defaults: dict[str, float] = {}
+        self._input_names: list[str] = []
+        self._input_defaults: dict[str, float] = {}
+        self._output_names: list[str] = []
+        self._declared_feedthrough: dict[str, set[str] | bool | None] = {}
+        self._state_events: dict[str, StateEvent] = {}
+        self._x = np.zeros(0)
+        self._u = np.zeros(0)
+        self._h_next: float | None = None
+        self._in_ports: list[PortState] = []
+        self._state_ports: list[tuple[PortState, int]] = []
+        self._alg_ports: list[PortState] = []
+        self._has_pre = False
+        self._has_post = False
+        self._compile_integrator()
+
+    # ------------------------------------------------------------------ declaration
+    def add_state(
+        self,
+        name: str,
+        unit: UnitLike = None,
+        initial: float = 0.0,
+        description: str | None = None,
+        output: bool = True,
+    ) -> int:
+        """Declare a continuous state; returns its index in ``x``.
+
+        The initial value becomes parameter ``f"{name}0"``; with ``output=True``
+        the state is also an output port *name*.
+        """
+        self._check_declarable(name)
+        spec = PortSpec(name, PortType.REAL, "out", unit, description)
+        param = f"{name}0"
+        if param in self.parameters:
+            raise ValueError(f"component {self.name!r}: initial-state parameter {param!r} of state {name!r} "
+                             "clashes with an existing parameter")
+        index = len(self._state_specs)
+        self._state_specs.append(spec)
+        self._state_index[name] = index
+        self._initial_params[param] = index
+        if output:
+            self.output_specs[name] = spec
+            self._state_outputs.append(name)
+        value = self._validate_parameter(param, initial)
+        self.parameters[param] = value
+        self._initial_defaults[param] = value
+        return index
+
+    def add_input(self, name: str, unit: UnitLike = None, default: float = 0.0, description: str | None = None) -> int:
+        """Declare a real input port; returns its index in ``u``."""
+        self._check_declarable(name)
+        spec = PortSpec(name, PortType.REAL, "in", unit, description)
+        port = PortState(spec, default)
+        self.input_specs[name] = spec
+        self.inputs[name] = port
+        self._input_defaults[name] = port.value
+        self._input_names.append(name)
+        return len(self._input_names) - 1
+
+    def add_output(
+        self,
+        name: str,
+        unit: UnitLike = None,
+        description: str | None = None,
+        feedthrough: bool | Iterable[str] | None = None,
+    ) -> int:
+        """Declare an explicit output computed by :meth:`compute_outputs`; returns its index.
+
+        *feedthrough*: ``True`` (depends on every input), ``False`` (on none), a
+        collection of input names, or ``None`` to let the perturbation test decide.
+        """
+        self._check_declarable(name)
+        spec = PortSpec(name, PortType.REAL, "out", unit, description)
+        if feedthrough is not None and not isinstance(feedthrough, bool):
+            feedthrough = set(feedthrough)
+            for inp in feedthrough:
+                if inp not in self._input_names:
+                    raise KeyError(unknown_name("input", inp, self._input_names,
+                                                f"in feedthrough of output {name!r} of component {self.name!r}"))
+        self.output_specs[name] = spec
+        self._output_names.append(name)
+        self._declared_feedthrough[name] = feedthrough
+        return len(self._output_names) - 1
+
+    def add_state_event(
+        self,
+        name: str,
+        func: StateFunction,
+        direction: int = 0,
+        update: StateUpdate | None = None,
+    ) -> None:
+        """Register the event indicator *name* = ``func(t, x, u)`` (boolean EVENT port *name*).
+
+        While integrating, a crossing (``crossed`` with *direction*) is reported
+        as an internal event hint with the tightest bracket the integrator has.
+        ``update(t, x, u)`` returns the state right after the event; it runs
+        in ``handle_event``.
+        """
+        if name in self._state_index or name in self.input_specs or name in self._output_names:
+            raise ValueError(f"component {self.name!r}: event {name!r} clashes with a state or port of that name")
+        event = StateEvent(name, func, direction, update)
+        self.add_event_indicator(name, lambda comp: func(comp.t, comp._x, comp._gather_inputs()), direction)
+        self._state_events[name] = event
+
+    def _check_declarable(self, name: str) -> None:
+        if self.is_initialized:
+            raise RuntimeError(f"component {self.name!r}: declare {name!r} before initialize()")
+        if name in self._state_index or name in self.input_specs or name in self.output_specs:
+            raise ValueError(f"component {self.name!r}: a state or port named {name!r} already exists")
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """State names in ``x`` order."""
+        return tuple(s.name for s in self._state_specs)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Input names in ``u`` order."""
+        return tuple(self._input_names)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Explicit output names in :meth:`compute_outputs` order."""
+        return tuple(self._output_names)
+
+    @property
+    def x(self) -> np.ndarray:
+        """The live state vector (before ``initialize``: a copy of the initial-state parameters)."""
+        return self._x if self.is_initialized else self._initial_state()
+
+    # ------------------------------------------------------------------ model hooks
+    @abstractmethod
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``dx/dt`` at time *t*; must not modify *x* or *u*."""
+
+    def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
+        """Values of the explicit outputs in declaration order (a scalar if there is one)."""
+        if self._output_names:
+            raise NotImplementedError(f"component {self.name!r} declares outputs {self._output_names} "
+                                      "but does not implement compute_outputs(t, x, u)")
+        return ()
+
+    def pre_integrate(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray | None:
+        """Called once per macro step before integrating; a returned array overrides the state."""
+        return None
+
+    def post_integrate(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray | None:
+        """Called once per macro step after integrating (*t* is the step end); may override the state."""
+        return None
+
+    def _snapshot_extra(self) -> Any:
+        """Hook: discrete state of a subclass to keep in snapshots (copy mutable objects)."""
+        return None
+
+    def _restore_extra(self, extra: Any) -> None:
+        """Hook: restore what :meth:`_snapshot_extra` returned."""
+
+    def _after_set_state(self, t: float) -> None:
+        """Hook: called after :meth:`set_state` replaced ``x`` at time *t*."""
+
+    # ------------------------------------------------------------------ parameters
+    def _validate_parameter(self, name: str, value: Any) -> Any:
+        if name == "integrator":
+            key = str(value).strip().lower() if isinstance(value, str) else value
+            if key not in INTEGRATORS:
+                hint = suggest(str(value), INTEGRATORS)
+                raise ValueError(f"component {self.name!r}: unknown integrator {value!r}{hint}"
+                                 f" (valid: {', '.join(INTEGRATORS)})")
+            return key
+        if name == "substeps":
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
+                    or not (math.isfinite(value) and value >= 1 and value == int(value)):
+                raise ValueError(f"component {self.name!r}: substeps must be an integer >= 1, got {value!r}")
+            return int(value)
+        if name == "rtol":
+            return self._positive(name, value)
+        if name == "atol":
+            if isinstance(value, (list, tuple, np.ndarray)):
+                arr = np.array([self._positive(name, v) for v in value], dtype=float)
+                if arr.shape != (len(self._state_specs),):
+                    raise ValueError(f"component {self.name!r}: atol needs one value per state "
+                                     f"({len(self._state_specs)}), got {len(arr)}")
+                return arr
+            return self._positive(name, value)
+        if name == "max_substep":
+            return None if value is None else self._positive(name, value)
+        index = self._initial_params.get(name)
+        if index is not None:
+            return self._to_state_unit(value, self._state_specs[index], f"parameter {name!r}")
+        return super()._validate_parameter(name, value)
+
+    def _positive(self, name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value > 0 \
+                or not math.isfinite(value):
+            raise ValueError(f"component {self.name!r}: {name} must be a finite number > 0, got {value!r}")
+        return float(value)
+
+    def _to_state_unit(self, value: Any, spec: PortSpec, what: str, unit: Any = ...) -> float:
+        """*value* (number, pint quantity or string like ``"30 deg"``) converted to the state's unit.
+
+        *unit* is the unit of a plain number (left out: the state's own unit).
+        """
+        try:
+            if isinstance(value, str):
+                text = value
+                try:
+                    value = Q_(text)
+                except Exception as exc:  # pint's parser raises assorted exception types
+                    raise ValueError(f"cannot parse {text!r} as a quantity") from exc
+                if value.unitless:
+                    value = value.magnitude
+            if isinstance(value, pint.Quantity):
+                unit, value = f"{value.units}", value.magnitude
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise TypeError(f"expected a number, got {type(value).__name__} {value!r}")
+            value = float(value)
+            if unit is not ...:
+                target = spec.unit if spec.unit is not None or unit is None else "dimensionless"
+                value = compile_conversion(unit, target)(value)
+        except (TypeError, ValueError, pint.PintError) as exc:
+            raise ValueError(f"component {self.name!r}: {what} for state {spec.name!r} "
+                             f"[{spec.unit_name or 'no unit'}]: {exc}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"component {self.name!r}: {what} for state {spec.name!r} must be finite, got {value!r}")
+        return value
+
+    def set_parameters(self, **parameters: Any) -> None:
+        super().set_parameters(**parameters)
+        self._compile_integrator()
+
+    def _compile_integrator(self) -> None:
+        p = self.parameters
+        self._method: str = p.get("integrator", "rk4")
+        self._substeps: int = p.get("substeps", 10)
+        self._rtol: float = p.get("rtol", 1e-6)
+        self._atol: float | np.ndarray = p.get("atol", 1e-9)
+        max_substep = p.get("max_substep")
+        self._max_substep: float = math.inf if max_substep is None else max_substep
+
+    def _initial_state(self) -> np.ndarray:
+        return np.array([self.parameters[f"{s.name}0"] for s in self._state_specs], dtype=float)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _initialize_component(self, t0: float) -> None:
+        params = self.parameters
+        for name, default in (*INTEGRATOR_DEFAULTS.items(), *self._initial_defaults.items()):
+            params[name] = self._validate_parameter(name, params.get(name, default))
+        self._compile_integrator()
+        self._x = self._initial_state()
+        self._in_ports = [self.inputs[n] for n in self._input_names]
+        self._u = np.array([p.value for p in self._in_ports], dtype=float)
+        self._state_ports = [(self.outputs[n], self._state_index[n]) for n in self._state_outputs]
+        self._alg_ports = [self.outputs[n] for n in self._output_names]
+        n = len(self._state_specs)
+        self._rk4_buffers = [np.empty(n) for _ in range(4)]
+        self._h_next = None
+        cls = type(self)
+        self._has_pre = cls.pre_integrate is not OdeComponent.pre_integrate
+        self._has_post = cls.post_integrate is not OdeComponent.post_integrate
+
+    def reset(self) -> None:
+        """Forget time and history; inputs return to their declared defaults."""
+        super().reset()
+        for name, value in self._input_defaults.items():
+            self.inputs[name].value = value
+
+    def _gather_inputs(self) -> np.ndarray:
+        u = self._u
+        for i, port in enumerate(self._in_ports):
+            u[i] = port.value
+        return u
+
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        t = self.t if t is None else t
+        x = self._x
+        if self._state_ports:
+            values = x.tolist()
+            for port, i in self._state_ports:
+                port.value = values[i]
+                port.t_last = t
+        ports = self._alg_ports
+        if ports:
+            ys = self.compute_outputs(t, x, self._gather_inputs())
+            if np.ndim(ys) == 0:
+                ys = (ys,)
+            if len(ys) != len(ports):
+                raise ValueError(f"component {self.name!r}: compute_outputs returned {len(ys)} values "
+                                 f"for {len(ports)} outputs {self._output_names}")
+            for port, y in zip(ports, ys, strict=True):
+                port.value = float(y)
+                port.t_last = t
+
+    def _detect_direct_feedthrough(self) -> dict[str, set[str]]:
+        declared = self._declared_feedthrough
+        if any(declared[o] is None for o in self._output_names):
+            result = super()._detect_direct_feedthrough()
+        else:
+            result = {name: set() for name in self.outputs}
+        everything = set(self._input_names)
+        for out, dep in declared.items():
+            if dep is not None:
+                result[out] = everything.copy() if dep is True else set() if dep is False else set(dep)
+        for name in self._state_outputs:
+            result[name] = set()
+        return result
+
+    # ------------------------------------------------------------------ stepping
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        u = self._gather_inputs()
+        x = self._x
+        if self._has_pre:
+            self._override(self.pre_integrate(t, x, u), "pre_integrate")
+        if len(x):
+            if self._method == "rk4":
+                self._integrate_rk4(t, dt, u)
+            else:
+                self._integrate_adaptive(t, dt, u)
+        if self._has_post:
+            self._override(self.post_integrate(t + dt, x, u), "post_integrate")
+
+    def _override(self, value: Any, what: str) -> None:
+        if value is None:
+            return
+        arr = np.asarray(value, dtype=float)
+        if arr.shape != self._x.shape:
+            raise ValueError(f"component {self.name!r}: {what} returned shape {arr.shape}, "
+                             f"expected {self._x.shape} (states {list(self.state_names)})")
+        np.copyto(self._x, arr)
+
+    def _start_trackers(self, t: float, x: np.ndarray, u: np.ndarray) -> list[_Tracker]:
+        return [_Tracker(ev, t, float(ev.function(t, x, u))) for ev in self._state_events.values()]
+
+    def _integrate_rk4(self, t: float, dt: float, u: np.ndarray) -> None:
+        n_sub = self._substeps
+        if dt > n_sub * self._max_substep:
+            n_sub = math.ceil(dt / self._max_substep)
+        h = dt / n_sub
+        h2, h6 = 0.5 * h, h / 6.0
+        f = self.derivatives
+        x = self._x
+        # One buffer per stage input: a derivative that returns (a view of) its
+        # argument stays valid until the step is combined.
+        s2, s3, s4, acc = self._rk4_buffers
+        multiply, add = np.multiply, np.add
+        trackers = self._start_trackers(t, x, u) if self._state_events else None
+        k1 = f(t, x, u)
+        if np.shape(k1) != x.shape:
+            raise ValueError(f"component {self.name!r}: derivatives returned shape {np.shape(k1)}, "
+                             f"expected {x.shape} (states {list(self.state_names)})")
+        last = n_sub - 1
+        for i in range(n_sub):
+            ti = t + i * h
+            if i:
+                k1 = f(ti, x, u)
+            multiply(k1, h2, out=s2)
+            s2 += x
+            k2 = f(ti + h2, s2, u)
+            multiply(k2, h2, out=s3)
+            s3 += x
+            k3 = f(ti + h2, s3, u)
+            multiply(k3, h, out=s4)
+            s4 += x
+            k4 = f(ti + h, s4, u)
+            add(k2, k3, out=acc)
+            acc *= 2.0
+            acc += k1
+            acc += k4
+            acc *= h6
+            x += acc
+            if trackers:
+                t_next = t + dt if i == last else t + (i + 1) * h
+                for tr in trackers:
+                    if not tr.done:
+                        self._track(tr, t_next, float(tr.event.function(t_next, x, u)))
+
+    def _track(self, tr: _Tracker, t_new: float, g_new: float, refine: Any = None) -> None:
+        """Report a crossing of *tr* between its last signed point and ``(t_new, g_new)``."""
+        if crossed(tr.g, g_new, tr.event.direction, SIGN_TOLERANCE):
+            bracket = (tr.t, t_new, tr.g, g_new) if refine is None else refine(tr, t_new, g_new)
+            self.report_internal_event(tr.event.name, *bracket)
+            tr.done = True
+        elif abs(g_new) > SIGN_TOLERANCE or abs(tr.g) <= SIGN_TOLERANCE:
+            tr.t, tr.g = t_new, g_new
+
+    def _integrate_adaptive(self, t: float, dt: float, u: np.ndarray) -> None:
+        x = self._x
+        t_end = t + dt
+        span = t_end - t
+        if span <= 0.0:
+            return
+        deriv = self.derivatives
+
+        def fun(s: float, y: np.ndarray) -> np.ndarray:
+            return deriv(s, y, u)
+
+        first = self._h_next
+        first = min(first, span) if first is not None and first > 0 else None
+        solver = ADAPTIVE_METHODS[self._method](
+            fun, t, x.copy(), t_end, max_step=self._max_substep, rtol=self._rtol, atol=self._atol,
+            first_step=first,
+        )
+        trackers = self._start_trackers(t, x, u) if self._state_events else None
+        refine = None
+        if trackers:
+            scale0 = np.abs(x)
+
+            def refine(tr: _Tracker, t_new: float, g_new: float) -> tuple[float, float, float, float]:
+                return self._refine_bracket(tr, solver, t_new, g_new, u, scale0)
+
+        h_before = None
+        while solver.status == "running":
+            h_before = getattr(solver, "h_abs", None)
+            message = solver.step()
+            if solver.status == "failed":
+                raise RuntimeError(f"component {self.name!r}: integrator {self._method!r} failed in "
+                                   f"[{t!r}, {t_end!r}] at t={solver.t!r}: {message}")
+            if trackers:
+                ts, ys = solver.t, solver.y
+                for tr in trackers:
+                    if not tr.done:
+                        self._track(tr, ts, float(tr.event.function(ts, ys, u)), refine)
+        np.copyto(x, solver.y)
+        candidates = [h for h in (h_before, getattr(solver, "h_abs", None)) if h is not None and h > 0]
+        self._h_next = float(max(candidates)) if candidates else None
+
+    def _refine_bracket(
+        self, tr: _Tracker, solver: integrate.OdeSolver, tb: float, gb: float, u: np.ndarray, scale0: np.ndarray
+    ) -> tuple[float, float, float, float]:
+        """Narrow ``[tr.t, tb]`` around the root of the dense output.
+
+        The half-width is ``HINT_SAFETY`` times the crossing-time uncertainty
+        ``|dg| / |dg/dt|``, where ``dg`` is the indicator's change under a state
+        perturbation of one error tolerance (``atol + rtol * |x|``).
+        """
+        ta, ga = tr.t, tr.g
+        if ta < solver.t_old:
+            return ta, tb, ga, gb
+        sol = solver.dense_output()
+        func = tr.event.function
+
+        def g(s: float) -> float:
+            return float(func(s, sol(s), u))
+
+        try:
+            if ga * gb < 0.0:
+                tr_ = brentq(g, ta, tb, xtol=4 * _EPS * max(1.0, abs(tb)), rtol=4 * _EPS)
+            else:
+                tr_ = tb
+            xr = sol(tr_)
+            g0 = float(func(tr_, xr, u))
+            scale = self._atol + self._rtol * np.maximum(scale0, np.abs(xr))
+            scale = np.broadcast_to(scale, xr.shape)
+            dg = 0.0
+            for i in range(len(xr)):
+                xp = xr.copy()
+                xp[i] += scale[i]
+                dg += abs(float(func(tr_, xp, u)) - g0)
+            delta = 1e-3 * (tb - ta)
+            lo, hi = max(ta, tr_ - delta), min(tb, tr_ + delta)
+            gdot = (g(hi) - g(lo)) / (hi - lo)
+            width = HINT_SAFETY * dg / abs(gdot)
+        except (ValueError, ZeroDivisionError, FloatingPointError):
+            return ta, tb, ga, gb
+        if not math.isfinite(width):
+            return ta, tb, ga, gb
+        width = max(width, 8 * _EPS * max(1.0, abs(tr_)))
+        lo, hi = max(ta, tr_ - width), min(tb, tr_ + width)
+        g_lo = ga if lo == ta else g(lo)
+        g_hi = gb if hi == tb else g(hi)
+        if not crossed(g_lo, g_hi, tr.event.direction, SIGN_TOLERANCE):
+            return ta, tb, ga, gb
+        return float(lo), float(hi), g_lo, g_hi
+
+    # ------------------------------------------------------------------ events
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """Apply the ``update`` of every named state event, in the given order."""
+        events = self._state_events
+        for name in event_names:
+            event = events.get(name)
+            if event is not None and event.update is not None:
+                self._override(event.update(t, self._x, self._gather_inputs()), f"update of event {name!r}")
+                self._h_next = None
+
+    # ------------------------------------------------------------------ rollback
+    def snapshot_state(self) -> Any:
+        """Opaque copy of time, state, port values, solver step size and subclass extras."""
+        return _Snapshot(
+            id(self),
+            self.t,
+            self._x.copy(),
+            tuple((p, p.value, p.t_last) for p in self.inputs.values()),
+            tuple((p, p.value, p.t_last) for p in self.outputs.values()),
+            self._h_next,
+            self._snapshot_extra(),
+        )
+
+    def restore_state(self, snapshot: Any, t: float) -> None:
+        """Return exactly to *snapshot* (taken at time *t*)."""
+        if not isinstance(snapshot, _Snapshot) or snapshot.owner != id(self):
+            raise ValueError(f"component {self.name!r}: snapshot does not belong to this component")
+        if snapshot.x.shape != self._x.shape:
+            raise ValueError(f"component {self.name!r}: snapshot has {snapshot.x.shape[0]} states, "
+                             f"component has {self._x.shape[0]}")
+        if abs(t - snapshot.t) > 1e-9 * max(1.0, abs(t)):
+            raise ValueError(f"component {self.name!r}: snapshot was taken at t={snapshot.t!r}, not t={t!r}")
+        np.copyto(self._x, snapshot.x)
+        self.t = snapshot.t
+        for port, value, t_last in (*snapshot.inputs, *snapshot.outputs):
+            port.value, port.t_last = value, t_last
+        self._h_next = snapshot.h_next
+        self._restore_extra(snapshot.extra)
+
+    # ------------------------------------------------------------------ physical state
+    def get_state(self) -> dict[str, Any]:
+        """``{state: {'value': float, 'unit': str | None}}`` in declaration order."""
+        x = self.x
+        return {s.name: {"value": float(x[i]), "unit": s.unit_name} for i, s in enumerate(self._state_specs)}
+
+    def set_state(self, state: Mapping[str, Any], t: float) -> None:
+        """Set every state from ``{name: {'value': v, 'unit': u}}`` (unit optional) at time *t*.
+
+        Values may also be plain numbers (in the state's unit) or pint quantities.
+        Before ``initialize`` the values become the initial-state parameters.
+        """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"component {self.name!r}: set_state expects a mapping, got {type(state).__name__}")
+        names = self.state_names
+        for key in state:
+            if key not in self._state_index:
+                raise KeyError(unknown_name("state", key, names, f"of component {self.name!r}"))
+        missing = [n for n in names if n not in state]
+        if missing:
+            raise KeyError(f"component {self.name!r}: set_state is missing state(s) {', '.join(missing)} "
+                           f"(expected: {', '.join(names)})")
+        values = []
+        for spec in self._state_specs:
+            entry = state[spec.name]
+            if isinstance(entry, Mapping):
+                if "value" not in entry:
+                    raise ValueError(f"component {self.name!r}: state {spec.name!r} entry has no 'value'")
+                values.append(self._to_state_unit(entry["value"], spec, "set_state value", entry.get("unit", ...)))
+            else:
+                values.append(self._to_state_unit(entry, spec, "set_state value"))
+        if not self.is_initialized:
+            for spec, value in zip(self._state_specs, values, strict=True):
+                self.parameters[f"{spec.name}0"] = value
+            return
+        self._x[:] = values
+        self.t = float(t)
+        self._h_next = None
+        self._after_set_state(self.t)
+        self._update_output_states(self.t, NO_EVENTS)
