@@ -1,0 +1,900 @@
+"""Multi-model components: one set of ports, several interchangeable models.
+
+A :class:`MultiComponent` wraps models ("modes") that expose the same ports and
+delegates everything to the active one. A mode selector (optionally debounced
+by a :class:`Hysteresis` dwell time) asks for switches; on a switch the physical
+state of the outgoing model is carried over to the incoming one, which also
+receives the latest inputs. :class:`SwitchRegions` maps a scalar output onto
+ordered regions with a hysteresis band per boundary; each boundary doubles as an
+event indicator so that an event-locating (hybrid) master switches at the exact
+crossing instant.
+
+Contract with masters: a master that takes trial steps (snapshot, step, restore)
+sets ``_allow_mode_switching = False`` while trying and calls
+:meth:`MultiComponent.apply_mode_switch` itself at every accepted communication
+point (t0 included), evaluating event indicators only after that call. A
+snapshot cannot be restored once the mode changed, which is why trial steps
+must not switch. Boundary events passed to ``handle_event`` always switch
+(subject to the dwell time) because events are only handled at accepted
+instants. Masters without rollback need nothing: ``do_step`` switches at the
+start of each step.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from cosimrun.core.component import NO_EVENTS, CoSimComponent
+from cosimrun.core.errors import unknown_name
+from cosimrun.core.events import EventIndicator, InternalEventInfo, crossed
+from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.core.units import UnitConversion, compile_conversion, units_compatible
+
+ModeKey = str
+
+_TIME_EPS = 1e-12
+"""Relative time tolerance: a dwell window ending within this of *t* counts as closed."""
+
+_IRRELEVANT = -1.0
+"""Value of a boundary indicator whose boundary does not touch the current region."""
+
+
+@runtime_checkable
+class StateAdapter(Protocol):
+    """Translates a state between models with different state names, units or layouts."""
+
+    def adapt_state(self, source_state: dict[str, Any], target_component: CoSimComponent) -> dict[str, Any]:
+        """Convert *source_state* (from ``get_state``) into what *target_component*'s ``set_state`` accepts."""
+        ...
+
+
+class Hysteresis:
+    """Minimum dwell time between mode switches.
+
+    Only answers "is the dwell window still open?"; whether a different mode is
+    wanted is the caller's business. ``last_switch_time`` starts at ``-inf`` so
+    the first switch is always allowed.
+    """
+
+    def __init__(self, dwell_time: float = 0.01) -> None:
+        dwell_time = float(dwell_time)
+        if not math.isfinite(dwell_time) or dwell_time < 0.0:
+            raise ValueError(f"dwell_time must be a finite number >= 0, got {dwell_time!r}")
+        self.dwell_time = dwell_time
+        self.last_switch_time: float = -math.inf
+
+    @property
+    def window_end(self) -> float:
+        """The instant at which the current dwell window closes (``-inf`` before any switch)."""
+        return self.last_switch_time + self.dwell_time
+
+    def in_dwell_window(self, t: float) -> bool:
+        """True while less than ``dwell_time`` has passed since the last switch.
+
+        A window ending within a relative 1e-12 of *t* counts as closed, so that a
+        communication point placed at :attr:`window_end` may switch.
+        """
+        return t < self.window_end - _TIME_EPS * max(1.0, abs(t))
+
+    def record_switch(self, t: float) -> None:
+        """Record that a switch happened at *t*."""
+        self.last_switch_time = float(t)
+
+    def reset(self) -> None:
+        """Forget the last switch."""
+        self.last_switch_time = -math.inf
+
+    def __repr__(self) -> str:
+        return f"Hysteresis(dwell_time={self.dwell_time!r})"
+
+
+@dataclass(frozen=True)
+class SwitchRegions:
+    """Ordered regions of a scalar output port, one mode each, with a hysteresis band per boundary.
+
+    ``bounds[i] = (lower_i, upper_i)`` separates region ``i`` from region ``i + 1``:
+    from region ``i`` the component moves up only once the value exceeds
+    ``upper_i`` and from region ``i + 1`` down only once it falls below
+    ``lower_i`` (several boundaries may be passed at once). A value oscillating
+    inside a band therefore never switches. With ``use_abs`` the regions apply to
+    ``|value|``.
+
+    Attached with :meth:`MultiComponent.set_switch_regions`, boundary ``i`` also
+    provides the event indicators ``f"{port}_up{i}"`` and ``f"{port}_down{i}"``
+    (see :meth:`indicator_names`).
+    """
+
+    port: str
+    modes: Sequence[str]
+    bounds: Sequence[tuple[float, float]]
+    use_abs: bool = False
+
+    def __post_init__(self) -> None:
+        where = f"SwitchRegions(port={self.port!r})"
+        if not isinstance(self.port, str) or not self.port:
+            raise ValueError(f"SwitchRegions: port must be a non-empty string, got {self.port!r}")
+        if isinstance(self.modes, str) or not isinstance(self.modes, Sequence):
+            raise ValueError(f"{where}: modes must be a list of mode names, got {self.modes!r}")
+        modes = tuple(self.modes)
+        if len(modes) < 2:
+            raise ValueError(f"{where}: at least two modes are needed, got {list(modes)!r}")
+        for i, mode in enumerate(modes):
+            if not isinstance(mode, str) or not mode:
+                raise ValueError(f"{where}: modes[{i}] must be a non-empty string, got {mode!r}")
+        for i in range(len(modes) - 1):
+            if modes[i] == modes[i + 1]:
+                raise ValueError(
+                    f"{where}: adjacent regions {i} and {i + 1} both select mode {modes[i]!r}; merge them"
+                )
+        if isinstance(self.bounds, str) or not isinstance(self.bounds, Sequence):
+            raise ValueError(f"{where}: bounds must be a list of (lower, upper) pairs, got {self.bounds!r}")
+        if len(self.bounds) != len(modes) - 1:
+            raise ValueError(
+                f"{where}: {len(modes)} modes need {len(modes) - 1} (lower, upper) bounds, got {len(self.bounds)}"
+            )
+        bounds = tuple(_bound_pair(where, i, b) for i, b in enumerate(self.bounds))
+        for i in range(1, len(bounds)):
+            if not bounds[i][0] > bounds[i - 1][1]:
+                raise ValueError(
+                    f"{where}: bounds must increase: bounds[{i}]={bounds[i]} must lie above "
+                    f"bounds[{i - 1}]={bounds[i - 1]} (lower {bounds[i][0]} > previous upper {bounds[i - 1][1]})"
+                )
+        if not isinstance(self.use_abs, bool):
+            raise ValueError(f"{where}: use_abs must be True or False, got {self.use_abs!r}")
+        if self.use_abs and bounds[0][0] <= 0.0:
+            raise ValueError(
+                f"{where}: with use_abs=True the lowest lower bound must be > 0 "
+                f"(|{self.port}| never falls below {bounds[0][0]}, so region 0 could never be re-entered)"
+            )
+        object.__setattr__(self, "modes", modes)
+        object.__setattr__(self, "bounds", bounds)
+
+    @classmethod
+    def threshold(
+        cls, port: str, below: str, above: str, lower: float, upper: float, use_abs: bool = False
+    ) -> SwitchRegions:
+        """Two modes: *above* once the value exceeds *upper*, *below* once it falls below *lower*."""
+        return cls(port, [below, above], [(lower, upper)], use_abs)
+
+    @property
+    def n_regions(self) -> int:
+        return len(self.modes)
+
+    def value(self, raw: float) -> float:
+        """The compared value: *raw*, or ``|raw|`` with ``use_abs``."""
+        return abs(raw) if self.use_abs else float(raw)
+
+    def next_region(self, region: int, value: float, direction: int = 0) -> int:
+        """The region reached from *region* for *value* (+1: only upward moves, -1: only downward)."""
+        last = len(self.modes) - 1
+        if direction >= 0:
+            while region < last and value > self.bounds[region][1]:
+                region += 1
+        if direction <= 0:
+            while region > 0 and value < self.bounds[region - 1][0]:
+                region -= 1
+        return region
+
+    def classify(self, value: float, prefer_mode: str | None = None) -> int:
+        """A region in which *value* may rest, preferring one of mode *prefer_mode*.
+
+        Inside a band both neighbouring regions are valid; the preferred mode wins,
+        otherwise the lower region is chosen.
+        """
+        last = len(self.modes) - 1
+        stable = [
+            i
+            for i in range(len(self.modes))
+            if (i == 0 or value >= self.bounds[i - 1][0]) and (i == last or value <= self.bounds[i][1])
+        ]
+        for i in stable:
+            if self.modes[i] == prefer_mode:
+                return i
+        if stable:
+            return stable[0]
+        return self.modes.index(prefer_mode) if prefer_mode in self.modes else 0
+
+    def indicator_names(self) -> dict[str, tuple[str, int]]:
+        """``{name: (kind, boundary)}`` of the boundary indicators, kind ``"up"`` or ``"down"``."""
+        names: dict[str, tuple[str, int]] = {}
+        for i in range(len(self.bounds)):
+            names[f"{self.port}_up{i}"] = ("up", i)
+            names[f"{self.port}_down{i}"] = ("down", i)
+        return names
+
+
+def _bound_pair(where: str, i: int, bound: Any) -> tuple[float, float]:
+    if isinstance(bound, str) or not isinstance(bound, Sequence) or len(bound) != 2:
+        raise ValueError(f"{where}: bounds[{i}] must be a (lower, upper) pair, got {bound!r}")
+    pair = []
+    for label, x in zip(("lower", "upper"), bound, strict=True):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
+            raise ValueError(f"{where}: bounds[{i}] {label} must be a finite number, got {x!r}")
+        pair.append(float(x))
+    lower, upper = pair
+    if lower > upper:
+        raise ValueError(f"{where}: bounds[{i}] has lower {lower} > upper {upper}")
+    return lower, upper
+
+
+@dataclass(frozen=True, slots=True)
+class _MultiSnapshot:
+    """Rollback data of a MultiComponent: the active model's snapshot plus switching bookkeeping."""
+
+    mode: str
+    model: Any
+    region: int | None
+    last_switch_time: float | None
+    n_switches: int
+    history_lengths: dict[str, dict[str, int]]
+
+
+class MultiComponent(CoSimComponent):
+    """A component wrapping interchangeable models ("modes") behind one set of ports.
+
+    All models must expose the same ports; the MultiComponent adopts the specs of
+    the initial mode and converts values from and to models that use other but
+    compatible units. Inputs, outputs, state, rollback, events and feedthrough
+    are delegated to the active model. The sub-models record their own
+    histories, but the MultiComponent's history (the unified ports) is the one
+    to read. An inactive model keeps the time at which it was deactivated; the
+    incoming model of a switch is brought to the switch time.
+
+    Switching: ``mode_selector(t)`` proposes a mode from cached outputs (or
+    :meth:`set_switch_regions` installs one); ``hysteresis`` enforces a dwell
+    time; ``state_adapters[mode]`` or :meth:`_adapt_state` translate states.
+    Switches happen in :meth:`apply_mode_switch`, called by :meth:`do_step`
+    before stepping unless ``_allow_mode_switching`` is False (trial steps of a
+    master, which then calls :meth:`apply_mode_switch` at accepted points), and
+    at boundary events of switch regions handled through :meth:`handle_event`.
+    Every switch appends ``{'time', 'from_mode', 'to_mode'}`` to ``sync_events``
+    (plus ``'retrieved'`` and ``'now'`` states when ``record_switch_state``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        models: Mapping[ModeKey, CoSimComponent],
+        initial_mode: ModeKey,
+        group: str | None = None,
+    ) -> None:
+        super().__init__(name, group=group)
+        if not isinstance(models, Mapping) or not models:
+            raise ValueError(f"MultiComponent {name!r}: models must be a non-empty mapping of mode name to component")
+        seen: dict[int, str] = {}
+        for mode, model in models.items():
+            if not isinstance(mode, str) or not mode:
+                raise ValueError(f"MultiComponent {name!r}: mode names must be non-empty strings, got {mode!r}")
+            if not isinstance(model, CoSimComponent):
+                raise TypeError(
+                    f"MultiComponent {name!r}: mode {mode!r} must be a CoSimComponent, got {type(model).__name__}"
+                )
+            if id(model) in seen:
+                raise ValueError(f"MultiComponent {name!r}: modes {seen[id(model)]!r} and {mode!r} share one instance")
+            seen[id(model)] = mode
+        if initial_mode not in models:
+            raise ValueError(unknown_name("initial mode", initial_mode, models, f"of MultiComponent {name!r}"))
+        self.models: dict[ModeKey, CoSimComponent] = dict(models)
+        self.initial_mode: ModeKey = initial_mode
+        self.active_mode: ModeKey = initial_mode
+        self.active_comp: CoSimComponent = self.models[initial_mode]
+        self.mode_selector: Callable[[float], ModeKey] | None = None
+        self.hysteresis: Hysteresis | None = None
+        self.state_adapters: dict[ModeKey, StateAdapter] = {}
+        self.sync_events: list[dict[str, Any]] = []
+        self.record_switch_state = False
+        self._allow_mode_switching = True
+        self._latest_inputs: tuple[dict[str, Any], float | None] | None = None
+        self._prev_state: dict[str, Any] | None = None
+        self._curr_state: dict[str, Any] | None = None
+        self._switch_regions: SwitchRegions | None = None
+        self._region: int | None = None
+        self._boundary_events: dict[str, tuple[str, int]] = {}
+        self._event_port_names: set[str] = set()
+        self._event_micro = 1
+        self._max_step_cap: float | None = None
+        self._in_conv: dict[ModeKey, dict[str, UnitConversion]] = {}
+        self._out_conv: dict[ModeKey, dict[str, UnitConversion]] = {}
+        self._unify_ports()
+
+    # ------------------------------------------------------------------ ports
+    @staticmethod
+    def _validate_port_compatibility(ref_spec: PortSpec, spec: PortSpec, model_name: str, port_name: str) -> None:
+        """Raise ``ValueError`` naming model and port when *spec* cannot stand in for *ref_spec*."""
+        if spec.direction != ref_spec.direction:
+            raise ValueError(
+                f"model {model_name!r}: port {port_name!r} is an {spec.direction}put, "
+                f"the reference model declares an {ref_spec.direction}put"
+            )
+        if spec.type is not ref_spec.type:
+            raise ValueError(
+                f"model {model_name!r}: port {port_name!r} has type {spec.type.value}, "
+                f"the reference model declares {ref_spec.type.value}"
+            )
+        if spec.type is PortType.REAL and not units_compatible(ref_spec.unit, spec.unit):
+            raise ValueError(
+                f"model {model_name!r}: port {port_name!r} has unit {spec.unit_name or 'none'!s}, "
+                f"incompatible with unit {ref_spec.unit_name or 'none'!s} of the reference model"
+            )
+
+    def _unify_ports(self) -> None:
+        """Adopt the initial mode's port specs and check every other model exposes the same ports.
+
+        Event ports of the models' own indicators are left out here (they are
+        mirrored at initialization). Models whose REAL ports use other but
+        compatible units get compiled conversions.
+        """
+        ref_mode, ref = self.active_mode, self.active_comp
+        ref_inputs = dict(ref.input_specs)
+        ref_outputs = _plain_outputs(ref)
+        self.input_specs = dict(ref_inputs)
+        self.output_specs = dict(ref_outputs)
+        for mode, model in self.models.items():
+            self._in_conv[mode], self._out_conv[mode] = {}, {}
+            if model is ref:
+                continue
+            for kind, ref_specs, specs, conv in (
+                ("input", ref_inputs, dict(model.input_specs), self._in_conv[mode]),
+                ("output", ref_outputs, _plain_outputs(model), self._out_conv[mode]),
+            ):
+                missing = sorted(set(ref_specs) - set(specs))
+                extra = sorted(set(specs) - set(ref_specs))
+                if missing:
+                    raise ValueError(
+                        f"MultiComponent {self.name!r}: model {mode!r} lacks {kind} port(s) "
+                        f"{', '.join(map(repr, missing))} of the reference model {ref_mode!r}"
+                    )
+                if extra:
+                    raise ValueError(
+                        f"MultiComponent {self.name!r}: model {mode!r} has {kind} port(s) "
+                        f"{', '.join(map(repr, extra))} that the reference model {ref_mode!r} lacks; "
+                        "every mode must expose the same ports"
+                    )
+                for port, ref_spec in ref_specs.items():
+                    spec = specs[port]
+                    try:
+                        self._validate_port_compatibility(ref_spec, spec, mode, port)
+                    except ValueError as exc:
+                        raise ValueError(f"MultiComponent {self.name!r} (reference mode {ref_mode!r}): {exc}") from None
+                    if spec.type is PortType.REAL:
+                        src, dst = (ref_spec, spec) if kind == "input" else (spec, ref_spec)
+                        c = compile_conversion(src.unit, dst.unit)
+                        if not c.is_identity:
+                            conv[port] = c
+
+    def _add_event_port(self, name: str) -> None:
+        super()._add_event_port(name)
+        self._event_port_names.add(name)
+
+    def _mirror_event_ports(self) -> None:
+        """Give this component an EVENT port for every indicator of every model."""
+        added = False
+        for model in self.models.values():
+            for name in model.event_indicators:
+                if name not in self._event_port_names:
+                    self._add_event_port(name)
+                    added = True
+        if added:
+            self._compile_recorders()
+
+    # ------------------------------------------------------------------ initialization
+    def _initialize_component(self, t0: float) -> None:
+        """Initialize every model at *t0* (any may become active later).
+
+        Input values this component holds already (initial values a system
+        assigns before initialization) are given to every model first.
+        """
+        values = {name: port.value for name, port in self.inputs.items()}
+        for mode, model in self.models.items():
+            if not model.is_initialized:
+                for name, value in self._to_model_inputs(mode, values).items():
+                    model.inputs[name] = PortState(model.input_specs[name], value)
+            model.initialize(t0)
+        self._mirror_event_ports()
+        if self._switch_regions is not None:
+            self._region = self._switch_regions.classify(self._region_value(), self.active_mode)
+
+    # ------------------------------------------------------------------ inputs and outputs
+    def set_inputs(self, signals: dict[str, Any], t: float | None = None) -> None:
+        """Set inputs, forward them to the active model and cache them for replay on a switch."""
+        super().set_inputs(signals, t)
+        values = {name: self.inputs[name].value for name in signals}
+        cached = self._latest_inputs[0] if self._latest_inputs is not None else {}
+        self._latest_inputs = ({**cached, **values}, t)
+        self.active_comp.set_inputs(self._to_model_inputs(self.active_mode, values), t)
+
+    def _to_model_inputs(self, mode: ModeKey, values: dict[str, Any]) -> dict[str, Any]:
+        conv = self._in_conv[mode]
+        if not conv:
+            return values
+        return {n: (conv[n](v) if n in conv else v) for n, v in values.items()}
+
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        """Copy the active model's outputs (converted to this component's units); set event ports."""
+        src = self.active_comp.outputs
+        conv = self._out_conv[self.active_mode]
+        events = self._event_port_names
+        for name, port in self.outputs.items():
+            if name in events:
+                port.value = name in event_names
+            else:
+                s = src.get(name)
+                if s is None:
+                    continue
+                c = conv.get(name)
+                port.value = s.value if c is None else c(s.value)
+            port.t_last = t
+
+    def evaluate_outputs(self, inputs: dict[str, Any], t: float | None = None) -> dict[str, Any]:
+        """Outputs of the active model for *inputs*, without advancing time."""
+        if inputs:
+            self.set_inputs(inputs, t)
+        self.active_comp.evaluate_outputs({}, t)
+        self._update_output_states(self.t if t is None else t, NO_EVENTS)
+        return self.get_outputs()
+
+    def _active_output(self, name: str) -> float:
+        """The active model's current output *name* in this component's unit."""
+        value = self.active_comp.outputs[name].value
+        c = self._out_conv[self.active_mode].get(name)
+        return value if c is None else c(value)
+
+    # ------------------------------------------------------------------ stepping and switching
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        """Switch first if the selector asks for it (unless switching is disabled), then step the active model.
+
+        ``_allow_mode_switching = False`` is meant for a master's trial steps: a
+        switch would invalidate its rollback snapshot. That master calls
+        :meth:`apply_mode_switch` itself on accepted communication points.
+        """
+        if self._allow_mode_switching:
+            self.apply_mode_switch(t)
+        self.active_comp.do_step(t, dt)
+
+    def apply_mode_switch(self, t: float) -> bool:
+        """Switch at *t* if the selector wants another mode and the dwell window allows; True if switched.
+
+        Ignores ``_allow_mode_switching``: this is the explicit entry point for a
+        master on accepted communication points. Outputs are refreshed from the
+        incoming model (no extra history sample is recorded); evaluate event
+        indicators after calling this.
+        """
+        if not self._is_initialized:
+            raise RuntimeError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes")
+        target = self._select_target_mode(t)
+        if target == self.active_mode:
+            return False
+        self._switch_mode(target, t)
+        self._update_output_states(t, NO_EVENTS)
+        return True
+
+    def _select_target_mode(self, t: float) -> ModeKey:
+        """The mode wanted at *t*: the selector's proposal, or the active mode when there is
+        no selector or the dwell window is open. (``_allow_mode_switching`` is checked by
+        :meth:`_do_step_internal`, so that :meth:`apply_mode_switch` works while it is off.)"""
+        if self.mode_selector is None:
+            return self.active_mode
+        if self.hysteresis is not None and self.hysteresis.in_dwell_window(t):
+            return self.active_mode
+        return self.mode_selector(t)
+
+    def _switch_mode(self, new_mode: ModeKey, t: float, *, region: int | None = None) -> None:
+        """Make *new_mode* active at *t*: transfer state, log the switch, notify the hysteresis."""
+        if new_mode not in self.models:
+            raise ValueError(unknown_name("mode", new_mode, self.models, f"of MultiComponent {self.name!r}"))
+        if new_mode == self.active_mode:
+            return
+        if not self._is_initialized:
+            raise RuntimeError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes")
+        from_mode = self.active_mode
+        retrieved = self._perform_state_transfer(self.models[new_mode], new_mode, t)
+        if self._switch_regions is not None:
+            self._region = region if region is not None else self._region_after_switch(new_mode)
+        self._capture_switch_event(t, from_mode, new_mode, retrieved)
+        if self.hysteresis is not None:
+            self.hysteresis.record_switch(t)
+
+    def _perform_state_transfer(self, new_comp: CoSimComponent, new_mode: ModeKey, t: float) -> dict[str, Any]:
+        """Move the physical state from the active model to *new_comp* and make it active.
+
+        Replays the latest inputs onto *new_comp*, adapts the state
+        (``state_adapters[new_mode]`` if present, else :meth:`_adapt_state`),
+        sets it at *t*, brings *new_comp* to time *t* with fresh outputs (and a
+        history sample). Returns the state as retrieved, before adaptation.
+        """
+        retrieved = self.active_comp.get_state()
+        if self._latest_inputs is not None:
+            signals, t_in = self._latest_inputs
+            new_comp.set_inputs(self._to_model_inputs(new_mode, dict(signals)), t_in)
+        adapted = self._adapt(retrieved, new_mode, new_comp)
+        new_comp.set_state(adapted, t)
+        new_comp.t = t
+        new_comp._update_output_states(t, NO_EVENTS)
+        if new_comp.record_history:
+            new_comp._record_outputs(t)
+        self._prev_state, self._curr_state = retrieved, adapted
+        self.active_comp, self.active_mode = new_comp, new_mode
+        return retrieved
+
+    def _adapt(self, state: dict[str, Any], mode: ModeKey, comp: CoSimComponent) -> dict[str, Any]:
+        adapter = self.state_adapters.get(mode)
+        if adapter is not None:
+            return adapter.adapt_state(state, comp)
+        return self._adapt_state(state, mode)
+
+    def _adapt_state(self, state: dict[str, Any], target_mode: ModeKey) -> dict[str, Any]:
+        """Translate *state* (from ``get_state`` of the active model) for *target_mode*.
+
+        The base implementation returns *state* unchanged, which suits models
+        sharing one state format. Override it (or register ``state_adapters``)
+        when models name or represent their states differently.
+        """
+        return state
+
+    def _capture_switch_event(self, t: float, from_mode: ModeKey, to_mode: ModeKey, retrieved: dict[str, Any]) -> None:
+        """Append ``{'time', 'from_mode', 'to_mode'}`` to ``sync_events``; with
+        ``record_switch_state`` also the source state (``'retrieved'``) and the
+        incoming model's state after the transfer (``'now'``, one extra ``get_state``)."""
+        record: dict[str, Any] = {"time": float(t), "from_mode": from_mode, "to_mode": to_mode}
+        if self.record_switch_state:
+            record["retrieved"] = copy.deepcopy(retrieved)
+            record["now"] = self.active_comp.get_state()
+        self.sync_events.append(record)
+
+    # ------------------------------------------------------------------ switch regions
+    @property
+    def switch_regions(self) -> SwitchRegions | None:
+        """The attached :class:`SwitchRegions`, if any."""
+        return self._switch_regions
+
+    def set_switch_regions(self, regions: SwitchRegions | None) -> None:
+        """Drive mode selection by *regions* of a scalar output (``None`` detaches them).
+
+        The regions become the ``mode_selector`` (the dwell time still applies on
+        top). When every model supports rollback, each boundary ``i`` also
+        registers two event indicators (direction +1) on this component:
+        ``f"{port}_up{i}"`` = value - upper_i while in region ``i`` and
+        ``f"{port}_down{i}"`` = lower_i - value while in region ``i + 1``, both a
+        constant -1 otherwise. They therefore cross zero only when the value
+        leaves the current region; handling such an event switches at its instant.
+        Without rollback the regions act as a selector only, switching at the
+        next communication point. Must be called before :meth:`initialize`.
+        """
+        if self._is_initialized:
+            raise RuntimeError(
+                f"MultiComponent {self.name!r}: set switch regions before initialize (or after reset)"
+            )
+        if regions is not None and not isinstance(regions, SwitchRegions):
+            raise TypeError(f"MultiComponent {self.name!r}: expected SwitchRegions, got {type(regions).__name__}")
+        if regions is not None:
+            self._validate_regions(regions)
+        for name in self._boundary_events:
+            self.event_indicators.pop(name, None)
+            self.output_specs.pop(name, None)
+            self.outputs.pop(name, None)
+            self.history._port_histories.pop(name, None)
+            self._event_port_names.discard(name)
+        self._boundary_events = {}
+        if self._switch_regions is not None and self.mode_selector == self._region_selector:
+            self.mode_selector = None
+        self._switch_regions = regions
+        self._region = None
+        if regions is None:
+            return
+        self.mode_selector = self._region_selector
+        if all(model.supports_rollback for model in self.models.values()):
+            self._boundary_events = regions.indicator_names()
+            for name, (kind, i) in self._boundary_events.items():
+                self.event_indicators[name] = EventIndicator(name, _boundary_function(kind, i), direction=1)
+
+    def _validate_regions(self, regions: SwitchRegions) -> None:
+        where = f"MultiComponent {self.name!r}"
+        plain = {n: s for n, s in self.output_specs.items() if s.type is not PortType.EVENT}
+        spec = plain.get(regions.port)
+        if spec is None:
+            raise ValueError(unknown_name("output port", regions.port, plain, f"for switch regions of {where}"))
+        if spec.type not in (PortType.REAL, PortType.INT):
+            raise ValueError(
+                f"{where}: switch regions need a numeric output, port {regions.port!r} is {spec.type.value}"
+            )
+        for mode in regions.modes:
+            if mode not in self.models:
+                raise ValueError(unknown_name("mode", mode, self.models, f"in switch regions of {where}"))
+        taken = set(self.output_specs) | set(self.event_indicators)
+        for model in self.models.values():
+            taken |= set(model.event_indicators) | set(model.output_specs)
+        taken -= set(self._boundary_events)
+        for name in regions.indicator_names():
+            if name in taken:
+                raise ValueError(
+                    f"{where}: switch-region indicator {name!r} clashes with an existing port or indicator"
+                )
+
+    def _region_value(self) -> float:
+        assert self._switch_regions is not None
+        return self._switch_regions.value(self._active_output(self._switch_regions.port))
+
+    def _current_region(self, value: float) -> int:
+        assert self._switch_regions is not None
+        if self._region is None:
+            self._region = self._switch_regions.classify(value, self.active_mode)
+        return self._region
+
+    def _region_selector(self, t: float) -> ModeKey:
+        """Mode selector of the switch regions (reads the active model's cached output)."""
+        regions = self._switch_regions
+        assert regions is not None
+        value = self._region_value()
+        target = regions.next_region(self._current_region(value), value)
+        mode = regions.modes[target]
+        if mode == self.active_mode:
+            self._region = target
+        return mode
+
+    def _region_after_switch(self, mode: ModeKey) -> int | None:
+        """The region to be in after a switch to *mode* that the regions did not choose themselves."""
+        regions = self._switch_regions
+        assert regions is not None
+        value = self._region_value()
+        target = regions.next_region(self._current_region(value), value)
+        if regions.modes[target] == mode:
+            return target
+        candidates = [i for i, m in enumerate(regions.modes) if m == mode]
+        return min(candidates, key=lambda i: abs(i - target)) if candidates else target
+
+    def _boundary_indicator(self, kind: str, boundary: int) -> float:
+        """Value of a boundary indicator (see :meth:`set_switch_regions`)."""
+        regions = self._switch_regions
+        assert regions is not None
+        value = self._region_value()
+        region = self._current_region(value)
+        lower, upper = regions.bounds[boundary]
+        if kind == "up":
+            return value - upper if region == boundary else _IRRELEVANT
+        return lower - value if region == boundary + 1 else _IRRELEVANT
+
+    def _switch_on_boundary(self, event_names: list[str], t: float) -> None:
+        """Cross the boundary named by a handled region event, honoring the dwell window."""
+        regions = self._switch_regions
+        assert regions is not None
+        value = self._region_value()
+        region = self._current_region(value)
+        target = None
+        for name in event_names:
+            kind, i = self._boundary_events[name]
+            if kind == "up" and region == i:
+                target = regions.next_region(i + 1, value, direction=1)
+            elif kind == "down" and region == i + 1:
+                target = regions.next_region(i, value, direction=-1)
+            if target is not None:
+                break
+        if target is None:
+            return
+        mode = regions.modes[target]
+        if mode == self.active_mode:
+            self._region = target
+        elif self.hysteresis is None or not self.hysteresis.in_dwell_window(t):
+            self._switch_mode(mode, t, region=target)
+
+    # ------------------------------------------------------------------ state and rollback
+    def get_state(self) -> dict[str, Any]:
+        """The active model's state, in its own format."""
+        return self.active_comp.get_state()
+
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        """Set *state* on the active model, adapted for it like on a switch."""
+        self.active_comp.set_state(self._adapt(state, self.active_mode, self.active_comp), t)
+
+    @property
+    def supports_rollback(self) -> bool:
+        """Whether the active model supports rollback."""
+        return self.active_comp.supports_rollback
+
+    def snapshot_state(self) -> Any:
+        """Snapshot of the active model plus the switching bookkeeping; records the mode."""
+        return _MultiSnapshot(
+            mode=self.active_mode,
+            model=self.active_comp.snapshot_state(),
+            region=self._region,
+            last_switch_time=self.hysteresis.last_switch_time if self.hysteresis is not None else None,
+            n_switches=len(self.sync_events),
+            history_lengths={
+                mode: {n: len(h) for n, h in model.history.get_all_histories().items()}
+                for mode, model in self.models.items()
+            },
+        )
+
+    def restore_state(self, snapshot: Any, t: float) -> None:
+        """Return to *snapshot*; ``ValueError`` if it was taken in another mode.
+
+        Also forgets switches logged since, and sub-model history samples
+        recorded since (the master truncates this component's own history).
+        """
+        if not isinstance(snapshot, _MultiSnapshot):
+            raise TypeError(f"MultiComponent {self.name!r}: not a snapshot of a MultiComponent: {snapshot!r}")
+        if snapshot.mode != self.active_mode:
+            raise ValueError(
+                f"MultiComponent {self.name!r}: snapshot was taken in mode {snapshot.mode!r} but the active "
+                f"mode is {self.active_mode!r}; disable mode switching (_allow_mode_switching = False) "
+                "between snapshot and restore"
+            )
+        comp = self.active_comp
+        comp.restore_state(snapshot.model, t)
+        comp.t = t
+        for mode, lengths in snapshot.history_lengths.items():
+            histories = self.models[mode].history.get_all_histories()
+            for name, n in lengths.items():
+                if name in histories:
+                    histories[name].truncate(n)
+        self._region = snapshot.region
+        if self.hysteresis is not None and snapshot.last_switch_time is not None:
+            self.hysteresis.last_switch_time = snapshot.last_switch_time
+        del self.sync_events[snapshot.n_switches :]
+        self.t = t
+        comp._update_output_states(t, NO_EVENTS)
+        self._update_output_states(t, NO_EVENTS)
+
+    # ------------------------------------------------------------------ time
+    def next_time_event(self, t: float) -> float | None:
+        """The active model's next time event, or the end of the dwell window if a switch waits for it."""
+        candidates = []
+        event = self.active_comp.next_time_event(t)
+        if event is not None:
+            candidates.append(event)
+        h = self.hysteresis
+        if (
+            h is not None
+            and self.mode_selector is not None
+            and self._is_initialized
+            and h.in_dwell_window(t)
+            and self.mode_selector(t) != self.active_mode
+        ):
+            candidates.append(h.window_end)
+        return min(candidates) if candidates else None
+
+    @property
+    def max_step(self) -> float | None:
+        """The active model's ``max_step``, capped by a value assigned to this component."""
+        limits = [v for v in (self._max_step_cap, self.active_comp.max_step) if v is not None]
+        return min(limits) if limits else None
+
+    @max_step.setter
+    def max_step(self, value: float | None) -> None:
+        self._max_step_cap = value
+
+    # ------------------------------------------------------------------ events
+    def add_event_indicator(self, name: str, func: Callable[[CoSimComponent], float], direction: int = 0) -> None:
+        """Register an indicator on every model that supports rollback.
+
+        *func* receives the sub-model, so it should use the shared port interface.
+        This component gets a matching EVENT port. ``RuntimeError`` if no model
+        supports rollback.
+        """
+        hosts = [m for m in self.models.values() if m.supports_rollback]
+        if not hosts:
+            raise RuntimeError(
+                f"MultiComponent {self.name!r} cannot host event indicator {name!r}: none of its models "
+                "supports rollback, which event localization needs"
+            )
+        if name in self.event_indicators or any(name in m.event_indicators for m in hosts):
+            raise KeyError(f"MultiComponent {self.name!r} already has an event indicator {name!r}")
+        self._check_event_port_name(name)
+        for model in hosts:
+            model.add_event_indicator(name, func, direction)
+        if self._is_initialized:
+            self._add_event_port(name)
+            self._backfill_history(name)
+            self._compile_recorders()
+
+    @property
+    def has_state_events(self) -> bool:
+        """True if the active model or the switch-region boundaries have indicators."""
+        return self.active_comp.has_state_events or bool(self.event_indicators)
+
+    def evaluate_event_indicators(self) -> dict[str, float]:
+        """The active model's indicators plus this component's boundary indicators."""
+        values = dict(self.active_comp.evaluate_event_indicators()) if self.active_comp.has_state_events else {}
+        for name, ind in self.event_indicators.items():
+            values[name] = ind.evaluate(self)
+        return values
+
+    def detect_event_crossings(
+        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
+    ) -> list[str]:
+        """Crossings of the active model's indicators and of the boundary indicators."""
+        names = []
+        if self.active_comp.has_state_events:
+            names.extend(self.active_comp.detect_event_crossings(previous, current, sign_tolerance))
+        for name, ind in self.event_indicators.items():
+            if (
+                name in previous
+                and name in current
+                and crossed(previous[name], current[name], ind.direction, sign_tolerance)
+            ):
+                names.append(name)
+        return names
+
+    def get_internal_event_hints(self) -> list[InternalEventInfo]:
+        """Hints of the active model (and of this component), cleared on reading."""
+        return self.active_comp.get_internal_event_hints() + super().get_internal_event_hints()
+
+    def handle_event(self, event_names: Sequence[str], t: float, micro: int = 1) -> None:
+        """Apply events at *t* (see :meth:`_handle_events_internal`) and record the post-event sample."""
+        self._event_micro = micro
+        super().handle_event(event_names, t, micro)
+
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """Delegate events to the active model; boundary events of switch regions switch mode at *t*.
+
+        Boundary events switch regardless of ``_allow_mode_switching`` (events are
+        handled at accepted instants only) but never inside the dwell window.
+        """
+        own = [n for n in event_names if n in self._boundary_events]
+        others = [n for n in event_names if n not in self._boundary_events]
+        if others:
+            self.active_comp.handle_event(others, t, self._event_micro)
+        if own:
+            self._switch_on_boundary(own, t)
+
+    # ------------------------------------------------------------------ feedthrough
+    def _detect_direct_feedthrough(self) -> dict[str, set[str]]:
+        """The models' common feedthrough map; ``ValueError`` if they disagree.
+
+        A union would hide a loop from the master whenever the wrong model is
+        active, so disagreement is an error; declare ``direct_feedthrough`` on
+        this component before initialize to override.
+        """
+        outputs = [n for n in self.outputs if n not in self._event_port_names]
+        maps = {
+            mode: {o: set(model.direct_feedthrough.get(o, ())) & set(self.inputs) for o in outputs}
+            for mode, model in self.models.items()
+        }
+        reference = maps[self.initial_mode]
+        for mode, fmap in maps.items():
+            for out in outputs:
+                if fmap[out] != reference[out]:
+                    raise ValueError(
+                        f"MultiComponent {self.name!r}: models disagree on direct feedthrough to output {out!r}: "
+                        f"{self.initial_mode!r} has inputs {sorted(reference[out])}, {mode!r} has {sorted(fmap[out])}; "
+                        "declare direct_feedthrough on the MultiComponent before initialize to override"
+                    )
+        result = {o: set(reference.get(o, ())) for o in self.outputs}
+        return result
+
+    # ------------------------------------------------------------------ lifecycle end
+    def reset(self) -> None:
+        """Reset this component and every model; return to the initial mode and forget switches."""
+        super().reset()
+        for model in self.models.values():
+            model.reset()
+        self.active_mode = self.initial_mode
+        self.active_comp = self.models[self.initial_mode]
+        self._latest_inputs = None
+        self._prev_state = self._curr_state = None
+        self.sync_events.clear()
+        self._region = None
+        if self.hysteresis is not None:
+            self.hysteresis.reset()
+
+    def free(self) -> None:
+        """Free every model."""
+        for model in self.models.values():
+            model.free()
+
+
+def _plain_outputs(model: CoSimComponent) -> dict[str, PortSpec]:
+    """Output specs of *model* without the EVENT ports of its indicators."""
+    indicators = model.event_indicators
+    return {n: s for n, s in model.output_specs.items() if not (s.type is PortType.EVENT and n in indicators)}
+
+
+def _boundary_function(kind: str, boundary: int) -> Callable[[CoSimComponent], float]:
+    def indicator(comp: Any) -> float:
+        return comp._boundary_indicator(kind, boundary)
+
+    return indicator
