@@ -17,11 +17,12 @@ at its start; they cannot host event indicators.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.events import DenseTime, crossed
+from cosimrun.core.events import DenseTime
 from cosimrun.masters.base import Master
 from cosimrun.masters.stepsize import Clock
 
@@ -92,6 +93,7 @@ class Hybrid(Master):
         for comp in self._switchers:
             comp._allow_mode_switching = False
         self._g = self._indicators()
+        self._switch_modes(t0)
 
     def finish(self) -> None:
         for comp in self._all:
@@ -213,7 +215,11 @@ class Hybrid(Master):
         lo, hi = a, b
         g_lo, g_hi = g_a, g_b
         target = self._earliest(crossings, clock, lo, hi, g_lo, g_hi, hints)
-        f_lo, f_hi = g_lo[target[0]][target[1]], g_hi[target[0]][target[1]]
+        # A crossing ends in the zero band |g| <= sign_tolerance, so the root bracketed is the band's
+        # edge on the starting side: an end inside the band would otherwise have the sign of the
+        # start and stall the secant steps (bisection fallback).
+        shift = math.copysign(self.sign_tolerance, g_lo[target[0]][target[1]])
+        f_lo, f_hi = g_lo[target[0]][target[1]] - shift, g_hi[target[0]][target[1]] - shift
         guesses = self._hint_guesses(target, hints, clock) if self.use_hints else []
         retained = 0
         at_hi = True
@@ -234,14 +240,15 @@ class Hybrid(Master):
                 hi, g_hi, crossings, at_hi = tau, g_tau, found, True
                 if target not in [(c.name, n) for c, n in found]:
                     target = self._earliest(found, clock, lo, hi, g_lo, g_hi, {})
-                    f_lo, retained = g_lo[target[0]][target[1]], 0
-                f_hi = g_tau[target[0]][target[1]]
+                    shift = math.copysign(self.sign_tolerance, g_lo[target[0]][target[1]])
+                    f_lo, retained = g_lo[target[0]][target[1]] - shift, 0
+                f_hi = g_tau[target[0]][target[1]] - shift
                 if retained < 0:
                     f_lo *= 0.5
                 retained = -1
             else:
                 lo, g_lo, at_hi = tau, g_tau, False
-                f_lo = g_tau[target[0]][target[1]]
+                f_lo = g_tau[target[0]][target[1]] - shift
                 if retained > 0:
                     f_hi *= 0.5
                 retained = 1
@@ -304,17 +311,12 @@ class Hybrid(Master):
             self.exchange()
             if self._resolution:
                 self.resolve(t_e)
-            for comp in self._late:
-                if comp.name not in by_comp:
-                    comp._record_outputs(t_e, micro)
+            # components do not record themselves while this master runs (record_history is off),
+            # so every one gets its post-event sample here, handled or not
+            for comp in self._all:
+                comp._record_outputs(t_e, micro)
             after = self._indicators()
-            crossings = [
-                (comp, name)
-                for comp in self._sources
-                for name, ind in comp.event_indicators.items()
-                if name in before[comp.name]
-                and crossed(before[comp.name][name], after[comp.name][name], ind.direction, self.sign_tolerance)
-            ]
+            crossings = self._crossings(before, after)
             g_now = after
             micro += 1
         return g_now

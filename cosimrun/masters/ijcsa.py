@@ -56,13 +56,19 @@ class IJCSA(GaussSeidel):
             )
         self._iface = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
         self._ports = [p for c in self.order for p in (*c.inputs.values(), *c.outputs.values())]
+        self._switchers = [c for c in self.order if hasattr(c, "apply_mode_switch")]
         for comp in self.order:
             comp.record_history = False
+        for comp in self._switchers:
+            comp._allow_mode_switching = False
 
     def finish(self) -> None:
         super().finish()
-        for comp in self.order:
-            comp.record_history = True
+        if self.iterate_steps:
+            for comp in self.order:
+                comp.record_history = True
+            for comp in self._switchers:
+                comp._allow_mode_switching = True
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         if not self.iterate_steps:
@@ -120,4 +126,8 @@ class IJCSA(GaussSeidel):
             self.resolve(t1)
         for comp in self.order:
             comp._record_outputs(t1)
+        if any([comp.apply_mode_switch(t1) for comp in self._switchers]):
+            self.exchange()
+            if self._resolution:
+                self.resolve(t1)
         return b
