@@ -1,0 +1,604 @@
+"""Streaming HDF5 writer for run results, laid out netCDF4-style.
+
+Layout (see ``DESIGN.md``, "HDF5 results")::
+
+    /                       root attributes (format, status, experiment, t0, tf, ...)
+    /components/<comp>/     unlimited ``time`` dimension scale, ``micro``, one dataset per port
+    /events/                time, micro, component, event over an ``event`` dimension
+    /mode_switches/         time, component, from_mode, to_mode over a ``switch`` dimension
+    /stats                  master statistics as attributes
+
+The file is written as ``<path>.partial`` and renamed to ``<path>`` by
+:meth:`HDF5Writer.close`, so a file under the final name was closed properly
+(its ``status`` says whether the run completed). Data is flushed chunk by chunk:
+a crash keeps everything flushed so far in the ``.partial`` file.
+
+Dimension scales carry the ``_Netcdf4Dimid``/``_Netcdf4Coordinates`` attributes
+netCDF-C writes, groups track creation order, booleans are ``int8`` with the CF
+attribute ``dtype="bool"`` (xarray decodes them back to ``bool``) and strings are
+variable-length UTF-8, so h5py, xarray (``engine="h5netcdf"``), netCDF-C tools and
+HDFView read the file without cosimrun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time as _time
+import traceback as _traceback
+from array import array
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+
+from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
+
+if TYPE_CHECKING:
+    from cosimrun.system.system import RunResult
+
+FORMAT = "cosimrun-results"
+FORMAT_VERSION = 1
+STATUSES = ("running", "complete", "failed", "interrupted")
+PORT_TYPES = ("real", "int", "bool", "string", "event")
+RESERVED_PORT_NAMES = frozenset({"time", "micro"})
+_RESERVED_ROOT_ATTRS = frozenset({"format", "format_version", "status"})
+_PURE_DIM = "This is a netCDF dimension but not a netCDF variable."
+_STR = h5py.string_dtype("utf-8")
+_DTYPES: dict[str, Any] = {"real": np.float64, "int": np.int64, "bool": np.int8, "event": np.int8, "string": _STR}
+
+
+def partial_path(path: str | os.PathLike[str]) -> Path:
+    """The name a results file has while it is being written: ``<path>.partial``."""
+    path = Path(path)
+    return path.with_name(path.name + ".partial")
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Return *name* if it can name an HDF5 group or dataset, else raise ``ValueError``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} must be a non-empty string, got {name!r}")
+    if "/" in name:
+        raise ValueError(f"{what} {name!r} contains '/', which HDF5 reserves as the path separator")
+    if name in (".", "..") or "\x00" in name:
+        raise ValueError(f"{what} {name!r} is not a valid HDF5 name")
+    return name
+
+
+def to_attr(value: Any) -> Any:
+    """Convert *value* to something h5py stores natively (never pickled); ``None`` means skip.
+
+    Strings become UTF-8, bools ``int8``, sequences arrays (strings: variable-length
+    UTF-8), mappings and mixed sequences a JSON string, anything else ``str(value)``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | np.bool_):
+        return np.int8(bool(value))
+    if isinstance(value, int | float | np.integer | np.floating):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.astype(np.int8) if value.dtype.kind == "b" else value
+    if isinstance(value, list | tuple | np.ndarray):
+        items = list(value)
+        if all(isinstance(v, str) for v in items):
+            return np.array(items, dtype=_STR)
+        if all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in items):
+            return np.asarray(items)
+        return json.dumps(items, default=str)
+    return str(value)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _version() -> str:
+    from cosimrun import __version__
+
+    return __version__
+
+
+class HDF5Writer:
+    """Write one run's results to an HDF5 file, chunk by chunk.
+
+    Use as a context manager: leaving the block normally closes with status
+    ``complete``; an exception closes with ``failed`` (``interrupted`` for
+    ``KeyboardInterrupt``) plus the error and traceback, keeping what was
+    written, and is re-raised.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        experiment: str = "",
+        attrs: Mapping[str, Any] | None = None,
+        compression: str | None = "gzip",
+        compression_opts: Any = 4,
+        chunk_size: int = 4096,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+        self.path = Path(path)
+        self.partial_path = partial_path(self.path)
+        self.chunk_size = int(chunk_size)
+        self._filters: dict[str, Any] = {}
+        if compression is not None:
+            self._filters = {"compression": compression}
+            if compression_opts is not None:
+                self._filters["compression_opts"] = compression_opts
+        self._lengths: dict[str, int] = {}
+        self._ports: dict[str, dict[str, str]] = {}
+        self._dimid = 0
+        self._start = _time.perf_counter()
+        self.partial_path.parent.mkdir(parents=True, exist_ok=True)
+        # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
+        self._file: h5py.File | None = h5py.File(self.partial_path, "w", track_order=True, locking=False)
+        try:
+            self._init_layout(experiment, attrs)
+        except BaseException:
+            self._file.close()
+            self._file = None
+            self.partial_path.unlink(missing_ok=True)
+            raise
+
+    def _init_layout(self, experiment: str, attrs: Mapping[str, Any] | None) -> None:
+        f = self.file
+        f.attrs["_NCProperties"] = np.bytes_(f"version=2,cosimrun={_version()},hdf5={h5py.version.hdf5_version}")
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = np.int32(FORMAT_VERSION)
+        f.attrs["status"] = "running"
+        f.attrs["experiment"] = str(experiment)
+        f.attrs["cosimrun_version"] = _version()
+        f.attrs["started"] = _now()
+        if attrs:
+            self.set_attrs(attrs)
+        f.create_group("components", track_order=True)
+        events = f.create_group("events", track_order=True)
+        self._columns(events, "event", {"time": np.float64, "micro": np.int32, "component": _STR, "event": _STR})
+        events["time"].attrs["units"] = "s"
+        switches = f.create_group("mode_switches", track_order=True)
+        self._columns(switches, "switch", {"time": np.float64, "component": _STR, "from_mode": _STR, "to_mode": _STR})
+        switches["time"].attrs["units"] = "s"
+        f.create_group("stats", track_order=True)
+        f.flush()
+
+    # ------------------------------------------------------------------ internals
+    @property
+    def file(self) -> h5py.File:
+        """The open ``h5py.File`` (``RuntimeError`` once closed)."""
+        if self._file is None:
+            raise RuntimeError(f"results file {self.path} is already closed")
+        return self._file
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def _dataset(self, group: h5py.Group, name: str, dtype: Any) -> h5py.Dataset:
+        filters = dict(self._filters)
+        if filters and np.dtype(dtype).kind in "iuf" and np.dtype(dtype).itemsize > 1:
+            filters = {**filters, "shuffle": True}
+        return group.create_dataset(
+            name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(self.chunk_size,), **filters
+        )
+
+    def _scale(self, group: h5py.Group, dim: str, dtype: Any = None) -> h5py.Dataset:
+        """Create the unlimited dimension *dim*: a coordinate variable when *dtype* is given, else a pure dimension."""
+        ds = self._dataset(group, dim, np.float32 if dtype is None else dtype)
+        ds.make_scale(dim if dtype is not None else f"{_PURE_DIM}{0:10d}")
+        ds.attrs["_Netcdf4Dimid"] = np.int32(self._dimid)
+        if dtype is not None:
+            ds.attrs["_Netcdf4Coordinates"] = np.array([self._dimid], dtype=np.int32)
+        self._dimid += 1
+        return ds
+
+    def _attach(self, ds: h5py.Dataset, scale: h5py.Dataset) -> None:
+        ds.dims[0].attach_scale(scale)
+        ds.attrs["_Netcdf4Coordinates"] = np.array([scale.attrs["_Netcdf4Dimid"]], dtype=np.int32)
+
+    def _columns(self, group: h5py.Group, dim: str, columns: Mapping[str, Any]) -> None:
+        scale = self._scale(group, dim, columns.get(dim))
+        for name, dtype in columns.items():
+            if name != dim:
+                self._attach(self._dataset(group, name, dtype), scale)
+
+    @staticmethod
+    def _extend(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
+        ds.resize((start + len(data),))
+        if len(data):
+            ds[start:] = data
+
+    # ------------------------------------------------------------------ attributes
+    def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
+        """Set root attributes (``config_yaml``, ``overrides``, ``t0``, ...); ``None`` values are skipped."""
+        items = {**(attrs or {}), **more}
+        reserved = _RESERVED_ROOT_ATTRS & items.keys()
+        if reserved:
+            raise ValueError(f"root attributes {sorted(reserved)} are managed by the writer")
+        for key, value in items.items():
+            check_name(key, "attribute name")
+            converted = to_attr(value)
+            if converted is not None:
+                self.file.attrs[key] = converted
+
+    # ------------------------------------------------------------------ components
+    def add_component(self, name: str, ports: Mapping[str, tuple[str | None, str]]) -> None:
+        """Create ``/components/<name>`` with a ``time`` dimension, ``micro`` and one dataset per port.
+
+        *ports* maps a port name to ``(unit or None, port_type)`` with port_type
+        one of ``real``, ``int``, ``bool``, ``string``, ``event``.
+        """
+        check_name(name, "component name")
+        if name in self._lengths:
+            raise ValueError(f"component {name!r} is already in {self.partial_path.name}")
+        specs: dict[str, str] = {}
+        for port, (_unit, port_type) in ports.items():
+            check_name(port, f"port name of {name!r}")
+            if port in RESERVED_PORT_NAMES:
+                raise ValueError(f"port name {port!r} of {name!r} clashes with the {port!r} coordinate of the file")
+            kind = str(getattr(port_type, "value", port_type))
+            if kind not in _DTYPES:
+                raise ValueError(
+                    f"port {name}.{port}: unknown port type {port_type!r} (one of {', '.join(PORT_TYPES)})"
+                )
+            specs[port] = kind
+        group = self.file["components"].create_group(name, track_order=True)
+        time = self._scale(group, "time", np.float64)
+        time.attrs["units"] = "s"
+        micro = self._dataset(group, "micro", np.int32)
+        self._attach(micro, time)
+        micro.attrs["long_name"] = "superdense micro step"
+        for port, kind in specs.items():
+            ds = self._dataset(group, port, _DTYPES[kind])
+            self._attach(ds, time)
+            unit = ports[port][0]
+            if unit is not None:
+                ds.attrs["units"] = str(unit)
+            ds.attrs["port_type"] = kind
+            if kind in ("bool", "event"):
+                ds.attrs["dtype"] = "bool"
+        self._lengths[name] = 0
+        self._ports[name] = specs
+
+    @property
+    def components(self) -> list[str]:
+        """Names of the components added so far."""
+        return list(self._lengths)
+
+    def ports(self, component: str) -> dict[str, str]:
+        """``{port: port_type}`` of a component added with :meth:`add_component`."""
+        return dict(self._ports[self._known(component)])
+
+    def n_samples(self, component: str) -> int:
+        """How many samples of *component* are in the file."""
+        return self._lengths[self._known(component)]
+
+    def _known(self, component: str) -> str:
+        if component not in self._lengths:
+            known = ", ".join(self._lengths) or "none"
+            raise KeyError(f"component {component!r} was not added to the results file (added: {known})")
+        return component
+
+    def append(
+        self,
+        component: str,
+        time: Any,
+        micro: Any,
+        values: Mapping[str, Any],
+        *,
+        flush: bool = True,
+    ) -> None:
+        """Append a chunk of samples of *component*: times, micro indices (or ``None``) and ``{port: values}``.
+
+        Every port of the component must be given, each with one value per time.
+        The file is flushed afterwards unless *flush* is false.
+        """
+        specs = self._ports[self._known(component)]
+        t = np.asarray(time, dtype=np.float64).reshape(-1)
+        n = len(t)
+        m = np.zeros(n, dtype=np.int32) if micro is None else np.broadcast_to(np.asarray(micro, dtype=np.int32), (n,))
+        if specs.keys() != values.keys():
+            missing, extra = sorted(specs.keys() - values.keys()), sorted(values.keys() - specs.keys())
+            raise ValueError(f"append to {component!r}: missing ports {missing}, unknown ports {extra}")
+        columns: dict[str, np.ndarray] = {}
+        for port, kind in specs.items():
+            v = _column(values[port], kind)
+            if len(v) != n:
+                raise ValueError(f"append to {component!r}: port {port!r} has {len(v)} values for {n} times")
+            columns[port] = v
+        if n:
+            group = self.file["components"][component]
+            start = self._lengths[component]
+            for port, v in columns.items():
+                self._extend(group[port], start, v)
+            self._extend(group["micro"], start, m)
+            self._extend(group["time"], start, t)
+            self._lengths[component] = start + n
+        if flush:
+            self.flush()
+
+    # ------------------------------------------------------------------ events, switches, stats
+    def write_events(self, rows: Iterable[Any], *, flush: bool = True) -> int:
+        """Append events: ``(DenseTime, component, event)``, ``(t, component, event)`` or
+        ``(t, micro, component, event)`` rows. Returns the number written."""
+        t, m, comp, ev = [], [], [], []
+        for row in rows:
+            row = tuple(row)
+            if len(row) == 4:
+                when, micro, c, e = row
+            elif len(row) == 3:
+                when, c, e = row
+                micro = getattr(when, "micro", 0)
+            else:
+                raise ValueError(f"event row must have 3 or 4 fields, got {row!r}")
+            t.append(float(getattr(when, "t", when)))
+            m.append(int(micro))
+            comp.append(str(c))
+            ev.append(str(e))
+        self._append_table(
+            "events",
+            {
+                "time": np.array(t, dtype=np.float64),
+                "micro": np.array(m, dtype=np.int32),
+                "component": _strings(comp),
+                "event": _strings(ev),
+            },
+        )
+        if flush:
+            self.flush()
+        return len(t)
+
+    def write_mode_switches(self, rows: Iterable[Any], *, flush: bool = True) -> int:
+        """Append mode switches: objects with ``time, component, from_mode, to_mode`` (``ModeSwitch``),
+        mappings with those keys, or 4-tuples. Returns the number written."""
+        cols: dict[str, list[Any]] = {"time": [], "component": [], "from_mode": [], "to_mode": []}
+        for row in rows:
+            if isinstance(row, Mapping):
+                fields = [row[k] for k in cols]
+            elif hasattr(row, "to_mode"):
+                fields = [getattr(row, k) for k in cols]
+            else:
+                fields = list(row)
+                if len(fields) != 4:
+                    raise ValueError(f"mode switch row must have 4 fields, got {row!r}")
+            for key, value in zip(cols, fields, strict=True):
+                cols[key].append(value)
+        self._append_table(
+            "mode_switches",
+            {
+                "time": np.array([float(getattr(x, "t", x)) for x in cols["time"]], dtype=np.float64),
+                **{k: _strings([str(x) for x in cols[k]]) for k in ("component", "from_mode", "to_mode")},
+            },
+        )
+        if flush:
+            self.flush()
+        return len(cols["time"])
+
+    def _append_table(self, group_name: str, columns: Mapping[str, np.ndarray]) -> None:
+        group = self.file[group_name]
+        dim = "event" if group_name == "events" else "switch"
+        start = group[dim].shape[0]
+        n = len(next(iter(columns.values())))
+        if not n:
+            return
+        if dim not in columns:
+            group[dim].resize((start + n,))
+        for name, data in columns.items():
+            self._extend(group[name], start, data)
+
+    def write_stats(self, stats: Mapping[str, Any] | Any) -> None:
+        """Store master statistics (a mapping or an object with ``as_dict()``) as ``/stats`` attributes."""
+        if not isinstance(stats, Mapping):
+            stats = stats.as_dict()
+        group = self.file["stats"]
+        for key, value in stats.items():
+            check_name(key, "statistic name")
+            converted = to_attr(value)
+            if converted is not None:
+                group.attrs[key] = converted
+
+    # ------------------------------------------------------------------ life cycle
+    def flush(self) -> None:
+        """Flush everything written so far to disk."""
+        self.file.flush()
+
+    def close(
+        self, status: str = "complete", error: BaseException | str | None = None, traceback: str | None = None
+    ) -> Path:
+        """Record *status* (and the error), close the file and rename it to :attr:`path`.
+
+        Closing twice does nothing. Returns the final path.
+        """
+        if self._file is None:
+            return self.path
+        if status not in STATUSES or status == "running":
+            raise ValueError(f"close status must be one of complete, failed, interrupted, got {status!r}")
+        if isinstance(error, BaseException):
+            if traceback is None:
+                traceback = "".join(_traceback.format_exception(error))
+            error = f"{type(error).__name__}: {error}"
+        f = self._file
+        try:
+            f.attrs["status"] = status
+            f.attrs["finished"] = _now()
+            f.attrs["wall_time_s"] = _time.perf_counter() - self._start
+            f.attrs["error"] = "" if error is None else str(error)
+            f.attrs["traceback"] = traceback or ""
+            f.flush()
+        finally:
+            self._file = None
+            f.close()
+        os.replace(self.partial_path, self.path)
+        return self.path
+
+    def __enter__(self) -> HDF5Writer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._file is None:
+            return
+        if exc is None:
+            self.close("complete")
+        else:
+            self.close("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._file is None else "open"
+        return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def _strings(items: Iterable[Any]) -> np.ndarray:
+    out = list(items)
+    arr = np.empty(len(out), dtype=object)
+    arr[:] = out
+    return arr
+
+
+def _column(values: Any, kind: str) -> np.ndarray:
+    """*values* as a 1-D array of the storage dtype of *kind*."""
+    if kind == "string":
+        arr = np.asarray(values, dtype=object).reshape(-1)
+        return _strings(v if isinstance(v, str) else str(v) for v in arr)
+    arr = np.asarray(values).reshape(-1)
+    if kind in ("bool", "event"):
+        return arr.astype(bool).astype(np.int8)
+    return arr.astype(_DTYPES[kind], copy=False)
+
+
+# ---------------------------------------------------------------------- streaming histories
+class HistoryStreamer:
+    """Copy the samples of a :class:`SystemHistory` not yet in the file into an :class:`HDF5Writer`.
+
+    *history* is a ``SystemHistory``, a ``{name: ComponentHistory}`` mapping or a
+    single ``ComponentHistory``. A component is written once it has at least
+    *flush_interval* new samples (everything is written by :meth:`finish`), so the
+    writer never holds more than one chunk per component. Only the new samples are
+    read: the per-component offsets are the writer's sample counts, so several
+    streamers on one writer continue each other.
+
+    Pass it as ``System.run(..., progress=streamer)``; it is called with the time.
+    Histories must only grow while streaming: the engine's component histories do
+    (masters record accepted steps only), and a history that shrank below what is
+    already written raises ``RuntimeError``.
+    """
+
+    def __init__(
+        self,
+        writer: HDF5Writer,
+        history: SystemHistory | ComponentHistory | Mapping[str, ComponentHistory],
+        *,
+        flush_interval: int = 4096,
+    ) -> None:
+        if flush_interval < 1:
+            raise ValueError(f"flush_interval must be positive, got {flush_interval}")
+        self.writer = writer
+        self.history = history
+        self.flush_interval = int(flush_interval)
+
+    def _histories(self) -> dict[str, ComponentHistory]:
+        h = self.history
+        if isinstance(h, ComponentHistory):
+            return {h.component_name: h}
+        if isinstance(h, Mapping):
+            return dict(h)
+        return h.get_all_histories()
+
+    def __call__(self, t: float | None = None) -> None:
+        """Progress-callback form of :meth:`poll`."""
+        self.poll()
+
+    def poll(self, force: bool = False) -> int:
+        """Write every component with at least ``flush_interval`` new samples (all of them if *force*).
+
+        Returns the number of samples written.
+        """
+        writer = self.writer
+        written = 0
+        for name, comp_hist in self._histories().items():
+            ports = comp_hist.get_all_histories()
+            if name not in writer.components:
+                if not ports and not force:
+                    continue  # not initialized yet: its ports are still unknown
+                writer.add_component(name, {p: (h.unit, h.port_type) for p, h in ports.items()})
+            elif ports.keys() != writer.ports(name).keys():
+                raise ValueError(
+                    f"ports of {name!r} changed after it was added to the results file: "
+                    f"{sorted(writer.ports(name))} -> {sorted(ports)}"
+                )
+            start = writer.n_samples(name)
+            lengths = [len(h) for h in ports.values()]
+            stop = min(lengths, default=0)
+            if stop < start:
+                raise RuntimeError(
+                    f"history of {name!r} shrank to {stop} samples but {start} are already in the results file"
+                )
+            if force and max(lengths, default=0) != stop:
+                raise ValueError(f"ports of {name!r} were recorded on different time axes: lengths {lengths}")
+            if stop == start or (stop - start < self.flush_interval and not force):
+                continue
+            time = micro = None
+            values = {}
+            for port, h in ports.items():
+                t, v, m = _history_slice(h, start, stop)
+                if time is None:
+                    time, micro = t, m
+                elif not np.array_equal(t, time):
+                    raise ValueError(f"port {port!r} of {name!r} was recorded on its own time axis")
+                values[port] = v
+            if time is None:
+                continue
+            writer.append(name, time, micro, values, flush=False)
+            written += stop - start
+        if written:
+            writer.flush()
+        return written
+
+    def finish(self) -> int:
+        """Write every remaining sample and flush; returns the number written."""
+        written = self.poll(force=True)
+        self.writer.flush()
+        return written
+
+
+def _history_slice(h: PortHistory, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(time, values, micro)`` of samples ``start:stop``, copying only that range when possible."""
+    buf_t, buf_v, sparse = getattr(h, "_t", None), getattr(h, "_v", None), getattr(h, "_micro", None)
+    if isinstance(buf_t, array) and isinstance(buf_v, array | list) and isinstance(sparse, dict):
+        t = np.asarray(buf_t[start:stop], dtype=np.float64)
+        chunk = buf_v[start:stop]
+        v = np.asarray(chunk) if isinstance(chunk, array) else _strings(chunk)
+        m = np.zeros(stop - start, dtype=np.int32)
+        for k, micro in sparse.items():
+            if start <= k < stop:
+                m[k - start] = micro
+        return t, v, m
+    return h.time[start:stop], h.values[start:stop], h.micro[start:stop]
+
+
+def write_run_result(writer: HDF5Writer, result: RunResult, *, history: bool = True) -> None:
+    """Write what a :class:`RunResult` adds to the histories: events, mode switches, statistics
+    (plus the simulation's ``wall_time_s`` in ``/stats``) and the root attributes
+    ``system, master, t0, tf, dt``. With *history*, first write the history samples not yet
+    in the file. Call it once per file (events and switches are appended)."""
+    if history:
+        HistoryStreamer(writer, result.history).finish()
+    writer.write_events(result.events, flush=False)
+    writer.write_mode_switches(result.mode_switches, flush=False)
+    stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
+    writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
+    writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)
+    writer.flush()
