@@ -72,6 +72,21 @@ class PortHistory:
         for k in [k for k in self._micro if k >= n]:
             del self._micro[k]
 
+    def slice(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(time, values, micro)`` of samples ``start:stop``, copying only that range."""
+        t = np.array(self._t[start:stop], dtype=np.float64)
+        chunk = self._v[start:stop]
+        if self._dtype is object:
+            v = np.empty(len(chunk), dtype=object)
+            v[:] = chunk
+        else:
+            v = np.array(chunk, dtype=self._dtype)
+        m = np.zeros(len(t), dtype=np.int32)
+        for k, micro in self._micro.items():
+            if start <= k < stop:
+                m[k - start] = micro
+        return t, v, m
+
     @property
     def time(self) -> np.ndarray:
         """Sample times in seconds."""

@@ -26,7 +26,6 @@ import json
 import os
 import time as _time
 import traceback as _traceback
-from array import array
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -534,11 +533,11 @@ class HistoryStreamer:
                 if not ports and not force:
                     continue  # not initialized yet: its ports are still unknown
                 writer.add_component(name, {p: (h.unit, h.port_type) for p, h in ports.items()})
-            elif ports.keys() != writer.ports(name).keys():
-                raise ValueError(
-                    f"ports of {name!r} changed after it was added to the results file: "
-                    f"{sorted(writer.ports(name))} -> {sorted(ports)}"
-                )
+            else:
+                missing = writer.ports(name).keys() - ports.keys()
+                if missing:
+                    raise ValueError(f"ports {sorted(missing)} of {name!r} in the results file have no history")
+                ports = {p: ports[p] for p in writer.ports(name)}
             start = writer.n_samples(name)
             lengths = [len(h) for h in ports.values()]
             stop = min(lengths, default=0)
@@ -575,18 +574,9 @@ class HistoryStreamer:
 
 
 def _history_slice(h: PortHistory, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(time, values, micro)`` of samples ``start:stop``, copying only that range when possible."""
-    buf_t, buf_v, sparse = getattr(h, "_t", None), getattr(h, "_v", None), getattr(h, "_micro", None)
-    if isinstance(buf_t, array) and isinstance(buf_v, array | list) and isinstance(sparse, dict):
-        t = np.asarray(buf_t[start:stop], dtype=np.float64)
-        chunk = buf_v[start:stop]
-        v = np.asarray(chunk) if isinstance(chunk, array) else _strings(chunk)
-        m = np.zeros(stop - start, dtype=np.int32)
-        for k, micro in sparse.items():
-            if start <= k < stop:
-                m[k - start] = micro
-        return t, v, m
-    return h.time[start:stop], h.values[start:stop], h.micro[start:stop]
+    """``(time, values, micro)`` of samples ``start:stop``."""
+    t, v, m = h.slice(start, stop)
+    return t, (_strings(v) if v.dtype == object else v), m
 
 
 def write_run_result(writer: HDF5Writer, result: RunResult, *, history: bool = True) -> None:

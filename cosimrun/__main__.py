@@ -1,0 +1,5 @@
+"""``python -m cosimrun`` runs the ``cosimrun`` command."""
+
+from cosimrun.cli import main
+
+main()

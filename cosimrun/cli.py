@@ -1,0 +1,113 @@
+"""The ``cosimrun`` command: a Hydra application over experiments.
+
+``cosimrun +experiment=NAME [key=value ...]`` runs an experiment,
+``cosimrun +experiment=NAME action=describe`` prints its structure,
+``cosimrun --list-components`` lists the installed component types, and
+``cosimrun -m ...`` expands a sweep. Mistakes in the config end with one line
+on stderr naming the key, and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+EXIT_CONFIG = 2
+EXIT_FAILED = 1
+
+
+def _fail(message: str, code: int = EXIT_CONFIG) -> None:
+    print(f"cosimrun: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _group_options(group: str) -> list[str]:
+    """Names of the YAML files of a config group shipped in ``cosimrun.conf``."""
+    root = resources.files("cosimrun.conf") / group
+    try:
+        return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _precheck(argv: list[str]) -> None:
+    """Catch unknown experiments and masters before Hydra turns them into a long report."""
+    from cosimrun.core.errors import suggest
+
+    for arg in argv:
+        for group, key in (("experiment", "+experiment"), ("experiment", "experiment"), ("master", "master")):
+            if not arg.startswith(f"{key}="):
+                continue
+            valid = _group_options(group)
+            for value in arg.split("=", 1)[1].split(","):
+                value = value.strip()
+                if value and valid and value not in valid:
+                    _fail(f"{group}: unknown {group} {value!r}{suggest(value, valid)} (available: {', '.join(valid)})")
+
+
+def list_components() -> str:
+    """A table of installed component types: name, distribution, description."""
+    from cosimrun.plugins import list_components as infos
+
+    rows = [(i.name, i.distribution, i.description) for i in infos()]
+    width = [max([len(r[k]) for r in rows] + [len(h)]) for k, h in enumerate(("type", "distribution"))]
+    lines = [f"{'type':{width[0]}}  {'distribution':{width[1]}}  description"]
+    lines += [f"{n:{width[0]}}  {d:{width[1]}}  {text}" for n, d, text in rows]
+    return "\n".join(lines)
+
+
+def _task(cfg: Any) -> int:
+    """Hydra task: build and run (or describe) one experiment."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from cosimrun.config.build import ConfigError
+    from cosimrun.console import Console
+    from cosimrun.plugins import PluginError
+    from cosimrun.runner.run import prepare, run_experiment
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        experiment = prepare(plain)
+    except (ConfigError, PluginError) as exc:
+        _fail(str(exc))
+    if experiment.action == "describe":
+        print(experiment.system.describe())
+        return 0
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    console = Console(experiment)
+    outcome = run_experiment(
+        plain,
+        out_dir,
+        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        overrides=list(hydra_cfg.overrides.task),
+        progress=console.progress,
+        experiment=experiment,
+    )
+    console.summary(outcome)
+    if not outcome.ok:
+        sys.exit(EXIT_FAILED)
+    return 0
+
+
+def main() -> None:
+    """Entry point of the ``cosimrun`` console script."""
+    argv = sys.argv[1:]
+    if "--list-components" in argv:
+        print(list_components())
+        return
+    _precheck(argv)
+    import hydra
+
+    from cosimrun.config.schema import register_configs
+
+    register_configs()
+    app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Console output of a run: a progress bar on a terminal and a one-block summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from cosimrun.config.build import Experiment
+
+
+class Console:
+    """Progress on stderr for runs longer than a second on a terminal; summary at the end."""
+
+    def __init__(self, experiment: Experiment, stream: Any = None, delay_s: float = 1.0) -> None:
+        self.experiment = experiment
+        self.stream = stream or sys.stderr
+        self.delay_s = delay_s
+        self._start = time.perf_counter()
+        self._bar: Any = None
+        self._task: Any = None
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def progress(self, t: float) -> None:
+        """Progress callback: show (or advance) the bar once the run has taken a second."""
+        if not self._tty:
+            return
+        run = self.experiment.run
+        if self._bar is None:
+            if time.perf_counter() - self._start < self.delay_s:
+                return
+            from rich.console import Console as RichConsole
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("t = {task.completed:.4g} / {task.total:.4g} s"),
+                TimeRemainingColumn(),
+                console=RichConsole(file=self.stream),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.experiment.name, total=run.tf - run.t0)
+        self._bar.update(self._task, completed=t - run.t0)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def summary(self, outcome: Any) -> None:
+        """One block: experiment, master, steps, events, mode switches, wall time, results path."""
+        self.close()
+        result = outcome.result
+        if outcome.ok and result is not None:
+            line = (
+                f"{outcome.experiment}: complete | master {outcome.master} | "
+                f"{result.stats.macro_steps} steps | {result.stats.events} events | "
+                f"{len(result.mode_switches)} mode switches | {outcome.wall_time_s:.2f} s wall\n"
+                f"results: {outcome.path}"
+            )
+        else:
+            where = f" at t={outcome.failed_at:.6g} s" if outcome.failed_at is not None else ""
+            line = (
+                f"cosimrun: error: run {outcome.status}{where}: {outcome.error}\n"
+                f"partial results ({outcome.status}): {outcome.path}"
+            )
+        print(line, file=self.stream if not outcome.ok else sys.stdout)

@@ -1,0 +1,140 @@
+"""Run one experiment end to end: build, simulate, stream results to HDF5."""
+
+from __future__ import annotations
+
+import time
+import traceback as _traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cosimrun.config.build import ConfigError, Experiment, build_experiment, recorded_ports
+from cosimrun.core.ports import PortType
+from cosimrun.masters import LoopConvergenceError
+from cosimrun.storage import HDF5Writer
+from cosimrun.storage.hdf5 import HistoryStreamer, write_run_result
+from cosimrun.system import MissingInitialValueError, RunResult
+
+Progress = Callable[[float], None]
+
+
+@dataclass
+class RunOutcome:
+    """What a run left behind."""
+
+    experiment: str
+    status: str
+    """``complete``, ``failed`` or ``interrupted``."""
+    path: Path
+    master: str
+    result: RunResult | None
+    error: str | None
+    wall_time_s: float
+    failed_at: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "complete"
+
+
+def prepare(cfg: Mapping[str, Any]) -> Experiment:
+    """Build and initialize the experiment, turning structural errors into :class:`ConfigError`."""
+    exp = build_experiment(cfg)
+    try:
+        exp.system.initialize(exp.run.t0, exp.master)
+    except MissingInitialValueError as exc:
+        port = str(exc).split(" ", 2)[1]
+        comp, _, name = port.partition(".")
+        raise ConfigError(f"components.{comp}.initial.{name}", str(exc)) from None
+    except LoopConvergenceError as exc:
+        raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
+    exp.recorded = recorded_ports(exp.system, exp.storage.record)
+    return exp
+
+
+def run_experiment(
+    cfg: Mapping[str, Any],
+    out_dir: str | Path,
+    *,
+    config_yaml: str = "",
+    overrides: Sequence[str] = (),
+    progress: Progress | None = None,
+    experiment: Experiment | None = None,
+) -> RunOutcome:
+    """Simulate the experiment *cfg* and write ``<out_dir>/<storage.file>``.
+
+    Configuration errors raise :class:`ConfigError` before any file is created.
+    A failure during the simulation is not raised: the file keeps everything
+    computed up to it, with status ``failed``, the error and the traceback.
+    """
+    exp = experiment or prepare(cfg)
+    path = Path(out_dir) / exp.storage.file
+    writer = HDF5Writer(
+        path,
+        experiment=exp.name,
+        attrs={
+            "config_yaml": config_yaml,
+            "overrides": " ".join(overrides),
+            "t0": exp.run.t0,
+            "tf": exp.run.tf,
+            "dt": exp.run.dt,
+            "master": exp.master.name,
+        },
+        compression=exp.storage.compression,
+        compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
+    )
+    system = exp.system
+    for name, ports in exp.recorded.items():
+        specs = system.components[name].outputs
+        writer.add_component(name, {p: (specs[p].spec.unit_name, _kind(specs[p].spec.type)) for p in ports})
+    streamer = HistoryStreamer(
+        writer, {n: system.components[n].history for n in exp.recorded}, flush_interval=exp.storage.flush_interval
+    )
+
+    def on_progress(t: float) -> None:
+        streamer.poll()
+        if progress is not None:
+            progress(t)
+
+    start = time.perf_counter()
+    result: RunResult | None = None
+    try:
+        result = system.run(exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=on_progress)
+    except KeyboardInterrupt:
+        return _abort(exp, writer, streamer, path, start, "interrupted", "interrupted by the user", "")
+    except Exception as exc:  # a failing component must not lose what was computed
+        message = f"{type(exc).__name__}: {exc}"
+        return _abort(exp, writer, streamer, path, start, "failed", message, _traceback.format_exc())
+    streamer.finish()
+    write_run_result(writer, result, history=False)
+    writer.close("complete")
+    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, time.perf_counter() - start)
+
+
+def _abort(
+    exp: Experiment,
+    writer: HDF5Writer,
+    streamer: HistoryStreamer,
+    path: Path,
+    start: float,
+    status: str,
+    message: str,
+    trace: str,
+) -> RunOutcome:
+    system = exp.system
+    failed_at = max((c.t for c in system.components.values()), default=exp.run.t0)
+    try:
+        streamer.finish()
+        writer.write_events(system.history.event_log())
+        writer.write_mode_switches(system.mode_switches())
+        writer.write_stats(exp.master.stats.as_dict())
+    except Exception as exc:  # keep the original error; note that saving the rest failed too
+        message = f"{message} (and saving the partial results failed: {type(exc).__name__}: {exc})"
+    finally:
+        writer.close(status, error=message, traceback=trace)
+    return RunOutcome(exp.name, status, path, exp.master.name, None, message, time.perf_counter() - start, failed_at)
+
+
+def _kind(port_type: PortType) -> str:
+    return port_type.value
