@@ -9,6 +9,7 @@ fixed. The step loop then only moves plain numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -230,18 +231,42 @@ class Master:
 
     # ------------------------------------------------------------------ time loop
     def next_point(self, clock: Clock, a: int) -> int:
-        """Next communication tick after *a*: grid, components' max steps and time events, end."""
-        b = min(clock.next_grid(a), clock.end)
+        """Next communication tick after *a*: grid, components' max steps and time events, end.
+
+        Stops closer together than ``clock.snap`` ticks (a rounding error of a float
+        time) are merged, so no step is a residual of a few ulp: a grid point just
+        after *a* is skipped, a time event just after *a* is ignored, and the end or
+        a time event just after the chosen stop is taken instead of it. A component's
+        ``max_step`` splits the step into equal parts no longer than the largest
+        allowed step.
+        """
+        snap = clock.snap
+        grid = clock.next_grid(a)
+        if grid - a <= snap:
+            grid = clock.next_grid(grid)
+        end = clock.end
+        b = min(grid, end)
+        extend = [end]
+        limit = None
         if self._timed:
             t = clock.time(a)
             for comp in self._timed:
                 if comp.max_step is not None:
-                    b = min(b, a + max(1, int(comp.max_step / clock.tick)))
+                    limit = comp.max_step if limit is None else min(limit, comp.max_step)
                 te = comp.next_time_event(t)
                 if te is not None and te > t:
                     tick = clock.mark(te)
-                    if a < tick < b:
-                        b = tick
+                    if a + snap < tick < end:
+                        b = min(b, tick)
+                        extend.append(tick)
+        later = [s for s in extend if b < s <= b + snap]
+        if later:
+            b = max(later)
+        if limit is not None:
+            span, most = b - a, limit / clock.tick
+            if span > most:
+                parts = math.ceil(span / most * (1.0 - 1e-12))
+                b = a + max(1, round(span / parts))
         return b
 
     def run(self, t0: float, tf: float, dt: float, progress: Callable[[float], None] | None = None) -> MasterStats:

@@ -10,11 +10,14 @@ Fixed-point iteration (optionally with Aitken relaxation) repeats
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cosimrun.masters.base import LoopConvergenceError
+
+_EPS = float(np.finfo(float).eps)
 
 if TYPE_CHECKING:
     from cosimrun.masters.base import Master
@@ -78,14 +81,21 @@ class LoopSolver:
         omega = m.relaxation
         r_prev = None
         first = None
+        best = (np.inf, x)
+
+        def restore() -> None:
+            sweep(best[1], t)
+
         for k in range(1, m.max_loop_iterations + 1):
             g = sweep(x, t)
             r = g - x
             m.stats.loop_iterations += 1
             size = float(np.max(np.abs(r))) if r.size else 0.0
             first = size if first is None else first
+            if size < best[0]:
+                best = (size, x)
             if not np.isfinite(size) or (k > 3 and size > 1e6 * (first + m.loop_tolerance)):
-                return self._fail(t, r, k, "diverged")
+                return self._fail(t, r, k, "diverged", restore)
             if self._converged(r, g):
                 for lk, value in zip(unknowns, g, strict=True):
                     lk.dst.value = float(value)
@@ -97,17 +107,25 @@ class LoopSolver:
                     omega = -omega * float(r_prev @ dr) / denom
             r_prev = r
             x = x + omega * r
-        return self._fail(t, r, m.max_loop_iterations, "did not converge")
+        return self._fail(t, r, m.max_loop_iterations, "did not converge", restore)
 
     def _newton(self, t: float) -> None:
         m = self.master
         x = np.array([lk.dst.value for lk in self.tears], dtype=float)
         n = len(x)
+        best = (np.inf, x)
+
+        def restore() -> None:
+            self._gauss_seidel(best[1], t)
+
         for k in range(m.max_loop_iterations + 1):
             f = self._gauss_seidel(x, t) - x
             m.stats.loop_iterations += 1
             if not np.all(np.isfinite(f)):
-                return self._fail(t, f, k, "diverged")
+                return self._fail(t, f, k, "diverged", restore)
+            size = float(np.max(np.abs(f)))
+            if size < best[0]:
+                best = (size, x)
             if self._converged(f, x):
                 for lk, value in zip(self.tears, x + f, strict=True):
                     lk.dst.value = float(value)
@@ -115,27 +133,44 @@ class LoopSolver:
             if k == m.max_loop_iterations:
                 break
             jac = np.empty((n, n))
+            noise = 0.0
             for j in range(n):
                 xp = x.copy()
                 h = m.fd_step * (1.0 + abs(x[j]))
                 xp[j] += h
-                jac[:, j] = (self._gauss_seidel(xp, t) - xp - f) / h
+                gp = self._gauss_seidel(xp, t)
+                jac[:, j] = (gp - xp - f) / h
+                # rounding error of this difference quotient
+                noise = max(noise, _EPS * (1.0 + float(np.max(np.abs(gp))) + float(np.max(np.abs(xp)))) / h)
+            # A Jacobian indistinguishable from singular (loop gain 1) would send x off to a
+            # huge value that the relative tolerance may even accept: fail clearly instead.
+            singular = "has a singular interface Jacobian (loop gain 1: no unique solution)"
+            if not np.all(np.isfinite(jac)) or np.linalg.svd(jac, compute_uv=False)[-1] <= 100.0 * n * noise:
+                return self._fail(t, f, k, singular, restore)
             try:
                 x = x - np.linalg.solve(jac, f)
             except np.linalg.LinAlgError:
-                return self._fail(t, f, k, "has a singular interface Jacobian")
+                return self._fail(t, f, k, singular, restore)
             m.stats.newton_iterations += 1
-        return self._fail(t, f, m.max_loop_iterations, "did not converge")
+        return self._fail(t, f, m.max_loop_iterations, "did not converge", restore)
 
-    def _fail(self, t: float, residual: np.ndarray, iterations: int, what: str) -> None:
-        ports = ", ".join(lk.connection.dst for lk in self.tears)
-        worst = float(np.max(np.abs(residual))) if residual.size else 0.0
+    def _fail(
+        self, t: float, residual: np.ndarray, iterations: int, what: str, restore: Callable[[], None] | None = None
+    ) -> None:
+        """Raise, or (``on_nonconvergence="warn"``) warn and go on from the iterate with the smallest residual."""
+        # Jacobi sweeps iterate on every loop input, the others on the tear inputs.
+        unknowns = self.links if self.method == "jacobi" else self.tears
+        size = np.nan_to_num(np.abs(residual), nan=np.inf)
+        i = int(np.argmax(size))
         message = (
             f"algebraic loop {' -> '.join(self.loop.components)} {what} at t={t:.9g} "
-            f"after {iterations} {self.method} iterations: residual {worst:.3g} on {ports} "
+            f"after {iterations} {self.method} iterations: residual {abs(residual[i]):.3g} "
+            f"on input {unknowns[i].connection.dst} "
             f"(tolerance {self.master.loop_tolerance:g})"
         )
         if self.master.on_nonconvergence == "warn":
+            if restore is not None:
+                restore()
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             return
         raise LoopConvergenceError(message)

@@ -52,6 +52,12 @@ class Clock:
             return self.t0 + k * self.dt
         return self.t0 + k * self.dt + r * self.tick
 
+    @property
+    def snap(self) -> int:
+        """Ticks below which two instants count as one (about ``6e-8 * dt``): a float time's
+        rounding error, never a step worth taking."""
+        return self.resolution >> 24
+
     def next_grid(self, ticks: int) -> int:
         """The first grid point strictly after *ticks*."""
         return (ticks // self.resolution + 1) * self.resolution

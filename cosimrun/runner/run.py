@@ -44,8 +44,7 @@ def prepare(cfg: Mapping[str, Any]) -> Experiment:
     try:
         exp.system.initialize(exp.run.t0, exp.master)
     except MissingInitialValueError as exc:
-        port = str(exc).split(" ", 2)[1]
-        comp, _, name = port.partition(".")
+        comp, _, name = exc.port.partition(".")
         raise ConfigError(f"components.{comp}.initial.{name}", str(exc)) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None

@@ -25,7 +25,11 @@ class InvalidConnectionError(ValueError):
 
 
 class MissingInitialValueError(ValueError):
-    """An input that closes an algebraic loop has no initial value."""
+    """An input that closes an algebraic loop has no initial value; ``port`` names it."""
+
+    def __init__(self, message: str, port: str) -> None:
+        super().__init__(message)
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +154,13 @@ class System:
         return specs
 
     def _validate(self, conn: Connection) -> None:
-        src_comp = self.get_component(conn.src_component)
-        dst_comp = self.get_component(conn.dst_component)
         where = f"connection {conn}"
+        for name in (conn.src_component, conn.dst_component):
+            if name not in self.components:
+                known = unknown_name("component", name, self.components, f"in system {self.name!r}")
+                raise InvalidConnectionError(f"{where}: {known}")
+        src_comp = self.components[conn.src_component]
+        dst_comp = self.components[conn.dst_component]
         outs = self._output_specs(src_comp)
         src = outs.get(conn.src_port)
         if src is None:
@@ -193,14 +201,7 @@ class System:
 
         master = master or GaussSeidel()
         for comp in self.components.values():
-            if comp.is_initialized:
-                comp.reset()
-            for path, value in self.initial_values.items():
-                c, p = split_port_path(path)
-                if c == comp.name:
-                    comp.inputs[p] = PortState(comp.input_specs[p], value)
-            comp.record_history = False
-            comp.initialize(t0)
+            self._initialize_component(comp, t0)
         self.analysis = analyze(
             self.components, self.connections, {n: c.direct_feedthrough for n, c in self.components.items()}
         )
@@ -209,7 +210,8 @@ class System:
             conn = missing[0]
             raise MissingInitialValueError(
                 f"input {conn.dst} closes an algebraic loop (torn at {conn}) and needs an initial value; "
-                f"set one with initial_values {{'{conn.dst}': ...}}"
+                f"set one with set_initial_value({conn.dst!r}, value)",
+                conn.dst,
             )
         self.links = [self._link(conn) for conn in self.connections]
         master.setup(self)
@@ -218,6 +220,36 @@ class System:
             comp.record_history = True
             comp._record_outputs(t0)
         self._initialized = True
+
+    def _initialize_component(self, comp: CoSimComponent, t0: float) -> None:
+        """(Re-)initialize *comp* at *t0* with its initial input values, without recording."""
+        if comp.is_initialized:
+            comp.reset()
+        for path, value in self.initial_values.items():
+            c, p = split_port_path(path)
+            if c == comp.name:
+                comp.inputs[p] = PortState(comp.input_specs[p], value)
+        comp.record_history = False
+        comp.initialize(t0)
+
+    def _feedthrough_for_report(self, notes: list[str]) -> dict[str, Any]:
+        """Direct feedthrough of every component, as a run would see it.
+
+        Feedthrough is detected when a component is initialized, so components not
+        initialized yet are probed: initialized at t=0 and reset again.
+        """
+        feedthrough = {}
+        for name, comp in self.components.items():
+            if not comp.is_initialized and comp.input_specs and comp.output_specs:
+                try:
+                    self._initialize_component(comp, 0.0)
+                except Exception as exc:  # a report must not fail on a component that cannot start yet
+                    notes.append(f"  {name}: direct feedthrough unknown ({type(exc).__name__}: {exc})")
+                finally:
+                    comp.reset()
+                    comp.record_history = True
+            feedthrough[name] = {out: set(ins) for out, ins in comp.direct_feedthrough.items()}
+        return feedthrough
 
     def _link(self, conn: Connection) -> Link:
         src = self.components[conn.src_component].outputs[conn.src_port]
@@ -301,10 +333,15 @@ class System:
             lines.append(f"  {conn}{conv}")
         for ev in self.event_connections:
             lines.append(f"  {ev}")
-        analysis = self.analysis or analyze(
-            self.components, self.connections, {n: c.direct_feedthrough for n, c in self.components.items()}
-        )
+        notes: list[str] = []
+        if self._initialized and self.analysis is not None:
+            analysis = self.analysis
+        else:
+            analysis = analyze(self.components, self.connections, self._feedthrough_for_report(notes))
         lines.append("")
+        if notes:
+            lines.append("Warnings:")
+            lines.extend(notes)
         lines.append("Algebraic loops:" + ("" if analysis.loops else " none"))
         for i, loop in enumerate(analysis.loops, 1):
             lines.append(f"  loop {i}: {' -> '.join(loop.components)} (torn at {', '.join(map(str, loop.tears))})")
