@@ -24,12 +24,17 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> None:
 
 
 def _group_options(group: str) -> list[str]:
-    """Names of the YAML files of a config group shipped in ``cosimrun.conf``."""
-    root = resources.files("cosimrun.conf") / group
-    try:
-        return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    """Options of a config group: cosimrun's own and those of plugin config packages."""
+    from hydra_plugins.cosimrun_searchpath.searchpath import config_packages
+
+    names: set[str] = set()
+    for package in ["cosimrun.conf", *(pkg for _, pkg in config_packages())]:
+        try:
+            root = resources.files(package) / group
+            names.update(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+        except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+            continue
+    return sorted(names)
 
 
 def _precheck(argv: list[str]) -> None:
@@ -93,6 +98,20 @@ def _task(cfg: Any) -> int:
     return 0
 
 
+def register_hydra_plugins() -> None:
+    """Register cosimrun's Hydra plugins explicitly.
+
+    Hydra finds plugins by walking the ``hydra_plugins`` namespace, which an
+    editable install does not expose to that walk; importing and registering
+    them here works for every install mode (registration is idempotent).
+    """
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.cosimrun_searchpath.searchpath import CosimrunSearchPathPlugin
+
+    Plugins.instance().register(CosimrunSearchPathPlugin)
+
+
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
     argv = sys.argv[1:]
@@ -105,6 +124,7 @@ def main() -> None:
     from cosimrun.config.schema import register_configs
 
     register_configs()
+    register_hydra_plugins()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
     app()
 

@@ -142,6 +142,12 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
             raise ConfigError(f"{key}.params.{param}", _text(exc)) from None
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{key}.params.{param}", f"{value!r} is invalid: {_text(exc)}") from None
+    check = getattr(comp, "check_parameters", None)
+    if check is not None:
+        try:
+            check()
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ConfigError(f"{key}.params", _text(exc)) from None
     return comp
 
 

@@ -1,0 +1,235 @@
+"""Mechanical models: pendulum (nonlinear and linearized), bouncing ball, mass-spring-dampers.
+
+All are :class:`~cosimrun.core.ode.OdeComponent` models in SI units, so they
+support rollback, physical state transfer and the ``integrator`` parameters;
+initial values are the parameters ``<state>0`` (numbers in the state's unit or
+quantities like ``"30 deg"``). Impacts (end stop, floor) are state events whose
+update is applied by ``handle_event`` (the hybrid master locates them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cosimrun.components._base import Number, OdeBlock, parameter_error
+
+
+class Pendulum(OdeBlock):
+    """Nonlinear pendulum driven by a torque, with an optional end stop (torque -> q, omega).
+
+    ``m L^2 q'' = -m g L sin(q) - damping * q' + torque`` with ``q`` measured
+    from the downward vertical. With ``q_max`` set, the event ``end_stop``
+    (indicator ``|q| - q_max``, rising) puts ``q`` on the stop and reverses the
+    velocity: ``omega -> -restitution * omega``. The stop does not model
+    sticking contact: with ``restitution = 0`` and a torque pushing into the
+    stop the pendulum passes through it. The indicator and its EVENT port exist
+    always (constant -1 without an end stop), so every pendulum variant exposes
+    the same ports.
+    """
+
+    RULES = {
+        "mass": Number(gt=0),
+        "length": Number(gt=0),
+        "damping": Number(ge=0),
+        "g": Number(ge=0),
+        "q_max": Number(gt=0, optional=True),
+        "restitution": Number(ge=0, le=1),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(mass=1.0, length=1.0, damping=0.0, g=9.81, q_max=None, restitution=0.5)
+        self.add_state("q", "rad", 0.0, "angle from the downward vertical")
+        self.add_state("omega", "rad/s", 0.0, "angular velocity")
+        self.add_input("torque", "N*m", 0.0, "torque applied at the pivot")
+        self.add_state_event("end_stop", self._end_stop_indicator, direction=1, update=self._end_stop_update)
+        self._refresh()
+
+    @staticmethod
+    def restoring(q: float) -> float:
+        """The gravity term's angle function: ``sin(q)``."""
+        return math.sin(q)
+
+    def check_parameters(self) -> None:
+        p = self.parameters
+        if p["q_max"] is not None and abs(p["q0"]) > p["q_max"]:
+            raise parameter_error(self, "q0", f"must lie within the end stop |q0| <= q_max = {p['q_max']!r}",
+                                  p["q0"])
+
+    def _refresh(self) -> None:
+        p = self.parameters
+        inertia = p["mass"] * p["length"] ** 2
+        self._a = p["g"] / p["length"]
+        self._b = p["damping"] / inertia
+        self._c = 1.0 / inertia
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        q, w = x
+        return np.array([w, -self._a * self.restoring(q) - self._b * w + self._c * u[0]])
+
+    def energy(self) -> float:
+        """Kinetic plus potential energy [J] of the current state (zero hanging at rest)."""
+        p = self.parameters
+        q, w = self.x
+        m, length = p["mass"], p["length"]
+        return 0.5 * m * length**2 * w**2 + m * p["g"] * length * (1.0 - math.cos(q))
+
+    def _end_stop_indicator(self, t: float, x: np.ndarray, u: np.ndarray) -> float:
+        q_max = self.parameters["q_max"]
+        return -1.0 if q_max is None else abs(x[0]) - q_max
+
+    def _end_stop_update(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        q_max = self.parameters["q_max"]
+        if q_max is None:
+            return x
+        return np.array([math.copysign(q_max, x[0]), -self.parameters["restitution"] * x[1]])
+
+
+class LinearPendulum(Pendulum):
+    """Linearized pendulum (sin q ~ q) driven by a torque; same ports, parameters and state as ``pendulum``.
+
+    ``m L^2 q'' = -m g L q - damping * q' + torque``; valid for small angles.
+    Shares :meth:`get_state`/:meth:`set_state` with :class:`Pendulum`, so a
+    multi-model component can switch between the two.
+    """
+
+    @staticmethod
+    def restoring(q: float) -> float:
+        """The linearized angle function: ``q``."""
+        return q
+
+    def energy(self) -> float:
+        """Energy [J] of the linear model (potential ``m g L q^2 / 2``)."""
+        p = self.parameters
+        q, w = self.x
+        m, length = p["mass"], p["length"]
+        return 0.5 * m * length**2 * w**2 + 0.5 * m * p["g"] * length * q**2
+
+
+class BouncingBall(OdeBlock):
+    """Ball falling under gravity and bouncing on the floor h = 0 (outputs h, v).
+
+    ``h' = v, v' = -g``; the event ``bounce`` (indicator ``h``, falling) sets
+    ``h = 0, v -> -e * v``. When the rebound speed is below ``v_rest`` the ball
+    comes to rest on the floor (avoids the Zeno cascade of ever shorter bounces).
+    """
+
+    RULES = {"g": Number(gt=0), "e": Number(ge=0, le=1), "v_rest": Number(ge=0)}
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(g=9.81, e=0.8, v_rest=1e-3)
+        self.add_state("h", "m", 1.0, "height above the floor")
+        self.add_state("v", "m/s", 0.0, "vertical velocity (up positive)")
+        self.add_state_event("bounce", lambda t, x, u: x[0], direction=-1, update=self._bounce)
+        self.resting = False
+
+    def check_parameters(self) -> None:
+        p = self.parameters
+        if p["h0"] < 0:
+            raise parameter_error(self, "h0", "must be >= 0 (above the floor)", p["h0"])
+        if p["h0"] == 0 and p["v0"] < 0:
+            raise parameter_error(self, "v0", "must be >= 0 when the ball starts on the floor (h0 = 0)", p["v0"])
+
+    def _initialize_component(self, t0: float) -> None:
+        super()._initialize_component(t0)
+        self.resting = self.parameters["h0"] == 0 and self.parameters["v0"] == 0
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        if self.resting:
+            return np.zeros(2)
+        return np.array([x[1], -self.parameters["g"]])
+
+    def _bounce(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        v = -self.parameters["e"] * x[1]
+        if v <= self.parameters["v_rest"]:
+            self.resting = True
+            return np.zeros(2)
+        return np.array([0.0, v])
+
+    def _snapshot_extra(self) -> Any:
+        return self.resting
+
+    def _restore_extra(self, extra: Any) -> None:
+        self.resting = bool(extra)
+
+    def _after_set_state(self, t: float) -> None:
+        h, v = self._x
+        self.resting = h <= 0 and v == 0
+
+
+class MassSpringDamper(OdeBlock):
+    """Mass on a spring-damper to ground, driven by a force (force -> x, v).
+
+    ``m x'' = -stiffness * x - damping * x' + force``. The force-in /
+    position-out side of a two-mass co-simulation; pair it with
+    ``mass_spring_damper_force``.
+    """
+
+    RULES = {"mass": Number(gt=0), "stiffness": Number(ge=0), "damping": Number(ge=0)}
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(mass=1.0, stiffness=1.0, damping=0.0)
+        self.add_state("x", "m", 0.0, "position from the spring's rest position")
+        self.add_state("v", "m/s", 0.0, "velocity")
+        self.add_input("force", "N", 0.0, "external force on the mass")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        p = self.parameters
+        self._k, self._d, self._inv_m = p["stiffness"], p["damping"], 1.0 / p["mass"]
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return np.array([x[1], (u[0] - self._k * x[0] - self._d * x[1]) * self._inv_m])
+
+
+class MassSpringDamperForce(OdeBlock):
+    """Mass-spring-damper coupled to another mass by a spring-damper (x_in, v_in -> force, x, v).
+
+    The coupling element acts between this mass (``x, v``) and the other one
+    (inputs ``x_in, v_in``, positions from their rest positions)::
+
+        force = coupling_stiffness * (x - x_in) + coupling_damping * (v - v_in)
+        m x'' = -stiffness * x - damping * x' - force
+
+    ``force`` is the force on the other mass (direct feedthrough from x_in and
+    v_in), to be connected to its ``force`` input: the position-in / force-out
+    side of a two-mass co-simulation.
+    """
+
+    RULES = {
+        "mass": Number(gt=0),
+        "stiffness": Number(ge=0),
+        "damping": Number(ge=0),
+        "coupling_stiffness": Number(ge=0),
+        "coupling_damping": Number(ge=0),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(mass=1.0, stiffness=1.0, damping=0.0, coupling_stiffness=1.0, coupling_damping=0.0)
+        self.add_state("x", "m", 0.0, "position from the spring's rest position")
+        self.add_state("v", "m/s", 0.0, "velocity")
+        self.add_input("x_in", "m", 0.0, "position of the other mass")
+        self.add_input("v_in", "m/s", 0.0, "velocity of the other mass")
+        self.add_output("force", "N", "coupling force on the other mass", feedthrough=("x_in", "v_in"))
+        self._refresh()
+
+    def _refresh(self) -> None:
+        p = self.parameters
+        self._k, self._d, self._inv_m = p["stiffness"], p["damping"], 1.0 / p["mass"]
+        self._kc, self._dc = p["coupling_stiffness"], p["coupling_damping"]
+
+    def _force(self, x: np.ndarray, u: np.ndarray) -> float:
+        return self._kc * (x[0] - u[0]) + self._dc * (x[1] - u[1])
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return np.array([x[1], -(self._k * x[0] + self._d * x[1] + self._force(x, u)) * self._inv_m])
+
+    def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
+        return (self._force(x, u),)

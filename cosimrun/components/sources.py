@@ -1,0 +1,300 @@
+"""Signal sources: constant, step, ramp, sine and a CSV time table.
+
+Every source has one output ``y`` whose unit is the parameter ``unit`` (``None``:
+a plain number). Magnitudes (``value``, ``initial``, ``amplitude``, ...) are
+numbers in that unit or quantities such as ``"40 deg"``, converted at
+initialize. Outputs are exact functions of time evaluated at the end of each
+step, and discontinuities and kinks are announced through
+:meth:`~cosimrun.core.component.CoSimComponent.next_time_event` so a master
+puts a communication point exactly on them. At a breakpoint the value after it
+applies (right-continuous).
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosimrun.components._base import (
+    Choice,
+    Flag,
+    Magnitude,
+    Number,
+    StatelessComponent,
+    Text,
+    Unit,
+    magnitude,
+    parameter_error,
+    set_output,
+    time_tol,
+    where,
+)
+from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.errors import suggest
+from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.core.units import UnitLike
+
+
+class _Source(StatelessComponent):
+    """Base of sources: output ``y`` in the unit given by parameter ``unit``."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.output_specs["y"] = PortSpec("y", PortType.REAL, "out", None, "source signal")
+        self.parameters["unit"] = None
+
+    def _port_units(self) -> dict[str, UnitLike]:
+        return {"y": self.parameters["unit"]}
+
+    def _mag(self, name: str, unit: UnitLike | None = None) -> float:
+        """Parameter *name* as a float in *unit* (default: the output unit)."""
+        return magnitude(self, name, self.parameters[name], unit or self.parameters["unit"])
+
+    def value(self, t: float) -> float:
+        """The output at time *t*."""
+        raise NotImplementedError
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = NO_EVENTS) -> None:
+        t = self.t if t is None else t
+        set_output(self.outputs["y"], self.value(t), t)
+
+
+class Constant(_Source):
+    """Constant signal ``y = value``."""
+
+    RULES = {"unit": Unit(), "value": Magnitude()}
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters["value"] = 0.0
+
+    def check_parameters(self) -> None:
+        self._mag("value")
+
+    def _setup(self) -> None:
+        self._value = self._mag("value")
+
+    def value(self, t: float) -> float:
+        return self._value
+
+
+class Step(_Source):
+    """Step from ``initial`` to ``final`` at ``step_time`` (hit exactly through a time event)."""
+
+    RULES = {"unit": Unit(), "initial": Magnitude(), "final": Magnitude(), "step_time": Number()}
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(initial=0.0, final=1.0, step_time=1.0)
+
+    def check_parameters(self) -> None:
+        self._mag("initial")
+        self._mag("final")
+
+    def _setup(self) -> None:
+        self._initial, self._final = self._mag("initial"), self._mag("final")
+        self._t_step = self.parameters["step_time"]
+
+    def value(self, t: float) -> float:
+        return self._final if t >= self._t_step - time_tol(self._t_step) else self._initial
+
+    def next_time_event(self, t: float) -> float | None:
+        t_step = self.parameters["step_time"]
+        return t_step if t < t_step - time_tol(t_step) else None
+
+
+class Ramp(_Source):
+    """Ramp ``y = offset + slope * (t - start_time)`` between ``start_time`` and ``end_time`` (held outside)."""
+
+    RULES = {
+        "unit": Unit(),
+        "slope": Magnitude(),
+        "offset": Magnitude(),
+        "start_time": Number(),
+        "end_time": Number(optional=True),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(slope=1.0, offset=0.0, start_time=0.0, end_time=None)
+
+    def _slope_unit(self) -> str:
+        unit = self.parameters["unit"]
+        return f"({unit}) / s" if unit is not None else "1 / s"
+
+    def check_parameters(self) -> None:
+        self._mag("slope", self._slope_unit())
+        self._mag("offset")
+        p = self.parameters
+        if p["end_time"] is not None and not p["end_time"] > p["start_time"]:
+            raise parameter_error(self, "end_time", f"must be > start_time = {p['start_time']!r} (or null)",
+                                  p["end_time"])
+
+    def _setup(self) -> None:
+        self._slope = self._mag("slope", self._slope_unit())
+        self._offset = self._mag("offset")
+
+    def value(self, t: float) -> float:
+        p = self.parameters
+        t_end = p["end_time"]
+        s = min(t, t_end) if t_end is not None else t
+        return self._offset + self._slope * max(0.0, s - p["start_time"])
+
+    def next_time_event(self, t: float) -> float | None:
+        for te in (self.parameters["start_time"], self.parameters["end_time"]):
+            if te is not None and t < te - time_tol(te):
+                return te
+        return None
+
+
+class Sine(_Source):
+    """Sine wave ``y = offset + amplitude * sin(2*pi*frequency*t + phase)``."""
+
+    RULES = {
+        "unit": Unit(),
+        "amplitude": Magnitude(),
+        "offset": Magnitude(),
+        "frequency": Number(ge=0),
+        "phase": Magnitude(),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(amplitude=1.0, frequency=1.0, phase=0.0, offset=0.0)
+
+    def check_parameters(self) -> None:
+        self._mag("amplitude")
+        self._mag("offset")
+        self._mag("phase", "rad")
+
+    def _setup(self) -> None:
+        self._amplitude, self._offset = self._mag("amplitude"), self._mag("offset")
+        self._phase = self._mag("phase", "rad")
+        self._omega = 2.0 * math.pi * self.parameters["frequency"]
+
+    def value(self, t: float) -> float:
+        return self._offset + self._amplitude * math.sin(self._omega * t + self._phase)
+
+
+class Table(_Source):
+    """Time table read from a CSV file, interpolated ``linear`` or held (``previous``).
+
+    The file has a header row; ``time_column`` (default ``time``) holds
+    non-decreasing times in seconds and ``value_column`` the values (default:
+    a column named ``value``, else the only other column). Lines starting with
+    ``#`` are skipped. A time listed twice marks a jump. Before the first and
+    after the last row the end values are held. With ``time_events`` every
+    row time is a time event, so breakpoints are hit exactly. Relative paths
+    are resolved against the working directory at initialize.
+    """
+
+    RULES = {
+        "unit": Unit(),
+        "path": Text(optional=True),
+        "time_column": Text(),
+        "value_column": Text(optional=True),
+        "interpolation": Choice(("linear", "previous")),
+        "time_events": Flag(),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update(path=None, time_column="time", value_column=None, interpolation="linear",
+                               time_events=True)
+        self._times: list[float] = []
+        self._values: list[float] = []
+
+    def check_parameters(self) -> None:
+        self._times, self._values = self._load()
+
+    def _setup(self) -> None:
+        self._times, self._values = self._load()
+        self._linear = self.parameters["interpolation"] == "linear"
+
+    def _load(self) -> tuple[list[float], list[float]]:
+        p = self.parameters
+        if p["path"] is None:
+            raise parameter_error(self, "path", "must name a CSV file with a header row", None)
+        path = Path(p["path"]).expanduser()
+        shown = f"{p['path']!r} ({path.resolve()})"
+        if not path.is_file():
+            raise ValueError(f"{where(self)}: parameter 'path': CSV file not found: {shown}")
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        if not rows:
+            raise ValueError(f"{where(self)}: CSV file {shown} is empty (expected a header row and data rows)")
+        header = [c.strip() for c in rows[0]]
+        t_col = p["time_column"]
+        v_col = p["value_column"]
+        if t_col not in header:
+            raise ValueError(f"{where(self)}: CSV file {shown} has no time column {t_col!r}"
+                             f"{suggest(t_col, header)} (columns: {', '.join(header)}); set 'time_column'")
+        if v_col is None:
+            others = [c for c in header if c != t_col]
+            if "value" in others:
+                v_col = "value"
+            elif len(others) == 1:
+                v_col = others[0]
+            else:
+                raise ValueError(f"{where(self)}: CSV file {shown} has columns {', '.join(header)}; set "
+                                 "'value_column' to pick the value column")
+        elif v_col not in header:
+            raise ValueError(f"{where(self)}: CSV file {shown} has no value column {v_col!r}"
+                             f"{suggest(v_col, header)} (columns: {', '.join(header)})")
+        ti, vi = header.index(t_col), header.index(v_col)
+        times, values = [], []
+        for line, row in enumerate(rows[1:], start=2):
+            try:
+                t, v = float(row[ti]), float(row[vi])
+            except (IndexError, ValueError):
+                raise ValueError(f"{where(self)}: CSV file {shown}, data row {line}: expected numbers in columns "
+                                 f"{t_col!r} and {v_col!r}, got {row!r}") from None
+            if not (math.isfinite(t) and math.isfinite(v)):
+                raise ValueError(f"{where(self)}: CSV file {shown}, data row {line}: values must be finite, "
+                                 f"got {row!r}")
+            times.append(t)
+            values.append(v)
+        if not times:
+            raise ValueError(f"{where(self)}: CSV file {shown} has a header but no data rows")
+        dt = np.diff(times)
+        if np.any(dt < 0):
+            i = int(np.argmax(dt < 0))
+            raise ValueError(f"{where(self)}: CSV file {shown}: column {t_col!r} must not decrease "
+                             f"({times[i]!r} is followed by {times[i + 1]!r})")
+        if np.any((dt[1:] == 0) & (dt[:-1] == 0)):
+            i = int(np.argmax((dt[1:] == 0) & (dt[:-1] == 0)))
+            raise ValueError(f"{where(self)}: CSV file {shown}: time {times[i]!r} appears more than twice "
+                             "(a jump needs exactly two rows)")
+        return times, values
+
+    @property
+    def times(self) -> np.ndarray:
+        """The table's times (after initialize or ``check_parameters``)."""
+        return np.array(self._times)
+
+    @property
+    def values(self) -> np.ndarray:
+        """The table's values in the output unit."""
+        return np.array(self._values)
+
+    def value(self, t: float) -> float:
+        times, values = self._times, self._values
+        i = bisect.bisect_right(times, t + time_tol(t)) - 1
+        if i < 0:
+            return values[0]
+        if i >= len(times) - 1 or not self._linear:
+            return values[i]
+        t0, t1 = times[i], times[i + 1]
+        frac = min(1.0, max(0.0, (t - t0) / (t1 - t0)))
+        return values[i] + frac * (values[i + 1] - values[i])
+
+    def next_time_event(self, t: float) -> float | None:
+        if not self.parameters["time_events"] or not self._times:
+            return None
+        i = bisect.bisect_right(self._times, t + time_tol(t))
+        return self._times[i] if i < len(self._times) else None

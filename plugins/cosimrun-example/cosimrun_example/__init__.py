@@ -1,0 +1,1 @@
+"""Example cosimrun plugin: a heated room model and the room_heating experiment."""

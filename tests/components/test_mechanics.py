@@ -1,0 +1,237 @@
+"""Mechanics: pendulum (period, energy, end stop), linear pendulum, bouncing ball, mass-spring-dampers."""
+
+import math
+
+import numpy as np
+import pytest
+from component_testing import simulate, step_with_events
+from scipy.integrate import solve_ivp
+
+from cosimrun.components.mechanics import (
+    BouncingBall,
+    LinearPendulum,
+    MassSpringDamper,
+    MassSpringDamperForce,
+    Pendulum,
+)
+from cosimrun.masters import GaussSeidel, Hybrid
+from cosimrun.plugins import create_component
+from cosimrun.system import System
+
+G = 9.81
+TIGHT = {"integrator": "rk45", "rtol": 1e-11, "atol": 1e-12}
+
+
+def upward_zero_crossings(t, q):
+    i = np.nonzero((q[:-1] < 0) & (q[1:] >= 0))[0]
+    return t[i] - q[i] * (t[i + 1] - t[i]) / (q[i + 1] - q[i])
+
+
+def test_pendulum_ports_units_and_state_format():
+    p = Pendulum("p")
+    assert {n: s.unit_name for n, s in p.input_specs.items()} == {"torque": "N*m"}
+    assert p.output_specs["q"].unit_name == "rad" and p.output_specs["omega"].unit_name == "rad/s"
+    assert set(p.event_indicators) == {"end_stop"}
+    p.set_parameters(q0="30 deg")
+    assert p.get_state() == {"q": {"value": pytest.approx(math.pi / 6), "unit": "rad"},
+                             "omega": {"value": 0.0, "unit": "rad/s"}}
+    assert LinearPendulum("l").get_state().keys() == p.get_state().keys()
+
+
+def test_pendulum_small_angle_period():
+    length = 0.7
+    p = create_component("pendulum", "p", {"length": length, "q0": 0.02})
+    t, out = simulate(p, 6.0, 0.002)
+    period = np.mean(np.diff(upward_zero_crossings(t, out["q"])))
+    assert period == pytest.approx(2 * math.pi * math.sqrt(length / G), rel=1e-3)
+
+
+def test_pendulum_conserves_energy_without_damping():
+    p = create_component("pendulum", "p", {"q0": 2.0, "mass": 2.0, "length": 1.5, **TIGHT})
+    p.initialize(0.0)
+    e0 = p.energy()
+    energies = []
+    for k in range(50):
+        p.do_step(0.1 * k, 0.1)
+        energies.append(p.energy())
+    assert np.max(np.abs(np.array(energies) - e0)) < 1e-8 * e0
+
+
+def test_pendulum_damping_and_torque():
+    p = create_component("pendulum", "p", {"damping": 0.5, "q0": 0.5, **TIGHT})
+    p.initialize(0.0)
+    e0 = p.energy()
+    p.do_step(0.0, 2.0)
+    assert p.energy() < 0.5 * e0
+    # static balance: torque = m g L sin(q)
+    hold = create_component("pendulum", "h", {"q0": 0.3, "mass": 2.0})
+    _, out = simulate(hold, 1.0, 0.1, inputs={"torque": 2.0 * G * math.sin(0.3)})
+    assert out["q"] == pytest.approx(0.3, abs=1e-12)
+
+
+def test_linear_pendulum_matches_cosine():
+    p = create_component("pendulum_linear", "p", {"length": 2.0, "q0": 0.4, **TIGHT})
+    t, out = simulate(p, 5.0, 0.05)
+    w0 = math.sqrt(G / 2.0)
+    assert out["q"] == pytest.approx(0.4 * np.cos(w0 * t), abs=1e-8)
+    assert out["omega"] == pytest.approx(-0.4 * w0 * np.sin(w0 * t), abs=1e-8)
+
+
+def test_end_stop_reverses_velocity_with_restitution():
+    p = create_component("pendulum", "p", {"omega0": 3.0, "q_max": 0.2, "restitution": 0.5, **TIGHT})
+    p.initialize(0.0)
+    events, qs = [], []
+    for k in range(20):
+        events += step_with_events(p, 0.01 * k, 0.01)
+        qs.append(p.x[0])
+    assert len(events) == 1
+    ev = events[0]
+    assert ev["names"] == ["end_stop"]
+    w_hit = math.sqrt(9.0 - 2 * G * (1 - math.cos(0.2)))  # energy balance up to the stop
+    assert ev["before"]["omega"] == pytest.approx(w_hit, rel=1e-6)
+    assert ev["after"] == {"q": 0.2, "omega": pytest.approx(-0.5 * ev["before"]["omega"], rel=1e-12)}
+    assert max(qs) <= 0.2
+    assert p.outputs["end_stop"].value is False and p.x[1] < 0
+
+
+def test_end_stop_under_hybrid_master():
+    sys_ = System("stop")
+    sys_.add_component(create_component("pendulum", "p", {"q0": 0.3, "q_max": 0.3, "omega0": -2.0,
+                                                          "restitution": 0.9}))
+    result = sys_.run(0.0, 3.0, 0.01, master=Hybrid())
+    times = [ev[0].t for ev in result.events if ev[2] == "end_stop"]
+    assert len(times) >= 3
+    _, out = sys_.components["p"].get_history_arrays()
+    assert np.max(np.abs(out["q"])) <= 0.3 + 1e-6
+
+
+def test_end_stop_off_by_default_and_q0_check():
+    p = Pendulum("p")
+    p.initialize(0.0)
+    assert p.evaluate_event_indicators() == {"end_stop": -1.0}
+    with pytest.raises(ValueError, match=r"parameter 'q0' must lie within the end stop"):
+        create_component("pendulum", "p", {"q0": 0.5, "q_max": 0.3})
+
+
+def test_bouncing_ball_first_bounce_standalone():
+    ball = create_component("bouncing_ball", "b", {"h0": 2.0, "e": 0.7})
+    assert ball.output_specs["h"].unit_name == "m" and ball.output_specs["v"].unit_name == "m/s"
+    ball.initialize(0.0)
+    events = []
+    for k in range(100):
+        events += step_with_events(ball, 0.01 * k, 0.01)
+        if events:
+            break
+    t1 = math.sqrt(2 * 2.0 / G)
+    assert events[0]["t"] == pytest.approx(t1, abs=1e-9)
+    assert events[0]["after"]["v"] == pytest.approx(0.7 * G * t1, rel=1e-9)
+    assert events[0]["after"]["h"] == 0.0
+
+
+def test_bouncing_ball_under_hybrid_master():
+    sys_ = System("ball")
+    sys_.add_component(create_component("bouncing_ball", "b", {"h0": 1.0, "e": 0.8}))
+    result = sys_.run(0.0, 1.5, 0.01, master=Hybrid())
+    times = [ev[0].t for ev in result.events if ev[2] == "bounce"]
+    t1 = math.sqrt(2.0 / G)
+    assert times[0] == pytest.approx(t1, abs=1e-8)
+    assert times[1] == pytest.approx(t1 + 2 * 0.8 * G * t1 / G, abs=1e-8)
+    _, out = sys_.components["b"].get_history_arrays()
+    assert np.min(out["h"]) > -1e-8
+
+
+def test_bouncing_ball_comes_to_rest():
+    ball = create_component("bouncing_ball", "b", {"h0": 0.01, "e": 0.5, "v_rest": 0.2})
+    ball.initialize(0.0)
+    events = []
+    for k in range(50):
+        events += step_with_events(ball, 0.01 * k, 0.01)
+    assert ball.resting and ball.get_outputs()["h"] == 0.0 and ball.get_outputs()["v"] == 0.0
+    assert len(events) == 2  # rebound 0.22 m/s, then 0.11 m/s < v_rest
+    with pytest.raises(ValueError, match=r"parameter 'h0' must be >= 0"):
+        create_component("bouncing_ball", "b", {"h0": -1.0})
+
+
+def test_mass_spring_damper_matches_analytic():
+    m, k, d, x0, v0 = 2.0, 8.0, 0.8, 0.5, 0.3
+    msd = create_component("mass_spring_damper", "m", {"mass": m, "stiffness": k, "damping": d, "x0": x0,
+                                                       "v0": v0})
+    assert msd.input_specs["force"].unit_name == "N"
+    t, out = simulate(msd, 4.0, 0.01)
+    w0 = math.sqrt(k / m)
+    zeta = d / (2 * math.sqrt(k * m))
+    wd = w0 * math.sqrt(1 - zeta**2)
+    x = np.exp(-zeta * w0 * t) * (x0 * np.cos(wd * t) + (v0 + zeta * w0 * x0) / wd * np.sin(wd * t))
+    assert out["x"] == pytest.approx(x, abs=1e-9)
+    # a constant force shifts the rest position to F / k
+    msd2 = create_component("mass_spring_damper", "m2", {"stiffness": 4.0, "damping": 4.0})
+    _, out2 = simulate(msd2, 20.0, 0.1, inputs={"force": 2.0})
+    assert out2["x"][-1] == pytest.approx(0.5, abs=1e-6)
+
+
+def test_force_form_declares_feedthrough_and_units():
+    f = MassSpringDamperForce("f")
+    assert {n: s.unit_name for n, s in f.input_specs.items()} == {"x_in": "m", "v_in": "m/s"}
+    assert f.output_specs["force"].unit_name == "N"
+    f.set_parameters(coupling_stiffness=10.0, coupling_damping=2.0, x0=0.1)
+    f.initialize(0.0)
+    assert f.direct_feedthrough["force"] == {"x_in", "v_in"}
+    assert f.direct_feedthrough["x"] == set()
+    assert f.evaluate_outputs({"x_in": 0.3, "v_in": 1.0})["force"] == pytest.approx(10.0 * (0.1 - 0.3) - 2.0)
+
+
+def test_two_mass_cosimulation_converges_to_monolithic():
+    m1, k1, d1 = 1.0, 10.0, 0.5
+    m2, k2, d2, kc, dc = 2.0, 20.0, 0.2, 50.0, 1.0
+    x10, x20 = 0.1, -0.05
+
+    def rhs(t, s):
+        x1, v1, x2, v2 = s
+        f = kc * (x2 - x1) + dc * (v2 - v1)
+        return [v1, (-k1 * x1 - d1 * v1 + f) / m1, v2, (-k2 * x2 - d2 * v2 - f) / m2]
+
+    def errors(dt):
+        sys_ = System("two_masses")
+        sys_.add_component(create_component("mass_spring_damper", "a", {
+            "mass": m1, "stiffness": k1, "damping": d1, "x0": x10, "substeps": 2}))
+        sys_.add_component(create_component("mass_spring_damper_force", "b", {
+            "mass": m2, "stiffness": k2, "damping": d2, "coupling_stiffness": kc, "coupling_damping": dc,
+            "x0": x20, "substeps": 2}))
+        for c in ("a.x -> b.x_in", "a.v -> b.v_in", "b.force -> a.force"):
+            sys_.connect(c)
+        sys_.run(0.0, 2.0, dt, master=GaussSeidel())
+        t, a = sys_.components["a"].get_history_arrays()
+        _, b = sys_.components["b"].get_history_arrays()
+        ref = solve_ivp(rhs, (0.0, 2.0), [x10, 0.0, x20, 0.0], t_eval=t, rtol=1e-10, atol=1e-12).y
+        force = kc * (ref[2] - ref[0]) + dc * (ref[3] - ref[1])
+        return (np.max(np.abs(a["x"] - ref[0])), np.max(np.abs(b["x"] - ref[2])),
+                np.max(np.abs(b["force"] - force)))
+
+    coarse, fine = errors(2e-3), errors(1e-3)
+    assert fine[0] < 0.02 * x10 and fine[1] < 0.02 * x10 and fine[2] < 0.02 * kc * x10
+    for e_coarse, e_fine in zip(coarse, fine, strict=True):
+        assert 1.6 < e_coarse / e_fine < 2.4  # Gauss-Seidel coupling: first order in dt
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "message"),
+    [
+        (Pendulum, {"length": 0.0}, r"component 'x' \(Pendulum\): parameter 'length' must be a finite number > 0, "
+                                    r"got 0.0"),
+        (Pendulum, {"mass": -1}, r"parameter 'mass' must be a finite number > 0, got -1"),
+        (Pendulum, {"restitution": 1.5}, r"'restitution' must be a finite number >= 0 and <= 1, got 1.5"),
+        (Pendulum, {"q_max": 0}, r"'q_max' must be a finite number > 0 \(or null\), got 0"),
+        (LinearPendulum, {"damping": -0.1}, r"\(LinearPendulum\): parameter 'damping' must be a finite number >= 0"),
+        (BouncingBall, {"e": -0.1}, r"parameter 'e' must be a finite number >= 0 and <= 1"),
+        (MassSpringDamper, {"stiffness": math.nan}, r"parameter 'stiffness' must be a finite number >= 0, got nan"),
+        (MassSpringDamperForce, {"coupling_damping": True}, r"'coupling_damping' must be a finite number >= 0"),
+    ],
+)
+def test_parameter_validation(cls, params, message):
+    with pytest.raises(ValueError, match=message):
+        cls("x").set_parameters(**params)
+
+
+def test_unknown_parameter_lists_known_ones():
+    with pytest.raises(KeyError, match=r"unknown parameter 'lenght'.*did you mean 'length'"):
+        create_component("pendulum", "p", {"lenght": 1.0})

@@ -1,0 +1,204 @@
+"""Component registry over the ``cosimrun.components`` entry points (fake entry points plus real builtins)."""
+
+import importlib.metadata
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from cosimrun import plugins
+from cosimrun.plugins import ENTRY_POINT_GROUP, ComponentInfo, ComponentRegistry, PluginError
+
+BUILTINS = {
+    "constant", "step", "ramp", "sine", "table", "gain", "sum", "integrator", "saturation", "first_order_lag",
+    "pid", "pendulum", "pendulum_linear", "bouncing_ball", "mass_spring_damper", "mass_spring_damper_force", "multi",
+}
+
+PLUGIN_SOURCE = '''
+"""A fake third-party plugin module."""
+from cosimrun.components.sources import Constant
+
+
+class Answer(Constant):
+    """Constant 42 for tests.
+
+    More text that is not the description.
+    """
+
+    def __init__(self, name, label=None, group=None):
+        super().__init__(name, label, group)
+        self.parameters["value"] = 42.0
+
+
+class NotAComponent:
+    """Plain class."""
+
+
+answer_factory = Answer
+'''
+
+
+class FakeEntryPoint:
+    """Duck-typed entry point: name, value, dist and a real ``load``."""
+
+    def __init__(self, name, value, dist="fakeplugin"):
+        self.name, self.value, self.group = name, value, ENTRY_POINT_GROUP
+        self.dist = SimpleNamespace(name=dist) if dist else None
+        self.loads = 0
+
+    def load(self):
+        self.loads += 1
+        return importlib.metadata.EntryPoint(self.name, self.value, self.group).load()
+
+
+@pytest.fixture
+def plugin_dir(tmp_path, monkeypatch):
+    (tmp_path / "fake_cosim_plugin.py").write_text(PLUGIN_SOURCE)
+    (tmp_path / "broken_cosim_plugin.py").write_text("raise ImportError('needs libfoo >= 2')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for mod in ("fake_cosim_plugin", "broken_cosim_plugin"):
+        sys.modules.pop(mod, None)
+
+
+def registry(*eps):
+    return ComponentRegistry(source=lambda: list(eps))
+
+
+def test_names_do_not_import_plugin_modules(plugin_dir):
+    ep = FakeEntryPoint("answer", "fake_cosim_plugin:Answer")
+    reg = registry(ep, FakeEntryPoint("broken", "broken_cosim_plugin:X"))
+    assert reg.names() == ["answer", "broken"]
+    assert "answer" in reg
+    assert [i.description for i in reg.list_components(load=False)] == ["", ""]
+    assert ep.loads == 0 and "fake_cosim_plugin" not in sys.modules
+
+
+def test_get_class_and_create_component(plugin_dir):
+    ep = FakeEntryPoint("answer", "fake_cosim_plugin:Answer")
+    reg = registry(ep)
+    cls = reg.get_component_class("answer")
+    assert cls.__name__ == "Answer" and reg.get_component_class("answer") is cls
+    assert ep.loads == 1  # cached
+    comp = reg.create_component("answer", "a1", {"unit": "m"})
+    assert comp.name == "a1" and comp.parameters["value"] == 42.0
+    assert comp.output_specs["y"].unit_name == "m"
+
+
+def test_unknown_name_lists_installed_and_suggests(plugin_dir):
+    reg = registry(FakeEntryPoint("answer", "fake_cosim_plugin:Answer"),
+                   FakeEntryPoint("pendulum", "x:Y"))
+    with pytest.raises(PluginError, match=r"unknown component type 'answr'; did you mean 'answer'\? "
+                                          r"\(installed: answer, pendulum\); plugins register types in the "
+                                          r"entry-point group 'cosimrun.components'") as info:
+        reg.create_component("answr", "a", {})
+    assert isinstance(info.value, ValueError)
+
+
+def test_import_failure_names_entry_point_value_and_distribution(plugin_dir):
+    reg = registry(FakeEntryPoint("broken", "broken_cosim_plugin:Model", dist="brokenpkg"))
+    with pytest.raises(PluginError, match=r"entry point 'broken' = 'broken_cosim_plugin:Model' \(distribution "
+                                          r"'brokenpkg'\) failed to load: ImportError: needs libfoo >= 2") as info:
+        reg.get_component_class("broken")
+    assert isinstance(info.value.__cause__, ImportError)
+    missing = registry(FakeEntryPoint("gone", "no_such_module_xyz:Model", dist=None))
+    with pytest.raises(PluginError, match=r"\(distribution 'unknown'\) failed to load: ModuleNotFoundError"):
+        missing.get_component_class("gone")
+    attr = registry(FakeEntryPoint("typo", "fake_cosim_plugin:Answr"))
+    with pytest.raises(PluginError, match=r"failed to load: AttributeError"):
+        attr.get_component_class("typo")
+
+
+def test_entry_point_that_is_not_a_component_class(plugin_dir):
+    reg = registry(FakeEntryPoint("plain", "fake_cosim_plugin:NotAComponent"),
+                   FakeEntryPoint("module", "fake_cosim_plugin"))
+    with pytest.raises(PluginError, match=r"refers to class fake_cosim_plugin.NotAComponent, not a subclass of "
+                                          r"cosimrun.CoSimComponent"):
+        reg.get_component_class("plain")
+    with pytest.raises(PluginError, match=r"refers to module, not a subclass"):
+        reg.get_component_class("module")
+
+
+def test_duplicate_names_warn_and_cosimrun_wins(plugin_dir):
+    other = FakeEntryPoint("constant", "fake_cosim_plugin:Answer", dist="otherpkg")
+    own = FakeEntryPoint("constant", "cosimrun.components.sources:Constant", dist="cosimrun")
+    reg = registry(other, own)
+    with pytest.warns(UserWarning, match=r"'constant' is registered twice .* by 'cosimrun' "
+                                         r"\(cosimrun.components.sources:Constant\) and by 'otherpkg' "
+                                         r"\(fake_cosim_plugin:Answer\); using the one from 'cosimrun'"):
+        names = reg.names()
+    assert names == ["constant"]
+    assert reg.get_component_class("constant").__module__ == "cosimrun.components.sources"
+    first = registry(FakeEntryPoint("x", "a:A", dist="pkg_a"), FakeEntryPoint("x", "b:B", dist="pkg_b"))
+    with pytest.warns(UserWarning, match=r"using the one from 'pkg_a'"):
+        assert first.entry_point("x").value == "a:A"
+
+
+def test_same_distribution_seen_twice_is_silent(plugin_dir, recwarn):
+    reg = registry(FakeEntryPoint("answer", "fake_cosim_plugin:Answer"),
+                   FakeEntryPoint("answer", "fake_cosim_plugin:Answer"))
+    assert reg.names() == ["answer"]
+    assert not recwarn.list
+
+
+def test_listing_shows_descriptions_and_load_errors(plugin_dir):
+    reg = registry(FakeEntryPoint("answer", "fake_cosim_plugin:Answer"),
+                   FakeEntryPoint("broken", "broken_cosim_plugin:Model", dist="brokenpkg"))
+    answer, broken = reg.list_components()
+    assert answer == ComponentInfo("answer", "fakeplugin", "fake_cosim_plugin:Answer", "Constant 42 for tests.")
+    assert broken.name == "broken" and broken.distribution == "brokenpkg"
+    assert broken.description == "(failed to load: needs libfoo >= 2)"
+    assert "entry point 'broken'" in broken.error
+
+
+def test_default_source_reads_importlib_metadata(plugin_dir, monkeypatch):
+    calls = []
+
+    def fake_entry_points(**kwargs):
+        calls.append(kwargs)
+        return [FakeEntryPoint("answer", "fake_cosim_plugin:Answer")]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
+    plugins.refresh()
+    try:
+        assert plugins.component_names() == ["answer"]
+        assert plugins.create_component("answer", "a", {}).parameters["value"] == 42.0
+        assert calls == [{"group": "cosimrun.components"}]
+    finally:
+        monkeypatch.undo()
+        plugins.refresh()
+
+
+def test_create_without_params_defers_checks():
+    table = plugins.create_component("table", "t")  # no path yet: checked at initialize
+    with pytest.raises(ValueError, match=r"parameter 'path' must name a CSV file"):
+        table.initialize(0.0)
+    with pytest.raises(ValueError, match=r"parameter 'lower' must be <= upper"):
+        plugins.create_component("saturation", "s", {"lower": 2.0})
+
+
+def test_real_builtin_lookup():
+    from cosimrun.components.mechanics import Pendulum
+
+    assert set(plugins.component_names()) >= BUILTINS
+    assert plugins.get_component_class("pendulum") is Pendulum
+    infos = {i.name: i for i in plugins.list_components()}
+    assert infos["pendulum"].distribution == "cosimrun"
+    assert infos["pendulum"].value == "cosimrun.components.mechanics:Pendulum"
+    assert infos["pendulum"].description.startswith("Nonlinear pendulum driven by a torque")
+    for name in BUILTINS:
+        assert infos[name].error is None and infos[name].description, name
+
+
+def test_listing_real_names_imports_no_component_module():
+    code = textwrap.dedent("""
+        import sys
+        from cosimrun import plugins
+        names = plugins.component_names()
+        assert "pendulum" in names, names
+        loaded = sorted(m for m in sys.modules if m.startswith("cosimrun.components"))
+        assert not loaded, loaded
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
