@@ -18,6 +18,16 @@ from cosimrun.core import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``load_results`` on first use, so importing the engine does not import h5py."""
+    if name == "load_results":
+        from cosimrun.storage import load_results
+
+        return load_results
+    raise AttributeError(f"module 'cosimrun' has no attribute {name!r}")
+
+
 __all__ = [
     "CoSimComponent",
     "ComponentHistory",
@@ -32,5 +42,6 @@ __all__ = [
     "SystemHistory",
     "__version__",
     "compile_conversion",
+    "load_results",
     "ureg",
 ]

@@ -23,30 +23,53 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> None:
     sys.exit(code)
 
 
-def _group_options(group: str) -> list[str]:
-    """Options of a config group: cosimrun's own and those of plugin config packages."""
+def _group_options(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Options of a config group: cosimrun's own, plugin config packages', and ``--config-dir``'s."""
     from hydra_plugins.cosimrun_searchpath.searchpath import config_packages
 
-    names: set[str] = set()
+    roots: list[Any] = []
     for package in ["cosimrun.conf", *(pkg for _, pkg in config_packages())]:
         try:
-            root = resources.files(package) / group
+            roots.append(resources.files(package) / group)
+        except ModuleNotFoundError:
+            continue
+    roots += [Path(d) / group for d in config_dirs]
+    names: set[str] = set()
+    for root in roots:
+        try:
             names.update(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
-        except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError):
             continue
     return sorted(names)
+
+
+def _config_dirs(argv: list[str]) -> list[str]:
+    """Directories given with ``--config-dir``/``-cd`` (Hydra adds them to the search path)."""
+    dirs = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            dirs.append(argv[i + 1])
+        elif arg.startswith("--config-dir="):
+            dirs.append(arg.split("=", 1)[1])
+    return dirs
 
 
 def _precheck(argv: list[str]) -> None:
     """Catch unknown experiments and masters before Hydra turns them into a long report."""
     from cosimrun.core.errors import suggest
 
+    dirs = _config_dirs(argv)
+    if any(arg.startswith("hydra.searchpath") for arg in argv):
+        return
     for arg in argv:
         for group, key in (("experiment", "+experiment"), ("experiment", "experiment"), ("master", "master")):
             if not arg.startswith(f"{key}="):
                 continue
-            valid = _group_options(group)
-            for value in arg.split("=", 1)[1].split(","):
+            values = arg.split("=", 1)[1]
+            if any(c in values for c in "()[]{}*$"):
+                continue  # sweep functions and interpolations are Hydra's to resolve
+            valid = _group_options(group, dirs)
+            for value in values.split(","):
                 value = value.strip()
                 if value and valid and value not in valid:
                     _fail(f"{group}: unknown {group} {value!r}{suggest(value, valid)} (available: {', '.join(valid)})")

@@ -289,7 +289,7 @@ class System:
             events=self.history.event_log(),
             mode_switches=self.mode_switches(),
             stats=stats,
-            master=type(master).__name__,
+            master=master.name,
             t0=t0,
             tf=tf,
             dt=dt,

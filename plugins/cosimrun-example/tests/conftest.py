@@ -1,0 +1,3 @@
+import pytest
+
+pytest.importorskip("cosimrun_example", reason="install the example plugin: pip install ./plugins/cosimrun-example")

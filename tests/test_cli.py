@@ -1,0 +1,177 @@
+"""End to end: the ``cosimrun`` command as a user runs it, in a fresh directory."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosimrun.storage import load_results
+
+RUN_CLI = Path(__file__).parent / "support" / "run_cli.py"
+
+pytestmark = pytest.mark.slow
+
+
+def cosimrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run the command (with the test-only component types registered)."""
+    return subprocess.run(
+        [sys.executable, str(RUN_CLI), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("cosimrun: error: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def pendulum_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("pendulum")
+    proc = cosimrun("+experiment=pendulum_switch", "hydra.run.dir=run", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc, load_results(cwd / "run" / "results.h5")
+
+
+def test_console_script_and_module_entry_points_work_from_any_directory(tmp_path) -> None:
+    exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
+    assert exe is not None, "the cosimrun console script is not installed"
+    proc = subprocess.run([exe, "+experiment=bouncing_ball"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "bouncing_ball: complete" in proc.stdout
+    [results] = list(tmp_path.glob("outputs/bouncing_ball/*/results.h5"))
+    assert load_results(results).status == "complete"
+    proc = subprocess.run([sys.executable, "-m", "cosimrun", "--list-components"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "pendulum_linear" in proc.stdout
+
+
+def test_pendulum_switch_results(pendulum_run) -> None:
+    proc, res = pendulum_run
+    assert "pendulum_switch: complete" in proc.stdout and "results:" in proc.stdout
+    assert res.status == "complete"
+    assert res.attrs["master"] == "hybrid"
+    assert res.config["name"] == "pendulum_switch"
+    events = res.events
+    assert (events["event"] == "end_stop").sum() >= 1
+    switches = res.mode_switches
+    assert len(switches) >= 4
+    assert set(switches["from_mode"]) | set(switches["to_mode"]) == {"linear", "nonlinear"}
+    hist = res.history("pendulum")
+    t, q = hist["q"]
+    assert hist["q"].unit == "rad"
+    assert np.all(np.abs(q) <= 0.75 + 1e-9)  # the end stop holds
+    # switches happen where |q| crosses the band edges (localized by the hybrid master)
+    for _, row in switches[switches["time"] > 0].iterrows():
+        at = np.abs(q[np.isclose(t, row["time"], atol=1e-12)][0])
+        assert at == pytest.approx(0.35 if row["to_mode"] == "nonlinear" else 0.25, abs=1e-6)
+    # energy only drops at the end stop: between impacts, with damping, it never rises by much
+    _, omega = hist["omega"]
+    assert np.all(np.isfinite(omega))
+    # the reference arrives in radians although it was produced in degrees
+    _, ref_deg = res.history("ref")["y"]
+    assert res.history("ref")["y"].unit == "deg"
+    assert np.max(ref_deg) == pytest.approx(40.0, rel=1e-3)
+
+
+def test_overrides_change_the_results(tmp_path) -> None:
+    proc = cosimrun("+experiment=bouncing_ball", "components.ball.params.e=0.5", "run.tf=2.0",
+                    "hydra.run.dir=a", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    res = load_results(tmp_path / "a" / "results.h5")
+    assert res.attrs["tf"] == 2.0
+    bounces = res.events["time"].to_numpy()
+    g, h0, e = 9.81, 1.0, 0.5
+    t1 = np.sqrt(2 * h0 / g)
+    assert bounces[0] == pytest.approx(t1, abs=1e-9)
+    assert bounces[1] == pytest.approx(t1 + 2 * e * np.sqrt(2 * g * h0) / g, abs=1e-8)
+
+
+def test_master_choice_and_describe(tmp_path) -> None:
+    proc = cosimrun("+experiment=coupled_oscillators", "master=jacobi", "master.extrapolation=1",
+                    "run.tf=0.5", "hydra.run.dir=j", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert load_results(tmp_path / "j" / "results.h5").attrs["master"] == "jacobi"
+    proc = cosimrun("+experiment=pendulum_switch", "action=describe", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ref.y -> ctrl.r  [deg -> rad" in proc.stdout and "Priority levels" in proc.stdout
+    assert not list(tmp_path.glob("outputs/pendulum_switch/*/results.h5"))
+
+
+def test_cfg_job_shows_the_composed_config(tmp_path) -> None:
+    proc = cosimrun("+experiment=bouncing_ball", "--cfg", "job", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "bouncing_ball" in proc.stdout and "time_tolerance" in proc.stdout
+
+
+@pytest.fixture
+def config_dir(tmp_path) -> Path:
+    exp = tmp_path / "cfg" / "experiment"
+    exp.mkdir(parents=True)
+    (exp / "loop.yaml").write_text(
+        "# @package _global_\n"
+        "name: loop\n"
+        "run: {t0: 0.0, tf: 1.0, dt: 0.1}\n"
+        "components:\n"
+        "  a: {type: gain, params: {k: 0.5}}\n"
+        "  b: {type: gain, params: {k: 0.5}}\n"
+        "connections: ['a.y -> b.u', 'b.y -> a.u']\n"
+    )
+    (exp / "breaks.yaml").write_text(
+        "# @package _global_\n"
+        "name: breaks\n"
+        "run: {t0: 0.0, tf: 2.0, dt: 0.1}\n"
+        "components:\n"
+        "  src: {type: ramp, params: {slope: 1.0}}\n"
+        "  bad: {type: faulty, params: {fail_at: 1.0}}\n"
+    )
+    return tmp_path / "cfg"
+
+
+BAD_INPUTS = [
+    (["+experiment=pendulum_swich"], "experiment: unknown experiment 'pendulum_swich'; did you mean 'pendulum_switch'"),
+    (["+experiment=pendulum_switch", "components.ctrl.type=pdi"], "components.ctrl.type: unknown component type 'pdi'"),
+    (["+experiment=pendulum_switch", "connections.0='ref.y -> ctrl.rr'"],
+     "connections[0]: connection ref.y -> ctrl.rr"),
+    (["+experiment=pendulum_switch", "components.ctrl.params.output_unit=m"], "incompatible units"),
+    (["+experiment=pendulum_switch", "+components.ref.params.amplitud=3"],
+     "components.ref.params.amplitud: unknown parameter 'amplitud'"),
+    (["+experiment=pendulum_switch", "components.pendulum.modes.nonlinear.params.length=-1"],
+     "components.pendulum.modes.nonlinear.params.length"),
+    (["+experiment=pendulum_switch", "run.dt=0"], "run.dt: the macro step must be positive"),
+    (["+experiment=pendulum_switch", "run.tf=-1"], "run.tf: the end time"),
+    (["+experiment=pendulum_switch", "master=gauss_seidl"], "master: unknown master 'gauss_seidl'; did you mean"),
+    (["+experiment=pendulum_switch", "components.pendulum.initial_mode=linar"],
+     "components.pendulum.initial_mode: unknown mode 'linar'; did you mean 'linear'"),
+    (["+experiment=loop"], "components.a.initial.u: input a.u closes an algebraic loop"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_INPUTS, ids=[a[-1].split("=")[0] for a, _ in BAD_INPUTS])
+def test_bad_input_gives_one_clear_line_and_no_complete_file(tmp_path, config_dir, args, expected) -> None:
+    proc = cosimrun("--config-dir", str(config_dir), *args, "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = one_error_line(proc)
+    assert expected in line, line
+    assert not list(tmp_path.rglob("*.h5")), "a config error must not leave a results file"
+
+
+def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir) -> None:
+    proc = cosimrun("--config-dir", str(config_dir), "+experiment=breaks", "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "run failed at t=0.9 s: RuntimeError: sensor broke at t=1" in proc.stderr
+    res = load_results(tmp_path / "out" / "results.h5")
+    assert res.status == "failed"
+    assert "sensor broke" in res.attrs["error"] and "faulty.py" in res.attrs["traceback"]
+    t, y = res.history("src")["y"]
+    np.testing.assert_allclose(t, np.arange(10) * 0.1, atol=1e-12)
+    np.testing.assert_allclose(y, t, atol=1e-12)
+    assert not (tmp_path / "out" / "results.h5.partial").exists()
