@@ -59,7 +59,7 @@ def test_run_returns_a_result_with_history_and_stats(master):
     assert isinstance(r.stats, MasterStats)
     assert r.stats is m.stats
     assert r.stats.macro_steps == 10
-    assert r.master == master.__name__
+    assert r.master == master.name
     assert (r.system, r.t0, r.tf, r.dt) == ("osc", 0.0, 1.0, 0.1)
     assert r.wall_time_s >= 0.0
     assert r.history is s.history
