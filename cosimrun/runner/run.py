@@ -88,7 +88,8 @@ def run_experiment(
         specs = system.components[name].outputs
         writer.add_component(name, {p: (specs[p].spec.unit_name, _kind(specs[p].spec.type)) for p in ports})
     streamer = HistoryStreamer(
-        writer, {n: system.components[n].history for n in exp.recorded}, flush_interval=exp.storage.flush_interval
+        writer, {n: system.components[n].history for n in exp.recorded}, flush_interval=exp.storage.flush_interval,
+        release=True,
     )
 
     def on_progress(t: float) -> None:

@@ -492,7 +492,9 @@ class HistoryStreamer:
     Pass it as ``System.run(..., progress=streamer)``; it is called with the time.
     Histories must only grow while streaming: the engine's component histories do
     (masters record accepted steps only), and a history that shrank below what is
-    already written raises ``RuntimeError``.
+    already written raises ``RuntimeError``. With *release*, samples are dropped
+    from the in-memory histories once written (``PortHistory.release``), so a long
+    run keeps bounded memory.
     """
 
     def __init__(
@@ -501,12 +503,14 @@ class HistoryStreamer:
         history: SystemHistory | ComponentHistory | Mapping[str, ComponentHistory],
         *,
         flush_interval: int = 4096,
+        release: bool = False,
     ) -> None:
         if flush_interval < 1:
             raise ValueError(f"flush_interval must be positive, got {flush_interval}")
         self.writer = writer
         self.history = history
         self.flush_interval = int(flush_interval)
+        self.release = release
 
     def _histories(self) -> dict[str, ComponentHistory]:
         h = self.history
@@ -561,6 +565,9 @@ class HistoryStreamer:
             if time is None:
                 continue
             writer.append(name, time, micro, values, flush=False)
+            if self.release:
+                for h in comp_hist.get_all_histories().values():
+                    h.release(stop)
             written += stop - start
         if written:
             writer.flush()

@@ -344,3 +344,18 @@ def test_invalid_ports_and_appends_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="not a cosimrun results file"):
         h5py.File(tmp_path / "other.h5", "w").close()
         load_results(tmp_path / "other.h5")
+
+
+def test_streamer_release_keeps_memory_bounded(tmp_path) -> None:
+    hist = ComponentHistory("c")
+    hist.add_port("y", "m")
+    writer = HDF5Writer(tmp_path / "r.h5")
+    streamer = HistoryStreamer(writer, {"c": hist}, flush_interval=100, release=True)
+    for k in range(1000):
+        hist.append("y", 0.01 * k, float(k))
+        streamer.poll()
+        assert len(hist.get_port_history("y").values) <= 100
+    streamer.finish()
+    writer.close("complete")
+    t, y = load_results(tmp_path / "r.h5").history("c")["y"]
+    np.testing.assert_array_equal(y, np.arange(1000.0))
