@@ -75,14 +75,7 @@ class Hybrid(Master):
                 )
         self._sources = [c for c in self._rollback if c.has_state_events]
         self._switchers = [c for c in comps if hasattr(c, "apply_mode_switch")]
-        position = {c.name: i for i, c in enumerate(comps)}
-        rolled = {c.name for c in self._rollback}
-        fresh: dict[str, list[Any]] = {c.name: [] for c in comps}
-        for lk in self.system.links:
-            conn = lk.connection
-            if conn.src_component in rolled and position[conn.src_component] < position[conn.dst_component]:
-                fresh[conn.dst_component].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset))
-        self._plan = [(c, self.pushers[c.name], fresh[c.name]) for c in self._rollback]
+        self._plan, _ = self.stepping_plan(self._rollback, fresh=True)
         self._ports = [p for c in comps for p in (*c.inputs.values(), *c.outputs.values())]
         self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
         self._subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
@@ -125,13 +118,7 @@ class Hybrid(Master):
         self.stats.rollbacks += 1
 
     def _trial(self, t: float, t1: float) -> Indicators:
-        h = t1 - t
-        for comp, push, fresh in self._plan:
-            for dst, src, scale, offset in fresh:
-                dst.value = scale * src.value + offset
-            if push is not None:
-                push(t)
-            comp.do_step(t, h)
+        self.step_all(self._plan, t, t1 - t)
         self.exchange()
         if self._resolution:
             self.resolve(t1)
