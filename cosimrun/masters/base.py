@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cosimrun.core.component import CoSimComponent
+from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.errors import suggest
 from cosimrun.core.ports import PortType
 from cosimrun.masters.extrapolation import mean_extrapolation
@@ -172,7 +172,19 @@ class Master:
         self._ex_values: list[list[float]] = []
 
     def _evaluator(self, comp: CoSimComponent) -> Callable[[float], None]:
+        """Re-evaluate *comp*'s outputs from its current inputs at a time ``t``.
+
+        Components with the default ``evaluate_outputs`` get their
+        ``_update_output_states`` called directly, sparing the outputs dict.
+        """
         push = self.pushers[comp.name]
+        if push is None and _uses_default(comp, "evaluate_outputs"):
+            update = comp._update_output_states
+
+            def refresh(t: float) -> None:
+                update(t, NO_EVENTS)
+
+            return refresh
 
         def evaluate(t: float) -> None:
             if push is not None:
