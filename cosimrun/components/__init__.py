@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "MassSpringDamper": "mechanics",
     "MassSpringDamperForce": "mechanics",
     "MultiModel": "multi",
+    "FMUComponent": "fmu",
 }
 
 __all__ = sorted(_EXPORTS)

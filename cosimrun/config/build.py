@@ -135,7 +135,9 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
         raise ConfigError(f"{key}.type", _text(exc)) from None
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError(key, _text(exc)) from None
-    for param, value in params.items():
+    first = getattr(type(comp), "FIRST_PARAMETERS", ())
+    ordered = sorted(params.items(), key=lambda item: item[0] not in first)
+    for param, value in ordered:
         try:
             comp.set_parameters(**{str(param): value})
         except KeyError as exc:

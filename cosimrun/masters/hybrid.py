@@ -31,6 +31,14 @@ ROOT_FINDERS = ("illinois", "bisection")
 Indicators = dict[str, dict[str, float]]
 
 
+def _can_roll_back(comp: CoSimComponent) -> bool:
+    """Rollback for the whole run: a multi-model component needs it in every mode."""
+    models = getattr(comp, "models", None)
+    if isinstance(models, dict):
+        return all(m.supports_rollback for m in models.values())
+    return comp.supports_rollback
+
+
 class EventLocalizationError(RuntimeError):
     """Events could not be handled (for example an endless cascade at one instant)."""
 
@@ -65,13 +73,13 @@ class Hybrid(Master):
         assert self.system is not None
         comps = list(self.order)
         self._all = comps
-        self._rollback = [c for c in comps if c.supports_rollback]
-        self._passive = [c for c in comps if not c.supports_rollback]
+        self._rollback = [c for c in comps if _can_roll_back(c)]
+        self._passive = [c for c in comps if not _can_roll_back(c)]
         for comp in self._passive:
             if comp.event_indicators:
                 raise ValueError(
-                    f"component {comp.name!r} has event indicators but cannot roll back "
-                    "(no snapshot_state/restore_state), so it cannot be an event source under the hybrid master"
+                    f"component {comp.name!r} has event indicators but cannot roll back (supports_rollback is "
+                    "False, for itself or one of its modes), so it cannot be an event source under the hybrid master"
                 )
         self._sources = [c for c in self._rollback if c.has_state_events]
         self._switchers = [c for c in comps if hasattr(c, "apply_mode_switch")]

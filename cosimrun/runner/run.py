@@ -100,15 +100,18 @@ def run_experiment(
     start = time.perf_counter()
     result: RunResult | None = None
     try:
-        result = system.run(exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=on_progress)
-    except KeyboardInterrupt:
-        return _abort(exp, writer, streamer, path, start, "interrupted", "interrupted by the user", "")
-    except Exception as exc:  # a failing component must not lose what was computed
-        message = f"{type(exc).__name__}: {exc}"
-        return _abort(exp, writer, streamer, path, start, "failed", message, _traceback.format_exc())
-    streamer.finish()
-    write_run_result(writer, result, history=False)
-    writer.close("complete")
+        try:
+            result = system.run(exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=on_progress)
+        except KeyboardInterrupt:
+            return _abort(exp, writer, streamer, path, start, "interrupted", "interrupted by the user", "")
+        except Exception as exc:  # a failing component must not lose what was computed
+            message = f"{type(exc).__name__}: {exc}"
+            return _abort(exp, writer, streamer, path, start, "failed", message, _traceback.format_exc())
+        streamer.finish()
+        write_run_result(writer, result, history=False)
+        writer.close("complete")
+    finally:
+        system.free()
     return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, time.perf_counter() - start)
 
 
