@@ -1,0 +1,521 @@
+"""Master overhead benchmark: microseconds per component-step of Jacobi and Gauss-Seidel.
+
+A ring and a chain of N trivial components (one REAL input ``u``, one REAL
+output ``y``; explicit Euler ``x += (u + 1) * dt``, ``y = x``, so no direct
+feedthrough and the ring is not an algebraic loop), history on, are run with
+each master. Side by side, in one process:
+
+* cosimrun, the component written the documented way (``inputs['u'].get()``,
+  ``outputs['y'].set(x, t)``), and a variant that reads/assigns ``.value``;
+* syssimx (a peer framework on PyPI), the same component source on its base
+  class, when it is importable (the column is skipped otherwise);
+* a bare Python loop doing the same arithmetic and history appends: once on
+  plain lists, once with one object and one method call per component.
+
+Targets (issue): cosimrun <= 0.8 us per component-step and >= 3x faster than
+syssimx. A bouncing-ball event section (trial steps per event, target <= 8)
+runs when ``cosimrun.masters.Hybrid`` and ``cosimrun.core.ode.OdeComponent``
+exist. ``--profile`` adds a cProfile breakdown of the N=100 ring.
+
+Usage::
+
+    python benchmarks/bench_master.py --quick
+    python benchmarks/bench_master.py                      # N = 10, 100, 1000; 10,000 steps
+    python benchmarks/bench_master.py --sizes 100 --steps 2000 --profile
+
+Benchmarks are never run as tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import math
+import pstats
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.masters import GaussSeidel, Jacobi
+from cosimrun.system import System
+
+try:  # the peer framework is optional
+    import syssimx
+    from syssimx.system.algorithms import GaussSeidelAlgorithm, JacobiAlgorithm
+
+    SYSSIMX_ERROR = None
+except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
+    syssimx = None
+    SYSSIMX_ERROR = f"{type(exc).__name__}: {exc}"
+
+DT = 2.0**-10
+"""Macro step: a power of two, so ``k * dt`` is exact and both frameworks take exactly ``steps`` steps."""
+
+TIMER: Callable[[], float] = time.perf_counter
+"""Wall clock by default; ``--clock cpu`` switches to process CPU time (steadier on a busy machine)."""
+
+TARGET_US = 0.8
+TARGET_SPEEDUP = 3.0
+TARGET_TRIALS_PER_EVENT = 8.0
+MASTERS = ("jacobi", "gauss_seidel")
+TOPOLOGIES = ("ring", "chain")
+
+
+# ---------------------------------------------------------------------------------------- components
+class AccumulatorBody:
+    """The component's user code, shared verbatim by the cosimrun and syssimx classes.
+
+    ``x += (u + 1) * dt``, ``y = x``: a state output, no direct feedthrough, and a
+    step of ``dt = 0`` (syssimx's settling step at ``t0``) changes nothing.
+    """
+
+    def _declare(self, port_spec: Any, port_type: Any) -> None:
+        self.input_specs = {"u": port_spec("u", port_type.REAL, "in")}
+        self.output_specs = {"y": port_spec("y", port_type.REAL, "out")}
+        self._x = 0.0
+
+    def _initialize_component(self, t0: float) -> None:
+        self._x = 0.0
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        self._x += (self.inputs["u"].get() + 1.0) * dt
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = None) -> None:
+        self.outputs["y"].set(self._x, t=t)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"x": {"value": self._x, "unit": None}}
+
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        self._x = float(state["x"]["value"])
+        self.t = t
+
+
+class CosimAccumulator(AccumulatorBody, CoSimComponent):
+    """cosimrun component, documented style: ``port.get()`` / ``port.set(value, t)``."""
+
+    def __init__(self, name: str) -> None:
+        CoSimComponent.__init__(self, name)
+        self._declare(PortSpec, PortType)
+
+
+class CosimAccumulatorValue(CosimAccumulator):
+    """cosimrun component reading and assigning ``port.value`` directly (no validation, no timestamp)."""
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        self._x += (self.inputs["u"].value + 1.0) * dt
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = None) -> None:
+        self.outputs["y"].value = self._x
+
+
+if syssimx is not None:
+
+    class SyssimxAccumulator(AccumulatorBody, syssimx.CoSimComponent):
+        """The same user code on syssimx's base class."""
+
+        def __init__(self, name: str) -> None:
+            syssimx.CoSimComponent.__init__(self, name)
+            self._declare(syssimx.PortSpec, syssimx.PortType)
+
+
+# ---------------------------------------------------------------------------------------- topology
+def names(n: int) -> list[str]:
+    """Zero-padded, so name order is ring order (syssimx sorts each generation by name)."""
+    width = len(str(n - 1))
+    return [f"c{i:0{width}d}" for i in range(n)]
+
+
+def edges(topology: str, n: int) -> list[tuple[int, int]]:
+    """``(src, dst)`` component indices: ``i -> i+1``, plus ``n-1 -> 0`` for the ring."""
+    pairs = [(i, i + 1) for i in range(n - 1)]
+    if topology == "ring":
+        pairs.append((n - 1, 0))
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------- runners
+@dataclass
+class Outcome:
+    """One timed run: wall seconds, final outputs and samples recorded per component."""
+
+    seconds: float
+    finals: list[float]
+    samples: int
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def build_cosimrun(topology: str, n: int, cls: type[CoSimComponent]) -> System:
+    system = System(f"{topology}{n}")
+    comps = [system.add_component(cls(name)) for name in names(n)]
+    for src, dst in edges(topology, n):
+        system.connect(f"{comps[src].name}.y", f"{comps[dst].name}.u")
+    return system
+
+
+def run_cosimrun(topology: str, n: int, master: str, steps: int, cls: type[CoSimComponent]) -> Outcome:
+    system = build_cosimrun(topology, n, cls)
+    algo = Jacobi() if master == "jacobi" else GaussSeidel()
+    start = TIMER()
+    system.run(0.0, steps * DT, DT, master=algo)
+    seconds = TIMER() - start
+    comps = list(system.components.values())
+    finals = [c.outputs["y"].value for c in comps]
+    samples = {len(c.history.get_port_history("y")) for c in comps}
+    assert algo.stats.macro_steps == steps, (algo.stats.macro_steps, steps)
+    return Outcome(seconds, finals, samples.pop() if len(samples) == 1 else -1)
+
+
+def run_syssimx(topology: str, n: int, master: str, steps: int) -> Outcome:
+    from syssimx import Connection
+    from syssimx import System as SxSystem
+
+    system = SxSystem(f"{topology}{n}")
+    comps = [SyssimxAccumulator(name) for name in names(n)]
+    for comp in comps:
+        system.add_component(comp)
+    for src, dst in edges(topology, n):
+        system.add_connection(Connection(comps[src].name, "y", comps[dst].name, "u"))
+    system.set_algorithm(JacobiAlgorithm() if master == "jacobi" else GaussSeidelAlgorithm())
+    start = TIMER()
+    system.initialize(0.0)
+    system.run(0.0, steps * DT, DT)
+    seconds = TIMER() - start
+    finals = [c.outputs["y"].get() for c in comps]
+    samples = {len(c.history.get_port_history("y")) for c in comps}
+    # With no direct feedthrough every component sits in one generation, and syssimx's
+    # Gauss-Seidel sets all inputs of a generation before stepping it: Jacobi semantics.
+    note = "jacobi semantics" if master == "gauss_seidel" and len(system.execution_order) == 1 else ""
+    return Outcome(seconds, finals, samples.pop() if len(samples) == 1 else -1, note)
+
+
+def bare_lists(topology: str, n: int, master: str, steps: int) -> Outcome:
+    """Plain lists of floats: same arithmetic, same order, one ``array('d')`` pair of appends per sample."""
+    src = [n] * n  # index n holds the constant 0.0 of an unconnected input
+    for s, d in edges(topology, n):
+        src[d] = s
+    y = [0.0] * (n + 1)
+    hist_t = [array("d", [0.0]) for _ in range(n)]
+    hist_v = [array("d", [0.0]) for _ in range(n)]
+    plan = [(i, src[i], hist_t[i].append, hist_v[i].append) for i in range(n)]
+    dt = DT
+    start = TIMER()
+    if master == "jacobi":
+        for k in range(1, steps + 1):
+            t1 = k * dt
+            u = y[:]
+            for i, s, add_t, add_v in plan:
+                v = y[i] + (u[s] + 1.0) * dt
+                y[i] = v
+                add_t(t1)
+                add_v(v)
+    else:  # Gauss-Seidel: in place, so i reads its producer's fresh value (the ring's back edge lags)
+        for k in range(1, steps + 1):
+            t1 = k * dt
+            for i, s, add_t, add_v in plan:
+                v = y[i] + (y[s] + 1.0) * dt
+                y[i] = v
+                add_t(t1)
+                add_v(v)
+    seconds = TIMER() - start
+    return Outcome(seconds, y[:n], len(hist_t[0]))
+
+
+class _BareComp:
+    __slots__ = ("u", "x", "y", "add_t", "add_v")
+
+    def __init__(self) -> None:
+        self.u = self.x = self.y = 0.0
+        t, v = array("d", [0.0]), array("d", [0.0])
+        self.add_t, self.add_v = t.append, v.append
+
+    def step(self, t: float, dt: float) -> None:
+        self.x += (self.u + 1.0) * dt
+        t1 = t + dt
+        self.y = self.x
+        self.add_t(t1)
+        self.add_v(self.y)
+
+
+def bare_objects(topology: str, n: int, master: str, steps: int) -> Outcome:
+    """One object and one ``step`` call per component-step; links copied attribute to attribute."""
+    comps = [_BareComp() for _ in range(n)]
+    links = [(comps[d], comps[s]) for s, d in edges(topology, n)]
+    dt = DT
+    start = TIMER()
+    if master == "jacobi":
+        for k in range(steps):
+            t = k * dt
+            for c in comps:
+                c.step(t, dt)
+            for dst, src in links:
+                dst.u = src.y
+    else:
+        fresh = {id(d): s for d, s in links}
+        plan = [(c, fresh.get(id(c))) for c in comps]
+        for k in range(steps):
+            t = k * dt
+            for c, s in plan:
+                if s is not None:
+                    c.u = s.y
+                c.step(t, dt)
+    seconds = TIMER() - start
+    return Outcome(seconds, [c.y for c in comps], steps + 1)
+
+
+# ---------------------------------------------------------------------------------------- measuring
+def best_of_each(repeat: int, runs: dict[str, Callable[[], Outcome] | None]) -> dict[str, Outcome | None]:
+    """Fastest of *repeat* runs of each entry, taken round-robin so load changes hit every column alike."""
+    best: dict[str, Outcome | None] = dict.fromkeys(runs)
+    for _ in range(repeat):
+        for key, fn in runs.items():
+            if fn is None:
+                continue
+            gc.collect()
+            out = fn()
+            prev = best[key]
+            if prev is None or out.seconds < prev.seconds:
+                best[key] = out
+            del out
+    return best
+
+
+def warm_up(have_sx: bool) -> None:
+    """One small run of everything first, so one-time costs (imports, unit registry caches) stay out."""
+    for master in MASTERS:
+        run_cosimrun("ring", 4, master, 10, CosimAccumulator)
+        if have_sx:
+            run_syssimx("ring", 4, master, 10)
+
+
+def max_rel_diff(a: list[float], b: list[float]) -> float:
+    return max((abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b, strict=True)), default=0.0)
+
+
+def us(out: Outcome | None, work: int) -> str:
+    return "-" if out is None else f"{out.seconds / work * 1e6:.3f}"
+
+
+def ratio(num: Outcome | None, den: Outcome | None) -> str:
+    return "-" if num is None or den is None else f"{num.seconds / den.seconds:.2f}x"
+
+
+def fmt_row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+
+def run_table(args: argparse.Namespace) -> bool:
+    """Print the main table; return whether every cosimrun cell met both targets."""
+    have_sx = syssimx is not None and not args.no_syssimx
+    header = ["system", "N", "master", "cosimrun", ".value", "syssimx", "sx/cosim", "bare", "bare-obj",
+              "cosim/bare", "check"]
+    widths = [6, 5, 12, 9, 8, 8, 8, 7, 8, 10, 12]
+    print(f"us per component-step ({args.clock} time), {args.steps} steps of dt={DT:g}, history on, "
+          f"best of {args.repeat} (1 above 2e6 component-steps)")
+    print(f"python {sys.version.split()[0]}, cosimrun vs "
+          + (f"syssimx {syssimx.__version__}" if have_sx else f"syssimx unavailable ({SYSSIMX_ERROR or 'skipped'})"))
+    print()
+    print(fmt_row(header, widths))
+    print(fmt_row(["-" * w for w in widths], widths))
+    all_ok = True
+    notes: list[str] = []
+    warm_up(have_sx)
+    for topology in args.topologies:
+        for n in args.sizes:
+            for master in args.masters:
+                work = n * args.steps
+                rep = args.repeat if work <= 2_000_000 else 1
+                res = best_of_each(rep, {
+                    "cos": partial(run_cosimrun, topology, n, master, args.steps, CosimAccumulator),
+                    "val": partial(run_cosimrun, topology, n, master, args.steps, CosimAccumulatorValue),
+                    "sx": partial(run_syssimx, topology, n, master, args.steps) if have_sx else None,
+                    "bare": partial(bare_lists, topology, n, master, args.steps),
+                    "obj": partial(bare_objects, topology, n, master, args.steps),
+                })
+                cos, val, sx, bare, obj = (res[k] for k in ("cos", "val", "sx", "bare", "obj"))
+                assert cos is not None and val is not None and bare is not None and obj is not None
+                # equivalence: same samples recorded, same final outputs
+                where = f"{topology} N={n} {master}"
+                for label, out, ref in (("cosimrun", cos, bare), (".value", val, bare), ("bare-obj", obj, bare)):
+                    diff = max_rel_diff(out.finals, ref.finals)
+                    if diff > 1e-12 or out.samples != ref.samples:
+                        notes.append(f"{where}: {label} differs from bare loop (rel {diff:.2e}, "
+                                     f"samples {out.samples} vs {ref.samples})")
+                if sx is not None:
+                    # syssimx's Gauss-Seidel has Jacobi semantics here: compare it with the Jacobi loop
+                    ref = bare if master == "jacobi" or not sx.note else bare_lists(topology, n, "jacobi", args.steps)
+                    diff = max_rel_diff(sx.finals, ref.finals)
+                    if diff > 1e-12 or sx.samples != ref.samples:
+                        notes.append(f"{where}: syssimx differs from bare loop (rel {diff:.2e}, "
+                                     f"samples {sx.samples} vs {ref.samples})")
+                    if sx.note:
+                        notes.append(f"{where}: syssimx ran with {sx.note} (no feedthrough: one generation)")
+                ok_us = cos.seconds / work * 1e6 <= TARGET_US
+                ok_sx = sx is None or sx.seconds / cos.seconds >= TARGET_SPEEDUP
+                all_ok = all_ok and ok_us and ok_sx
+                check = ("ok" if ok_us else "SLOW") + "/" + ("-" if sx is None else "ok" if ok_sx else "<3x")
+                print(fmt_row([topology, str(n), master, us(cos, work), us(val, work), us(sx, work),
+                               ratio(sx, cos), us(bare, work), us(obj, work), ratio(cos, bare), check], widths),
+                      flush=True)
+                del cos, val, sx, bare, obj, res
+    print()
+    print(f"check: cosimrun <= {TARGET_US} us per component-step / syssimx >= {TARGET_SPEEDUP:g}x slower "
+          "(SLOW, <3x: missed; '-': syssimx not run)")
+    print("columns: cosimrun = documented component (port.get/port.set); .value = same, reading/assigning "
+          "port.value; bare = list loop; bare-obj = one object + method call per component; "
+          "sx/cosim = syssimx time / cosimrun time")
+    print("equivalence: every run records steps+1 samples per component; final outputs are compared "
+          "with the bare loop of the same master (syssimx's Gauss-Seidel with the Jacobi one)")
+    print("timing: cosimrun = System.run (initialize + steps); syssimx = initialize + run, which also "
+          "builds its result arrays (a few % of its time); bare loops = steps only")
+    for note in dict.fromkeys(notes):
+        print("  note:", note)
+    print(f"targets met in every cell: {'yes' if all_ok else 'no'}")
+    return all_ok
+
+
+# ---------------------------------------------------------------------------------------- events
+def bouncing_ball(args: argparse.Namespace) -> None:
+    """Trial steps per event of the Hybrid master on a bouncing ball (event tolerance 1e-10)."""
+    print()
+    print("bouncing ball: Hybrid(time_tolerance=1e-10), target <= "
+          f"{TARGET_TRIALS_PER_EVENT:g} trial steps per event")
+    try:
+        from cosimrun.masters import Hybrid  # type: ignore[attr-defined]
+    except ImportError as exc:
+        print(f"  skipped: cosimrun.masters.Hybrid is not importable ({exc})")
+        return
+    try:
+        from cosimrun.core.ode import OdeComponent
+    except ImportError as exc:
+        print(f"  skipped: cosimrun.core.ode.OdeComponent is not importable ({exc})")
+        return
+    import numpy as np
+
+    g, e, h0, tf, dt = 9.81, 0.8, 1.0, 3.0, 0.01
+
+    class Ball(OdeComponent):
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
+            self.add_state("h", "m", initial=h0)
+            self.add_state("v", "m/s")
+            self.add_state_event("ground", lambda t, x, u: x[0], direction=-1,
+                                 update=lambda t, x, u: np.array([0.0, -e * x[1]]))
+
+        def derivatives(self, t: float, x: Any, u: Any) -> Any:
+            return np.array([x[1], -g])
+
+    system = System("ball")
+    system.add_component(Ball("ball"))
+    try:
+        start = TIMER()
+        result = system.run(0.0, tf, dt, master=Hybrid(time_tolerance=1e-10))
+        seconds = TIMER() - start
+    except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
+        print(f"  failed: {type(exc).__name__}: {exc}")
+        return
+    stats = result.stats
+    t1 = math.sqrt(2.0 * h0 / g)
+    exact, t = [], t1
+    for k in range(1, 100):
+        if t > tf:
+            break
+        exact.append(t)
+        t += 2.0 * t1 * e**k
+    found = sorted(float(getattr(when, "t", when)) for when, _comp, name in result.events if name == "ground")
+    err = max((abs(a - b) for a, b in zip(found, exact, strict=False)), default=float("nan"))
+    per_event = stats.trial_steps_per_event
+    print(f"  events {stats.events} (analytic {len(exact)}), trial steps {stats.trial_steps}, "
+          f"trial steps per event {per_event:.2f} [{'ok' if per_event <= TARGET_TRIALS_PER_EVENT else 'MISS'}], "
+          f"max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
+
+
+# ---------------------------------------------------------------------------------------- profile
+def profile(args: argparse.Namespace) -> None:
+    """cProfile of cosimrun on the ring: own time per function in ns per component-step."""
+    n = 100 if 100 in args.sizes else args.sizes[0]
+    steps = args.steps
+    work = n * steps
+    for master in args.masters:
+        gc.collect()
+        plain = run_cosimrun("ring", n, master, steps, CosimAccumulator).seconds
+        system = build_cosimrun("ring", n, CosimAccumulator)
+        algo = Jacobi() if master == "jacobi" else GaussSeidel()
+        prof = cProfile.Profile()
+        gc.collect()
+        prof.enable()
+        system.run(0.0, steps * DT, DT, master=algo)
+        prof.disable()
+        stats = pstats.Stats(prof)
+        rows = []
+        total = 0.0
+        for (filename, line, func), (_cc, ncalls, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+            total += tottime
+            where = filename.rsplit("/cosimrun/", 1)[-1] if "/cosimrun/" in filename else filename.rsplit("/", 1)[-1]
+            rows.append((tottime, ncalls, f"{where}:{line}({func})"))
+        rows.sort(reverse=True)
+        print()
+        print(f"profile: cosimrun {master}, ring N={n}, {steps} steps: {plain / work * 1e9:.0f} ns per "
+              f"component-step unprofiled, {total / work * 1e9:.0f} ns under cProfile")
+        print(f"  {'own ns/cs':>9}  {'scaled':>6}  {'calls/cs':>8}  function   (scaled = share x unprofiled time)")
+        for tottime, ncalls, label in rows[: args.profile_rows]:
+            share = tottime / total
+            print(f"  {tottime / work * 1e9:9.0f}  {share * plain / work * 1e9:6.0f}  {ncalls / work:8.2f}  {label}")
+
+
+# ---------------------------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1,000 steps, N = 10 and 100 (smoke run)")
+    parser.add_argument("--steps", type=int, default=None, help="macro steps per run (default 10,000)")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                        help="comma-separated component counts (default 10,100,1000)")
+    parser.add_argument("--topologies", type=lambda s: s.split(","), default=list(TOPOLOGIES),
+                        help="ring,chain")
+    parser.add_argument("--masters", type=lambda s: s.split(","), default=list(MASTERS),
+                        help="jacobi,gauss_seidel")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="best of this many runs for cells of <= 2e6 component-steps (default 3)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall: perf_counter (default); cpu: process_time, steadier when other processes run")
+    parser.add_argument("--no-syssimx", action="store_true", help="skip the syssimx column")
+    parser.add_argument("--no-table", action="store_true", help="skip the main table")
+    parser.add_argument("--profile", action="store_true", help="cProfile cosimrun on the ring (N=100)")
+    parser.add_argument("--profile-rows", type=int, default=15)
+    args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = 1_000 if args.quick else 10_000
+    if args.sizes is None:
+        args.sizes = [10, 100] if args.quick else [10, 100, 1000]
+    for name, valid in (("topologies", TOPOLOGIES), ("masters", MASTERS)):
+        bad = [v for v in getattr(args, name) if v not in valid]
+        if bad:
+            parser.error(f"--{name}: unknown {bad} (valid: {', '.join(valid)})")
+    if args.steps < 1 or args.repeat < 1 or any(n < 2 for n in args.sizes):
+        parser.error("--steps and --repeat must be >= 1 and every size >= 2")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    global TIMER
+    args = parse_args(argv)
+    TIMER = time.perf_counter if args.clock == "wall" else time.process_time
+    if not args.no_table:
+        run_table(args)
+    bouncing_ball(args)
+    if args.profile:
+        profile(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
