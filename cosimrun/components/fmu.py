@@ -1243,8 +1243,9 @@ class FMUComponent(CoSimComponent):
             for port in self._event_ports:
                 port.value = False
         if self.record_history:
-            for append, port in self._recorders:
-                append(t, port.value)
+            for port, append_t, append_v in self._step_recorders:
+                append_t(t)
+                append_v(port.value)
 
     def _do_step_internal(self, t: float, dt: float) -> None:
         self._fast_step(t, dt)  # also reads the outputs: _update_output_states after it finds them fresh

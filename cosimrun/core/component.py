@@ -58,6 +58,7 @@ class CoSimComponent(ABC):
         self.record_history = True
         self._is_initialized = False
         self._recorders: list[tuple[Callable[..., None], PortState]] = []
+        self._step_recorders: list[tuple[PortState, Callable[[float], None], Callable[[Any], None]]] = []
         self._event_ports: list[PortState] = []
         self._detected_feedthrough: dict[str, set[str]] | None = None
 
@@ -99,9 +100,9 @@ class CoSimComponent(ABC):
         self._compile_recorders()
 
     def _compile_recorders(self) -> None:
-        self._recorders = [
-            (self.history.get_port_history(name).append, port) for name, port in self.outputs.items()
-        ]
+        histories = [(self.history.get_port_history(name), port) for name, port in self.outputs.items()]
+        self._recorders = [(h.append, port) for h, port in histories]
+        self._step_recorders = [(port, *h.appenders()) for h, port in histories]
         self._event_ports = [self.outputs[n] for n in self.event_indicators if n in self.outputs]
 
     def _initialize_event_ports(self) -> None:
@@ -185,8 +186,9 @@ class CoSimComponent(ABC):
             for port in self._event_ports:
                 port.value = False
         if self.record_history:
-            for append, port in self._recorders:
-                append(t, port.value)
+            for port, append_t, append_v in self._step_recorders:
+                append_t(t)
+                append_v(port.value)
 
     @abstractmethod
     def _do_step_internal(self, t: float, dt: float) -> None:

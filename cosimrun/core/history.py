@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,25 @@ class PortHistory:
             self._micro[self._first + len(self._t)] = micro
         self._t.append(t)
         self._v.append(value)
+
+    def appenders(self) -> tuple[Callable[[float], None], Callable[[Any], None]]:
+        """The bound ``append`` of the time and value buffers: the step loop's fast path.
+
+        Appending through them records a sample at micro step 0; they stay valid
+        across ``clear``, ``truncate`` and ``release``.
+        """
+        return self._t.append, self._v.append
+
+    def extend(self, times: array | np.ndarray, values: np.ndarray) -> None:
+        """Append many micro-step-0 samples at once (numeric ports)."""
+        if self._dtype is object:
+            self._v.extend(values.tolist())
+        else:
+            self._v.frombytes(np.ascontiguousarray(values, dtype=self._dtype).tobytes())
+        if isinstance(times, array):
+            self._t.extend(times)
+        else:
+            self._t.frombytes(np.ascontiguousarray(times, dtype=np.float64).tobytes())
 
     def __len__(self) -> int:
         """Samples recorded so far, released ones included."""

@@ -176,9 +176,11 @@ class PortState:
     value: PortValue | None = None
     t_last: float | None = None
     _validate: Any = field(default=None, repr=False, compare=False)
+    _real: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._validate = _VALIDATORS[self.spec.type]
+        self._real = self.spec.type is PortType.REAL
         if self.value is None:
             self.value = self.spec.default
         else:
@@ -189,9 +191,10 @@ class PortState:
 
     def set(self, value: Any, t: float | None = None) -> None:
         """Validate and store *value* (quantities are converted to the port's unit)."""
-        if type(value) is not float:
-            value = _coerce_numpy_scalar(value)
-        self.value = self._validate(self.spec, value)
+        if type(value) is float and self._real:
+            self.value = value
+        else:
+            self.value = self._validate(self.spec, _coerce_numpy_scalar(value))
         self.t_last = t
 
     def _convert_real_value(self, value: Any) -> float:
