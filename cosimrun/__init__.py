@@ -20,11 +20,16 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``load_results`` on first use, so importing the engine does not import h5py."""
+    """``load_results``, ``load_sweep``, ``load_sweep_dataset`` on first use, so importing the engine
+    does not import h5py."""
     if name == "load_results":
         from cosimrun.storage import load_results
 
         return load_results
+    if name in ("load_sweep", "load_sweep_dataset"):
+        from cosimrun.runner import sweep
+
+        return getattr(sweep, name)
     raise AttributeError(f"module 'cosimrun' has no attribute {name!r}")
 
 
@@ -43,5 +48,7 @@ __all__ = [
     "__version__",
     "compile_conversion",
     "load_results",
+    "load_sweep",
+    "load_sweep_dataset",
     "ureg",
 ]

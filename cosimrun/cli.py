@@ -86,10 +86,20 @@ def list_components() -> str:
     return "\n".join(lines)
 
 
-def _task(cfg: Any) -> int:
-    """Hydra task: build and run (or describe) one experiment."""
+def _task(cfg: Any) -> Any:
+    """Hydra task: build and run (or describe) one experiment.
+
+    In a sweep (``-m``) the job's outcome is returned instead: a failed job
+    must not end the sweep (see :mod:`cosimrun.runner.sweep`).
+    """
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
+
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        from cosimrun.runner.sweep import sweep_job
+
+        return sweep_job(cfg)
 
     from cosimrun.config.build import ConfigError
     from cosimrun.console import Console
@@ -130,9 +140,11 @@ def register_hydra_plugins() -> None:
     """
     from hydra.core.plugins import Plugins
 
+    from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
     from hydra_plugins.cosimrun_searchpath.searchpath import CosimrunSearchPathPlugin
 
     Plugins.instance().register(CosimrunSearchPathPlugin)
+    Plugins.instance().register(DaskLauncher)  # importing it also registers hydra/launcher=dask
 
 
 def main() -> None:
@@ -145,11 +157,24 @@ def main() -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
+    from cosimrun.runner import sweep
 
     register_configs()
     register_hydra_plugins()
+    sweep.mark_driver()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
-    app()
+    interrupted = False
+    try:
+        app()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        failed = sweep.finish()  # a sweep's summary; 1 when one of its jobs failed
+    if interrupted:
+        print("cosimrun: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if failed:
+        sys.exit(EXIT_FAILED)
 
 
 if __name__ == "__main__":

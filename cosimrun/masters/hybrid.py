@@ -94,7 +94,11 @@ class Hybrid(Master):
         for comp in self._switchers:
             comp._allow_mode_switching = False
         self._g = self._indicators()
+        self._stand_ins: set[tuple[str, str]] = set()
+        self._probes: dict[tuple[str, str], float] = {}
         self._switch_modes(t0)
+        if self._sources:
+            self._probe(t0, self._g)
 
     def finish(self) -> None:
         for comp in self._all:
@@ -107,9 +111,17 @@ class Hybrid(Master):
         return {c.name: c.evaluate_event_indicators() for c in self._sources}
 
     def _crossings(self, before: Indicators, after: Indicators) -> list[tuple[CoSimComponent, str]]:
+        """Indicators that crossed from *before* to *after*.
+
+        One compared from a stand-in (see :meth:`_reference`) must end strictly
+        past the surface: staying on it is not a crossing.
+        """
         out = []
+        tol = self.sign_tolerance
         for comp in self._sources:
-            for name in comp.detect_event_crossings(before[comp.name], after[comp.name], self.sign_tolerance):
+            for name in comp.detect_event_crossings(before[comp.name], after[comp.name], tol):
+                if (comp.name, name) in self._stand_ins and abs(after[comp.name][name]) <= tol:
+                    continue
                 out.append((comp, name))
         return out
 
@@ -124,6 +136,55 @@ class Hybrid(Master):
         for port, value in zip(self._ports, values, strict=True):
             port.value = value
         self.stats.rollbacks += 1
+
+    def _reference(self, g_a: Indicators, hints: dict[tuple[str, str], Any]) -> Indicators:
+        """Indicator values to compare trial steps against.
+
+        Right after an event an indicator may sit on its surface (sign 0), where
+        a step's end points cannot show a crossing, though the component may
+        leave the surface and cross back within one step (a ball bouncing faster
+        than the macro step). Such an indicator is compared from the side it
+        leaves towards: the value before the crossing when the component
+        reported a hint, else the value of the probe taken just after the event
+        (see :meth:`_probe`). One that stays on the surface cannot cross.
+        """
+        probes, self._probes = self._probes, {}
+        tol = self.sign_tolerance
+        self._stand_ins = set()
+        out: Indicators | None = None
+        for comp in self._sources:
+            for name, value in g_a[comp.name].items():
+                if abs(value) > tol:
+                    continue
+                hint = hints.get((comp.name, name))
+                if hint is not None and hint.indicator_before is not None and abs(hint.indicator_before) > tol:
+                    stand_in = hint.indicator_before
+                elif (comp.name, name) in probes:
+                    stand_in = probes[(comp.name, name)]
+                else:
+                    continue
+                if out is None:
+                    out = {c: dict(v) for c, v in g_a.items()}
+                out[comp.name][name] = stand_in
+                self._stand_ins.add((comp.name, name))
+        return g_a if out is None else out
+
+    def _probe(self, t: float, g_now: Indicators) -> None:
+        """Note which side indicators on their surface at *t* leave towards.
+
+        A short trial step (``1000 * time_tolerance``), rolled back at once,
+        tells e.g. a ball that bounced (leaving upwards, so coming down again is
+        an event) from a clock that passed its threshold (moving on).
+        """
+        tol = self.sign_tolerance
+        on_surface = [(c.name, n) for c in self._sources for n, v in g_now[c.name].items() if abs(v) <= tol]
+        if not on_surface:
+            return
+        saved = self._save(t)
+        g_probe = self._trial(t, t + 1000.0 * self.time_tolerance)
+        self._drain_hints()
+        self._restore(saved, t)
+        self._probes = {key: g_probe[key[0]][key[1]] for key in on_surface if abs(g_probe[key[0]][key[1]]) > tol}
 
     def _trial(self, t: float, t1: float) -> Indicators:
         self.step_all(self._plan, t, t1 - t)
@@ -147,9 +208,9 @@ class Hybrid(Master):
         t = clock.time(a)
         saved = self._save(t) if self._sources else None
         passive_in = [p.value for p in self._passive_inputs]
-        g_a = self._g
         g_b = self._trial(t, clock.time(b))
         hints = self._drain_hints()
+        g_a = self._reference(self._g, hints)
         crossings = self._crossings(g_a, g_b) if self._sources else []
         if not crossings:
             self._accept(t, clock.time(b), passive_in)
@@ -285,6 +346,7 @@ class Hybrid(Master):
     def _handle(self, t_e: float, crossings: list[tuple[CoSimComponent, str]], g_now: Indicators) -> Indicators:
         """Handle events at *t_e* in micro steps until no indicator crosses again."""
         history = self.system.history
+        self._stand_ins = set()
         micro = 1
         while crossings:
             if micro > self.max_micro_steps:
@@ -314,4 +376,5 @@ class Hybrid(Master):
             crossings = self._crossings(before, after)
             g_now = after
             micro += 1
+        self._probe(t_e, g_now)
         return g_now

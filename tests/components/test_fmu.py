@@ -13,6 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -550,3 +552,19 @@ def test_example_path_and_command_line_helpers(tmp_path: Path, monkeypatch: pyte
     text = capsys.readouterr().out
     assert "in  torque: real [N*m] (FMU unit 'N.m')" in text and "state: q, omega" in text
     assert main(["info", str(tmp_path / "missing.fmu")]) == 2
+
+
+def test_python_dash_m_runs_the_command_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "cosimrun.components.fmu", "info", str(tmp_path / "missing.fmu")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "FMU file not found" in proc.stderr, proc.stderr
+
+
+def test_c_sources_are_package_data() -> None:
+    """The framework header and the example sources are files that a regular install ships."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "cosimrun.components.fmu.c" in setuptools["packages"]
+    patterns = setuptools["package-data"]["cosimrun.components.fmu.c"]
+    files = [p.name for p in (ROOT / "cosimrun" / "components" / "fmu" / "c").iterdir() if p.is_file()]
+    assert {"cosimrun_fmi2cs.h", "pendulum.c", "pendulum.xml"} <= set(files)
+    assert [f for f in files if not any(fnmatch(f, pattern) for pattern in patterns)] == []

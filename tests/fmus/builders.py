@@ -1,21 +1,43 @@
 """Build the test FMUs from the sources in this directory (offline: gcc and pythonfmu only).
 
-C models use the framework header that :mod:`cosimrun.components.fmu` ships
-(:data:`~cosimrun.components.fmu.FMI2_CS_FRAMEWORK`) and compile against the
-FMI headers of FMPy; pythonfmu models are generated from ``pygain.py.in`` with
-a class (and so module and model identifier) name unique per variant, since
-pythonfmu imports the model module into the running interpreter by that name.
+C models include the framework header that :mod:`cosimrun.components.fmu` ships
+as package data (``cosimrun/components/fmu/c/cosimrun_fmi2cs.h``, written next
+to the model by :func:`~cosimrun.components.fmu.build_c_fmu`) and compile
+against the FMI headers of FMPy; pythonfmu models are generated from
+``pygain.py.in`` with a class (and so module and model identifier) name unique
+per variant, since pythonfmu imports the model module into the running
+interpreter by that name.
 """
 
 from __future__ import annotations
 
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cosimrun.components.fmu import build_c_fmu, build_example
 
 HERE = Path(__file__).resolve().parent
+
+
+def _c_fmu(directory: Path, identifier: str, model: str, xml: str, defines: Mapping[str, Any] | None = None) -> Path:
+    """Compile ``<model>.c`` with model description *xml* into ``<directory>/<identifier>.fmu``."""
+    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                       source=(HERE / f"{model}.c").read_text(), defines=defines)
+
+
+def _feedthrough_xml(identifier: str = "feedthrough", rollback: bool = True) -> str:
+    return (HERE / "feedthrough.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower())
+
+
+def _archive(path: Path, files: Mapping[str, str | bytes]) -> Path:
+    """A zip archive at *path* holding *files* (archive name -> content), e.g. an FMU without a usable binary."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+    return path
 
 
 def pendulum(directory: Path) -> Path:
@@ -26,17 +48,13 @@ def pendulum(directory: Path) -> Path:
 def feedthrough(directory: Path, rollback: bool = True) -> Path:
     """``y = k * u`` with declared feedthrough; ``steps`` (Integer) and ``positive`` (Boolean) outputs."""
     identifier = "feedthrough" if rollback else "feedthrough_norollback"
-    xml = (HERE / "feedthrough.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower())
-    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
-                       source=(HERE / "feedthrough.c").read_text(),
-                       defines={"CAN_GET_SET_STATE": int(rollback)})
+    return _c_fmu(directory, identifier, "feedthrough", _feedthrough_xml(identifier, rollback),
+                  defines={"CAN_GET_SET_STATE": int(rollback)})
 
 
 def bouncing_ball(directory: Path) -> Path:
     """A bouncing ball (outputs h, v) whose impacts happen inside ``fmi2DoStep``."""
-    return build_c_fmu(directory / "bouncing_ball.fmu", model_identifier="bouncing_ball",
-                       model_description=(HERE / "bouncing_ball.xml").read_text(),
-                       source=(HERE / "bouncing_ball.c").read_text())
+    return _c_fmu(directory, "bouncing_ball", "bouncing_ball", (HERE / "bouncing_ball.xml").read_text())
 
 
 def pythonfmu_gain(directory: Path, handle_state: bool) -> Path:
@@ -55,12 +73,8 @@ def pythonfmu_gain(directory: Path, handle_state: bool) -> Path:
 
 def model_exchange_only(directory: Path) -> Path:
     """An FMU that only supports model exchange (no binary needed: it is refused from its description)."""
-    xml = (HERE / "feedthrough.xml").read_text().format(identifier="feedthrough", rollback="true")
-    xml = xml.replace("<CoSimulation ", "<ModelExchange ")
-    path = directory / "model_exchange_only.fmu"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("modelDescription.xml", xml)
-    return path
+    xml = _feedthrough_xml().replace("<CoSimulation ", "<ModelExchange ")
+    return _archive(directory / "model_exchange_only.fmu", {"modelDescription.xml": xml})
 
 
 def without_binary(directory: Path) -> tuple[Path, str]:
@@ -68,18 +82,14 @@ def without_binary(directory: Path) -> tuple[Path, str]:
     import fmpy
 
     other, ext = ("linux64", ".so") if fmpy.platform == "win64" else ("win64", ".dll")
-    xml = (HERE / "feedthrough.xml").read_text().format(identifier="feedthrough", rollback="true")
-    path = directory / "other_platform_only.fmu"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("modelDescription.xml", xml)
-        zf.writestr(f"binaries/{other}/feedthrough{ext}", b"not really a library")
+    path = _archive(directory / "other_platform_only.fmu", {
+        "modelDescription.xml": _feedthrough_xml(),
+        f"binaries/{other}/feedthrough{ext}": b"not really a library",
+    })
     return path, other
 
 
 def fmi3(directory: Path) -> Path:
     """An FMU whose model description says FMI 3.0."""
-    xml = (HERE / "feedthrough.xml").read_text().format(identifier="feedthrough", rollback="true")
-    path = directory / "fmi3.fmu"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("modelDescription.xml", xml.replace('fmiVersion="2.0"', 'fmiVersion="3.0"'))
-    return path
+    xml = _feedthrough_xml().replace('fmiVersion="2.0"', 'fmiVersion="3.0"')
+    return _archive(directory / "fmi3.fmu", {"modelDescription.xml": xml})

@@ -1,0 +1,119 @@
+"""FMI 2.0 co-simulation FMUs as cosimrun components, on FMPy's low-level API.
+
+In a config::
+
+    components:
+      plant:
+        type: fmu
+        params:
+          path: models/pendulum.fmu        # first: it defines the ports and the other parameters
+          mass: 1.5                        # FMU parameters (causality parameter, fixed or tunable)
+          length: "80 cm"                  # quantities are converted to the variable's unit
+          start: {q: 0.5}                  # start values of other variables (initial exact/approx)
+          aliases: {body.phi: angle}       # FMU variable -> port name
+          events: {stop: {port: gap, direction: 1}}   # zero crossings of outputs as cosimrun events
+
+How it works:
+
+* **path** is read as soon as it is set: the model description gives the ports
+  (causality input/output; Real, Integer/Enumeration, Boolean, String), their
+  units (the variable's ``unit``, else its declared type's; Modelica spellings
+  such as ``m/s2``, ``N.m``, ``1`` are translated for pint by
+  :func:`modelica_unit_to_pint`), the parameters, the physical state (variables
+  named by ``derivative`` attributes) and the direct feedthrough
+  (``ModelStructure/Outputs`` dependencies on inputs; no ``dependencies``
+  attribute means "all inputs", as the standard says). A missing file, a file
+  that is no FMU, an FMI version other than 2.0, a model-exchange-only FMU or
+  an FMU without a binary for this platform fail right there. Parameters set
+  before ``path`` are kept and checked when ``path`` arrives (so any order
+  works, but an unknown name is then reported on ``path``); the config builder
+  applies ``params`` in mapping order, so write ``path`` first.
+* **Extraction** happens once per process and FMU file (keyed by the file's
+  SHA-256): every component of the same FMU shares the directory, which is
+  removed when the last of them is freed and at interpreter exit. An FMU that
+  declares ``canBeInstantiatedOnlyOncePerProcess`` gets a private copy per
+  instance.
+* **initialize(t0)** instantiates the FMU, calls ``fmi2SetupExperiment(t0)``,
+  sets the parameters and start values given in the config, enters
+  initialization mode, sets the inputs and exits it. **do_step** sets all
+  inputs, calls ``fmi2DoStep`` and reads all outputs; a ``fmi2Discard``,
+  ``fmi2Error`` or ``fmi2Fatal`` raises :class:`FMUError` naming the component,
+  the FMU, the time, the step and the status with the FMU's last log messages.
+* **Loops**: direct feedthrough is declared from the model description before
+  ``initialize`` returns, so the base class never perturbs an FMU. Loop
+  iteration (:meth:`evaluate_outputs`) sets the inputs and reads the outputs
+  with ``fmi2Set*``/``fmi2Get*`` between two steps; ``fmi2DoStep`` is never
+  called with a zero step. This relies on the FMU recomputing outputs that
+  depend directly on inputs when they are read after new inputs were set, as
+  FMI 2.0 requires for outputs with declared dependencies on inputs (FMI 3.0
+  states it explicitly for Step Mode). An FMU that only refreshes outputs in
+  ``fmi2DoStep`` must not declare such dependencies; it is then no part of an
+  algebraic loop (the loop is broken by its step delay).
+* **Rollback** (``snapshot_state``/``restore_state``) uses
+  ``fmi2GetFMUstate``/``fmi2SetFMUstate``; a snapshot frees its FMU state when
+  it is garbage-collected. FMUs with ``canGetAndSetFMUstate="false"`` report
+  ``supports_rollback = False``: they run as passive components under the
+  hybrid master and are refused as event sources (``events``) with a message
+  saying why.
+* **Events**: FMI 2.0 co-simulation has no event interface; an FMU handles its
+  own events inside ``fmi2DoStep``. ``events`` turns zero crossings of outputs
+  into cosimrun events (located by rollback under the hybrid master) that other
+  components can subscribe to or that switch modes; ``handle_event`` only
+  refreshes the outputs.
+* **Physical state** (``get_state``/``set_state``, used when a multi-model
+  component switches modes) is the value of every state variable. FMI 2.0 lets
+  a co-simulation master set such variables only before initialization, so
+  ``set_state`` re-instantiates the FMU at the given time with the states as
+  start values (parameters and inputs are set again). Discrete internal
+  variables of the FMU start afresh.
+* ``path: example:pendulum`` builds the shipped example FMU (a C pendulum, see
+  :data:`EXAMPLES`) with the C compiler into a cache directory on first use;
+  ``python -m cosimrun.components.fmu build-example DIR`` writes it to ``DIR``
+  and ``python -m cosimrun.components.fmu info MODEL.fmu`` lists what a
+  component made from an FMU looks like.
+
+FMI 1.0 and FMI 3.0 FMUs are refused with a clear message.
+
+The package, one job per module:
+
+* :mod:`~cosimrun.components.fmu.description`: reading and checking the model
+  description (:func:`read_fmu`, variables, units, ``ModelStructure``);
+* :mod:`~cosimrun.components.fmu.extraction`: the hash-keyed extraction cache;
+* :mod:`~cosimrun.components.fmu.fmi2`: the FMI 2.0 C API through ctypes
+  (signatures, instances, FMU states, log messages);
+* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent` and its
+  compiled step path;
+* :mod:`~cosimrun.components.fmu.build`: building C FMUs and the shipped
+  examples, whose C sources (the framework header ``cosimrun_fmi2cs.h``, the
+  example models and their model descriptions) are package data in ``c/``;
+* :mod:`~cosimrun.components.fmu.cli`: the ``python -m`` command line;
+* :mod:`~cosimrun.components.fmu.errors`: :class:`FMUError` and status names.
+"""
+
+from cosimrun.components.fmu.build import EXAMPLES, build_c_fmu, build_example
+from cosimrun.components.fmu.build import FMI2_CS_FRAMEWORK as FMI2_CS_FRAMEWORK
+from cosimrun.components.fmu.build import FRAMEWORK_HEADER as FRAMEWORK_HEADER
+from cosimrun.components.fmu.build import Example as Example
+from cosimrun.components.fmu.build import cache_directory as cache_directory
+from cosimrun.components.fmu.build import find_c_compiler as find_c_compiler
+from cosimrun.components.fmu.build import fmi_headers as fmi_headers
+from cosimrun.components.fmu.build import resolve_example as resolve_example
+from cosimrun.components.fmu.cli import describe as describe
+from cosimrun.components.fmu.cli import main as main
+from cosimrun.components.fmu.component import FMUComponent
+from cosimrun.components.fmu.description import FMUModel, modelica_unit_to_pint, read_fmu
+from cosimrun.components.fmu.description import FMUVariable as FMUVariable
+from cosimrun.components.fmu.errors import STATUS_NAMES as STATUS_NAMES
+from cosimrun.components.fmu.errors import FMUError
+from cosimrun.components.fmu.extraction import extracted_directories as extracted_directories
+
+__all__ = [
+    "EXAMPLES",
+    "FMUComponent",
+    "FMUError",
+    "FMUModel",
+    "build_c_fmu",
+    "build_example",
+    "modelica_unit_to_pint",
+    "read_fmu",
+]

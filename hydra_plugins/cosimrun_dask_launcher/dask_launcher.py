@@ -1,0 +1,87 @@
+"""The dask launcher's config (``hydra/launcher=dask``) and ``Launcher`` class.
+
+Imported by Hydra's plugin scan at every start: no dask import here. No
+``from __future__ import annotations`` either: the scan executes this module
+before it is in ``sys.modules``, where ``dataclasses`` looks string annotations up.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+@dataclass
+class DaskLauncherConf:
+    """Settings of ``hydra/launcher=dask`` (override as ``hydra.launcher.<name>=...``)."""
+
+    _target_: str = "hydra_plugins.cosimrun_dask_launcher.dask_launcher.DaskLauncher"
+    _recursive_: bool = False
+    """``cluster`` is instantiated when the sweep starts, not with the launcher."""
+    address: str | None = None
+    """An existing scheduler (``tcp://host:8786``); empty: start a ``LocalCluster``."""
+    n_workers: int | None = None
+    """``LocalCluster``: worker processes (default: one per core); ``cluster``: passed to ``cluster.scale``."""
+    retries: int = 1
+    """How often a job is started again after the worker running it died (segfault, ``os._exit``, memory)."""
+    resume: bool = False
+    """Skip jobs whose results file in the sweep directory is complete and made from the same config."""
+    cluster: Any = None
+    """Optional cluster to create, e.g. ``{_target_: dask_jobqueue.SLURMCluster, cores: 1, memory: 2GB}``."""
+    memory_limit: str | None = "auto"
+    """``LocalCluster`` memory limit per worker (a worker above it is restarted, its job retried)."""
+    dashboard_address: str | None = ":0"
+    """``LocalCluster`` dashboard (``:0``: a free port, printed at start; ``null``: none)."""
+    progress: bool = True
+    """A progress bar on stderr when it is a terminal (one log line per job otherwise)."""
+    objective: str | None = None
+    """Index column whose value a job returns to an optimizing sweeper (``final.pendulum.q``; Optuna)."""
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
+
+
+class DaskLauncher(Launcher):
+    """Run each job of a sweep as a dask task; the driver composes configs and keeps the sweep index."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        n_workers: int | None = None,
+        retries: int = 1,
+        resume: bool = False,
+        cluster: Any = None,
+        memory_limit: str | None = "auto",
+        dashboard_address: str | None = ":0",
+        progress: bool = True,
+        objective: str | None = None,
+    ) -> None:
+        self.address = address or None
+        self.n_workers = n_workers
+        self.retries = max(int(retries), 0)
+        self.resume = bool(resume)
+        self.cluster_config = cluster
+        self.memory_limit = memory_limit
+        self.dashboard_address = dashboard_address
+        self.progress = progress
+        self.objective = objective or None
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
+        self.client: Any = None
+        self.cluster: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from hydra_plugins.cosimrun_dask_launcher import _core
+
+        return _core.launch(self, job_overrides, initial_job_idx)

@@ -1,0 +1,360 @@
+"""Sweeps: the index, ``load_sweep``/``load_sweep_dataset``, and ``cosimrun -m`` end to end on dask.
+
+The end-to-end tests run the command in a subprocess on a ``LocalCluster``
+(two single-threaded workers); the tests against a separately started
+scheduler are in ``test_dask_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from cosimrun.runner import sweep
+from cosimrun.runner.sweep import INDEX_FILE, JobOutcome, load_sweep, load_sweep_dataset, write_index
+from cosimrun.storage import HDF5Writer
+
+
+def _results(path: Path, times: list[float], h: list[float], status: str = "complete") -> Path:
+    """A small results file: component ``ball`` with a real port ``h`` and a string port ``mode``."""
+    with HDF5Writer(path, experiment="t", compression=None) as w:
+        w.add_component("ball", {"h": ("m", "real"), "mode": (None, "string")})
+        micro = [0] + [1 if times[i] == times[i - 1] else 0 for i in range(1, len(times))]
+        w.append("ball", times, micro, {"h": h, "mode": ["up" if x > 0.5 else "down" for x in h]})
+        if status != "complete":
+            w.close(status, error="boom")
+    return path
+
+
+def _outcome(num: int, status: str, overrides: list[str], path: str = "", **kw: object) -> JobOutcome:
+    return JobOutcome(num=num, status=status, overrides=overrides, path=path, **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- index
+def test_index_round_trip_typed_columns_and_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f0 = _results(tmp_path / "0" / "results.h5", [0.0, 1.0], [1.0, 0.25])
+    f1 = _results(tmp_path / "1" / "results.h5", [0.0, 2.0], [1.0, 0.5], status="failed")
+    outcomes = [
+        _outcome(
+            1,
+            "failed",
+            ["+experiment=ball", "components.ball.params.e=1", "master=jacobi", "status=x", "hydra.verbose=true"],
+            str(f1),
+            error="ValueError: boom",
+            traceback="Traceback ...",
+            wall_time_s=0.5,
+            summaries={"ball.h": 0.5, "ball.mode": "down"},
+        ),
+        _outcome(
+            0,
+            "complete",
+            ["+experiment=ball", "components.ball.params.e=0.5", "master=gauss_seidel", "status=y"],
+            str(f0),
+            wall_time_s=0.25,
+            summaries={"ball.h": 0.25, "ball.mode": "down", "ball.ok": True},
+        ),
+        _outcome(2, "pending", ["+experiment=ball", "components.ball.params.e=0.75", "master=jacobi", "status=z"]),
+    ]
+    write_index(tmp_path / INDEX_FILE, outcomes, {"experiment": "ball"})
+    df = load_sweep(tmp_path)
+    assert list(df.index) == [0, 1, 2] and df.index.name == "run"
+    assert list(df["status"]) == ["complete", "failed", "pending"]
+    assert df["components.ball.params.e"].dtype == np.float64  # 0.5 and 1 (an int) and 0.75
+    assert list(df["components.ball.params.e"]) == [0.5, 1.0, 0.75]
+    assert list(df["master"]) == ["gauss_seidel", "jacobi", "jacobi"]
+    assert list(df["param.status"]) == ["y", "x", "z"]  # a swept key named like a column keeps both
+    assert "hydra.verbose" not in df.columns
+    assert df["final.ball.h"].iloc[0] == 0.25 and math.isnan(df["final.ball.h"].iloc[2])
+    assert list(df["path"]) == ["0/results.h5", "1/results.h5", ""]
+    assert df["error"].iloc[1] == "ValueError: boom" and df["traceback"].iloc[1] == "Traceback ..."
+    assert df["reused"].dtype == bool
+    assert df.attrs["params"] == ["experiment", "components.ball.params.e", "master", "param.status"]
+    assert df.attrs["summaries"] == ["final.ball.h", "final.ball.mode", "final.ball.ok"]
+    assert Path(df.attrs["sweep_dir"]) == tmp_path
+
+    # external links, resolved relative to the index file from anywhere
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with h5py.File(tmp_path / INDEX_FILE, "r") as f:
+        assert sorted(f["runs"]) == ["0", "1"]
+        assert f["runs/0"].attrs["status"] == "complete"
+        assert f["runs/1"].attrs["status"] == "failed"
+        assert list(f["runs/0/components/ball/h"][...]) == [1.0, 0.25]
+        assert f.attrs["n_jobs"] == 3 and f.attrs["n_failed"] == 1 and f.attrs["n_pending"] == 1
+
+
+def test_index_reads_with_xarray_even_with_a_dangling_link(tmp_path: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    f0 = _results(tmp_path / "0" / "results.h5", [0.0, 1.0], [1.0, 0.25])
+    write_index(tmp_path / INDEX_FILE, [_outcome(0, "complete", ["a=1"], str(f0), summaries={"ball.h": 0.25})], {})
+    f0.unlink()
+    with xr.open_dataset(tmp_path / INDEX_FILE, engine="h5netcdf") as ds:
+        assert list(ds["run"].values) == [0]
+        assert ds["status"].values[0] == "complete"
+        assert float(ds["final.ball.h"][0]) == 0.25
+
+
+def test_index_links_a_partial_file(tmp_path: Path) -> None:
+    writer = HDF5Writer(tmp_path / "0" / "results.h5", experiment="t")
+    try:
+        write_index(tmp_path / INDEX_FILE, [_outcome(0, "failed", ["a=1"], str(writer.path))], {})
+        with h5py.File(tmp_path / INDEX_FILE, "r") as f:
+            link = f["runs"].get("0", getlink=True)
+            assert link.filename == "0/results.h5.partial"
+    finally:
+        writer.close()
+
+
+def test_override_items_are_typed_and_skip_hydra_and_deletions() -> None:
+    items = sweep._override_items(
+        ["+experiment=x", "a.b=0.5", "c=3", "d=true", "e=[1,2]", "~f", "hydra.job.chdir=true", "++g=hi"]
+    )
+    assert items == {"experiment": "x", "a.b": 0.5, "c": 3, "d": True, "e": "[1,2]", "g": "hi"}
+
+
+def test_columns_infer_types_with_missing_values() -> None:
+    assert sweep._column([1, 2])[1] == "int"
+    assert sweep._column([1, None])[1] == "float"
+    assert sweep._column([True, False])[1] == "bool"
+    data, kind = sweep._column([True, None])
+    assert kind == "float" and data[0] == 1.0 and math.isnan(data[1])
+    assert sweep._column(["a", 1])[1] == "str"
+    assert sweep._column([None, None])[1] == "float"
+
+
+def test_load_sweep_dataset_pads_runs_or_puts_them_on_a_grid(tmp_path: Path) -> None:
+    pytest.importorskip("xarray")
+    f0 = _results(tmp_path / "0" / "results.h5", [0.0, 1.0, 1.0, 2.0], [1.0, 0.0, 1.0, 0.5])
+    f1 = _results(tmp_path / "1" / "results.h5", [0.0, 2.0], [0.0, 1.0])
+    outcomes = [
+        _outcome(0, "complete", ["k=1"], str(f0)),
+        _outcome(1, "complete", ["k=2"], str(f1)),
+        _outcome(2, "failed", ["k=3"], error="no file"),
+    ]
+    write_index(tmp_path / INDEX_FILE, outcomes, {})
+    ds = load_sweep_dataset(tmp_path, "ball")
+    assert ds.sizes == {"run": 3, "sample": 4}
+    assert list(ds["n_samples"].values) == [4, 2, 0]
+    np.testing.assert_array_equal(ds["h"].sel(run=0), [1.0, 0.0, 1.0, 0.5])
+    np.testing.assert_array_equal(ds["h"].sel(run=1)[:2], [0.0, 1.0])
+    assert np.isnan(ds["h"].sel(run=1)[2:]).all() and np.isnan(ds["h"].sel(run=2)).all()
+    assert list(ds["micro"].sel(run=0).values) == [0, 0, 1, 0]
+    assert ds["h"].attrs["units"] == "m"
+    assert list(ds["k"].values) == [1, 2, 3] and list(ds["status"].values) == ["complete", "complete", "failed"]
+
+    grid = load_sweep_dataset(load_sweep(tmp_path), "ball", ["h", "mode"], time=[0.0, 0.5, 1.0, 1.5, 3.0])
+    assert grid.sizes == {"run": 3, "time": 5}
+    # at the event instant t=1 the value after it (1.0) counts; outside a run's interval NaN
+    np.testing.assert_allclose(grid["h"].sel(run=0).values[:4], [1.0, 0.5, 1.0, 0.75])
+    np.testing.assert_allclose(grid["h"].sel(run=1).values[:4], [0.0, 0.25, 0.5, 0.75])
+    assert np.isnan(grid["h"].values[:, 4]).all()
+    assert list(grid["mode"].sel(run=0).values) == ["up", "up", "up", "up", ""]  # held; "down" only at t=1-
+
+    # a filtered frame selects runs
+    df = load_sweep(tmp_path)
+    assert list(load_sweep_dataset(df[df.status == "complete"], "ball")["run"].values) == [0, 1]
+
+
+def test_objective_for_optimizing_sweepers() -> None:
+    done = _outcome(0, "complete", [], wall_time_s=0.5, summaries={"ball.h": 0.25, "ball.mode": "up"})
+    assert sweep.objective_value(done, "final.ball.h") == 0.25
+    assert sweep.objective_value(done, "wall_time_s") == 0.5
+    assert math.isnan(sweep.objective_value(done, "final.ball.mode"))
+    assert math.isnan(sweep.objective_value(_outcome(1, "failed", [], summaries={"ball.h": 1.0}), "final.ball.h"))
+    with pytest.raises(TypeError, match="hydra.launcher.objective"):
+        float(done)
+    done.objective = 0.25
+    assert float(done) == 0.25
+
+
+def test_started_marks_tell_a_lost_job_that_ran_from_one_that_waited(tmp_path: Path) -> None:
+    job_dir = tmp_path / "3"
+    assert not sweep.started(job_dir, "tok", 1)
+    sweep.mark_started(job_dir, "tok", 1)
+    sweep.mark_started(job_dir, "tok", 2)
+    assert sweep.started(job_dir, "tok", 1) and sweep.started(job_dir, "tok", 2)
+    assert not sweep.started(job_dir, "tok", 3) and not sweep.started(job_dir, "other", 1)
+
+
+def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
+    recorder = sweep.recorder_for(tmp_path)
+    recorder.add_pending(0, ["a=1"])
+    recorder.add_pending(1, ["a=2"])
+    recorder.record(_outcome(0, "complete", ["a=1"], job_time_s=0.1))
+    recorder.record(_outcome(1, "failed", ["a=2"], error="ValueError: no", job_time_s=0.1))
+    out = io.StringIO()
+    assert sweep.finish(out) == 1
+    text = out.getvalue()
+    assert "2 jobs, 1 complete, 1 failed" in text and "#1 failed: a=2: ValueError: no" in text
+    assert str(tmp_path / INDEX_FILE) in text
+    assert list(load_sweep(tmp_path)["status"]) == ["complete", "failed"]
+    assert sweep.finish(io.StringIO()) == 0  # nothing left to report
+
+
+# ---------------------------------------------------------------------- end to end
+def _statuses(sweep_dir: Path) -> list[str]:
+    return list(load_sweep(sweep_dir)["status"])
+
+
+def test_dask_sweep_records_failures_and_resumes(tmp_path: Path, cosimrun) -> None:
+    sweep_dir = tmp_path / "sweep"
+    args = [
+        "-m",
+        "+experiment=bouncing_ball",
+        "run.tf=1",
+        "components.ball.params.e=0.5,0.9,-1",
+        "hydra/launcher=dask",
+        "hydra.launcher.n_workers=2",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+    proc = cosimrun(*args)
+    assert proc.returncode == 1, proc.stderr
+    assert "3 jobs, 2 complete, 1 failed" in proc.stderr
+    assert "#2 failed" in proc.stderr and "components.ball.params.e" in proc.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete", "failed"]
+    assert list(df["components.ball.params.e"]) == [0.5, 0.9, -1.0]
+    assert df["error"].iloc[2].startswith("ConfigError: components.ball.params.e")
+    assert "Traceback" in df["traceback"].iloc[2]
+    assert list(df["path"])[:2] == ["0/results.h5", "1/results.h5"]
+    assert (df["wall_time_s"].iloc[:2] > 0).all() and {"final.ball.h", "final.ball.v"} <= set(df.columns)
+    assert list(df["reused"]) == [False] * 3
+    first_mtime = (sweep_dir / "0" / "results.h5").stat().st_mtime_ns
+    (sweep_dir / "1" / "results.h5").unlink()
+
+    proc = cosimrun(*args, "hydra.launcher.resume=true")
+    assert proc.returncode == 1, proc.stderr
+    assert "3 jobs, 2 complete (1 reused), 1 failed" in proc.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete", "failed"]
+    assert list(df["reused"]) == [True, False, False]
+    assert list(df["attempts"]) == [0, 1, 1]
+    assert (sweep_dir / "0" / "results.h5").stat().st_mtime_ns == first_mtime
+    assert (sweep_dir / "1" / "results.h5").exists()
+
+
+def _histories(path: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    with h5py.File(path, "r") as f:
+        f["components"].visititems(
+            lambda name, obj: out.__setitem__(name, obj[...].tobytes()) if isinstance(obj, h5py.Dataset) else None
+        )
+        for table in ("events", "mode_switches"):
+            for name, ds in f[table].items():
+                out[f"{table}/{name}"] = repr(ds[...].tolist()).encode()
+    return out
+
+
+def test_histories_are_identical_serial_on_one_and_on_two_workers(tmp_path: Path, cosimrun) -> None:
+    args = [
+        "-m",
+        "+experiment=pendulum_switch",
+        "run.tf=2",
+        "components.pendulum.modes.nonlinear.params.length=0.5",
+        "master=hybrid,gauss_seidel",  # events located by rollback; plain stepping
+    ]
+    runs = {
+        "serial": ["hydra/launcher=basic"],
+        "one": ["hydra/launcher=dask", "hydra.launcher.n_workers=1"],
+        "two": ["hydra/launcher=dask", "hydra.launcher.n_workers=2"],
+    }
+    for name, launcher in runs.items():
+        proc = cosimrun(*args, *launcher, f"hydra.sweep.dir={tmp_path / name}")
+        assert proc.returncode == 0, proc.stderr
+        assert _statuses(tmp_path / name) == ["complete"] * 2
+    for job in range(2):
+        reference = _histories(tmp_path / "serial" / str(job) / "results.h5")
+        assert len(reference) > 10
+        for name in ("one", "two"):
+            assert _histories(tmp_path / name / str(job) / "results.h5") == reference, (name, job)
+
+
+def test_basic_launcher_goes_on_after_a_failed_job(tmp_path: Path, cosimrun) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        *[
+            "-m",
+            "+experiment=bouncing_ball",
+            "run.tf=0.5",
+            "components.ball.params.e=-1,0.5",
+            "hydra/launcher=basic",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert _statuses(sweep_dir) == ["failed", "complete"]
+    assert "2 jobs, 1 complete, 1 failed" in proc.stderr
+
+
+def test_sweeper_params_and_a_cluster_from_config_files(tmp_path: Path, cosimrun) -> None:
+    """``hydra.sweeper.params`` in a config file, and a launcher config whose ``cluster`` is a ``_target_``."""
+    conf = tmp_path / "conf"
+    (conf / "sweeps").mkdir(parents=True)
+    (conf / "sweeps" / "ball.yaml").write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      components.ball.params.e: 0.6,0.7\n"
+    )
+    (conf / "hydra" / "launcher").mkdir(parents=True)
+    (conf / "hydra" / "launcher" / "mycluster.yaml").write_text(
+        "defaults:\n  - dask\n  - _self_\n"
+        "cluster:\n  _target_: distributed.LocalCluster\n  n_workers: 1\n  threads_per_worker: 1\n"
+        "  dashboard_address: null\n"
+    )
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        "-m",
+        f"--config-dir={conf}",
+        "+experiment=bouncing_ball",
+        "+sweeps=ball",
+        "run.tf=0.5",
+        "hydra/launcher=mycluster",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dask: LocalCluster" in proc.stdout
+    df = load_sweep(sweep_dir)
+    assert list(df["components.ball.params.e"]) == [0.6, 0.7]
+    assert list(df["status"]) == ["complete", "complete"]
+
+
+def test_the_dask_launcher_module_hydra_scans_does_not_import_dask() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hydra_plugins.cosimrun_dask_launcher.dask_launcher as m; "
+        "print(any(k == 'distributed' or k.startswith('dask') for k in sys.modules))"
+    )
+    env = dict(os.environ)
+    shim = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_optuna_sweeper_optimizes_an_index_column(tmp_path: Path, cosimrun) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        "-m",
+        "+experiment=bouncing_ball",
+        "run.tf=1",
+        "components.ball.params.e=interval(0.3, 0.95)",
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.direction=maximize",
+        "hydra.launcher.n_workers=2",
+        "hydra.launcher.objective=final.ball.h",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Best value" in proc.stdout
+    df = load_sweep(sweep_dir)
+    assert list(df.index) == [0, 1, 2, 3] and list(df["status"]) == ["complete"] * 4  # two batches, one index
