@@ -24,37 +24,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-# Until cosimrun/cli.py has the sweep hooks (mark_driver, sweep_job, finish), run the same app here.
-_CLI = """
-import inspect, sys
-from cosimrun import cli
-if "sweep_job" in inspect.getsource(cli):
-    cli.main()
-else:
-    import hydra
-    from cosimrun.config.schema import register_configs
-    from cosimrun.runner import sweep
-    register_configs()
-    sweep.mark_driver()
-    app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(sweep.sweep_job)
-    try:
-        app()
-    finally:
-        code = sweep.finish()
-    sys.exit(1 if code else 0)
-"""
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    # this checkout's launcher, also before pyproject.toml lists it (the same files as an editable install)
-    shim = tmp / "plugin_path" / "hydra_plugins"
-    shim.mkdir(parents=True, exist_ok=True)
-    link = shim / "cosimrun_dask_launcher"
-    if not link.exists():
-        link.symlink_to(Path(__file__).resolve().parents[1] / "hydra_plugins" / "cosimrun_dask_launcher")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim.parent), env.get("PYTHONPATH", "")]))
-    return env
+# The ``cosimrun`` command, run with this interpreter.
+_CLI = "from cosimrun.cli import main; main()"
 
 
 def _burn(_: int = 0) -> float:
@@ -84,7 +55,7 @@ def run_sweep(tmp: Path, name: str, args: list[str]) -> tuple[float, dict]:
     sweep_dir = tmp / name
     cmd = [sys.executable, "-c", _CLI, "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tmp, env=_env(tmp), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{name} sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -2,16 +2,13 @@
 
 Sweeps run as subprocesses (``python -c ...`` standing in for the ``cosimrun``
 console script), so that Hydra, logging and dask start fresh each time and the
-exit status can be checked. Their environment puts two things on
-``PYTHONPATH``, both inherited by dask workers started from them (and by the
-scheduler and workers the cluster tests start):
-
-* ``testdist/``: a tiny distribution ``cosimrun-sweep-testing`` (a module plus
-  a ``.dist-info`` with an entry point), which registers the component type
-  ``crash`` in ``cosimrun.components``. Found through ``importlib.metadata``
-  like any installed plugin, without touching the virtual environment.
-* this checkout's dask launcher, also before ``pyproject.toml`` lists
-  ``hydra_plugins.cosimrun_dask_launcher`` (same files as an editable install).
+exit status can be checked. Their environment puts ``testdist/`` on
+``PYTHONPATH``, inherited by dask workers started from them (and by the
+scheduler and workers the cluster tests start): a tiny distribution
+``cosimrun-sweep-testing`` (a module plus a ``.dist-info`` with an entry
+point), which registers the component type ``crash`` in
+``cosimrun.components``. It is found through ``importlib.metadata`` like any
+installed plugin, without touching the virtual environment.
 """
 
 from __future__ import annotations
@@ -28,29 +25,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-# The ``cosimrun`` command. Until cosimrun/cli.py carries the sweep hooks
-# (sweep.mark_driver, sweep.sweep_job in multirun, sweep.finish for the exit
-# status), the same application is assembled here.
-CLI = """
-import inspect, sys
-from cosimrun import cli
-if "sweep_job" in inspect.getsource(cli):
-    cli.main()
-else:
-    import hydra
-    from cosimrun.config.schema import register_configs
-    from cosimrun.runner import sweep
-    register_configs()
-    sweep.mark_driver()
-    app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(sweep.sweep_job)
-    try:
-        app()
-    finally:
-        code = sweep.finish()
-    sys.exit(1 if code else 0)
-"""
+# The ``cosimrun`` command (the console script's entry point).
+CLI = "from cosimrun.cli import main; main()"
 
 CRASH_MODULE = '''
 """Test-only component types for the sweep tests."""
@@ -94,11 +70,6 @@ def sweep_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("sweep_env")
     paths = [root / "testdist"]
     _write_test_distribution(paths[0])
-    # this checkout's launcher, also where pyproject.toml does not list it yet (harmless when it does)
-    shim = root / "plugin" / "hydra_plugins"
-    shim.mkdir(parents=True)
-    (shim / "cosimrun_dask_launcher").symlink_to(REPO / "hydra_plugins" / "cosimrun_dask_launcher")
-    paths.append(shim.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *filter(None, [env.get("PYTHONPATH")])])
     env.pop("DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES", None)

@@ -276,6 +276,24 @@ def test_histories_are_identical_serial_on_one_and_on_two_workers(tmp_path: Path
             assert _histories(tmp_path / name / str(job) / "results.h5") == reference, (name, job)
 
 
+def test_fmu_components_run_inside_dask_workers(tmp_path: Path, cosimrun) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        "-m",
+        "+experiment=pendulum_switch_fmu",
+        "run.tf=1",
+        "components.pendulum.modes.nonlinear.params.length=0.8,1.2",
+        "hydra.launcher.n_workers=2",
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert _statuses(sweep_dir) == ["complete"] * 2
+    index = load_sweep(sweep_dir)
+    assert sorted(index["components.pendulum.modes.nonlinear.params.length"]) == [0.8, 1.2]
+    assert set(index["worker"]) != {""}
+
+
 def test_basic_launcher_goes_on_after_a_failed_job(tmp_path: Path, cosimrun) -> None:
     sweep_dir = tmp_path / "sweep"
     proc = cosimrun(
