@@ -175,3 +175,17 @@ def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir)
     np.testing.assert_allclose(t, np.arange(10) * 0.1, atol=1e-12)
     np.testing.assert_allclose(y, t, atol=1e-12)
     assert not (tmp_path / "out" / "results.h5.partial").exists()
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path) -> None:
+    procs = [
+        subprocess.Popen([sys.executable, str(RUN_CLI), "+experiment=bouncing_ball", "run.tf=0.2"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    runs = sorted(tmp_path.glob("outputs/bouncing_ball/*/results.h5"))
+    assert len(runs) == 3
+    assert all(load_results(p).status == "complete" for p in runs)
