@@ -54,6 +54,7 @@ import h5py
 import numpy as np
 
 from cosimrun.storage.hdf5 import FORMAT, partial_path
+from cosimrun.storage.results import read_column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -836,16 +837,6 @@ def _index_path(sweep: str | os.PathLike[str]) -> Path:
     return path / INDEX_FILE if path.is_dir() else path
 
 
-def _read_column(ds: h5py.Dataset) -> np.ndarray:
-    if h5py.check_string_dtype(ds.dtype) is not None:
-        out = np.empty(ds.shape[0], dtype=object)
-        out[:] = ds.asstr()[...] if ds.shape[0] else []
-        return out
-    data = ds[...]
-    dtype = ds.attrs.get("dtype")
-    return data.astype(bool) if dtype in ("bool", b"bool") else data
-
-
 def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
     """The sweep index of a sweep directory (or an ``index.h5``) as a DataFrame indexed by ``run``.
 
@@ -865,7 +856,7 @@ def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
         if _attr_str(f.attrs.get("format")) != SWEEP_FORMAT:
             raise ValueError(f"{path} is not a cosimrun sweep index")
         columns = [_attr_str(c) for c in f.attrs["columns"]]
-        data = {c: _read_column(f[c]) for c in columns}
+        data = {c: read_column(f[c]) for c in columns}
         index = pd.Index(f["run"][...], name="run")
         params = [_attr_str(c) for c in f.attrs.get("params", [])]
         summaries = [_attr_str(c) for c in f.attrs.get("summaries", [])]

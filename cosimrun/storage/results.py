@@ -55,7 +55,7 @@ def _py(value: Any) -> Any:
     return value
 
 
-def _read(ds: h5py.Dataset) -> np.ndarray:
+def read_column(ds: h5py.Dataset) -> np.ndarray:
     """A dataset's values: strings as ``str`` objects, CF booleans (``dtype="bool"``) as ``bool``."""
     if h5py.check_string_dtype(ds.dtype) is not None:
         out = np.empty(ds.shape[0], dtype=object)
@@ -153,7 +153,7 @@ class Results:
             return {
                 name: PortSeries(
                     time,
-                    _read(group[name])[:n],
+                    read_column(group[name])[:n],
                     micro,
                     _py(group[name].attrs.get("units")),
                     str(_py(group[name].attrs.get("port_type", ""))),
@@ -202,7 +202,7 @@ class Results:
                 return pd.DataFrame({c: [] for c in columns})
             group = f[group_name]
             n = min(group[c].shape[0] for c in columns)
-            return pd.DataFrame({c: _read(group[c])[:n] for c in columns})
+            return pd.DataFrame({c: read_column(group[c])[:n] for c in columns})
 
     @cached_property
     def events(self) -> pd.DataFrame:
