@@ -52,10 +52,11 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     recorder.experiment = str(config.get("name", "") or "")
     log.info(f"Launching {len(job_overrides)} jobs on dask, sweep directory {sweep_dir}")
     batch = _Batch(launcher, recorder, len(job_overrides))
+    composer = sweep.JobComposer(launcher.hydra_context, config)
     try:
         for pos, overrides in enumerate(job_overrides):
             num = initial_job_idx + pos
-            spec = sweep.compose_job(launcher.hydra_context, config, overrides, num)
+            spec = composer.compose(overrides, num)
             if launcher.resume and sweep.reusable(spec):
                 batch.done(pos, spec, sweep.outcome_from_file(num, overrides, spec.results_path))
             else:

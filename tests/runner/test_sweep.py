@@ -376,3 +376,85 @@ def test_optuna_sweeper_optimizes_an_index_column(tmp_path: Path, cosimrun) -> N
     assert "Best value" in proc.stdout
     df = load_sweep(sweep_dir)
     assert list(df.index) == [0, 1, 2, 3] and list(df["status"]) == ["complete"] * 4  # two batches, one index
+
+
+# ---------------------------------------------------------------------- shared compositions
+def _hydra_sweep_context(overrides: list[str]) -> tuple[object, object]:
+    """A Hydra context and multirun master config as ``cosimrun -m <overrides>`` builds them (in process)."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.utils import setup_globals
+    from hydra.types import HydraContext, RunMode
+
+    from cosimrun.cli import register_hydra_plugins
+    from cosimrun.config.schema import register_configs
+
+    register_configs()
+    register_hydra_plugins()
+    setup_globals()
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://cosimrun.conf"))
+    master = loader.load_configuration("config", overrides, run_mode=RunMode.MULTIRUN)
+    return HydraContext(config_loader=loader, callbacks=Callbacks()), master
+
+
+def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
+    import itertools
+
+    from omegaconf import OmegaConf
+
+    values = [
+        ("run.tf=2", "components.ctrl.params.kp=40"),
+        ("run.tf=2.5", "components.ctrl.params.kp=41"),
+        ("run.tf=3", "components.ctrl.params.kp=42.5"),
+    ]
+    masters = ["master=gauss_seidel", "master=jacobi"]
+    cli = [
+        "+experiment=pendulum_switch",
+        "run.tf=2,2.5,3",
+        "components.ctrl.params.kp=40,41,42.5",
+        "master=gauss_seidel,jacobi",
+        "+extra.note='a b=c, d'",
+        'description="quoted: x=1"',
+        "hydra.launcher.n_workers=2",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    ctx, master = _hydra_sweep_context(cli)
+    jobs = [
+        ["+experiment=pendulum_switch", tf, kp, m, "+extra.note='a b=c, d'", 'description="quoted: x=1"']
+        for (tf, kp), m in itertools.product(values, masters)
+    ]
+    jobs.append(["+experiment=pendulum_switch", "run.tf=2", "components.ctrl.params.kp=40"])  # a base of its own
+    jobs.append(["+experiment=pendulum_switch", "+extra.note=1", "extra.note=2"])  # overlapping keys: in full
+    composer = sweep.JobComposer(ctx, master)
+    for num, overrides in enumerate(jobs):
+        shared = composer.compose(overrides, num)
+        full = sweep.compose_job(ctx, master, overrides, num)
+        assert OmegaConf.to_yaml(shared.config, resolve=False) == OmegaConf.to_yaml(full.config, resolve=False)
+        assert (shared.job_dir, shared.results_path) == (full.job_dir, full.results_path)
+        assert sweep.expected_config_yaml(shared) == sweep.expected_config_yaml(full) != ""
+        for node in ("", "hydra", "components"):
+            a = OmegaConf.select(shared.config, node) if node else shared.config
+            b = OmegaConf.select(full.config, node) if node else full.config
+            flags = (OmegaConf.is_struct(a), OmegaConf.is_readonly(a))
+            assert flags == (OmegaConf.is_struct(b), OmegaConf.is_readonly(b))
+    assert composer.shared == len(jobs) - 1
+    last = composer.compose(jobs[0], 99).config
+    assert list(last.hydra.overrides.task) == jobs[0]
+    assert last.hydra.job.num == 99 and last.hydra.job.id == "cosimrun_99"
+    assert "master=gauss_seidel" in last.hydra.job.override_dirname
+    assert last.run.tf == 2 and last.components.ctrl.params.kp == 40 and last.extra.note == "a b=c, d"
+
+
+def test_shared_compositions_raise_hydras_errors(tmp_path: Path) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    ctx, master = _hydra_sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = sweep.JobComposer(ctx, master)
+    for overrides in (["+experiment=pendulum_switch", "no.such.key=1"], ["+experiment=nope", "run.tf=1"]):
+        with pytest.raises(ConfigCompositionException) as shared:
+            composer.compose(overrides, 0)
+        with pytest.raises(ConfigCompositionException) as full:
+            sweep.compose_job(ctx, master, overrides, 0)
+        assert str(shared.value) == str(full.value)
+    assert composer.shared == 0
