@@ -85,6 +85,8 @@ class System:
         self.links: list[Link] = []
         self._driven: dict[str, Connection] = {}
         self._initialized = False
+        self._prepared: tuple[float, Master] | None = None
+        """``(t0, master)`` of an ``initialize`` that ``run`` has not used yet: ``run`` takes it over."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -220,6 +222,7 @@ class System:
             comp.record_history = True
             comp._record_outputs(t0)
         self._initialized = True
+        self._prepared = (t0, master)
 
     def _initialize_component(self, comp: CoSimComponent, t0: float) -> None:
         """(Re-)initialize *comp* at *t0* with its initial input values, without recording."""
@@ -271,17 +274,23 @@ class System:
     ) -> RunResult:
         """Simulate from *t0* to *tf* with macro step *dt* and return what was recorded.
 
-        *progress*, when given, is called with the current time now and then.
+        A system just initialized at *t0* for this *master* starts from there
+        (so ``initialize`` then ``run`` does not initialize twice); otherwise
+        every component is reset and initialized again. *progress*, when
+        given, is called with the current time now and then.
         """
         from cosimrun.masters.gauss_seidel import GaussSeidel
 
         master = master or GaussSeidel()
         start = _time.perf_counter()
-        for comp in self.components.values():
-            if comp.is_initialized:
-                comp.reset()
-        self.history.clear()
-        self.initialize(t0, master)
+        prepared, self._prepared = self._prepared, None
+        if not (self._initialized and prepared is not None and prepared[0] == t0 and prepared[1] is master):
+            for comp in self.components.values():
+                if comp.is_initialized:
+                    comp.reset()
+            self.history.clear()
+            self.initialize(t0, master)
+            self._prepared = None
         stats = master.run(t0, tf, dt, progress=progress)
         return RunResult(
             system=self.name,

@@ -163,3 +163,31 @@ def test_loop_through_a_component_overriding_set_inputs(solver):
     _, y = r.history.get_port_trajectory("g", "y")
     np.testing.assert_allclose(y, 2.0 / 0.6, rtol=1e-8)
     assert s.components["st"].store["u"] == pytest.approx(2.0 / 0.6, rel=1e-8)
+
+
+class CountingInits(Ramp):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.inits = 0
+
+    def _initialize_component(self, t0: float) -> None:
+        self.inits += 1
+        super()._initialize_component(t0)
+
+
+def test_run_takes_over_a_fresh_initialize_and_reinitializes_otherwise() -> None:
+    system = System("once")
+    comp = system.add_component(CountingInits("src"))
+    master = GaussSeidel()
+    system.initialize(0.0, master)
+    assert comp.inits == 1
+    first = system.run(0.0, 1.0, 0.1, master=master)
+    assert comp.inits == 1  # the initialization just made is used
+    assert first.stats.macro_steps == 10
+    system.run(0.0, 1.0, 0.1, master=master)
+    assert comp.inits == 2  # a second run starts afresh
+    system.initialize(0.0, master)
+    system.run(0.5, 1.0, 0.1, master=master)
+    assert comp.inits == 4  # initialized for another start time: initialized again
+    t, _ = system.history.get_port_trajectory("src", "y")
+    assert t[0] == 0.5 and len(t) == 6
