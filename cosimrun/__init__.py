@@ -27,9 +27,9 @@ def __getattr__(name: str):
 
         return load_results
     if name in ("load_sweep", "load_sweep_dataset"):
-        from cosimrun.runner import sweep
+        from cosimrun.runner import load
 
-        return getattr(sweep, name)
+        return getattr(load, name)
     raise AttributeError(f"module 'cosimrun' has no attribute {name!r}")
 
 

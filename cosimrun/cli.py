@@ -157,7 +157,7 @@ def main() -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import sweep
+    from cosimrun.runner import recorder, sweep
 
     register_configs()
     register_hydra_plugins()
@@ -169,7 +169,7 @@ def main() -> None:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        failed = sweep.finish()  # a sweep's summary; 1 when one of its jobs failed
+        failed = recorder.finish()  # a sweep's summary; 1 when one of its jobs failed
     if interrupted:
         print("cosimrun: interrupted", file=sys.stderr)
         sys.exit(130)

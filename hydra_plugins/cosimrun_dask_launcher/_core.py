@@ -26,6 +26,8 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
 from cosimrun.runner import sweep
+from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
+from cosimrun.runner.recorder import SweepRecorder, recorder_for
 
 if TYPE_CHECKING:
     from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
@@ -48,7 +50,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    recorder = sweep.recorder_for(sweep_dir)
+    recorder = recorder_for(sweep_dir)
     recorder.experiment = str(config.get("name", "") or "")
     log.info(f"Launching {len(job_overrides)} jobs on dask, sweep directory {sweep_dir}")
     batch = _Batch(launcher, recorder, len(job_overrides))
@@ -58,7 +60,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
             num = initial_job_idx + pos
             spec = composer.compose(overrides, num)
             if launcher.resume and sweep.reusable(spec):
-                batch.done(pos, spec, sweep.outcome_from_file(num, overrides, spec.results_path))
+                batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
             else:
                 batch.submit(pos, spec)
             # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
@@ -82,7 +84,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
 class _Batch:
     """The jobs of one ``launch``: submission, retries after lost workers, results in order."""
 
-    def __init__(self, launcher: DaskLauncher, recorder: sweep.SweepRecorder, n: int) -> None:
+    def __init__(self, launcher: DaskLauncher, recorder: SweepRecorder, n: int) -> None:
         self.launcher = launcher
         self.recorder = recorder
         self.bar = _Progress(n, enabled=launcher.progress)
@@ -161,7 +163,7 @@ class _Batch:
             except Exception as exc:  # the result did not come back (e.g. it could not be unpickled)
                 outcome = _failed(spec, attempt, exc)
         elif future.status == "cancelled":
-            outcome = sweep.JobOutcome(spec.num, "failed", spec.overrides, error="the dask task was cancelled")
+            outcome = JobOutcome(spec.num, "failed", spec.overrides, error="the dask task was cancelled")
             outcome.attempts = attempt
         else:
             exc = future.exception()
@@ -184,9 +186,9 @@ class _Batch:
         future.release()
         self.done(pos, spec, outcome)
 
-    def done(self, pos: int, spec: sweep.JobSpec, outcome: sweep.JobOutcome) -> None:
+    def done(self, pos: int, spec: sweep.JobSpec, outcome: JobOutcome) -> None:
         if self.launcher.objective:
-            outcome.objective = sweep.objective_value(outcome, self.launcher.objective)
+            outcome.objective = objective_value(outcome, self.launcher.objective)
         self._returns[pos] = sweep.job_return(spec, outcome)
         self.recorder.record(outcome)
         self.bar.finished(outcome)
@@ -208,10 +210,10 @@ def _worker_died(exc: BaseException | None) -> bool:
     return isinstance(exc, KilledWorker)
 
 
-def _failed(spec: sweep.JobSpec, attempt: int, exc: BaseException | None, tb: Any = None) -> sweep.JobOutcome:
+def _failed(spec: sweep.JobSpec, attempt: int, exc: BaseException | None, tb: Any = None) -> JobOutcome:
     import traceback as _traceback
 
-    outcome = sweep.JobOutcome(spec.num, "failed", spec.overrides, attempts=attempt)
+    outcome = JobOutcome(spec.num, "failed", spec.overrides, attempts=attempt)
     if _worker_died(exc):
         last = getattr(getattr(exc, "last_worker", None), "address", "")
         times = "once" if attempt == 1 else f"{attempt} times"
@@ -378,7 +380,7 @@ class _Progress:
         else:
             log.warning(text)
 
-    def finished(self, outcome: sweep.JobOutcome) -> None:
+    def finished(self, outcome: JobOutcome) -> None:
         self.done += 1
         self.failed += int(outcome.failed)
         overrides = " ".join(filter_overrides(outcome.overrides))

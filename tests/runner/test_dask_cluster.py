@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cosimrun.runner.sweep import load_sweep
+from cosimrun.runner.load import load_sweep
 from cosimrun.storage import load_results
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,12 @@ import h5py
 import numpy as np
 import pytest
 
+from cosimrun.runner import index as sweep_index
 from cosimrun.runner import sweep
-from cosimrun.runner.sweep import INDEX_FILE, JobOutcome, load_sweep, load_sweep_dataset, write_index
+from cosimrun.runner.index import INDEX_FILE, write_index
+from cosimrun.runner.load import load_sweep, load_sweep_dataset
+from cosimrun.runner.outcome import JobOutcome, objective_value
+from cosimrun.runner.recorder import finish, recorder_for
 from cosimrun.storage import HDF5Writer
 
 
@@ -113,20 +117,20 @@ def test_index_links_a_partial_file(tmp_path: Path) -> None:
 
 
 def test_override_items_are_typed_and_skip_hydra_and_deletions() -> None:
-    items = sweep._override_items(
+    items = sweep_index._override_items(
         ["+experiment=x", "a.b=0.5", "c=3", "d=true", "e=[1,2]", "~f", "hydra.job.chdir=true", "++g=hi"]
     )
     assert items == {"experiment": "x", "a.b": 0.5, "c": 3, "d": True, "e": "[1,2]", "g": "hi"}
 
 
 def test_columns_infer_types_with_missing_values() -> None:
-    assert sweep._column([1, 2])[1] == "int"
-    assert sweep._column([1, None])[1] == "float"
-    assert sweep._column([True, False])[1] == "bool"
-    data, kind = sweep._column([True, None])
+    assert sweep_index._column([1, 2])[1] == "int"
+    assert sweep_index._column([1, None])[1] == "float"
+    assert sweep_index._column([True, False])[1] == "bool"
+    data, kind = sweep_index._column([True, None])
     assert kind == "float" and data[0] == 1.0 and math.isnan(data[1])
-    assert sweep._column(["a", 1])[1] == "str"
-    assert sweep._column([None, None])[1] == "float"
+    assert sweep_index._column(["a", 1])[1] == "str"
+    assert sweep_index._column([None, None])[1] == "float"
 
 
 def test_load_sweep_dataset_pads_runs_or_puts_them_on_a_grid(tmp_path: Path) -> None:
@@ -164,10 +168,10 @@ def test_load_sweep_dataset_pads_runs_or_puts_them_on_a_grid(tmp_path: Path) -> 
 
 def test_objective_for_optimizing_sweepers() -> None:
     done = _outcome(0, "complete", [], wall_time_s=0.5, summaries={"ball.h": 0.25, "ball.mode": "up"})
-    assert sweep.objective_value(done, "final.ball.h") == 0.25
-    assert sweep.objective_value(done, "wall_time_s") == 0.5
-    assert math.isnan(sweep.objective_value(done, "final.ball.mode"))
-    assert math.isnan(sweep.objective_value(_outcome(1, "failed", [], summaries={"ball.h": 1.0}), "final.ball.h"))
+    assert objective_value(done, "final.ball.h") == 0.25
+    assert objective_value(done, "wall_time_s") == 0.5
+    assert math.isnan(objective_value(done, "final.ball.mode"))
+    assert math.isnan(objective_value(_outcome(1, "failed", [], summaries={"ball.h": 1.0}), "final.ball.h"))
     with pytest.raises(TypeError, match="hydra.launcher.objective"):
         float(done)
     done.objective = 0.25
@@ -184,18 +188,18 @@ def test_started_marks_tell_a_lost_job_that_ran_from_one_that_waited(tmp_path: P
 
 
 def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
-    recorder = sweep.recorder_for(tmp_path)
+    recorder = recorder_for(tmp_path)
     recorder.add_pending(0, ["a=1"])
     recorder.add_pending(1, ["a=2"])
     recorder.record(_outcome(0, "complete", ["a=1"], job_time_s=0.1))
     recorder.record(_outcome(1, "failed", ["a=2"], error="ValueError: no", job_time_s=0.1))
     out = io.StringIO()
-    assert sweep.finish(out) == 1
+    assert finish(out) == 1
     text = out.getvalue()
     assert "2 jobs, 1 complete, 1 failed" in text and "#1 failed: a=2: ValueError: no" in text
     assert str(tmp_path / INDEX_FILE) in text
     assert list(load_sweep(tmp_path)["status"]) == ["complete", "failed"]
-    assert sweep.finish(io.StringIO()) == 0  # nothing left to report
+    assert finish(io.StringIO()) == 0  # nothing left to report
 
 
 # ---------------------------------------------------------------------- end to end

@@ -1,0 +1,185 @@
+"""Reading a sweep: ``load_sweep`` (the index as a DataFrame) and ``load_sweep_dataset`` (the runs' histories).
+
+``load_sweep(dir)`` reads the table (:mod:`cosimrun.runner.index`) as a
+DataFrame; ``load_sweep_dataset`` opens the runs' histories of one component as
+one xarray Dataset along ``run``. pandas and xarray are imported where they are
+used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+
+from cosimrun.runner.index import INDEX_FILE, SWEEP_FORMAT
+from cosimrun.storage.results import read_column
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
+
+
+def _index_path(sweep: str | os.PathLike[str]) -> Path:
+    path = Path(sweep)
+    return path / INDEX_FILE if path.is_dir() else path
+
+
+def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
+    """The sweep index of a sweep directory (or an ``index.h5``) as a DataFrame indexed by ``run``.
+
+    Columns: ``status``, ``overrides``, one per override key (the swept
+    parameters, typed), ``final.<comp>.<port>`` summaries, ``wall_time_s``,
+    ``path`` (relative to the sweep directory), ``error``, ``traceback``,
+    ``attempts``, ``reused``, ``worker``. ``df.attrs`` holds ``sweep_dir``,
+    ``params`` and ``summaries`` (column names). Pass the frame (or a filtered
+    part of it) to :func:`load_sweep_dataset` to read the runs' histories.
+    """
+    import pandas as pd
+
+    path = _index_path(sweep)
+    if not path.exists():
+        raise FileNotFoundError(f"no sweep index {path}")
+    with h5py.File(path, "r", locking=False) as f:
+        if _attr_str(f.attrs.get("format")) != SWEEP_FORMAT:
+            raise ValueError(f"{path} is not a cosimrun sweep index")
+        columns = [_attr_str(c) for c in f.attrs["columns"]]
+        data = {c: read_column(f[c]) for c in columns}
+        index = pd.Index(f["run"][...], name="run")
+        params = [_attr_str(c) for c in f.attrs.get("params", [])]
+        summaries = [_attr_str(c) for c in f.attrs.get("summaries", [])]
+    df = pd.DataFrame(data, index=index)
+    df.attrs.update(sweep_dir=str(path.parent.absolute()), params=params, summaries=summaries)
+    return df
+
+
+def _attr_str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def load_sweep_dataset(
+    sweep: str | os.PathLike[str] | pd.DataFrame,
+    component: str,
+    ports: Sequence[str] | None = None,
+    *,
+    time: Sequence[float] | np.ndarray | None = None,
+    sweep_dir: str | os.PathLike[str] | None = None,
+) -> xr.Dataset:
+    """The histories of *component* in every run of a sweep as one Dataset along ``run``.
+
+    *sweep* is a sweep directory or a frame from :func:`load_sweep` (filter it
+    to choose runs, e.g. ``df[df.status == "complete"]``). Runs have their own
+    time grids (events, adaptive steps), so by default the dims are ``(run,
+    sample)``: ``time`` and ``micro`` are variables over both, shorter runs are
+    padded (NaN, ``micro`` -1) and ``n_samples`` gives each run's length. With
+    *time* the ports are put on that common grid instead (dims ``(run, time)``):
+    real ports interpolated linearly, others held from the last sample, the value
+    right after an event at event instants, NaN outside a run's interval.
+    The index columns (status, swept parameters, summaries, ...) become
+    coordinates along ``run``; runs without a results file are all NaN.
+    """
+    import pandas as pd
+    import xarray as xr
+
+    from cosimrun.storage.results import load_results
+
+    if isinstance(sweep, pd.DataFrame):
+        df = sweep
+        root = Path(sweep_dir or df.attrs.get("sweep_dir", "."))
+    else:
+        df = load_sweep(sweep)
+        root = Path(df.attrs["sweep_dir"])
+    histories: list[dict[str, Any] | None] = []
+    port_info: dict[str, tuple[str | None, str]] = {}
+    for rel in df["path"]:
+        series = None
+        if rel:
+            with contextlib.suppress(FileNotFoundError, KeyError, OSError, ValueError):
+                res = load_results(root / rel)
+                if component in res.components:
+                    series = res.history(component, list(ports) if ports is not None else None)
+                    for name, s in series.items():
+                        port_info.setdefault(name, (s.unit, s.port_type))
+        histories.append(series)
+    names = list(ports) if ports is not None else list(port_info)
+    n_runs = len(df)
+    data_vars: dict[str, Any] = {}
+    coords: dict[str, Any] = {"run": np.asarray(df.index)}
+    if time is None:
+        n = max((len(next(iter(h.values()))) for h in histories if h), default=0)
+        t = np.full((n_runs, n), np.nan)
+        micro = np.full((n_runs, n), -1, dtype=np.int64)
+        lengths = np.zeros(n_runs, dtype=np.int64)
+        values = {name: _padded(port_info.get(name, (None, "real"))[1], n_runs, n) for name in names}
+        for i, h in enumerate(histories):
+            if not h:
+                continue
+            first = next(iter(h.values()))
+            k = len(first)
+            lengths[i] = k
+            t[i, :k], micro[i, :k] = first.time, first.micro
+            for name in names:
+                if name in h:
+                    values[name][i, :k] = h[name].values
+        dims = ("run", "sample")
+        data_vars["time"] = (dims, t, {"units": "s"})
+        data_vars["micro"] = (dims, micro)
+        data_vars["n_samples"] = ("run", lengths)
+    else:
+        grid = np.asarray(time, dtype=np.float64)
+        values = {name: _padded(port_info.get(name, (None, "real"))[1], n_runs, len(grid)) for name in names}
+        for i, h in enumerate(histories):
+            if not h:
+                continue
+            for name in names:
+                if name in h:
+                    values[name][i, :] = _on_grid(h[name], grid)
+        dims = ("run", "time")
+        coords["time"] = ("time", grid, {"units": "s"})
+    for name in names:
+        unit, kind = port_info.get(name, (None, "real"))
+        attrs = {"port_type": kind}
+        if unit:
+            attrs["units"] = unit
+        data_vars[name] = (dims, values[name], attrs)
+    for col in df.columns:
+        if col not in ("traceback",):
+            coords[col] = ("run", np.asarray(df[col]))
+    ds = xr.Dataset(data_vars, coords=coords, attrs={"component": component, "sweep_dir": str(root)})
+    return ds
+
+
+def _padded(kind: str, n_runs: int, n: int) -> np.ndarray:
+    if kind == "string":
+        out = np.empty((n_runs, n), dtype=object)
+        out[...] = ""
+        return out
+    return np.full((n_runs, n), np.nan)
+
+
+def _on_grid(series: Any, grid: np.ndarray) -> np.ndarray:
+    t = np.asarray(series.time, dtype=np.float64)
+    v = np.asarray(series.values)
+    if len(t) == 0:
+        return np.full(len(grid), np.nan)
+    # several samples at one instant (events, superdense time): between instants np.interp uses the
+    # left limit, at the instant itself the last sample (the value after the event), like the hold below
+    inside = (grid >= t[0]) & (grid <= t[-1])
+    if series.port_type == "real":
+        out = np.interp(grid, t, v.astype(np.float64))
+        out[~inside] = np.nan
+        return out
+    pos = np.clip(np.searchsorted(t, grid, side="right") - 1, 0, len(t) - 1)
+    held = v[pos]
+    if series.port_type == "string":
+        held = held.astype(object)
+        held[~inside] = ""
+        return held
+    held = held.astype(np.float64)
+    held[~inside] = np.nan
+    return held

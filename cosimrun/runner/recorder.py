@@ -1,0 +1,131 @@
+"""The driver's side of a sweep: outcomes recorded into the index, the summary and the exit status.
+
+A launcher records every job's outcome with :func:`recorder_for` of its sweep
+directory; ``cosimrun``'s ``main()`` calls :func:`finish` after Hydra returns.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
+from cosimrun.runner.outcome import JobOutcome
+
+
+class SweepRecorder:
+    """Driver-side bookkeeping of one sweep directory: outcomes by job number and the index file.
+
+    The index is rewritten when a job is recorded, at most every *min_interval*
+    seconds (plus :meth:`flush` at the end of every batch), so that an
+    interrupted sweep still has an index of what finished.
+    """
+
+    def __init__(self, sweep_dir: str | os.PathLike[str], min_interval: float = 0.5) -> None:
+        self.sweep_dir = Path(sweep_dir).absolute()
+        self.index_path = self.sweep_dir / INDEX_FILE
+        self.min_interval = min_interval
+        self.outcomes: dict[int, JobOutcome] = {}
+        self._last_write = -math.inf
+        self._dirty = False
+        self.experiment = ""
+        self._first_start = math.inf
+        self._last_end = -math.inf
+
+    def add_pending(self, num: int, overrides: Sequence[str]) -> None:
+        self.outcomes[num] = JobOutcome(num, "pending", list(overrides), attempts=0)
+        self._dirty = True
+
+    def record(self, outcome: JobOutcome) -> None:
+        now = time.monotonic()
+        if not outcome.reused and not math.isnan(outcome.job_time_s):
+            self._first_start = min(self._first_start, now - outcome.job_time_s)
+            self._last_end = now
+        self.outcomes[outcome.num] = outcome
+        self._dirty = True
+        if time.monotonic() - self._last_write >= self.min_interval:
+            self.flush()
+
+    def interrupt_pending(self) -> None:
+        for num, o in self.outcomes.items():
+            if o.status == "pending":
+                self.outcomes[num] = replace(o, status="interrupted", error="the sweep was interrupted")
+        self._dirty = True
+
+    def flush(self) -> None:
+        if not self._dirty or not self.outcomes:
+            return
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        write_index(self.index_path, self.outcomes.values(), self.attrs())
+        self._last_write = time.monotonic()
+        self._dirty = False
+
+    @property
+    def jobs_wall_time_s(self) -> float:
+        """From the start of the first job run here to the end of the last one (NaN before any)."""
+        return self._last_end - self._first_start if self._last_end >= self._first_start else math.nan
+
+    def attrs(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "jobs_wall_time_s": self.jobs_wall_time_s}
+
+    @property
+    def failed(self) -> list[JobOutcome]:
+        return [o for _, o in sorted(self.outcomes.items()) if o.failed]
+
+    def summary(self) -> str:
+        """A short block: counts, then one line per failed job with its error, then the index path."""
+        rows = list(self.outcomes.values())
+        c = status_counts(rows)
+        head = f"sweep: {c['n_jobs']} jobs, {c['n_complete']} complete"
+        head += f" ({c['n_reused']} reused)" if c["n_reused"] else ""
+        head += f", {c['n_failed']} failed"
+        head += f", {c['n_interrupted']} interrupted" if c["n_interrupted"] else ""
+        head += f", {c['n_pending']} not run" if c["n_pending"] else ""
+        lines = [head]
+        for o in self.failed:
+            if o.status == "failed":
+                lines.append(f"  #{o.num} failed: {' '.join(_task_overrides(o.overrides))}: {o.error}")
+        lines.append(f"index: {self.index_path}")
+        if c["n_interrupted"] or c["n_pending"]:
+            lines.append(
+                f"to finish it, run the same command with hydra.sweep.dir={self.sweep_dir} hydra.launcher.resume=true"
+            )
+        return "\n".join(lines)
+
+
+def _task_overrides(overrides: Sequence[str]) -> list[str]:
+    return [o for o in overrides if not o.startswith("hydra.")]
+
+
+_recorders: dict[Path, SweepRecorder] = {}
+
+
+def recorder_for(sweep_dir: str | os.PathLike[str]) -> SweepRecorder:
+    """The driver's recorder of *sweep_dir* (created on first use)."""
+    key = Path(sweep_dir).absolute()
+    if key not in _recorders:
+        _recorders[key] = SweepRecorder(key)
+    return _recorders[key]
+
+
+def finish(stream: TextIO | None = None) -> int:
+    """End of the command: flush every index, print each sweep's summary; 1 if a job failed, else 0.
+
+    Called by ``cosimrun``'s ``main()`` after Hydra returns (nothing happens when no sweep ran).
+    """
+    code = 0
+    for sweep_dir in list(_recorders):
+        recorder = _recorders.pop(sweep_dir)
+        if not recorder.outcomes:
+            continue
+        recorder.flush()
+        failed = bool(recorder.failed)
+        print(recorder.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
+        code = code or int(failed)
+    return code
