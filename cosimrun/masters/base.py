@@ -63,6 +63,8 @@ class MasterStats:
 
 
 Pusher = Callable[[float], None] | None
+Checkpoint = tuple[list[tuple[CoSimComponent, Any]], list[Any]]
+"""Component snapshots and port values to roll back to (see :meth:`Master.checkpoint`)."""
 Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float]]]
 """A component, its input pusher and the ``(dst, src, scale, offset)`` links it reads before stepping."""
 
@@ -207,6 +209,8 @@ class Master:
                 self._resolution.append((solver.solve, outward))
                 self._late.extend(comps[n] for n in item.components)
         self._late = list(dict.fromkeys(self._late))
+        self._ports = [p for c in comps.values() for p in (*c.inputs.values(), *c.outputs.values())]
+        self._switchers = [c for c in comps.values() if hasattr(c, "apply_mode_switch")]
         self._timed = [
             c for c in comps.values() if c.max_step is not None or not _uses_default(c, "next_time_event")
         ]
@@ -389,10 +393,39 @@ class Master:
         for comp in self._late:
             comp.record_history = True
 
-    def record_late(self, t: float) -> None:
-        """Record components whose outputs changed in the resolution phase."""
-        for comp in self._late:
-            comp._record_outputs(t)
+    # ------------------------------------------------------------------ rollback and mode switches
+    def checkpoint(self, components: list[CoSimComponent]) -> Checkpoint:
+        """Snapshots of *components* plus every port value of the system."""
+        return [(c, c.snapshot_state()) for c in components], [p.value for p in self._ports]
+
+    def roll_back(self, checkpoint: Checkpoint, t: float) -> None:
+        """Return the components and ports to *checkpoint*, taken at time *t*."""
+        snaps, values = checkpoint
+        for comp, snap in snaps:
+            comp.restore_state(snap, t)
+        for port, value in zip(self._ports, values, strict=True):
+            port.value = value
+        self.stats.rollbacks += 1
+
+    def hold_mode_switches(self, hold: bool) -> None:
+        """Stop (or allow again) multi-model components switching inside their steps.
+
+        Masters that step tentatively switch modes only at accepted points,
+        through :meth:`switch_modes`, so snapshots stay valid.
+        """
+        for comp in self._switchers:
+            comp._allow_mode_switching = not hold
+
+    def switch_modes(self, t: float) -> bool:
+        """Let multi-model components switch at the accepted point *t*; re-exchange if any did."""
+        switched = False
+        for comp in self._switchers:
+            switched = comp.apply_mode_switch(t) or switched
+        if switched:
+            self.exchange()
+            if self._resolution:
+                self.resolve(t)
+        return switched
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         """Advance from tick *a* towards *b*; return the tick reached."""

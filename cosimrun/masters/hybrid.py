@@ -82,17 +82,14 @@ class Hybrid(Master):
                     "False, for itself or one of its modes), so it cannot be an event source under the hybrid master"
                 )
         self._sources = [c for c in self._rollback if c.has_state_events]
-        self._switchers = [c for c in comps if hasattr(c, "apply_mode_switch")]
         self._plan, _ = self.stepping_plan(self._rollback, fresh=True)
-        self._ports = [p for c in comps for p in (*c.inputs.values(), *c.outputs.values())]
         self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
         self._subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
         for ev in self.system.event_connections:
             self._subscribers.setdefault((ev.source, ev.event), []).append(self.system.components[ev.subscriber])
         for comp in comps:
             comp.record_history = False
-        for comp in self._switchers:
-            comp._allow_mode_switching = False
+        self.hold_mode_switches(True)
         self._g = self._indicators()
         self._stand_ins: set[tuple[str, str]] = set()
         self._probes: dict[tuple[str, str], float] = {}
@@ -103,8 +100,7 @@ class Hybrid(Master):
     def finish(self) -> None:
         for comp in self._all:
             comp.record_history = True
-        for comp in self._switchers:
-            comp._allow_mode_switching = True
+        self.hold_mode_switches(False)
 
     # ------------------------------------------------------------------ helpers
     def _indicators(self) -> Indicators:
@@ -124,18 +120,6 @@ class Hybrid(Master):
                     continue
                 out.append((comp, name))
         return out
-
-    def _save(self, t: float) -> tuple[list[tuple[CoSimComponent, Any]], list[Any]]:
-        snaps = [(c, c.snapshot_state()) for c in self._rollback]
-        return snaps, [p.value for p in self._ports]
-
-    def _restore(self, saved: tuple[list[tuple[CoSimComponent, Any]], list[Any]], t: float) -> None:
-        snaps, values = saved
-        for comp, snap in snaps:
-            comp.restore_state(snap, t)
-        for port, value in zip(self._ports, values, strict=True):
-            port.value = value
-        self.stats.rollbacks += 1
 
     def _reference(self, g_a: Indicators, hints: dict[tuple[str, str], Any]) -> Indicators:
         """Indicator values to compare trial steps against.
@@ -180,10 +164,10 @@ class Hybrid(Master):
         on_surface = [(c.name, n) for c in self._sources for n, v in g_now[c.name].items() if abs(v) <= tol]
         if not on_surface:
             return
-        saved = self._save(t)
+        saved = self.checkpoint(self._rollback)
         g_probe = self._trial(t, t + 1000.0 * self.time_tolerance)
         self._drain_hints()
-        self._restore(saved, t)
+        self.roll_back(saved, t)
         self._probes = {key: g_probe[key[0]][key[1]] for key in on_surface if abs(g_probe[key[0]][key[1]]) > tol}
 
     def _trial(self, t: float, t1: float) -> Indicators:
@@ -206,7 +190,7 @@ class Hybrid(Master):
     # ------------------------------------------------------------------ stepping
     def advance(self, clock: Clock, a: int, b: int) -> int:
         t = clock.time(a)
-        saved = self._save(t) if self._sources else None
+        saved = self.checkpoint(self._rollback) if self._sources else None
         passive_in = [p.value for p in self._passive_inputs]
         g_b = self._trial(t, clock.time(b))
         hints = self._drain_hints()
@@ -246,13 +230,7 @@ class Hybrid(Master):
             comp._record_outputs(t1)
 
     def _switch_modes(self, t: float) -> None:
-        switched = False
-        for comp in self._switchers:
-            switched = comp.apply_mode_switch(t) or switched
-        if switched:
-            self.exchange()
-            if self._resolution:
-                self.resolve(t)
+        if self.switch_modes(t):
             self._g = self._indicators()
 
     def _localize(
@@ -288,7 +266,7 @@ class Hybrid(Master):
             else:
                 tau = lo + round((hi - lo) * (f_lo / (f_lo - f_hi)))
             tau = min(max(tau, lo + 1), hi - 1)
-            self._restore(saved, t_a)
+            self.roll_back(saved, t_a)
             g_tau = self._trial(t_a, clock.time(tau))
             self._drain_hints()
             found = self._crossings(g_a, g_tau)
@@ -309,7 +287,7 @@ class Hybrid(Master):
                     f_hi *= 0.5
                 retained = 1
         if not at_hi:
-            self._restore(saved, t_a)
+            self.roll_back(saved, t_a)
             g_hi = self._trial(t_a, clock.time(hi))
             self._drain_hints()
         return hi, g_hi, crossings

@@ -55,35 +55,27 @@ class IJCSA(GaussSeidel):
                 f"{', '.join(stuck)} cannot roll back (use iterate_steps=false)"
             )
         self._iface = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
-        self._ports = [p for c in self.order for p in (*c.inputs.values(), *c.outputs.values())]
-        self._switchers = [c for c in self.order if hasattr(c, "apply_mode_switch")]
+        self._late_evaluators = [self._evaluator(c) for c in self._late]
         for comp in self.order:
             comp.record_history = False
-        for comp in self._switchers:
-            comp._allow_mode_switching = False
+        self.hold_mode_switches(True)
 
     def finish(self) -> None:
         super().finish()
         if self.iterate_steps:
             for comp in self.order:
                 comp.record_history = True
-            for comp in self._switchers:
-                comp._allow_mode_switching = True
+            self.hold_mode_switches(False)
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         if not self.iterate_steps:
             return super().advance(clock, a, b)
         t, t1 = clock.time(a), clock.time(b)
-        snaps = [(c, c.snapshot_state()) for c in self.order]
-        values = [p.value for p in self._ports]
+        saved = self.checkpoint(self.order)
         u_now = np.array([lk.dst.value for lk in self._iface])
 
         def residual(x: np.ndarray) -> np.ndarray:
-            for comp, snap in snaps:
-                comp.restore_state(snap, t)
-            for port, value in zip(self._ports, values, strict=True):
-                port.value = value
-            self.stats.rollbacks += 1
+            self.roll_back(saved, t)
             for lk, mean in zip(self._iface, 0.5 * (u_now + x), strict=True):
                 lk.dst.value = float(mean)
             self.push_all(t)
@@ -91,11 +83,8 @@ class IJCSA(GaussSeidel):
                 comp.do_step(t, t1 - t)
             for lk, value in zip(self._iface, x, strict=True):
                 lk.dst.value = float(value)
-            for comp in self._late:
-                push = self.pushers[comp.name]
-                if push is not None:
-                    push(t1)
-                comp.evaluate_outputs({}, t1)
+            for evaluate in self._late_evaluators:
+                evaluate(t1)
             self.stats.trial_steps += 1
             y = np.array([lk.conversion.scale * lk.src.value + lk.conversion.offset for lk in self._iface])
             return y - x
@@ -126,8 +115,5 @@ class IJCSA(GaussSeidel):
             self.resolve(t1)
         for comp in self.order:
             comp._record_outputs(t1)
-        if any([comp.apply_mode_switch(t1) for comp in self._switchers]):
-            self.exchange()
-            if self._resolution:
-                self.resolve(t1)
+        self.switch_modes(t1)
         return b
