@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from cosimrun.config.build import ConfigError, Experiment, build_experiment, recorded_ports
-from cosimrun.core.ports import PortType
 from cosimrun.masters import LoopConvergenceError
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import HistoryStreamer, write_run_result
@@ -86,7 +85,7 @@ def run_experiment(
     system = exp.system
     for name, ports in exp.recorded.items():
         specs = system.components[name].outputs
-        writer.add_component(name, {p: (specs[p].spec.unit_name, _kind(specs[p].spec.type)) for p in ports})
+        writer.add_component(name, {p: (specs[p].spec.unit_name, specs[p].spec.type) for p in ports})
     streamer = HistoryStreamer(
         writer, {n: system.components[n].history for n in exp.recorded}, flush_interval=exp.storage.flush_interval,
         release=True,
@@ -137,7 +136,3 @@ def _abort(
     finally:
         writer.close(status, error=message, traceback=trace)
     return RunOutcome(exp.name, status, path, exp.master.name, None, message, time.perf_counter() - start, failed_at)
-
-
-def _kind(port_type: PortType) -> str:
-    return port_type.value
