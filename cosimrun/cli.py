@@ -104,9 +104,10 @@ def _task(cfg: Any) -> Any:
     from cosimrun.config.build import ConfigError
     from cosimrun.console import Console
     from cosimrun.plugins import PluginError
+    from cosimrun.runner.configtext import resolved
     from cosimrun.runner.run import prepare, run_experiment
 
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain, config_yaml = resolved(cfg)
     try:
         experiment = prepare(plain)
     except (ConfigError, PluginError) as exc:
@@ -120,8 +121,8 @@ def _task(cfg: Any) -> Any:
     outcome = run_experiment(
         plain,
         out_dir,
-        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
-        overrides=list(hydra_cfg.overrides.task),
+        config_yaml=config_yaml,
+        overrides=[str(o) for o in OmegaConf.to_container(hydra_cfg.overrides.task)],
         progress=console.progress,
         experiment=experiment,
     )

@@ -27,7 +27,6 @@ import pickle
 import sys
 import threading
 import time
-import traceback as _traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,16 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
+from cosimrun.runner.configtext import resolved
 from cosimrun.runner.outcome import JobOutcome, final_values
 from cosimrun.runner.recorder import recorder_for
+from cosimrun.runner.worker import JobPayload, describe_exception
 from cosimrun.storage.hdf5 import FORMAT
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
-
-
-def _describe_exception(exc: BaseException) -> tuple[str, str]:
-    return f"{type(exc).__name__}: {exc}", "".join(_traceback.format_exception(exc))
 
 
 # ---------------------------------------------------------------------- the job body
@@ -85,13 +82,12 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     start = time.perf_counter()
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
-    overrides = list(hydra_cfg.overrides.task)
+    overrides = [str(o) for o in OmegaConf.to_container(hydra_cfg.overrides.task)]  # as given, unresolved
     num = int(hydra_cfg.job.num)
     outcome = JobOutcome(num=num, status="failed", overrides=overrides)
     interrupted = False
     try:
-        plain = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(plain, dict)
+        plain, config_yaml = resolved(cfg)
         experiment = prepare(plain)
         if experiment.action == "describe":
             print(f"#{num} {' '.join(overrides)}\n{experiment.system.describe()}")
@@ -100,7 +96,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
             run = run_experiment(
                 plain,
                 out_dir,
-                config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+                config_yaml=config_yaml,
                 overrides=overrides,
                 experiment=experiment,
             )
@@ -119,7 +115,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
         outcome.status, outcome.error = "interrupted", "interrupted by the user"
         interrupted = True
     except Exception as exc:  # a config error or a bug: this job fails, the sweep goes on
-        outcome.error, outcome.traceback = _describe_exception(exc)
+        outcome.error, outcome.traceback = describe_exception(exc)
     outcome.job_time_s = time.perf_counter() - start
     if not getattr(_managed, "active", False) and _driver_pid == os.getpid():
         sweep_dir = Path(str(hydra_cfg.sweep.dir)).absolute()
@@ -156,47 +152,6 @@ class JobSpec:
     def payload(self) -> JobPayload:
         """What goes to the worker: the pickled config (needs no config files there)."""
         return JobPayload(self.num, list(self.overrides), _dumps(self.config), str(self.job_dir))
-
-
-@dataclass
-class JobPayload:
-    """A composed job on its way to a worker: numbers, overrides and the config pickled once."""
-
-    num: int
-    overrides: list[str]
-    config: bytes
-    job_dir: str
-
-    def to_config(self) -> DictConfig:
-        return pickle.loads(self.config)
-
-
-STARTED_FILE = ".cosimrun-started"
-"""In a job directory: one line ``<launch token> <attempt>`` per attempt that started on a worker."""
-
-
-def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> None:
-    """Note in the job directory that this attempt started (before anything that might crash)."""
-    try:
-        Path(job_dir).mkdir(parents=True, exist_ok=True)
-        with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
-            f.write(f"{token} {attempt}\n")
-    except OSError:  # a read-only or vanished directory: the job will report it
-        pass
-
-
-def started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> bool:
-    """Whether attempt *attempt* of launch *token* started running (see :func:`mark_started`).
-
-    A dask worker may hold a job that waits for its thread; when the worker
-    dies, dask reports that job as lost too. Such a job is submitted again
-    without counting an attempt.
-    """
-    try:
-        lines = (Path(job_dir) / STARTED_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return False
-    return f"{token} {attempt}" in lines
 
 
 def _class_by_name(module: str, qualname: str) -> Any:
@@ -404,7 +359,7 @@ def _hydra_config(config: DictConfig) -> Any:
 
 def expected_config_yaml(spec: JobSpec) -> str:
     """The resolved task config that the job's run stores (``config_yaml``), as ``run_job`` would see it."""
-    from omegaconf import OmegaConf, open_dict, read_write
+    from omegaconf import open_dict, read_write
 
     config = spec.config.copy()
     with read_write(config), open_dict(config):
@@ -413,7 +368,7 @@ def expected_config_yaml(spec: JobSpec) -> str:
         config.hydra.runtime.output_dir = os.path.abspath(spec.job_dir)
     with _hydra_config(config):
         try:
-            return OmegaConf.to_yaml(_task_config(config), resolve=True)
+            return resolved(_task_config(config))[1]
         except Exception:  # unresolvable: the job will report it; it just cannot be reused
             return ""
 
@@ -446,64 +401,6 @@ def reusable(spec: JobSpec) -> bool:
     return text["config_yaml"] == expected_config_yaml(spec)
 
 
-_job_lock = threading.Lock()
-_installed_state: str | None = None
-
-
-def run_hydra_job(
-    payload: JobPayload, task_function: Any, state: bytes, state_token: str, attempt: int = 1
-) -> JobOutcome:
-    """Run one composed job on a worker with Hydra's ``run_job``; never raises for a failed job.
-
-    *state* is Hydra's ``Singleton`` state from the driver, pickled once per
-    sweep (``cloudpickle``) and installed once per worker process (identified by
-    *state_token*). A task that raises (or exits) becomes a ``failed`` outcome
-    with the error and traceback. Jobs in one worker process run one at a
-    time: Hydra's config singletons and the working directory are process-wide.
-    """
-    global _installed_state
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import JobStatus, run_job, setup_globals
-    from hydra.types import HydraContext
-
-    with _job_lock:
-        start = time.perf_counter()
-        mark_started(payload.job_dir, state_token, attempt)
-        value: Any
-        try:
-            if _installed_state != state_token:
-                import cloudpickle
-
-                Singleton.set_state(cloudpickle.loads(state))
-                _installed_state = state_token
-            setup_globals()
-            config = payload.to_config()
-            with managed_job():
-                ret = run_job(
-                    hydra_context=HydraContext(config_loader=None, callbacks=Callbacks(config)),  # type: ignore[arg-type]
-                    task_function=task_function,
-                    config=config,
-                    job_dir_key="hydra.sweep.dir",
-                    job_subdir_key="hydra.sweep.subdir",
-                )
-            value = ret._return_value
-            if ret.status == JobStatus.FAILED:
-                error, trace = _describe_exception(value)
-                value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
-        except BaseException as exc:  # SystemExit from a task, or Hydra itself failing on this job
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            error, trace = _describe_exception(exc)
-            value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
-        if not isinstance(value, JobOutcome):  # a task function that is not cosimrun's: keep its value
-            value = JobOutcome(payload.num, "complete", payload.overrides, summaries={"return_value": value})
-        value.job_time_s = time.perf_counter() - start
-        value.attempts = attempt
-        value.worker = _worker_address()
-        return value
-
-
 def job_return(spec: JobSpec, outcome: JobOutcome) -> Any:
     """The ``JobReturn`` Hydra's sweeper gets: status ``COMPLETED``, *outcome* as return value.
 
@@ -523,12 +420,3 @@ def job_return(spec: JobSpec, outcome: JobOutcome) -> Any:
         status=JobStatus.COMPLETED,
         _return_value=outcome,
     )
-
-
-def _worker_address() -> str:
-    try:
-        from distributed import get_worker
-
-        return str(get_worker().address)
-    except Exception:
-        return ""

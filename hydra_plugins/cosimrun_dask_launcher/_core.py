@@ -25,7 +25,7 @@ import cloudpickle
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
-from cosimrun.runner import sweep
+from cosimrun.runner import sweep, worker
 from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
 from cosimrun.runner.recorder import SweepRecorder, recorder_for
 
@@ -125,7 +125,7 @@ class _Batch:
         queue, self._queue = self._queue, []
         for pos, spec, attempt in queue:
             future = self.client.submit(
-                sweep.run_hydra_job,
+                worker.run_hydra_job,
                 spec.payload(),
                 self.launcher.task_function,
                 self.state,
@@ -167,7 +167,7 @@ class _Batch:
             outcome.attempts = attempt
         else:
             exc = future.exception()
-            if _worker_died(exc) and not sweep.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
+            if _worker_died(exc) and not worker.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
                 # it was only waiting on the worker that died: not an attempt
                 self._requeued += 1
                 future.release()
@@ -305,6 +305,7 @@ _PRELOAD = (
     "hydra.core.utils",
     "hydra._internal.callbacks",
     "cosimrun.runner.sweep",
+    "cosimrun.runner.worker",
     "cosimrun.runner.run",
 )
 

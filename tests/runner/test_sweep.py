@@ -15,9 +15,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import index as sweep_index
-from cosimrun.runner import sweep
+from cosimrun.runner import sweep, worker
 from cosimrun.runner.index import INDEX_FILE, write_index
 from cosimrun.runner.load import load_sweep, load_sweep_dataset
 from cosimrun.runner.outcome import JobOutcome, objective_value
@@ -180,11 +181,11 @@ def test_objective_for_optimizing_sweepers() -> None:
 
 def test_started_marks_tell_a_lost_job_that_ran_from_one_that_waited(tmp_path: Path) -> None:
     job_dir = tmp_path / "3"
-    assert not sweep.started(job_dir, "tok", 1)
-    sweep.mark_started(job_dir, "tok", 1)
-    sweep.mark_started(job_dir, "tok", 2)
-    assert sweep.started(job_dir, "tok", 1) and sweep.started(job_dir, "tok", 2)
-    assert not sweep.started(job_dir, "tok", 3) and not sweep.started(job_dir, "other", 1)
+    assert not worker.started(job_dir, "tok", 1)
+    worker.mark_started(job_dir, "tok", 1)
+    worker.mark_started(job_dir, "tok", 2)
+    assert worker.started(job_dir, "tok", 1) and worker.started(job_dir, "tok", 2)
+    assert not worker.started(job_dir, "tok", 3) and not worker.started(job_dir, "other", 1)
 
 
 def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
@@ -383,25 +384,6 @@ def test_optuna_sweeper_optimizes_an_index_column(tmp_path: Path, cosimrun) -> N
 
 
 # ---------------------------------------------------------------------- shared compositions
-def _hydra_sweep_context(overrides: list[str]) -> tuple[object, object]:
-    """A Hydra context and multirun master config as ``cosimrun -m <overrides>`` builds them (in process)."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.utils import setup_globals
-    from hydra.types import HydraContext, RunMode
-
-    from cosimrun.cli import register_hydra_plugins
-    from cosimrun.config.schema import register_configs
-
-    register_configs()
-    register_hydra_plugins()
-    setup_globals()
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://cosimrun.conf"))
-    master = loader.load_configuration("config", overrides, run_mode=RunMode.MULTIRUN)
-    return HydraContext(config_loader=loader, callbacks=Callbacks()), master
-
-
 def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
     import itertools
 
@@ -423,7 +405,7 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
         "hydra.launcher.n_workers=2",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    ctx, master = _hydra_sweep_context(cli)
+    ctx, master = sweep_context(cli)
     jobs = [
         ["+experiment=pendulum_switch", tf, kp, m, "+extra.note='a b=c, d'", 'description="quoted: x=1"']
         for (tf, kp), m in itertools.product(values, masters)
@@ -453,7 +435,7 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
 def test_shared_compositions_raise_hydras_errors(tmp_path: Path) -> None:
     from hydra.errors import ConfigCompositionException
 
-    ctx, master = _hydra_sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
     composer = sweep.JobComposer(ctx, master)
     for overrides in (["+experiment=pendulum_switch", "no.such.key=1"], ["+experiment=nope", "run.tf=1"]):
         with pytest.raises(ConfigCompositionException) as shared:

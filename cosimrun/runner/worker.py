@@ -1,0 +1,227 @@
+"""The worker's side of a sweep job: run a config composed on the driver, report an outcome.
+
+:func:`run_hydra_job` is the task the dask launcher submits per job. It
+installs the driver's Hydra state once per process, marks the attempt as
+started (so that the driver can tell a job lost while running from one that
+only waited on a dying worker, see :func:`started`) and runs the job with
+:func:`run_composed_job`: what Hydra's ``run_job`` does (job directory,
+``.hydra`` files, job logging, ``hydra.job.env_set``, callbacks, working
+directory), without the four copies of the config ``run_job`` makes to guard
+a config it does not own; the worker owns the one it unpickled.
+
+Nothing here imports dask (only :func:`_worker_address` asks for the worker
+it runs on, when there is one).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+import traceback as _traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cosimrun.runner.configtext import dump
+from cosimrun.runner.outcome import JobOutcome
+
+if TYPE_CHECKING:
+    from hydra.core.utils import JobReturn
+    from omegaconf import DictConfig
+
+
+@dataclass
+class JobPayload:
+    """A composed job on its way to a worker: numbers, overrides and the config pickled once."""
+
+    num: int
+    overrides: list[str]
+    config: bytes
+    job_dir: str
+
+    def to_config(self) -> DictConfig:
+        """A new copy of the job's full config (``hydra`` node included) for each call."""
+        return pickle.loads(self.config)
+
+
+STARTED_FILE = ".cosimrun-started"
+"""In a job directory: one line ``<launch token> <attempt>`` per attempt that started on a worker."""
+
+
+def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> None:
+    """Note in the job directory that this attempt started (before anything that might crash)."""
+    try:
+        Path(job_dir).mkdir(parents=True, exist_ok=True)
+        with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
+            f.write(f"{token} {attempt}\n")
+    except OSError:  # a read-only or vanished directory: the job will report it
+        pass
+
+
+def started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> bool:
+    """Whether attempt *attempt* of launch *token* started running (see :func:`mark_started`).
+
+    A dask worker may hold a job that waits for its thread; when the worker
+    dies, dask reports that job as lost too. Such a job is submitted again
+    without counting an attempt.
+    """
+    try:
+        lines = (Path(job_dir) / STARTED_FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return False
+    return f"{token} {attempt}" in lines
+
+
+def describe_exception(exc: BaseException) -> tuple[str, str]:
+    """``(error, traceback)`` texts of *exc* as the sweep index stores them."""
+    return f"{type(exc).__name__}: {exc}", "".join(_traceback.format_exception(exc))
+
+
+def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
+    """Run *payload* like Hydra's ``run_job(..., job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")``.
+
+    The same job directory (``payload.job_dir``, computed on the driver from
+    those keys), ``hydra.runtime.output_dir``, working directory
+    (``hydra.job.chdir``), job logging, ``.hydra/{config,hydra,overrides}.yaml``
+    (same text), ``hydra.job.env_set``, callbacks and ``JobReturn``. The
+    config is unpickled twice instead of copied: one copy is Hydra's config
+    for ``HydraConfig.get()`` and ``${hydra:...}``, the other, without its
+    ``hydra`` node, is the task's.
+    """
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    config = payload.to_config()
+    output_dir = os.path.abspath(payload.job_dir)
+    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+        config.hydra.runtime.output_dir = output_dir
+    OmegaConf.set_readonly(config.hydra, True)
+    task_cfg = payload.to_config()
+    with read_write(task_cfg), open_dict(task_cfg):
+        del task_cfg["hydra"]
+
+    instance = HydraConfig.instance()
+    saved_hydra_cfg, old_cwd = instance.cfg, os.getcwd()
+    instance.cfg = config  # what HydraConfig.get() reads: config.hydra, with the task's keys beside it
+    hydra = config.hydra
+    chdir = bool(hydra.job.chdir)
+    try:
+        ret = JobReturn(overrides=OmegaConf.to_container(hydra.overrides.task), cfg=task_cfg, hydra_cfg=config)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        if chdir:
+            os.chdir(output_dir)
+        ret.working_dir = os.getcwd()
+        configure_log(hydra.job_logging, hydra.verbose)
+        if hydra.output_subdir is not None:
+            files = Path(output_dir) / str(hydra.output_subdir)
+            files.mkdir(parents=True, exist_ok=True)
+            for name, data in (
+                ("config.yaml", task_cfg),
+                ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)}),
+                ("overrides.yaml", hydra.overrides.task),
+            ):
+                (files / name).write_text(dump(data), encoding="utf-8")
+        callbacks = Callbacks(config)
+        with env_override(OmegaConf.to_container(hydra.job.env_set)):  # type: ignore[arg-type]
+            callbacks.on_job_start(config=config, task_function=task_function)
+            try:
+                ret.return_value = task_function(task_cfg)
+                ret.status = JobStatus.COMPLETED
+            except Exception as exc:
+                ret.return_value = exc
+                ret.status = JobStatus.FAILED
+        ret.task_name = JobRuntime.instance().get("name")
+        _flush_loggers()
+        callbacks.on_job_end(config=config, job_return=ret)
+        return ret
+    finally:
+        instance.cfg = saved_hydra_cfg
+        if chdir:
+            os.chdir(old_cwd)
+
+
+def warm_up() -> None:
+    """Prepare this process for jobs before the first arrives: imports, the component registry, a frozen heap.
+
+    Called by the dask launcher's worker preload while the cluster starts, and
+    by :func:`run_hydra_job` before a process's first job. ``gc.freeze`` moves
+    the objects alive now (modules, Hydra's config store, the unit registry)
+    out of the collector's sight, so that the collections a job's allocations
+    trigger do not scan them again and again.
+    """
+    import gc
+
+    from hydra._internal.callbacks import Callbacks  # noqa: F401
+    from hydra._internal.logging_config import configure_logging  # noqa: F401
+
+    from cosimrun.plugins import component_names
+    from cosimrun.runner import run, sweep  # noqa: F401
+
+    component_names()
+    gc.collect()
+    gc.freeze()
+
+
+_job_lock = threading.Lock()
+_installed_state: str | None = None
+
+
+def run_hydra_job(
+    payload: JobPayload, task_function: Any, state: bytes, state_token: str, attempt: int = 1
+) -> JobOutcome:
+    """Run one composed job on a worker; never raises for a failed job.
+
+    *state* is Hydra's ``Singleton`` state from the driver, pickled once per
+    sweep (``cloudpickle``) and installed once per worker process (identified by
+    *state_token*). A task that raises (or exits) becomes a ``failed`` outcome
+    with the error and traceback. Jobs in one worker process run one at a
+    time: Hydra's config singletons and the working directory are process-wide.
+    """
+    global _installed_state
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobStatus, setup_globals
+
+    from cosimrun.runner.sweep import managed_job
+
+    with _job_lock:
+        start = time.perf_counter()
+        mark_started(payload.job_dir, state_token, attempt)
+        value: Any
+        try:
+            if _installed_state != state_token:
+                import cloudpickle
+
+                Singleton.set_state(cloudpickle.loads(state))
+                _installed_state = state_token
+                warm_up()
+            setup_globals()
+            with managed_job():
+                ret = run_composed_job(payload, task_function)
+            value = ret._return_value
+            if ret.status == JobStatus.FAILED:
+                error, trace = describe_exception(value)
+                value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
+        except BaseException as exc:  # SystemExit from a task, or Hydra itself failing on this job
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            error, trace = describe_exception(exc)
+            value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
+        if not isinstance(value, JobOutcome):  # a task function that is not cosimrun's: keep its value
+            value = JobOutcome(payload.num, "complete", payload.overrides, summaries={"return_value": value})
+        value.job_time_s = time.perf_counter() - start
+        value.attempts = attempt
+        value.worker = _worker_address()
+        return value
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:
+        return ""

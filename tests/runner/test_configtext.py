@@ -1,0 +1,65 @@
+"""Config text: the libyaml dump must read and look exactly like ``OmegaConf.to_yaml``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from cosimrun.runner.configtext import dump, resolved
+
+TRICKY = {
+    "ints": [1, -2, 0],
+    "floats": [1.5, -0.0, 1e-300, 1e300, math.inf, -math.inf],
+    "bools": [True, False],
+    "none": None,
+    "strings": {
+        "looks_int": "1",
+        "looks_float": "1e3",
+        "looks_bool": "true",
+        "yes": "yes",
+        "off": "Off",
+        "null_word": "null",
+        "empty": "",
+        "spaces": "  padded  ",
+        "colon": "a: b",
+        "hash": "x # not a comment",
+        "quote": "it's \"quoted\"",
+        "multi": "line one\nline two\n",
+        "unicode": "Δt = 1 µs, ω → 0",
+        "long": "word " * 40,
+        "star": "*anchor",
+        "interp": "${run.tf}",
+        "path": "/tmp/some dir/results.h5",
+    },
+    "nested": [{"a": [1, {"b": "c"}]}, [], {}],
+    "run": {"tf": 2.5},
+}
+
+
+@pytest.mark.parametrize("resolve", [False, True])
+def test_dump_is_omegaconfs_text(resolve: bool) -> None:
+    cfg = OmegaConf.create(TRICKY)
+    expected = OmegaConf.to_yaml(cfg, resolve=resolve)
+    if resolve:
+        plain, text = resolved(cfg)
+        assert plain == OmegaConf.to_container(cfg, resolve=True)
+        assert plain["strings"]["interp"] == 2.5
+    else:
+        text = dump(cfg)
+    assert text == expected
+    back = yaml.safe_load(text)
+    assert back["strings"] == OmegaConf.to_container(cfg, resolve=resolve)["strings"]
+    assert back["floats"][4] == math.inf
+
+
+def test_dump_of_plain_data_and_lists() -> None:
+    assert dump(["a=1", "b='x y'"]) == OmegaConf.to_yaml(OmegaConf.create(["a=1", "b='x y'"]))
+    assert dump({"k": "1"}) == "k: '1'\n"
+
+
+def test_resolved_refuses_a_list_config() -> None:
+    with pytest.raises(TypeError, match="mapping"):
+        resolved(OmegaConf.create([1, 2]))

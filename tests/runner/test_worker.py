@@ -1,0 +1,131 @@
+"""The worker's job runner: the same job directory, files, logging and task view as Hydra's ``run_job``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import uuid
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import h5py
+import pytest
+from support.hydra_sweep import RecordingCallback, sweep_context
+
+from cosimrun.runner import sweep, worker
+
+log = logging.getLogger(__name__)
+
+JOB = [
+    "+experiment=pendulum_switch",
+    "run.tf=0.05",
+    "components.ctrl.params.kp=41",
+    "+extra.out=${hydra:runtime.output_dir}",
+]
+
+
+def _spec(tmp_path: Path, *hydra_overrides: str, job: list[str] = JOB) -> sweep.JobSpec:
+    ctx, master = sweep_context([*job, f"hydra.sweep.dir={tmp_path / 'sweep'}", *hydra_overrides])
+    return sweep.compose_job(ctx, master, job, 3)
+
+
+def _task(cfg: Any) -> dict[str, Any]:
+    """Notes what a task sees; logs one line (into the job's log file)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    log.info("task ran")
+    hydra = HydraConfig.get()
+    if cfg.extra.get("fail"):
+        raise ValueError("the task failed")
+    return {
+        "cfg": OmegaConf.to_container(cfg, resolve=True),
+        "keys": sorted(cfg),
+        "output_dir": hydra.runtime.output_dir,
+        "num": hydra.job.num,
+        "cwd": os.getcwd(),
+        "env": os.environ.get("COSIMRUN_TEST_ENV"),
+    }
+
+
+def _hydra_run_job(spec: sweep.JobSpec) -> Any:
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import run_job
+    from hydra.types import HydraContext
+
+    config = pickle.loads(sweep._dumps(spec.config))
+    return run_job(
+        hydra_context=HydraContext(config_loader=None, callbacks=Callbacks(config)),  # type: ignore[arg-type]
+        task_function=_task,
+        config=config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+
+
+def _files(job_dir: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((job_dir / ".hydra").iterdir())}
+
+
+@pytest.mark.parametrize("chdir", [False, True])
+def test_run_composed_job_does_what_hydras_run_job_does(tmp_path: Path, chdir: bool) -> None:
+    spec = _spec(
+        tmp_path,
+        f"hydra.job.chdir={str(chdir).lower()}",
+        "+hydra.job.env_set.COSIMRUN_TEST_ENV=hello",
+        "+hydra.callbacks.rec._target_=support.hydra_sweep.RecordingCallback",
+    )
+    cwd = os.getcwd()
+    RecordingCallback.calls.clear()
+    theirs = _hydra_run_job(spec)
+    their_files = _files(spec.job_dir)
+    their_log = (spec.job_dir / "cosimrun.log").read_text()
+    ours = worker.run_composed_job(spec.payload(), _task)
+    assert os.getcwd() == cwd and "COSIMRUN_TEST_ENV" not in os.environ
+
+    assert ours.status == theirs.status and ours.return_value == theirs.return_value
+    value = ours.return_value
+    assert value["output_dir"] == str(spec.job_dir) == value["cfg"]["extra"]["out"]
+    assert value["num"] == 3 and value["env"] == "hello" and "hydra" not in value["keys"]
+    assert value["cwd"] == (str(spec.job_dir) if chdir else cwd)
+    assert ours.working_dir == theirs.working_dir and ours.task_name == theirs.task_name
+    assert ours.overrides == theirs.overrides == JOB
+    assert _files(spec.job_dir) == their_files  # the same three files, byte for byte
+    assert (spec.job_dir / "cosimrun.log").read_text().count("task ran") == their_log.count("task ran") + 1
+    assert RecordingCallback.calls == [("start", 3, None), ("end", 3, "COMPLETED")] * 2
+
+
+def test_a_failing_task_fails_the_same_way(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, job=[*JOB, "+extra.fail=true"])
+    theirs = _hydra_run_job(spec)
+    ours = worker.run_composed_job(spec.payload(), _task)
+    assert ours.status == theirs.status and ours.status.name == "FAILED"
+    assert repr(ours._return_value) == repr(theirs._return_value) == "ValueError('the task failed')"
+
+
+def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) -> None:
+    from hydra.core.singleton import Singleton
+
+    spec = _spec(tmp_path)
+    state = cloudpickle.dumps(Singleton.get_state())
+    outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, uuid.uuid4().hex)
+    assert outcome.status == "complete", outcome.error
+    assert outcome.path == str(spec.results_path) and outcome.job_time_s >= outcome.wall_time_s > 0
+    assert set(outcome.summaries) >= {"pendulum.q", "ctrl.u"}
+    with h5py.File(spec.results_path, "r") as f:
+        assert f.attrs["status"] == "complete"
+    assert sweep.reusable(spec)  # the stored config text is the one the driver expects
+
+
+def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path) -> None:
+    from hydra.core.singleton import Singleton
+
+    spec = _spec(tmp_path)
+    payload = spec.payload()
+    payload.config = b"not a pickle"
+    outcome = worker.run_hydra_job(payload, sweep.sweep_job, cloudpickle.dumps(Singleton.get_state()), "t", attempt=2)
+    assert outcome.status == "failed" and outcome.attempts == 2
+    assert outcome.error.startswith("UnpicklingError") and "Traceback" in outcome.traceback
+    assert worker.started(spec.job_dir, "t", 2)
