@@ -143,9 +143,11 @@ def register_hydra_plugins() -> None:
 
     from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
     from hydra_plugins.cosimrun_searchpath.searchpath import CosimrunSearchPathPlugin
+    from hydra_plugins.cosimrun_sweeper.sweeper import CosimrunSweeper
 
     Plugins.instance().register(CosimrunSearchPathPlugin)
     Plugins.instance().register(DaskLauncher)  # importing it also registers hydra/launcher=dask
+    Plugins.instance().register(CosimrunSweeper)  # and hydra/sweeper=cosimrun
 
 
 def main() -> None:

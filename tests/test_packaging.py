@@ -27,3 +27,28 @@ def test_configs_are_importable_package_data() -> None:
     assert {"jacobi.yaml", "gauss_seidel.yaml", "ijcsa.yaml", "hybrid.yaml"} <= masters
     experiments = {p.name for p in (conf / "experiment").iterdir()}
     assert {"pendulum_switch.yaml", "bouncing_ball.yaml", "coupled_oscillators.yaml"} <= experiments
+
+
+def test_lazy_top_level_names_all_resolve() -> None:
+    import cosimrun
+    import cosimrun.core
+
+    for package in (cosimrun, cosimrun.core):
+        names = set(package.__all__) - {"__version__"}
+        assert names == set(package._LAZY)
+        for name in names:
+            assert getattr(package, name) is not None
+        assert names <= set(dir(package))
+
+
+def test_the_command_starts_without_the_engine() -> None:
+    """``cosimrun --list-components`` and a sweep's driver do not import pint, scipy or the engine."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cosimrun.cli import _precheck; _precheck(['+experiment=pendulum_switch']); "
+        "print(sorted(m for m in ('pint', 'scipy', 'cosimrun.core.component') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,28 +1,74 @@
-"""The component data model: ports with units, events, histories, components."""
+"""The component data model: ports with units, events, histories, components.
 
-from cosimrun.core.component import CoSimComponent
-from cosimrun.core.equations import EquationComponent
-from cosimrun.core.events import DenseTime, Event, EventIndicator, InternalEventInfo
-from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
-from cosimrun.core.ode import INTEGRATORS, OdeComponent, StateEvent
-from cosimrun.core.ports import PortSpec, PortState, PortType
-from cosimrun.core.units import UnitConversion, compile_conversion, ureg
+Names are imported from their modules on first use (PEP 562): importing one
+module of the package (``cosimrun.core.errors``) does not create the unit
+registry or import the integrators.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "CoSimComponent": "component",
+    "EquationComponent": "equations",
+    "DenseTime": "events",
+    "Event": "events",
+    "EventIndicator": "events",
+    "InternalEventInfo": "events",
+    "ComponentHistory": "history",
+    "PortHistory": "history",
+    "SystemHistory": "history",
+    "INTEGRATORS": "ode",
+    "OdeComponent": "ode",
+    "StateEvent": "ode",
+    "PortSpec": "ports",
+    "PortState": "ports",
+    "PortType": "ports",
+    "UnitConversion": "units",
+    "compile_conversion": "units",
+    "ureg": "units",
+}
+
+if TYPE_CHECKING:
+    from cosimrun.core.component import CoSimComponent
+    from cosimrun.core.equations import EquationComponent
+    from cosimrun.core.events import DenseTime, Event, EventIndicator, InternalEventInfo
+    from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
+    from cosimrun.core.ode import INTEGRATORS, OdeComponent, StateEvent
+    from cosimrun.core.ports import PortSpec, PortState, PortType
+    from cosimrun.core.units import UnitConversion, compile_conversion, ureg
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cosimrun.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cosimrun.core.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "INTEGRATORS",
-    "EquationComponent",
-    "OdeComponent",
-    "StateEvent",
     "CoSimComponent",
     "ComponentHistory",
     "DenseTime",
+    "EquationComponent",
     "Event",
     "EventIndicator",
     "InternalEventInfo",
+    "OdeComponent",
     "PortHistory",
     "PortSpec",
     "PortState",
     "PortType",
+    "StateEvent",
     "SystemHistory",
     "UnitConversion",
     "compile_conversion",

@@ -30,12 +30,10 @@ import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pint
-from scipy import integrate
-from scipy.optimize import brentq
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.errors import suggest, unknown_name
@@ -43,20 +41,24 @@ from cosimrun.core.events import crossed
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
 
+if TYPE_CHECKING:
+    from scipy import integrate
+
 StateFunction = Callable[[float, np.ndarray, np.ndarray], float]
 """``g(t, x, u) -> float``: a state event indicator."""
 
 StateUpdate = Callable[[float, np.ndarray, np.ndarray], "np.ndarray | Sequence[float] | None"]
 """``update(t, x, u) -> x_new``: the state right after an event (``None``: unchanged)."""
 
-ADAPTIVE_METHODS: dict[str, type[integrate.OdeSolver]] = {
-    "rk45": integrate.RK45,
-    "rk23": integrate.RK23,
-    "dop853": integrate.DOP853,
-    "radau": integrate.Radau,
-    "bdf": integrate.BDF,
-    "lsoda": integrate.LSODA,
+ADAPTIVE_METHODS: dict[str, str] = {
+    "rk45": "RK45",
+    "rk23": "RK23",
+    "dop853": "DOP853",
+    "radau": "Radau",
+    "bdf": "BDF",
+    "lsoda": "LSODA",
 }
+"""The adaptive ``integrator`` values and their ``scipy.integrate.OdeSolver`` (imported on first use)."""
 INTEGRATORS: tuple[str, ...] = ("rk4", *ADAPTIVE_METHODS)
 """Valid values of the ``integrator`` parameter."""
 
@@ -536,7 +538,9 @@ class OdeComponent(CoSimComponent):
 
         first = self._h_next
         first = min(first, span) if first is not None and first > 0 else None
-        solver = ADAPTIVE_METHODS[self._method](
+        from scipy import integrate
+
+        solver = getattr(integrate, ADAPTIVE_METHODS[self._method])(
             fun, t, x.copy(), t_end, max_step=self._max_substep, rtol=self._rtol, atol=self._atol,
             first_step=first,
         )
@@ -581,6 +585,8 @@ class OdeComponent(CoSimComponent):
 
         def g(s: float) -> float:
             return float(func(s, sol(s), u))
+
+        from scipy.optimize import brentq
 
         try:
             if ga * gb < 0.0:

@@ -25,6 +25,7 @@ netCDF-style like a results file::
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,12 +64,27 @@ _RESERVED = frozenset((*_BASE_COLUMNS, "run", "runs"))
 
 def _override_items(overrides: Iterable[str]) -> dict[str, Any]:
     """``{key: typed value}`` of task overrides (``+a.b=1`` -> ``{"a.b": 1}``); deletions are left out."""
+    return dict(_parse_overrides(tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_overrides(overrides: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """:func:`_override_items` as pairs, parsed once per job: the index is rewritten as jobs finish."""
+    return tuple(_parse_override_items(overrides).items())
+
+
+@functools.cache
+def _parser() -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    return OverridesParser.create()
+
+
+def _parse_override_items(overrides: Iterable[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     items = [o for o in overrides if not o.startswith("hydra.") and not o.startswith("hydra/")]
     try:
-        parsed = OverridesParser.create().parse_overrides(items)
+        parsed = _parser().parse_overrides(items)
     except Exception:  # not Hydra syntax (hand-made outcomes): split at the first '='
         for item in items:
             key, sep, value = item.lstrip("+~").partition("=")

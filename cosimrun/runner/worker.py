@@ -45,6 +45,15 @@ class JobPayload:
         """A new copy of the job's full config (``hydra`` node included) for each call."""
         return pickle.loads(self.config)
 
+    def configs(self) -> tuple[DictConfig, DictConfig]:
+        """``(task config, full config)``: new copies, the task's without the ``hydra`` node (as ``run_job``'s)."""
+        from omegaconf import open_dict, read_write
+
+        task_cfg = self.to_config()
+        with read_write(task_cfg), open_dict(task_cfg):
+            del task_cfg["hydra"]
+        return task_cfg, self.to_config()
+
 
 STARTED_FILE = ".cosimrun-started"
 """In a job directory: one line ``<launch token> <attempt>`` per attempt that started on a worker."""
@@ -95,14 +104,11 @@ def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
     from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
-    config = payload.to_config()
+    task_cfg, config = payload.configs()
     output_dir = os.path.abspath(payload.job_dir)
     with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
         config.hydra.runtime.output_dir = output_dir
     OmegaConf.set_readonly(config.hydra, True)
-    task_cfg = payload.to_config()
-    with read_write(task_cfg), open_dict(task_cfg):
-        del task_cfg["hydra"]
 
     instance = HydraConfig.instance()
     saved_hydra_cfg, old_cwd = instance.cfg, os.getcwd()

@@ -54,7 +54,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     recorder.experiment = str(config.get("name", "") or "")
     log.info(f"Launching {len(job_overrides)} jobs on dask, sweep directory {sweep_dir}")
     batch = _Batch(launcher, recorder, len(job_overrides))
-    composer = sweep.JobComposer(launcher.hydra_context, config)
+    composer = launcher.composer or sweep.JobComposer(launcher.hydra_context, config)
     try:
         for pos, overrides in enumerate(job_overrides):
             num = initial_job_idx + pos

@@ -75,6 +75,8 @@ class DaskLauncher(Launcher):
         self.hydra_context: HydraContext | None = None
         self.client: Any = None
         self.cluster: Any = None
+        self.composer: Any = None
+        """A ``cosimrun.runner.sweep.JobComposer`` handed over by the sweeper that validated the jobs."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config

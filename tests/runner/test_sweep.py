@@ -418,12 +418,15 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
         full = sweep.compose_job(ctx, master, overrides, num)
         assert OmegaConf.to_yaml(shared.config, resolve=False) == OmegaConf.to_yaml(full.config, resolve=False)
         assert (shared.job_dir, shared.results_path) == (full.job_dir, full.results_path)
-        assert sweep.expected_config_yaml(shared) == sweep.expected_config_yaml(full) != ""
         for node in ("", "hydra", "components"):
             a = OmegaConf.select(shared.config, node) if node else shared.config
             b = OmegaConf.select(full.config, node) if node else full.config
             flags = (OmegaConf.is_struct(a), OmegaConf.is_readonly(a))
             assert flags == (OmegaConf.is_struct(b), OmegaConf.is_readonly(b))
+        assert sweep.expected_config_yaml(shared) == sweep.expected_config_yaml(full) != ""
+        assert shared.config is None  # let go once pickled
+        shared_back, full_back = shared.payload().to_config(), full.payload().to_config()
+        assert OmegaConf.to_yaml(shared_back) == OmegaConf.to_yaml(full_back)
     assert composer.shared == len(jobs) - 1
     last = composer.compose(jobs[0], 99).config
     assert list(last.hydra.overrides.task) == jobs[0]

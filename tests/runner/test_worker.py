@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import uuid
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ def _hydra_run_job(spec: sweep.JobSpec) -> Any:
     from hydra.core.utils import run_job
     from hydra.types import HydraContext
 
-    config = pickle.loads(sweep._dumps(spec.config))
+    config = spec.payload().to_config()
     return run_job(
         hydra_context=HydraContext(config_loader=None, callbacks=Callbacks(config)),  # type: ignore[arg-type]
         task_function=_task,
