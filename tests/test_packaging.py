@@ -48,6 +48,7 @@ def test_the_command_starts_without_the_engine() -> None:
 
     code = (
         "import sys; from cosimrun.cli import _precheck; _precheck(['+experiment=pendulum_switch']); "
+        "import hydra_plugins.cosimrun_dask_launcher._core; "
         "print(sorted(m for m in ('pint', 'scipy', 'cosimrun.core.component') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -35,9 +35,8 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
-from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
-
 if TYPE_CHECKING:
+    from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
     from cosimrun.system.system import RunResult
 
 FORMAT = "cosimrun-results"
@@ -513,6 +512,8 @@ class HistoryStreamer:
         self.release = release
 
     def _histories(self) -> dict[str, ComponentHistory]:
+        from cosimrun.core.history import ComponentHistory  # not at import: a sweep's driver needs no pint
+
         h = self.history
         if isinstance(h, ComponentHistory):
             return {h.component_name: h}
