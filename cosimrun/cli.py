@@ -157,6 +157,9 @@ def main() -> None:
         print(list_components())
         return
     _precheck(argv)
+    from hydra_plugins.cosimrun_dask_launcher._forkserver import prestart
+
+    prestart(argv)  # a sweep's local dask workers: their fork server imports beside Hydra's start-up
     import hydra
 
     from cosimrun.config.schema import register_configs

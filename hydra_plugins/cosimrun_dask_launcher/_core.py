@@ -28,6 +28,7 @@ from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_g
 from cosimrun.runner import sweep, worker
 from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
 from cosimrun.runner.recorder import SweepRecorder, recorder_for
+from hydra_plugins.cosimrun_dask_launcher import _forkserver
 
 if TYPE_CHECKING:
     from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
@@ -269,7 +270,7 @@ def _connect(launcher: DaskLauncher) -> Any:
         n_workers = launcher.n_workers or CPU_COUNT or 1
         # one job at a time per worker: a worker that dies takes only the job it was running with it
         # (with dask's default 1.1, a second job may wait on it and be reported lost too)
-        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, **_quiet_workers(launcher)}):
             cluster = _local_cluster(launcher, n_workers)
         client = Client(cluster)
         where = f"a local cluster of {n_workers} workers"
@@ -282,6 +283,26 @@ def _connect(launcher: DaskLauncher) -> Any:
     log.info(f"dask: {where}{dashboard}")
     atexit.register(_close, weakref.ref(launcher))
     return client
+
+
+QUIET_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+"""dask settings of a local cluster with ``quiet_workers``: no statistical profiler, slower monitors."""
+
+
+def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
+    """:data:`QUIET_WORKERS` when the launcher asks for them.
+
+    A worker's profiler samples the job's thread every 10 ms and its monitors
+    wake every 20 to 500 ms; each wake takes the GIL from the job. Together
+    they cost single-threaded Python jobs some 5 % of their speed (measured
+    with ``benchmarks/bench_sweep.py``).
+    """
+    return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
 
 
 def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
@@ -300,35 +321,21 @@ def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
     )
 
 
-_PRELOAD = (
-    "distributed",
-    "hydra.core.utils",
-    "hydra._internal.callbacks",
-    "cosimrun.runner.sweep",
-    "cosimrun.runner.worker",
-    "cosimrun.runner.run",
-)
-
-
 def _fast_worker_start() -> None:
-    """Start local workers from a fork server that has imported dask, Hydra and cosimrun once.
+    """Start local workers from a fork server (see :mod:`._forkserver`).
 
-    Spawning every worker (dask's default) re-imports all of them in each
-    process, a second or more per worker before the first job; forking from a
-    clean server process (no threads, unlike the driver) costs milliseconds.
     Left alone when dask's ``distributed.worker.multiprocessing-method`` was
     set to something else than its default, or where there is no fork server.
     """
-    import multiprocessing
-
     import dask
     from distributed.utils import get_mp_context
 
     key = "distributed.worker.multiprocessing-method"
-    if dask.config.get(key) != "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if dask.config.get(key) != "spawn" or not _forkserver.available():
         return
     dask.config.set({key: "forkserver"})
-    get_mp_context().set_forkserver_preload(list(_PRELOAD))
+    get_mp_context()  # distributed sets its preload list on first use; the server may run already
+    _forkserver.start()
 
 
 def _close(ref: Any) -> None:

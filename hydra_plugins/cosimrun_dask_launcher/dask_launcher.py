@@ -37,6 +37,8 @@ class DaskLauncherConf:
     """``LocalCluster`` memory limit per worker (a worker above it is restarted, its job retried)."""
     dashboard_address: str | None = ":0"
     """``LocalCluster`` dashboard (``:0``: a free port, printed at start; ``null``: none)."""
+    quiet_workers: bool = True
+    """``LocalCluster``: workers without dask's statistical profiler and with slower monitors (faster jobs)."""
     progress: bool = True
     """A progress bar on stderr when it is a terminal (one log line per job otherwise)."""
     objective: str | None = None
@@ -58,6 +60,7 @@ class DaskLauncher(Launcher):
         cluster: Any = None,
         memory_limit: str | None = "auto",
         dashboard_address: str | None = ":0",
+        quiet_workers: bool = True,
         progress: bool = True,
         objective: str | None = None,
     ) -> None:
@@ -68,6 +71,7 @@ class DaskLauncher(Launcher):
         self.cluster_config = cluster
         self.memory_limit = memory_limit
         self.dashboard_address = dashboard_address
+        self.quiet_workers = bool(quiet_workers)
         self.progress = progress
         self.objective = objective or None
         self.config: DictConfig | None = None
