@@ -15,6 +15,7 @@ it runs on, when there is one).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import threading
@@ -151,7 +152,7 @@ def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
 
 
 def warm_up() -> None:
-    """Prepare this process for jobs before the first arrives: imports, the component registry, a frozen heap.
+    """Prepare this process for jobs before the first arrives: imports, builtin components, a frozen heap.
 
     Called by the dask launcher's worker preload while the cluster starts, and
     by :func:`run_hydra_job` before a process's first job. ``gc.freeze`` moves
@@ -164,10 +165,14 @@ def warm_up() -> None:
     from hydra._internal.callbacks import Callbacks  # noqa: F401
     from hydra._internal.logging_config import configure_logging  # noqa: F401
 
-    from cosimrun.plugins import component_names
+    from cosimrun import plugins
     from cosimrun.runner import run, sweep  # noqa: F401
 
-    component_names()
+    registry = plugins.get_registry()
+    for name in plugins.component_names():  # cosimrun's own components (not third-party code)
+        with contextlib.suppress(Exception):  # a broken entry point is the job's to report
+            if plugins.distribution_name(registry.entry_point(name)) == "cosimrun":
+                registry.get_component_class(name)
     gc.collect()
     gc.freeze()
 

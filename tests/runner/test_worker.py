@@ -128,3 +128,15 @@ def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path)
     assert outcome.status == "failed" and outcome.attempts == 2
     assert outcome.error.startswith("UnpicklingError") and "Traceback" in outcome.traceback
     assert worker.started(spec.job_dir, "t", 2)
+
+
+def test_warm_up_loads_builtin_components_and_freezes_the_heap() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys; from cosimrun.runner.worker import warm_up; warm_up(); "
+        "print('cosimrun.components.mechanics' in sys.modules, gc.get_freeze_count() > 1000)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
