@@ -52,13 +52,21 @@ def parallel_capacity(workers: int) -> float:
 
 
 def run_sweep(tmp: Path, name: str, args: list[str]) -> tuple[float, dict]:
+    """Run one sweep command; its wall time runs until the ``cosimrun`` process exits.
+
+    Its output goes to a file, as to a terminal: with a pipe, the wait would
+    also include the local cluster's fork server finishing after the command
+    (some 0.2 s), which holds the pipe open.
+    """
     sweep_dir = tmp / name
     cmd = [sys.executable, "-c", _CLI, "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    log = tmp / f"{name}.log"
+    with open(log, "w") as out:
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, stdout=out, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - start
     if proc.returncode != 0:
-        sys.exit(f"{name} sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        sys.exit(f"{name} sweep failed ({proc.returncode}):\n{log.read_text()}")
     with h5py.File(sweep_dir / "index.h5", "r") as f:
         info = {
             "sim": f["wall_time_s"][...],

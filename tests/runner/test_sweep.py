@@ -316,6 +316,19 @@ def test_basic_launcher_goes_on_after_a_failed_job(tmp_path: Path, cosimrun) -> 
     assert "2 jobs, 1 complete, 1 failed" in proc.stderr
 
 
+def test_the_default_sweeper_checks_every_job_before_any_runs(tmp_path: Path, cosimrun) -> None:
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "+experiment=pendulum_switch", "run.tf=0.1", f"hydra.sweep.dir={sweep_dir}", "hydra/launcher=basic"]
+    bad = cosimrun(*args, "components.ctrl.params.kp=1,2", "+x=1", "components.ctrl.params.nope=3,4")
+    assert bad.returncode == 1
+    assert "Could not override 'components.ctrl.params.nope'" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (sweep_dir / "0").exists()  # nothing ran
+    good = cosimrun(*args, "components.ctrl.params.kp=1,2")
+    assert good.returncode == 0, good.stderr
+    assert "hydra_plugins.cosimrun_sweeper.sweeper.CosimrunSweeper" in (sweep_dir / "multirun.yaml").read_text()
+    assert _statuses(sweep_dir) == ["complete", "complete"]
+
+
 def test_sweeper_params_and_a_cluster_from_config_files(tmp_path: Path, cosimrun) -> None:
     """``hydra.sweeper.params`` in a config file, and a launcher config whose ``cluster`` is a ``_target_``."""
     conf = tmp_path / "conf"
