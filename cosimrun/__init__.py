@@ -7,28 +7,29 @@ pay for pint and the engine, and importing the engine does not import h5py.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cosimrun._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "ComponentHistory": "cosimrun.core",
-    "CoSimComponent": "cosimrun.core",
-    "DenseTime": "cosimrun.core",
-    "Event": "cosimrun.core",
-    "EventIndicator": "cosimrun.core",
-    "InternalEventInfo": "cosimrun.core",
-    "PortHistory": "cosimrun.core",
-    "PortSpec": "cosimrun.core",
-    "PortState": "cosimrun.core",
-    "PortType": "cosimrun.core",
-    "SystemHistory": "cosimrun.core",
-    "compile_conversion": "cosimrun.core",
-    "ureg": "cosimrun.core",
-    "load_results": "cosimrun.storage",
-    "load_sweep": "cosimrun.runner.load",
-    "load_sweep_dataset": "cosimrun.runner.load",
+    "ComponentHistory": ".core",
+    "CoSimComponent": ".core",
+    "DenseTime": ".core",
+    "Event": ".core",
+    "EventIndicator": ".core",
+    "InternalEventInfo": ".core",
+    "PortHistory": ".core",
+    "PortSpec": ".core",
+    "PortState": ".core",
+    "PortType": ".core",
+    "SystemHistory": ".core",
+    "compile_conversion": ".core",
+    "ureg": ".core",
+    "load_results": ".storage",
+    "load_sweep": ".runner.load",
+    "load_sweep_dataset": ".runner.load",
 }
 
 if TYPE_CHECKING:
@@ -51,18 +52,7 @@ if TYPE_CHECKING:
     from cosimrun.storage import load_results
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cosimrun' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "CoSimComponent",

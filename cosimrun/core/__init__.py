@@ -7,28 +7,29 @@ registry or import the integrators.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cosimrun._lazy import lazy_exports
 
 _LAZY = {
-    "CoSimComponent": "component",
-    "EquationComponent": "equations",
-    "DenseTime": "events",
-    "Event": "events",
-    "EventIndicator": "events",
-    "InternalEventInfo": "events",
-    "ComponentHistory": "history",
-    "PortHistory": "history",
-    "SystemHistory": "history",
-    "INTEGRATORS": "ode",
-    "OdeComponent": "ode",
-    "StateEvent": "ode",
-    "PortSpec": "ports",
-    "PortState": "ports",
-    "PortType": "ports",
-    "UnitConversion": "units",
-    "compile_conversion": "units",
-    "ureg": "units",
+    "CoSimComponent": ".component",
+    "EquationComponent": ".equations",
+    "DenseTime": ".events",
+    "Event": ".events",
+    "EventIndicator": ".events",
+    "InternalEventInfo": ".events",
+    "ComponentHistory": ".history",
+    "PortHistory": ".history",
+    "SystemHistory": ".history",
+    "INTEGRATORS": ".ode",
+    "OdeComponent": ".ode",
+    "StateEvent": ".ode",
+    "PortSpec": ".ports",
+    "PortState": ".ports",
+    "PortType": ".ports",
+    "UnitConversion": ".units",
+    "compile_conversion": ".units",
+    "ureg": ".units",
 }
 
 if TYPE_CHECKING:
@@ -41,18 +42,7 @@ if TYPE_CHECKING:
     from cosimrun.core.units import UnitConversion, compile_conversion, ureg
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cosimrun.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cosimrun.core.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "INTEGRATORS",
