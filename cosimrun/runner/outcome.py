@@ -18,7 +18,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosimrun.storage.hdf5 import partial_path
+from cosimrun.storage.hdf5 import PORT_TYPES, partial_path, stored_scalar
 
 SUMMARY_PREFIX = "final."
 """Summary columns are named ``final.<component>.<port>``."""
@@ -100,20 +100,24 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
                 n = min((group[x].shape[0] for x in ("time", *names)), default=0)
                 for name in names:
                     ds = group[name]
-                    if n == 0 or ds.attrs.get("port_type") in ("event", b"event"):
-                        continue
-                    value = ds[n - 1]
-                    if h5py.check_string_dtype(ds.dtype) is not None:
-                        out[f"{comp}.{name}"] = (
-                            value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-                        )
-                    elif ds.attrs.get("dtype") in ("bool", b"bool"):
-                        out[f"{comp}.{name}"] = bool(value)
-                    elif np.issubdtype(ds.dtype, np.number):
-                        out[f"{comp}.{name}"] = value.item()
+                    kind = _port_kind(ds)
+                    if n and kind in PORT_TYPES and kind != "event":
+                        out[f"{comp}.{name}"] = stored_scalar(ds[n - 1], kind)
     except (OSError, KeyError):
         pass
     return out
+
+
+def _port_kind(ds: h5py.Dataset) -> str:
+    """A stored port's type: its ``port_type`` attribute, else guessed from the dataset (files of other writers)."""
+    kind = ds.attrs.get("port_type")
+    if kind is not None:
+        return kind.decode() if isinstance(kind, bytes) else str(kind)
+    if h5py.check_string_dtype(ds.dtype) is not None:
+        return "string"
+    if ds.attrs.get("dtype") in ("bool", b"bool"):
+        return "bool"
+    return "real" if np.issubdtype(ds.dtype, np.number) else ""
 
 
 def outcome_from_file(num: int, overrides: Sequence[str], path: str | os.PathLike[str]) -> JobOutcome:

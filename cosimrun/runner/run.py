@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import traceback as _traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ class RunOutcome:
     error: str | None
     wall_time_s: float
     failed_at: float | None = None
+    final_values: dict[str, Any] = field(default_factory=dict)
+    """``{"comp.port": last value}`` of the recorded ports (see ``HDF5Writer.final_values``)."""
 
     @property
     def ok(self) -> bool:
@@ -111,7 +113,8 @@ def run_experiment(
         writer.close("complete")
     finally:
         system.free()
-    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, wall, None, writer.final_values())
 
 
 def _abort(
@@ -135,4 +138,5 @@ def _abort(
         message = f"{message} (and saving the partial results failed: {type(exc).__name__}: {exc})"
     finally:
         writer.close(status, error=message, traceback=trace)
-    return RunOutcome(exp.name, status, path, exp.master.name, None, message, time.perf_counter() - start, failed_at)
+    wall = time.perf_counter() - start
+    return RunOutcome(exp.name, status, path, exp.master.name, None, message, wall, failed_at, writer.final_values())

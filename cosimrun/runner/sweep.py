@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 
 from cosimrun.runner.configtext import resolved
-from cosimrun.runner.outcome import JobOutcome, final_values
+from cosimrun.runner.outcome import JobOutcome
 from cosimrun.runner.recorder import recorder_for
 from cosimrun.runner.worker import JobPayload, describe_exception
 from cosimrun.storage.hdf5 import FORMAT
@@ -106,7 +106,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
                 path=str(run.path),
                 error=run.error or "",
                 wall_time_s=run.wall_time_s,
-                summaries=final_values(run.path),
+                summaries=run.final_values,
             )
             if run.status != "complete":
                 outcome.traceback = _file_attr(run.path, "traceback")

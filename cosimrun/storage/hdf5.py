@@ -138,6 +138,7 @@ class HDF5Writer:
                 self._filters["compression_opts"] = compression_opts
         self._lengths: dict[str, int] = {}
         self._ports: dict[str, dict[str, str]] = {}
+        self._last: dict[str, dict[str, Any]] = {}
         self._dimid = 0
         self._start = _time.perf_counter()
         self.partial_path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,8 +325,23 @@ class HDF5Writer:
             self._extend(group["micro"], start, m)
             self._extend(group["time"], start, t)
             self._lengths[component] = start + n
+            self._last[component] = {port: v[-1] for port, v in columns.items()}
         if flush:
             self.flush()
+
+    def final_values(self) -> dict[str, Any]:
+        """``{"comp.port": last value}`` of every port written so far, event ports left out.
+
+        The same values :func:`cosimrun.runner.outcome.final_values` reads back
+        from the file, without reading (and decompressing) it.
+        """
+        out: dict[str, Any] = {}
+        for comp, last in self._last.items():
+            kinds = self._ports[comp]
+            for port, value in last.items():
+                if kinds[port] != "event":
+                    out[f"{comp}.{port}"] = stored_scalar(value, kinds[port])
+        return out
 
     # ------------------------------------------------------------------ events, switches, stats
     def write_events(self, rows: Iterable[Any], *, flush: bool = True) -> int:
@@ -457,6 +473,15 @@ class HDF5Writer:
     def __repr__(self) -> str:
         state = "closed" if self._file is None else "open"
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def stored_scalar(value: Any, kind: str) -> Any:
+    """One stored sample of a port of type *kind* as a Python value (``str``, ``bool``, ``int``, ``float``)."""
+    if kind == "string":
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    if kind in ("bool", "event"):
+        return bool(value)
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _strings(items: Iterable[Any]) -> np.ndarray:

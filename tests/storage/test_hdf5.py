@@ -359,3 +359,23 @@ def test_streamer_release_keeps_memory_bounded(tmp_path) -> None:
     writer.close("complete")
     t, y = load_results(tmp_path / "r.h5").history("c")["y"]
     np.testing.assert_array_equal(y, np.arange(1000.0))
+
+
+def test_writer_final_values_are_what_the_file_reads_back(tmp_path):
+    from cosimrun.runner.outcome import final_values
+
+    path = tmp_path / "r.h5"
+    ports = {"x": ("m", "real"), "n": (None, "int"), "on": (None, "bool"), "mode": (None, "string"),
+             "hit": (None, "event")}
+    w = HDF5Writer(path, compression="gzip")
+    w.add_component("a", ports)
+    w.add_component("quiet", {"y": (None, "real")})  # nothing appended: no final value
+    w.append("a", [0.0, 1.0], None, {"x": [1.0, 2.5], "n": [1, 7], "on": [0, 1], "mode": ["up", "dówn"],
+                                       "hit": [0, 1]})
+    w.append("a", [2.0], None, {"x": [np.float32(3.25)], "n": [9], "on": [False], "mode": ["left"], "hit": [1]})
+    expected = {"a.x": 3.25, "a.n": 9, "a.on": False, "a.mode": "left"}
+    assert w.final_values() == expected
+    assert final_values(partial_path(path)) == expected  # while it is written
+    w.close("failed", error="boom")
+    assert final_values(path) == expected
+    assert [type(v) for v in w.final_values().values()] == [float, int, bool, str]
