@@ -203,6 +203,36 @@ def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
     assert finish(io.StringIO()) == 0  # nothing left to report
 
 
+def test_recorder_rewrites_the_index_at_most_a_tenth_of_the_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from cosimrun.runner import recorder as recorder_module
+    from cosimrun.runner.recorder import SweepRecorder
+
+    writes: list[float] = []
+
+    def slow_write(path, outcomes, attrs):  # a big index: 50 ms per rewrite
+        writes.append(time.monotonic())
+        time.sleep(0.05)
+
+    monkeypatch.setattr(recorder_module, "write_index", slow_write)
+    recorder = SweepRecorder(tmp_path, min_interval=0.0)
+    start = time.monotonic()
+    num = 0
+    while time.monotonic() - start < 1.2:
+        recorder.record(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
+        num += 1
+        time.sleep(0.01)
+    gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
+    assert len(writes) >= 2 and min(gaps) >= 0.5  # each 50 ms write is followed by at least 450 ms without
+    before = len(writes)
+    recorder.record(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
+    recorder.flush()
+    assert len(writes) == before + 1  # what is new is written once, by the record or by the flush
+
+
 # ---------------------------------------------------------------------- end to end
 def _statuses(sweep_dir: Path) -> list[str]:
     return list(load_sweep(sweep_dir)["status"])
