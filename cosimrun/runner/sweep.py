@@ -148,6 +148,10 @@ class JobSpec:
     """The job's full composed config (``DictConfig`` including the ``hydra`` node); None once pickled."""
     job_dir: Path
     results_path: Path
+    task_name: str = ""
+    """``hydra.job.name``."""
+    chdir: bool = False
+    """``hydra.job.chdir``: the job runs in its job directory."""
     _payload: JobPayload | None = field(default=None, repr=False)
 
     def payload(self) -> JobPayload:
@@ -228,7 +232,10 @@ def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence
         storage_file = str(OmegaConf.select(config, "storage.file", default="results.h5"))
     except Exception:  # unresolvable: the job will say so
         storage_file = "results.h5"
-    return JobSpec(num, list(overrides), config, job_dir, job_dir / storage_file)
+    job = config.hydra.job
+    return JobSpec(
+        num, list(overrides), config, job_dir, job_dir / storage_file, str(job.name), bool(job.chdir)
+    )
 
 
 class JobComposer:
@@ -398,24 +405,3 @@ def reusable(spec: JobSpec) -> bool:
     if text["format"] != FORMAT or text["status"] != "complete" or not text["config_yaml"]:
         return False
     return text["config_yaml"] == expected_config_yaml(spec)
-
-
-def job_return(spec: JobSpec, outcome: JobOutcome) -> Any:
-    """The ``JobReturn`` Hydra's sweeper gets: status ``COMPLETED``, *outcome* as return value.
-
-    Failed jobs are completed Hydra jobs too, so that the sweeper does not stop
-    the sweep at the first failure; the sweep's exit status comes from
-    :func:`cosimrun.runner.recorder.finish`.
-    """
-    from hydra.core.utils import JobReturn, JobStatus
-
-    task_cfg, config = spec.payload().configs()
-    return JobReturn(
-        overrides=list(spec.overrides),
-        cfg=task_cfg,
-        hydra_cfg=config,
-        working_dir=str(spec.job_dir) if config.hydra.job.chdir else os.getcwd(),
-        task_name=str(config.hydra.job.name),
-        status=JobStatus.COMPLETED,
-        _return_value=outcome,
-    )

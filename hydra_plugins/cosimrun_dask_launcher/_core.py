@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 
 from cosimrun.runner import sweep, worker
 from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
@@ -190,7 +190,7 @@ class _Batch:
     def done(self, pos: int, spec: sweep.JobSpec, outcome: JobOutcome) -> None:
         if self.launcher.objective:
             outcome.objective = objective_value(outcome, self.launcher.objective)
-        self._returns[pos] = sweep.job_return(spec, outcome)
+        self._returns[pos] = SweepJobReturn.of(spec, outcome)
         self.recorder.record(outcome)
         self.bar.finished(outcome)
 
@@ -203,6 +203,46 @@ class _Batch:
     def returns(self) -> list[JobReturn]:
         assert all(r is not None for r in self._returns)
         return list(self._returns)  # type: ignore[arg-type]
+
+
+class SweepJobReturn(JobReturn):
+    """The ``JobReturn`` of a job run on dask: status ``COMPLETED``, the :class:`JobOutcome` as return value.
+
+    Failed jobs are completed Hydra jobs too, so that the sweeper does not stop
+    the sweep at the first failure; the sweep's exit status comes from
+    :func:`cosimrun.runner.recorder.finish`. ``cfg`` and ``hydra_cfg`` are
+    unpickled from the job's payload when first read: a sweep holds some
+    20 kB per finished job instead of two configs of some 160 kB each.
+    """
+
+    @classmethod
+    def of(cls, spec: sweep.JobSpec, outcome: JobOutcome) -> SweepJobReturn:
+        ret = cls(
+            overrides=list(spec.overrides),
+            working_dir=str(spec.job_dir) if spec.chdir else str(Path.cwd()),
+            task_name=spec.task_name,
+            status=JobStatus.COMPLETED,
+            _return_value=outcome,
+        )
+        ret._payload = spec.payload()
+        return ret
+
+    _payload: worker.JobPayload | None = None
+    _configs: list[Any] | None = None
+
+    def _config(self, which: int) -> Any:
+        if self._configs is None and self._payload is not None:
+            self._configs = list(self._payload.configs())
+        return None if self._configs is None else self._configs[which]
+
+    def _set_config(self, which: int, value: Any) -> None:
+        if value is not None:  # JobReturn's __init__ sets None
+            self._config(which)
+            self._configs = self._configs or [None, None]
+            self._configs[which] = value
+
+    cfg = property(lambda self: self._config(0), lambda self, v: self._set_config(0, v))  # type: ignore[assignment]
+    hydra_cfg = property(lambda self: self._config(1), lambda self, v: self._set_config(1, v))  # type: ignore[assignment]
 
 
 def _worker_died(exc: BaseException | None) -> bool:

@@ -478,6 +478,21 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
     assert last.run.tf == 2 and last.components.ctrl.params.kp == 40 and last.extra.note == "a b=c, d"
 
 
+def test_job_returns_read_their_configs_from_the_payload_when_asked(tmp_path: Path) -> None:
+    from hydra_plugins.cosimrun_dask_launcher._core import SweepJobReturn
+
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    spec = sweep.JobComposer(ctx, master).compose(["+experiment=pendulum_switch", "run.tf=3"], 5)
+    outcome = _outcome(5, "failed", spec.overrides, error="boom")
+    ret = SweepJobReturn.of(spec, outcome)
+    assert ret.status.name == "COMPLETED" and ret.return_value is outcome  # a failed job does not stop Hydra
+    assert ret._configs is None  # nothing unpickled yet
+    assert "hydra" not in ret.cfg and ret.cfg.run.tf == 3
+    assert ret.hydra_cfg.hydra.job.num == 5 and ret.hydra_cfg.run.tf == 3
+    assert ret.task_name == "cosimrun" and ret.working_dir == os.getcwd()
+    assert ret.overrides == ["+experiment=pendulum_switch", "run.tf=3"]
+
+
 def test_shared_compositions_raise_hydras_errors(tmp_path: Path) -> None:
     from hydra.errors import ConfigCompositionException
 
