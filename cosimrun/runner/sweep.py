@@ -1,4 +1,4 @@
-"""Sweep jobs: the job body, jobs composed on the driver, resume bookkeeping and the worker's job function.
+"""Sweep jobs: the job body, jobs composed on the driver, resume bookkeeping.
 
 A sweep (``cosimrun -m ...``) runs one experiment per job; Hydra's sweeper
 expands the overrides and a launcher runs the jobs (the dask launcher in
@@ -9,7 +9,7 @@ results file in its job directory (``<sweep dir>/<job number>/results.h5``).
 :func:`sweep_job` is the body of one job. The dask launcher composes the jobs on
 the driver (:class:`JobComposer`, :class:`JobSpec`), skips on a resume those
 whose results are :func:`reusable`, and runs the others on workers with
-:func:`run_hydra_job`. The driver records the outcomes
+:func:`cosimrun.runner.worker.run_hydra_job`. The driver records the outcomes
 (:mod:`cosimrun.runner.recorder`) in the sweep index (:mod:`cosimrun.runner.index`),
 which :mod:`cosimrun.runner.load` reads.
 
