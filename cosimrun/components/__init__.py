@@ -33,4 +33,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
+MODULES: tuple[str, ...] = tuple(sorted({__name__ + module for module in _EXPORTS.values()}))
+"""The modules of the builtin components (a sweep's local workers import them before their first job)."""
+
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

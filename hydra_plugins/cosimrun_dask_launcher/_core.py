@@ -368,13 +368,15 @@ def _fast_worker_start() -> None:
     set to something else than its default, or where there is no fork server.
     """
     import dask
-    from distributed.utils import get_mp_context
+    import distributed.utils
 
     key = "distributed.worker.multiprocessing-method"
     if dask.config.get(key) != "spawn" or not _forkserver.available():
         return
     dask.config.set({key: "forkserver"})
-    get_mp_context()  # distributed sets its preload list on first use; the server may run already
+    # distributed computes a preload list of its own on first use, importing pandas and more into
+    # this process only for that; the server runs with cosimrun's list
+    distributed.utils._forkserver_preload_set = True
     _forkserver.start()
 
 

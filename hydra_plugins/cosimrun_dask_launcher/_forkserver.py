@@ -20,7 +20,14 @@ PRELOAD = (
     "cosimrun.runner.worker",
     "cosimrun.runner.run",
 )
-"""What the server imports before it forks workers."""
+"""What the server imports before it forks workers, besides the builtin components (see :func:`preload`)."""
+
+
+def preload() -> list[str]:
+    """The modules the server imports: :data:`PRELOAD` and the builtin components' modules."""
+    from cosimrun.components import MODULES
+
+    return [*PRELOAD, *MODULES]
 
 
 def available() -> bool:
@@ -33,11 +40,15 @@ def start() -> None:
         return
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload())
     forkserver.ensure_running()
 
 
 _OTHER_LAUNCH = ("hydra/launcher=", "hydra.launcher.address=", "hydra.launcher.cluster", "+hydra.launcher.cluster")
+
+
+def _other_launch(arg: str) -> bool:
+    return arg.startswith(_OTHER_LAUNCH) and arg != "hydra/launcher=dask"
 
 
 def prestart(argv: Sequence[str]) -> bool:
@@ -49,7 +60,7 @@ def prestart(argv: Sequence[str]) -> bool:
     """
     if not any(a in ("-m", "--multirun") for a in argv):
         return False
-    if any(a.startswith(_OTHER_LAUNCH) for a in argv):
+    if any(_other_launch(a) for a in argv):
         return False
     start()
     return available()

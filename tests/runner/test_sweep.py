@@ -513,10 +513,12 @@ def test_the_fork_server_starts_early_only_for_a_sweep_on_a_local_cluster() -> N
     assert not _forkserver.prestart(["+experiment=pendulum_switch"])
     assert not _forkserver.prestart(["-m", "+experiment=pendulum_switch", "hydra/launcher=basic"])
     assert not _forkserver.prestart(["-m", "a=1,2", "hydra.launcher.address=tcp://10.0.0.1:8786"])
+    assert not _forkserver._other_launch("hydra/launcher=dask")
     if not _forkserver.available():
         pytest.skip("no fork server on this platform")
     assert _forkserver.prestart(["--multirun", "+experiment=pendulum_switch", "run.tf=1,2"])
     from multiprocessing import forkserver
 
     assert forkserver._forkserver._forkserver_pid is not None  # running, with cosimrun's preload
-    assert forkserver._forkserver._preload_modules == list(_forkserver.PRELOAD)
+    assert forkserver._forkserver._preload_modules == _forkserver.preload()
+    assert "cosimrun.components.mechanics" in _forkserver.preload()
