@@ -173,6 +173,7 @@ def warm_up() -> None:
         with contextlib.suppress(Exception):  # a broken entry point is the job's to report
             if plugins.distribution_name(registry.entry_point(name)) == "cosimrun":
                 registry.get_component_class(name)
+    gc.unfreeze()  # what an earlier sweep on this worker left (its Hydra state) can go now
     gc.collect()
     gc.freeze()
 
