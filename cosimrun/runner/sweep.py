@@ -249,9 +249,11 @@ class JobComposer:
     ``ConfigLoaderImpl._apply_overrides_to_config`` and the fields that
     ``ConfigLoaderImpl.load_configuration`` derives from the overrides set as it
     would (``hydra.overrides.task``, ``hydra.job.override_dirname``). The result
-    is the same config as a full composition (a test checks that). Anything
-    else, a config loader that is not Hydra 1.3's ``ConfigLoaderImpl``, or any
-    error on the way is composed in full, so Hydra reports its own errors.
+    is the same config as a full composition (a test checks that). A job with
+    no value overrides is a composition of its own, kept like the shared ones
+    (the sweeper's check and the launch compose it once). Anything else, a
+    config loader that is not Hydra 1.3's ``ConfigLoaderImpl``, or any error on
+    the way is composed in full, so Hydra reports its own errors.
     """
 
     max_bases = 64
@@ -329,7 +331,7 @@ class JobComposer:
 
         try:
             split = self._split(overrides)
-            if split is None or not split[2]:
+            if split is None:
                 return None
             parsed, structural, values = split
             signature = tuple(ov.input_line for ov in structural)

@@ -454,6 +454,7 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
         for (tf, kp), m in itertools.product(values, masters)
     ]
     jobs.append(["+experiment=pendulum_switch", "run.tf=2", "components.ctrl.params.kp=40"])  # a base of its own
+    jobs.append(["+experiment=pendulum_switch", "master=jacobi"])  # no value overrides: a composition of its own
     jobs.append(["+experiment=pendulum_switch", "+extra.note=1", "extra.note=2"])  # overlapping keys: in full
     composer = sweep.JobComposer(ctx, master)
     for num, overrides in enumerate(jobs):
