@@ -389,13 +389,13 @@ def test_sweeper_params_and_a_cluster_from_config_files(tmp_path: Path, cosimrun
     assert list(df["status"]) == ["complete", "complete"]
 
 
-def test_the_dask_launcher_module_hydra_scans_does_not_import_dask() -> None:
+def test_the_plugin_modules_hydra_scans_import_neither_dask_nor_the_engine() -> None:
     import subprocess
     import sys
 
     code = (
-        "import sys, hydra_plugins.cosimrun_dask_launcher.dask_launcher as m; "
-        "print(any(k == 'distributed' or k.startswith('dask') for k in sys.modules))"
+        "import sys, hydra_plugins.cosimrun_dask_launcher.dask_launcher, hydra_plugins.cosimrun_sweeper.sweeper; "
+        "print(any(k in ('distributed', 'pint', 'cosimrun.runner.sweep') or k.startswith('dask') for k in sys.modules))"
     )
     env = dict(os.environ)
     shim = Path(__file__).resolve().parents[2]
