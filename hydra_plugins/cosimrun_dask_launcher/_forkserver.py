@@ -60,7 +60,10 @@ def prestart(argv: Sequence[str]) -> bool:
     """
     if not any(a in ("-m", "--multirun") for a in argv):
         return False
-    if any(_other_launch(a) for a in argv):
+    if any(_other_launch(a) for a in argv) or not available():
         return False
-    start()
-    return available()
+    try:
+        start()
+    except (OSError, ValueError):  # no socket or pipe here: the cluster's own start will say why
+        return False
+    return True

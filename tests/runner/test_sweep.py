@@ -523,3 +523,13 @@ def test_the_fork_server_starts_early_only_for_a_sweep_on_a_local_cluster() -> N
     assert forkserver._forkserver._forkserver_pid is not None  # running, with cosimrun's preload
     assert forkserver._forkserver._preload_modules == _forkserver.preload()
     assert "cosimrun.components.mechanics" in _forkserver.preload()
+
+
+def test_a_fork_server_that_cannot_start_early_does_not_stop_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hydra_plugins.cosimrun_dask_launcher import _forkserver
+
+    def broken() -> None:
+        raise OSError("no space left for the socket")
+
+    monkeypatch.setattr(_forkserver, "start", broken)
+    assert _forkserver.prestart(["-m", "+experiment=pendulum_switch", "run.tf=1,2"]) is False
