@@ -31,11 +31,12 @@ def preload() -> list[str]:
 
 
 def available() -> bool:
+    """Whether this platform has a fork server (not on Windows)."""
     return "forkserver" in multiprocessing.get_all_start_methods()
 
 
 def start() -> None:
-    """Start the fork server with :data:`PRELOAD` (no-op when it runs already or there is none)."""
+    """Start the fork server with :func:`preload` (no-op when it runs already or there is none)."""
     if not available():
         return
     from multiprocessing import forkserver
