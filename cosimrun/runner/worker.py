@@ -151,14 +151,16 @@ def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
             os.chdir(old_cwd)
 
 
-def warm_up() -> None:
+def warm_up(release_frozen: bool = False) -> None:
     """Prepare this process for jobs before the first arrives: imports, builtin components, a frozen heap.
 
     Called by the dask launcher's worker preload while the cluster starts, and
-    by :func:`run_hydra_job` before a process's first job. ``gc.freeze`` moves
-    the objects alive now (modules, Hydra's config store, the unit registry)
-    out of the collector's sight, so that the collections a job's allocations
-    trigger do not scan them again and again.
+    by :func:`run_hydra_job` when a sweep's first job arrives. ``gc.freeze``
+    moves the objects alive now (modules, Hydra's config store, the unit
+    registry) out of the collector's sight, so that the collections a job's
+    allocations trigger do not scan them again and again. *release_frozen*
+    first returns what an earlier freeze kept (an earlier sweep's Hydra state,
+    on a long-lived worker) to the collector, at the price of one full scan.
     """
     import gc
 
@@ -173,7 +175,8 @@ def warm_up() -> None:
         with contextlib.suppress(Exception):  # a broken entry point is the job's to report
             if plugins.distribution_name(registry.entry_point(name)) == "cosimrun":
                 registry.get_component_class(name)
-    gc.unfreeze()  # what an earlier sweep on this worker left (its Hydra state) can go now
+    if release_frozen:
+        gc.unfreeze()
     gc.collect()
     gc.freeze()
 
@@ -208,8 +211,8 @@ def run_hydra_job(
                 import cloudpickle
 
                 Singleton.set_state(cloudpickle.loads(state))
+                warm_up(release_frozen=_installed_state is not None)
                 _installed_state = state_token
-                warm_up()
             setup_globals()
             with managed_job():
                 ret = run_composed_job(payload, task_function)

@@ -140,3 +140,20 @@ def test_warm_up_loads_builtin_components_and_freezes_the_heap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True"]
+
+
+def test_a_later_warm_up_releases_what_an_earlier_one_froze() -> None:
+    """On a long-lived worker, a new sweep's warm-up lets the previous sweep's (cyclic) objects go."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, weakref; from cosimrun.runner.worker import warm_up\n"
+        "class Box: pass\n"
+        "a = Box(); a.me = a; r = weakref.ref(a)\n"
+        "warm_up(); del a; gc.collect(); kept = r() is not None\n"
+        "warm_up(); still = r() is not None\n"
+        "warm_up(release_frozen=True); print(kept, still, r() is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "True"]
