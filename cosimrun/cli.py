@@ -94,7 +94,6 @@ def _task(cfg: Any) -> Any:
     """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
-    from omegaconf import OmegaConf
 
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         from cosimrun.runner.sweep import sweep_job
@@ -104,7 +103,7 @@ def _task(cfg: Any) -> Any:
     from cosimrun.config.build import ConfigError
     from cosimrun.console import Console
     from cosimrun.plugins import PluginError
-    from cosimrun.runner.configtext import resolved
+    from cosimrun.runner.configtext import resolved, task_overrides
     from cosimrun.runner.run import prepare, run_experiment
 
     plain, config_yaml = resolved(cfg)
@@ -122,7 +121,7 @@ def _task(cfg: Any) -> Any:
         plain,
         out_dir,
         config_yaml=config_yaml,
-        overrides=[str(o) for o in OmegaConf.to_container(hydra_cfg.overrides.task)],
+        overrides=task_overrides(hydra_cfg),
         progress=console.progress,
         experiment=experiment,
     )

@@ -5,7 +5,8 @@ milliseconds for a Hydra job config, paid several times per sweep job (the
 ``.hydra`` files, the results file's ``config_yaml``). :func:`dump` gives the
 same text with the C emitter when PyYAML was built with libyaml (it falls back
 to OmegaConf's dumper otherwise); :func:`resolved` resolves a config once for
-both the plain container the run is built from and its YAML text.
+both the plain container the run is built from and its YAML text;
+:func:`task_overrides` gives a job's overrides as the user wrote them.
 """
 
 from __future__ import annotations
@@ -49,3 +50,10 @@ def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
     if not isinstance(plain, dict):
         raise TypeError(f"expected a mapping config, got {type(plain).__name__}")
     return plain, dump(plain)
+
+
+def task_overrides(hydra_cfg: Any) -> list[str]:
+    """A job's overrides (``hydra.overrides.task`` of the ``hydra`` node *hydra_cfg*) as given, unresolved."""
+    from omegaconf import OmegaConf
+
+    return [str(o) for o in OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)]

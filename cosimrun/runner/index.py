@@ -67,12 +67,6 @@ def _override_items(overrides: Iterable[str]) -> dict[str, Any]:
     return dict(_parse_overrides(tuple(overrides)))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _parse_overrides(overrides: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
-    """:func:`_override_items` as pairs, parsed once per job: the index is rewritten as jobs finish."""
-    return tuple(_parse_override_items(overrides).items())
-
-
 @functools.cache
 def _parser() -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -80,7 +74,9 @@ def _parser() -> Any:
     return OverridesParser.create()
 
 
-def _parse_override_items(overrides: Iterable[str]) -> dict[str, Any]:
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_overrides(overrides: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """:func:`_override_items` as pairs, parsed once per job: the index is rewritten as jobs finish."""
     out: dict[str, Any] = {}
     items = [o for o in overrides if not o.startswith("hydra.") and not o.startswith("hydra/")]
     try:
@@ -90,7 +86,7 @@ def _parse_override_items(overrides: Iterable[str]) -> dict[str, Any]:
             key, sep, value = item.lstrip("+~").partition("=")
             if sep:
                 out[key] = value
-        return out
+        return tuple(out.items())
     for ov in parsed:
         if ov.is_delete():
             continue
@@ -102,7 +98,7 @@ def _parse_override_items(overrides: Iterable[str]) -> dict[str, Any]:
         if isinstance(value, list | dict):
             value = ov.get_value_element_as_str()
         out[key] = value
-    return out
+    return tuple(out.items())
 
 
 def _column(values: list[Any]) -> tuple[np.ndarray, str]:

@@ -114,7 +114,8 @@ def run_experiment(
     finally:
         system.free()
     wall = time.perf_counter() - start
-    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, wall, None, writer.final_values())
+    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, wall,
+                      final_values=writer.final_values())
 
 
 def _abort(
@@ -139,4 +140,5 @@ def _abort(
     finally:
         writer.close(status, error=message, traceback=trace)
     wall = time.perf_counter() - start
-    return RunOutcome(exp.name, status, path, exp.master.name, None, message, wall, failed_at, writer.final_values())
+    return RunOutcome(exp.name, status, path, exp.master.name, None, message, wall, failed_at=failed_at,
+                      final_values=writer.final_values())

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from cosimrun.runner.configtext import resolved
+from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.outcome import JobOutcome
 from cosimrun.runner.recorder import recorder_for
 from cosimrun.runner.worker import JobPayload, describe_exception
@@ -75,14 +75,13 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     sweep (``KeyboardInterrupt`` is raised again once the outcome is recorded).
     """
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     from cosimrun.runner.run import prepare, run_experiment
 
     start = time.perf_counter()
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
-    overrides = [str(o) for o in OmegaConf.to_container(hydra_cfg.overrides.task)]  # as given, unresolved
+    overrides = task_overrides(hydra_cfg)
     num = int(hydra_cfg.job.num)
     outcome = JobOutcome(num=num, status="failed", overrides=overrides)
     interrupted = False

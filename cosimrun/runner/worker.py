@@ -16,6 +16,7 @@ it runs on, when there is one).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import threading
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cosimrun.runner.configtext import dump
+from cosimrun.runner.configtext import dump, task_overrides
 from cosimrun.runner.outcome import JobOutcome
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
     hydra = config.hydra
     chdir = bool(hydra.job.chdir)
     try:
-        ret = JobReturn(overrides=OmegaConf.to_container(hydra.overrides.task), cfg=task_cfg, hydra_cfg=config)
+        ret = JobReturn(overrides=task_overrides(hydra), cfg=task_cfg, hydra_cfg=config)
         Path(output_dir).mkdir(parents=True, exist_ok=True)
         if chdir:
             os.chdir(output_dir)
@@ -151,6 +152,22 @@ def run_composed_job(payload: JobPayload, task_function: Any) -> JobReturn:
             os.chdir(old_cwd)
 
 
+@functools.cache
+def _load_for_jobs() -> None:
+    """Import what every job needs, and cosimrun's own components (not third-party code); once per process."""
+    from hydra._internal.callbacks import Callbacks  # noqa: F401
+    from hydra._internal.logging_config import configure_logging  # noqa: F401
+
+    from cosimrun import plugins
+    from cosimrun.runner import run, sweep  # noqa: F401
+
+    registry = plugins.get_registry()
+    for name in plugins.component_names():
+        with contextlib.suppress(Exception):  # a broken entry point is the job's to report
+            if plugins.distribution_name(registry.entry_point(name)) == "cosimrun":
+                registry.get_component_class(name)
+
+
 def warm_up(release_frozen: bool = False) -> None:
     """Prepare this process for jobs before the first arrives: imports, builtin components, a frozen heap.
 
@@ -164,17 +181,7 @@ def warm_up(release_frozen: bool = False) -> None:
     """
     import gc
 
-    from hydra._internal.callbacks import Callbacks  # noqa: F401
-    from hydra._internal.logging_config import configure_logging  # noqa: F401
-
-    from cosimrun import plugins
-    from cosimrun.runner import run, sweep  # noqa: F401
-
-    registry = plugins.get_registry()
-    for name in plugins.component_names():  # cosimrun's own components (not third-party code)
-        with contextlib.suppress(Exception):  # a broken entry point is the job's to report
-            if plugins.distribution_name(registry.entry_point(name)) == "cosimrun":
-                registry.get_component_class(name)
+    _load_for_jobs()
     if release_frozen:
         gc.unfreeze()
     gc.collect()
