@@ -56,7 +56,7 @@ def _config_dirs(argv: list[str]) -> list[str]:
 
 def _precheck(argv: list[str]) -> None:
     """Catch unknown experiments and masters before Hydra turns them into a long report."""
-    from cosimrun.core.errors import suggest
+    from cosimrun.errors import suggest
 
     dirs = _config_dirs(argv)
     if any(arg.startswith("hydra.searchpath") for arg in argv):
@@ -100,16 +100,15 @@ def _task(cfg: Any) -> Any:
 
         return sweep_job(cfg)
 
-    from cosimrun.config.build import ConfigError
     from cosimrun.console import Console
-    from cosimrun.plugins import PluginError
+    from cosimrun.errors import ConfigError
     from cosimrun.runner.configtext import resolved, task_overrides
     from cosimrun.runner.run import prepare, run_experiment
 
     plain, config_yaml = resolved(cfg)
     try:
         experiment = prepare(plain)
-    except (ConfigError, PluginError) as exc:
+    except ConfigError as exc:
         _fail(str(exc))
     if experiment.action == "describe":
         print(experiment.system.describe())

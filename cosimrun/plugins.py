@@ -21,16 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.errors import suggest
+from cosimrun.errors import PluginError, suggest
 
 ENTRY_POINT_GROUP = "cosimrun.components"
 """The entry-point group components are registered in."""
 
 OWN_DISTRIBUTION = "cosimrun"
-
-
-class PluginError(ValueError):
-    """A component type that is unknown, fails to load or is not a component class."""
 
 
 class EntryPointLike(Protocol):

@@ -19,10 +19,10 @@ import numpy as np
 import pint
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.errors import suggest
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortSpec, PortState
 from cosimrun.core.units import Q_, UnitLike, parse_unit, unit_str
+from cosimrun.errors import suggest
 
 TIME_RTOL = 1e-12
 """Relative tolerance for comparing times with breakpoints (one ulp of float noise from ``t + dt``)."""

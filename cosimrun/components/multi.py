@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 import pint
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.errors import suggest, unknown_name
 from cosimrun.core.multi import Hysteresis, MultiComponent, SwitchRegions
 from cosimrun.core.units import Q_
+from cosimrun.errors import suggest, unknown_name
 
 SELECTOR_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "threshold": ({"port", "above", "below", "upper"}, {"type", "lower", "abs"}),

@@ -35,9 +35,9 @@ from cosimrun.components._base import (
     where,
 )
 from cosimrun.core.component import NO_EVENTS
-from cosimrun.core.errors import suggest
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike
+from cosimrun.errors import suggest
 
 
 class _Source(StatelessComponent):

@@ -14,23 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.errors import suggest, unknown_name
+from cosimrun.errors import ConfigError, PluginError, suggest, unknown_name
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
-from cosimrun.plugins import PluginError, create_component, get_component_class
+from cosimrun.plugins import create_component, get_component_class
 from cosimrun.system import Connection, System
 
 MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJCSA, Hybrid)}
 """Master algorithms by config name."""
 
 ACTIONS = ("run", "describe")
-
-
-class ConfigError(ValueError):
-    """An invalid experiment configuration; ``key`` is the dotted path of the culprit."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
 
 
 @dataclass

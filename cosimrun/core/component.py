@@ -14,10 +14,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.history import ComponentHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.errors import unknown_name
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""

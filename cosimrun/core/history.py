@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.events import DenseTime
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import compile_conversion
+from cosimrun.errors import unknown_name
 
 _TYPECODES: dict[PortType, tuple[str, Any]] = {
     PortType.REAL: ("d", np.float64),

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.events import EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import UnitConversion, compile_conversion, units_compatible
+from cosimrun.errors import unknown_name
 
 ModeKey = str
 

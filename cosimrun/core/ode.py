@@ -36,10 +36,10 @@ import numpy as np
 import pint
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.errors import suggest, unknown_name
 from cosimrun.core.events import crossed
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
+from cosimrun.errors import suggest, unknown_name
 
 if TYPE_CHECKING:
     from scipy import integrate

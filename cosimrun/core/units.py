@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import pint
 
-from cosimrun.core.errors import suggest
+from cosimrun.errors import IncompatibleUnitsError, suggest
 
 ureg: pint.UnitRegistry = pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
 """The single unit registry of cosimrun; every unit string is parsed here."""
@@ -19,10 +19,6 @@ ureg: pint.UnitRegistry = pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
 Q_ = ureg.Quantity
 
 UnitLike = str | pint.Unit | None
-
-
-class IncompatibleUnitsError(ValueError):
-    """Two units of different physical dimension were asked to convert."""
 
 
 def unit_str(unit: UnitLike) -> str | None:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.errors import suggest
 from cosimrun.core.ports import PortType
+from cosimrun.errors import suggest
 from cosimrun.masters.extrapolation import mean_extrapolation
 from cosimrun.masters.stepsize import Clock
 
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
 LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
 ON_NONCONVERGENCE = ("raise", "warn")
-
-
-class LoopConvergenceError(RuntimeError):
-    """An algebraic loop (or a strongly coupled step) did not converge."""
 
 
 @dataclass

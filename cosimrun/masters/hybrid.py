@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.events import DenseTime
+from cosimrun.errors import EventLocalizationError
 from cosimrun.masters.base import Master
 from cosimrun.masters.stepsize import Clock
 
@@ -37,10 +38,6 @@ def _can_roll_back(comp: CoSimComponent) -> bool:
     if isinstance(models, dict):
         return all(m.supports_rollback for m in models.values())
     return comp.supports_rollback
-
-
-class EventLocalizationError(RuntimeError):
-    """Events could not be handled (for example an endless cascade at one instant)."""
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from cosimrun.core.ports import PortType
-from cosimrun.masters.base import LoopConvergenceError
+from cosimrun.errors import LoopConvergenceError
 from cosimrun.masters.gauss_seidel import GaussSeidel
 from cosimrun.masters.stepsize import Clock
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cosimrun.masters.base import LoopConvergenceError
+from cosimrun.errors import LoopConvergenceError
 
 _EPS = float(np.finfo(float).eps)
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosimrun.config.build import ConfigError, Experiment, build_experiment, recorded_ports
-from cosimrun.masters import LoopConvergenceError
+from cosimrun.config.build import Experiment, build_experiment, recorded_ports
+from cosimrun.errors import ConfigError, LoopConvergenceError, MissingInitialValueError
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import HistoryStreamer, write_run_result
-from cosimrun.system import MissingInitialValueError, RunResult
+from cosimrun.system import RunResult
 
 Progress = Callable[[float], None]
 

@@ -8,28 +8,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
-from cosimrun.core.units import IncompatibleUnitsError, compile_conversion
+from cosimrun.core.units import compile_conversion
+from cosimrun.errors import IncompatibleUnitsError, InvalidConnectionError, MissingInitialValueError, unknown_name
 from cosimrun.system.connection import Connection, Link, split_port_path
 from cosimrun.system.graph import GraphAnalysis, analyze
 
 if TYPE_CHECKING:
     from cosimrun.masters.base import Master, MasterStats
-
-
-class InvalidConnectionError(ValueError):
-    """A connection that cannot be made (unknown port, direction, type or unit mismatch)."""
-
-
-class MissingInitialValueError(ValueError):
-    """An input that closes an algebraic loop has no initial value; ``port`` names it."""
-
-    def __init__(self, message: str, port: str) -> None:
-        super().__init__(message)
-        self.port = port
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cosimrun.components.fmu.errors import FMUError
-from cosimrun.core.errors import unknown_name
+from cosimrun.errors import unknown_name
 
 
 def _c_source(name: str) -> str:

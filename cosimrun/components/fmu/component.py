@@ -42,9 +42,9 @@ from cosimrun.components.fmu.fmi2 import (
     register_log_sink,
 )
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.errors import unknown_name
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, compile_conversion
+from cosimrun.errors import unknown_name
 
 _log = logging.getLogger("cosimrun.fmu")
 

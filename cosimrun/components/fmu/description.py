@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cosimrun.core.errors import suggest
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import parse_unit
+from cosimrun.errors import suggest
 
 _log = logging.getLogger("cosimrun.fmu")
 

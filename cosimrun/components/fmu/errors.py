@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from cosimrun.errors import FMUError
+
+__all__ = ["STATUS_NAMES", "FMUError", "status_name"]
+
 STATUS_NAMES = ("OK", "Warning", "Discard", "Error", "Fatal", "Pending")
 """FMI 2.0 status codes by value."""
-
-
-class FMUError(RuntimeError):
-    """An FMU call failed (status discard, error or fatal) or an FMU cannot be loaded."""
 
 
 def status_name(status: int) -> str:

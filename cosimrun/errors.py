@@ -1,0 +1,170 @@
+"""The errors cosimrun raises on purpose: one family, with the culprit in fields.
+
+::
+
+    CosimrunError
+    ├── ConfigError                 wrong before the run starts   key, suggestion
+    │   ├── UnknownNameError        also a KeyError                kind, name, known
+    │   ├── PluginError
+    │   ├── InvalidConnectionError                                 connection
+    │   ├── MissingInitialValueError                               port
+    │   └── IncompatibleUnitsError
+    └── SimulationError             wrong during the run           component, time
+        ├── LoopConvergenceError
+        ├── EventLocalizationError
+        └── FMUError
+
+``ConfigError.key`` is the dotted path of the culprit *as far as the raiser knows
+it*: the engine names a parameter (``e``) or a master setting
+(``time_tolerance``), and the config builder places it in the experiment with
+:meth:`ConfigError.within` (``components.ball.params.e``, ``master.time_tolerance``).
+Nothing reads a key back out of a message's text.
+
+``ConfigError`` is also a ``ValueError`` and ``SimulationError`` a
+``RuntimeError``, so code written against the reference API's documented
+exceptions (``KeyError`` for unknown names, ``ValueError`` for invalid values)
+keeps catching them.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "CosimrunError",
+    "EventLocalizationError",
+    "FMUError",
+    "IncompatibleUnitsError",
+    "InvalidConnectionError",
+    "LoopConvergenceError",
+    "MissingInitialValueError",
+    "PluginError",
+    "SimulationError",
+    "UnknownNameError",
+    "did_you_mean",
+    "suggest",
+    "unknown_name",
+]
+
+
+class CosimrunError(Exception):
+    """Base of every error cosimrun raises on purpose."""
+
+
+class ConfigError(CosimrunError, ValueError):
+    """Something is wrong before the run starts: a config key, a parameter, a connection, a plugin.
+
+    ``str(exc)`` is ``"<key>: <message>"`` (just the message without a key);
+    ``suggestion`` is the closest valid name when one is close, else ``None``.
+    """
+
+    def __init__(self, key: str | None, message: str, *, suggestion: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key or None
+        self.message = message
+        self.suggestion = suggestion
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" if self.key else self.message
+
+    def within(self, prefix: str) -> ConfigError:
+        """A copy whose key is placed under *prefix* (``prefix.key``, or *prefix* when there is no key)."""
+        placed = copy.copy(self)
+        placed.key = f"{prefix}.{self.key}" if self.key else prefix
+        return placed
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name (parameter, port, component, mode ...) that does not exist; also a ``KeyError``.
+
+    ``kind`` says what was looked up, ``name`` what was asked for, ``known``
+    the valid names; ``key`` is *name* unless the raiser knows a fuller path.
+    """
+
+    def __init__(
+        self, kind: str, name: str, known: Iterable[str], where: str = "", *, key: str | None = None
+    ) -> None:
+        self.kind, self.name = kind, str(name)
+        self.known = sorted(str(k) for k in known)
+        close = did_you_mean(self.name, self.known)
+        super().__init__(key, unknown_name(kind, self.name, self.known, where), suggestion=close[0] if close else None)
+
+    def __str__(self) -> str:
+        return ConfigError.__str__(self)
+
+
+class PluginError(ConfigError):
+    """A component type that is not installed, fails to load, or is not a component class."""
+
+    def __init__(self, message: str, *, suggestion: str | None = None) -> None:
+        super().__init__(None, message, suggestion=suggestion)
+
+
+class InvalidConnectionError(ConfigError):
+    """A connection that cannot be made (unknown port, direction, type or unit mismatch)."""
+
+    def __init__(self, message: str, *, connection: str | None = None, suggestion: str | None = None) -> None:
+        super().__init__(None, message, suggestion=suggestion)
+        self.connection = connection
+
+
+class MissingInitialValueError(ConfigError):
+    """An input that closes an algebraic loop has no initial value; ``port`` is ``"comp.input"``."""
+
+    def __init__(self, message: str, port: str) -> None:
+        super().__init__(None, message)
+        self.port = port
+
+
+class IncompatibleUnitsError(ConfigError):
+    """Two units of different dimensions where a conversion is needed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+class SimulationError(CosimrunError, RuntimeError):
+    """Something went wrong during the run; ``component`` and ``time`` say where, when known."""
+
+    def __init__(self, message: str, *, component: str | None = None, time: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.component = component
+        self.time = time
+
+
+class LoopConvergenceError(SimulationError):
+    """An algebraic loop (or a strongly coupled step) did not converge."""
+
+
+class EventLocalizationError(SimulationError):
+    """Events could not be handled (for example an endless cascade at one instant)."""
+
+
+class FMUError(SimulationError):
+    """An FMU call failed (status discard, error or fatal) or an FMU cannot be loaded."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Close matches of *word* among *choices*, best first."""
+    return difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=0.6)
+
+
+def suggest(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'x'?"`` for close matches of *word*, or ``""``."""
+    close = did_you_mean(word, choices, n)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def unknown_name(kind: str, name: Any, known: Iterable[str], where: str = "") -> str:
+    """``unknown port 'x' in 'comp'; did you mean 'y'? (known: y, z)``."""
+    known = sorted(str(k) for k in known)
+    where = f" {where}" if where else ""
+    listing = ", ".join(known) if len(known) <= 30 else ", ".join(known[:30]) + ", ..."
+    return f"unknown {kind} {name!r}{where}{suggest(str(name), known)} (known: {listing or 'none'})"
