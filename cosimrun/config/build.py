@@ -243,12 +243,10 @@ def build_master(cfg: Mapping[str, Any]) -> Master:
             )
     try:
         return cls(**settings)
+    except ConfigError as exc:
+        raise exc.within("master") from None
     except (TypeError, ValueError) as exc:
-        text = _text(exc)
-        if not text.startswith("master."):
-            raise ConfigError("master", text) from None
-        setting = text.split("=", 1)[0].split(" ", 1)[0]
-        raise ConfigError(setting, text[len(setting):].lstrip(" =:")) from None
+        raise ConfigError("master", _text(exc)) from None
 
 
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:

@@ -19,7 +19,7 @@ import numpy as np
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.ports import PortType
-from cosimrun.errors import suggest
+from cosimrun.errors import ConfigError, did_you_mean, suggest
 from cosimrun.masters.extrapolation import mean_extrapolation
 from cosimrun.masters.stepsize import Clock
 
@@ -149,19 +149,24 @@ class Master:
         self._check_choice("loop_solver", self.loop_solver, LOOP_SOLVERS)
         self._check_choice("on_nonconvergence", self.on_nonconvergence, ON_NONCONVERGENCE)
         for key in ("loop_tolerance", "fd_step", "relaxation"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"master.{key} must be positive, got {getattr(self, key)!r}")
-        if int(self.max_loop_iterations) < 1:
-            raise ValueError(f"master.max_loop_iterations must be >= 1, got {self.max_loop_iterations!r}")
+            self._check(key, getattr(self, key) > 0, "must be positive")
+        self._check("max_loop_iterations", int(self.max_loop_iterations) >= 1, "must be >= 1")
         self.stats = MasterStats()
         self.system: System | None = None
+
+    def _check(self, key: str, ok: bool, requirement: str) -> None:
+        """Raise :class:`ConfigError` keyed by setting *key* unless *ok*."""
+        if not ok:
+            raise ConfigError(key, f"{requirement}, got {getattr(self, key)!r}")
 
     @staticmethod
     def _check_choice(key: str, value: Any, valid: tuple[Any, ...]) -> None:
         if value not in valid:
-            raise ValueError(
-                f"master.{key}={value!r} is not valid{suggest(str(value), map(str, valid))} "
-                f"(valid: {', '.join(map(str, valid))})"
+            close = did_you_mean(str(value), map(str, valid))
+            raise ConfigError(
+                key,
+                f"{value!r} is not valid{suggest(str(value), map(str, valid))} (valid: {', '.join(map(str, valid))})",
+                suggestion=close[0] if close else None,
             )
 
     def settings(self) -> dict[str, Any]:

@@ -58,12 +58,9 @@ class Hybrid(Master):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_choice("root_finder", self.root_finder, ROOT_FINDERS)
-        if not self.time_tolerance > 0:
-            raise ValueError(f"master.time_tolerance must be positive, got {self.time_tolerance!r}")
-        if not self.sign_tolerance >= 0:
-            raise ValueError(f"master.sign_tolerance must be >= 0, got {self.sign_tolerance!r}")
-        if int(self.max_micro_steps) < 1:
-            raise ValueError(f"master.max_micro_steps must be >= 1, got {self.max_micro_steps!r}")
+        self._check("time_tolerance", self.time_tolerance > 0, "must be positive")
+        self._check("sign_tolerance", self.sign_tolerance >= 0, "must be >= 0")
+        self._check("max_micro_steps", int(self.max_micro_steps) >= 1, "must be >= 1")
 
     # ------------------------------------------------------------------ setup
     def begin(self, t0: float) -> None:

@@ -38,10 +38,8 @@ class IJCSA(GaussSeidel):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.step_tolerance > 0:
-            raise ValueError(f"master.step_tolerance must be positive, got {self.step_tolerance!r}")
-        if int(self.max_step_iterations) < 1:
-            raise ValueError(f"master.max_step_iterations must be >= 1, got {self.max_step_iterations!r}")
+        self._check("step_tolerance", self.step_tolerance > 0, "must be positive")
+        self._check("max_step_iterations", int(self.max_step_iterations) >= 1, "must be >= 1")
 
     def begin(self, t0: float) -> None:
         super().begin(t0)

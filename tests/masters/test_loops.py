@@ -167,7 +167,7 @@ def test_singular_interface_jacobian_gives_a_clear_error(a, b):
 
 # ---------------------------------------------------------------------- settings
 def test_loop_settings_are_validated():
-    with pytest.raises(ValueError, match=r"loop_solver='newtn' is not valid; did you mean 'newton'"):
+    with pytest.raises(ValueError, match=r"loop_solver: 'newtn' is not valid; did you mean 'newton'"):
         GaussSeidel(loop_solver="newtn")
     with pytest.raises(ValueError, match="on_nonconvergence"):
         Jacobi(on_nonconvergence="ignore")
