@@ -1,15 +1,16 @@
-"""Component registry over the entry-point group ``cosimrun.components``.
+"""Component registry: cosimrun's builtin types, then the entry-point group ``cosimrun.components``.
 
-cosimrun registers its builtin components there exactly like a third-party
-plugin package does::
+The builtins come from the table :data:`cosimrun.components.TYPES`, so they
+resolve where package metadata is missing (a source tree on ``sys.path``,
+stripped metadata). Third-party packages register their types as entry points::
 
     [project.entry-points."cosimrun.components"]
     mymodel = "mypkg.models:MyModel"
 
-Discovery is lazy: listing names reads package metadata only and never
-imports a plugin module; a class is imported on first use. When two
-distributions register the same name, a warning names both and cosimrun's
-own entry (else the first one found) wins.
+Discovery is lazy: listing names reads the table and package metadata only and
+never imports a component module; a class is imported on first use. When a
+third-party type has a builtin's name, or two distributions register the same
+name, a warning names both and the builtin (else the first one found) wins.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cosimrun.components import TYPES
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import PluginError, suggest
 
@@ -27,6 +29,7 @@ ENTRY_POINT_GROUP = "cosimrun.components"
 """The entry-point group components are registered in."""
 
 OWN_DISTRIBUTION = "cosimrun"
+"""The distribution the builtin types are listed under."""
 
 
 class EntryPointLike(Protocol):
@@ -40,6 +43,19 @@ class EntryPointLike(Protocol):
 
 EntryPointSource = Callable[[], Iterable[EntryPointLike]]
 """Returns the entry points of the group (injectable for tests)."""
+
+
+@dataclass(frozen=True)
+class BuiltinEntryPoint:
+    """A builtin type from :data:`~cosimrun.components.TYPES`, loaded like an entry point."""
+
+    name: str
+    value: str
+    """``"module:Class"``."""
+
+    def load(self) -> Any:
+        """Import and return the referenced object, as an entry point with this value would."""
+        return importlib.metadata.EntryPoint(self.name, self.value, ENTRY_POINT_GROUP).load()
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,8 @@ class ComponentInfo:
 
 def distribution_name(ep: Any) -> str | None:
     """Name of the distribution that declares entry point *ep* (``None`` when unknown)."""
+    if isinstance(ep, BuiltinEntryPoint):
+        return OWN_DISTRIBUTION
     dist = getattr(ep, "dist", None)
     if dist is None:
         return None
@@ -87,17 +105,25 @@ def first_doc_line(cls: type) -> str:
 
 
 class ComponentRegistry:
-    """Lazy registry of component classes from one entry-point group.
+    """Lazy registry of component classes: *builtins* first, then one entry-point group.
 
-    *source* returns the entry points; the default reads installed package
-    metadata through ``importlib.metadata.entry_points`` (looked up at call
-    time, so tests may monkeypatch it). Discovery happens on first use and is
-    cached; :meth:`refresh` forgets it.
+    *builtins* maps type names to ``"module:Class"`` (default
+    :data:`cosimrun.components.TYPES`). *source* returns the entry points; the
+    default reads installed package metadata through
+    ``importlib.metadata.entry_points`` (looked up at call time, so tests may
+    monkeypatch it). Discovery happens on first use and is cached;
+    :meth:`refresh` forgets it.
     """
 
-    def __init__(self, group: str = ENTRY_POINT_GROUP, source: EntryPointSource | None = None) -> None:
+    def __init__(
+        self,
+        group: str = ENTRY_POINT_GROUP,
+        source: EntryPointSource | None = None,
+        builtins: Mapping[str, str] | None = None,
+    ) -> None:
         self.group = group
         self._source = source
+        self._builtins = TYPES if builtins is None else builtins
         self._entries: dict[str, Any] | None = None
         self._classes: dict[str, type[CoSimComponent]] = {}
 
@@ -113,13 +139,12 @@ class ComponentRegistry:
         return importlib.metadata.entry_points(group=self.group)
 
     def entry_points(self) -> dict[str, Any]:
-        """``{name: entry point}`` after resolving duplicates (imports nothing)."""
+        """``{name: entry point}``, builtins included, after resolving duplicates (imports nothing)."""
         if self._entries is None:
-            found = list(self._discover())
-            # cosimrun's own entries first, otherwise discovery order
-            found.sort(key=lambda ep: distribution_name(ep) != OWN_DISTRIBUTION)
-            entries: dict[str, Any] = {}
-            for ep in found:
+            entries: dict[str, Any] = {name: BuiltinEntryPoint(name, value) for name, value in self._builtins.items()}
+            for ep in self._discover():
+                if distribution_name(ep) == OWN_DISTRIBUTION:
+                    continue  # builtins: the metadata of an install from before TYPES may still list them
                 kept = entries.get(ep.name)
                 if kept is None:
                     entries[ep.name] = ep

@@ -1,4 +1,4 @@
-"""Component registry over the ``cosimrun.components`` entry points (fake entry points plus real builtins)."""
+"""Component registry: builtin types from the code table plus ``cosimrun.components`` entry points."""
 
 import importlib.metadata
 import subprocess
@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from cosimrun import plugins
+from cosimrun.components import TYPES
 from cosimrun.plugins import ENTRY_POINT_GROUP, ComponentInfo, ComponentRegistry, PluginError
 
 BUILTINS = {
@@ -63,8 +64,8 @@ def plugin_dir(tmp_path, monkeypatch):
         sys.modules.pop(mod, None)
 
 
-def registry(*eps):
-    return ComponentRegistry(source=lambda: list(eps))
+def registry(*eps, builtins=None):
+    return ComponentRegistry(source=lambda: list(eps), builtins=builtins or {})
 
 
 def test_names_do_not_import_plugin_modules(plugin_dir):
@@ -121,19 +122,29 @@ def test_entry_point_that_is_not_a_component_class(plugin_dir):
         reg.get_component_class("module")
 
 
-def test_duplicate_names_warn_and_cosimrun_wins(plugin_dir):
+def test_third_party_type_named_like_a_builtin_warns_and_the_builtin_wins(plugin_dir):
     other = FakeEntryPoint("constant", "fake_cosim_plugin:Answer", dist="otherpkg")
-    own = FakeEntryPoint("constant", "cosimrun.components.sources:Constant", dist="cosimrun")
-    reg = registry(other, own)
+    reg = registry(other, builtins={"constant": "cosimrun.components.sources:Constant"})
     with pytest.warns(UserWarning, match=r"'constant' is registered twice .* by 'cosimrun' "
                                          r"\(cosimrun.components.sources:Constant\) and by 'otherpkg' "
                                          r"\(fake_cosim_plugin:Answer\); using the one from 'cosimrun'"):
         names = reg.names()
     assert names == ["constant"]
     assert reg.get_component_class("constant").__module__ == "cosimrun.components.sources"
+    assert other.loads == 0
     first = registry(FakeEntryPoint("x", "a:A", dist="pkg_a"), FakeEntryPoint("x", "b:B", dist="pkg_b"))
     with pytest.warns(UserWarning, match=r"using the one from 'pkg_a'"):
         assert first.entry_point("x").value == "a:A"
+
+
+def test_entry_points_of_cosimrun_itself_are_ignored(plugin_dir, recwarn):
+    """An install from before the builtins moved into the code still lists them as entry points."""
+    stale = [FakeEntryPoint("constant", "cosimrun.components.sources:Constant", dist="cosimrun"),
+             FakeEntryPoint("gone", "cosimrun.components.gone:Gone", dist="cosimrun")]
+    reg = registry(*stale, builtins={"constant": "cosimrun.components.sources:Constant"})
+    assert reg.names() == ["constant"]
+    assert plugins.distribution_name(reg.entry_point("constant")) == "cosimrun"
+    assert not recwarn.list
 
 
 def test_same_distribution_seen_twice_is_silent(plugin_dir, recwarn):
@@ -163,9 +174,26 @@ def test_default_source_reads_importlib_metadata(plugin_dir, monkeypatch):
     monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
     plugins.refresh()
     try:
-        assert plugins.component_names() == ["answer"]
+        assert plugins.component_names() == sorted({*TYPES, "answer"})
         assert plugins.create_component("answer", "a", {}).parameters["value"] == 42.0
         assert calls == [{"group": "cosimrun.components"}]
+    finally:
+        monkeypatch.undo()
+        plugins.refresh()
+
+
+def test_builtins_resolve_without_package_metadata(monkeypatch):
+    """Run from a source tree or with metadata stripped: no distribution registers anything."""
+    from cosimrun.components.mechanics import Pendulum
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: [])
+    plugins.refresh()
+    try:
+        assert plugins.component_names() == sorted(TYPES)
+        assert plugins.get_component_class("pendulum") is Pendulum
+        assert plugins.create_component("gain", "g", {"k": 2.0}).parameters["k"] == 2.0
+        info = {i.name: i for i in plugins.list_components(load=False)}["pendulum"]
+        assert (info.distribution, info.value) == ("cosimrun", "cosimrun.components.mechanics:Pendulum")
     finally:
         monkeypatch.undo()
         plugins.refresh()
@@ -198,7 +226,7 @@ def test_listing_real_names_imports_no_component_module():
         from cosimrun import plugins
         names = plugins.component_names()
         assert "pendulum" in names, names
-        loaded = sorted(m for m in sys.modules if m.startswith("cosimrun.components"))
+        loaded = sorted(m for m in sys.modules if m.startswith("cosimrun.components."))
         assert not loaded, loaded
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
