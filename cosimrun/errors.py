@@ -5,6 +5,7 @@
     CosimrunError
     ├── ConfigError                 wrong before the run starts   key, suggestion
     │   ├── UnknownNameError        also a KeyError                kind, name, known
+    │   ├── DuplicateNameError      also a KeyError
     │   ├── PluginError
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
@@ -36,6 +37,7 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "CosimrunError",
+    "DuplicateNameError",
     "EventLocalizationError",
     "FMUError",
     "IncompatibleUnitsError",
@@ -92,6 +94,16 @@ class UnknownNameError(ConfigError, KeyError):
         self.known = sorted(str(k) for k in known)
         close = did_you_mean(self.name, self.known)
         super().__init__(key, unknown_name(kind, self.name, self.known, where), suggestion=close[0] if close else None)
+
+    def __str__(self) -> str:
+        return ConfigError.__str__(self)
+
+
+class DuplicateNameError(ConfigError, KeyError):
+    """A name registered twice (an event indicator, a subscription); also a ``KeyError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
 
     def __str__(self) -> str:
         return ConfigError.__str__(self)

@@ -5,6 +5,31 @@ Lifecycle: ``set_parameters`` -> ``initialize(t0)`` -> repeated ``set_inputs`` /
 ``_initialize_component``, ``_do_step_internal``, ``_update_output_states``,
 ``get_state`` and ``set_state``; rollback (``snapshot_state``/``restore_state``),
 event handling and feedthrough declarations are optional.
+
+What a master may call
+----------------------
+Masters (and ``System``) use only these public members; nothing else of a
+component, and no underscore name:
+
+- ports: ``inputs``/``outputs`` (``PortState.value`` read and written directly),
+  ``needs_set_inputs`` (then input values go in through ``set_inputs``);
+- stepping: ``do_step(t, dt)``, ``refresh_outputs(t)`` (outputs from the current
+  inputs and state, without advancing: direct feedthrough and algebraic loops);
+- time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
+- rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
+  ``restore_state(snapshot, t)``;
+- state events: ``has_state_events``, ``evaluate_event_indicators()``,
+  ``detect_event_crossings(...)``, ``get_internal_event_hints()``,
+  ``handle_event(names, t, micro)``;
+- mode switching: components that switch between models implement
+  :class:`~cosimrun.core.switching.ModeSwitching` (``MultiComponent`` does); a
+  master finds them with ``isinstance``.
+
+Recording belongs to the run: inside a :class:`~cosimrun.system.System` a
+component never records itself (the system switches ``record_history`` off when
+the component is added, and the run's recorder samples its ports). Used on its
+own, a component records every output after ``initialize``, ``do_step`` and
+``handle_event``, as the reference API describes.
 """
 
 from __future__ import annotations
@@ -17,7 +42,7 @@ from typing import Any
 from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.history import ComponentHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
-from cosimrun.errors import unknown_name
+from cosimrun.errors import DuplicateNameError, UnknownNameError
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
@@ -65,12 +90,22 @@ class CoSimComponent(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        overrides = cls.__dict__
+        if "evaluate_outputs" in overrides and "refresh_outputs" not in overrides:
+            # a subclass written against the reference customizes evaluate_outputs: masters must go through it
+            def refresh_outputs(self: CoSimComponent, t: float) -> None:
+                self.evaluate_outputs({}, t)
+
+            cls.refresh_outputs = refresh_outputs  # type: ignore[method-assign]
+
     # ------------------------------------------------------------------ parameters
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``."""
         for name in parameters:
             if name not in self.parameters:
-                raise KeyError(unknown_name("parameter", name, self.parameters, f"of component {self.name!r}"))
+                raise UnknownNameError("parameter", name, self.parameters, f"of component {self.name!r}")
         for name, value in parameters.items():
             self.parameters[name] = self._validate_parameter(name, value)
 
@@ -80,7 +115,7 @@ class CoSimComponent(ABC):
             return dict(self.parameters)
         for name in names:
             if name not in self.parameters:
-                raise KeyError(unknown_name("parameter", name, self.parameters, f"of component {self.name!r}"))
+                raise UnknownNameError("parameter", name, self.parameters, f"of component {self.name!r}")
         return {n: self.parameters[n] for n in names}
 
     def _validate_parameter(self, name: str, value: Any) -> Any:
@@ -160,14 +195,23 @@ class CoSimComponent(ABC):
             if port is None:
                 if name in self.input_specs and not self._is_initialized:
                     raise RuntimeError(f"component {self.name!r}: call initialize(t0) before setting input {name!r}")
-                raise KeyError(unknown_name("input", name, inputs or self.input_specs, f"of component {self.name!r}"))
+                raise UnknownNameError("input", name, inputs or self.input_specs, f"of component {self.name!r}")
             port.set(value, t)
+
+    @property
+    def needs_set_inputs(self) -> bool:
+        """True when the class overrides ``set_inputs``: input values must go in through it, not port writes."""
+        return type(self).set_inputs is not CoSimComponent.set_inputs
+
+    def refresh_outputs(self, t: float) -> None:
+        """Recompute the outputs from the current inputs and state at *t*, without advancing time."""
+        self._update_output_states(t, NO_EVENTS)
 
     def evaluate_outputs(self, inputs: dict[str, Any], t: float | None = None) -> dict[str, Any]:
         """Outputs for the given inputs at the current time, without advancing time."""
         if inputs:
             self.set_inputs(inputs, t)
-        self._update_output_states(self.t if t is None else t, NO_EVENTS)
+        self.refresh_outputs(self.t if t is None else t)
         return self.get_outputs()
 
     def get_outputs(self) -> dict[str, Any]:
@@ -229,10 +273,20 @@ class CoSimComponent(ABC):
             and cls.restore_state is not CoSimComponent.restore_state
         )
 
+    @property
+    def can_always_roll_back(self) -> bool:
+        """Whether rollback holds for the whole run (a multi-model component needs it in every mode)."""
+        return self.supports_rollback
+
     # ------------------------------------------------------------------ time events
     def next_time_event(self, t: float) -> float | None:
         """Hook: the next scheduled (time) event strictly after *t*, or ``None``."""
         return None
+
+    @property
+    def has_time_events(self) -> bool:
+        """True when the class overrides ``next_time_event`` (masters then ask it at every step)."""
+        return type(self).next_time_event is not CoSimComponent.next_time_event
 
     # ------------------------------------------------------------------ history
     def get_history(
@@ -254,7 +308,7 @@ class CoSimComponent(ABC):
                 "it does not support rollback, which event localization needs"
             )
         if name in self.event_indicators:
-            raise KeyError(f"component {self.name!r} already has an event indicator {name!r}")
+            raise DuplicateNameError(f"component {self.name!r} already has an event indicator {name!r}")
         indicator = EventIndicator(name, func, direction)
         self._check_event_port_name(name)
         self.event_indicators[name] = indicator
@@ -322,7 +376,7 @@ class CoSimComponent(ABC):
             raise ValueError(f"subscription to {event.source}.{event.name} must not carry a time")
         for sub in self.event_subscriptions:
             if sub.name == event.name and sub.source == event.source:
-                raise KeyError(f"component {self.name!r} already subscribes to {event.source}.{event.name}")
+                raise DuplicateNameError(f"component {self.name!r} already subscribes to {event.source}.{event.name}")
         self.event_subscriptions.append(event)
 
     @property

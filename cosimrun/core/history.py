@@ -33,7 +33,7 @@ _TYPECODES: dict[PortType, tuple[str, Any]] = {
 class PortHistory:
     """Time series of one port: times, values and superdense micro indices."""
 
-    __slots__ = ("port_name", "unit", "port_type", "_t", "_v", "_micro", "_dtype", "_first")
+    __slots__ = ("port_name", "unit", "port_type", "_t", "_v", "_micro", "_dtype")
 
     def __init__(self, port_name: str, unit: str | None = None, port_type: PortType | str = PortType.REAL) -> None:
         self.port_name = port_name
@@ -41,7 +41,6 @@ class PortHistory:
         self.port_type = PortType(port_type)
         self._t = array("d")
         self._micro: dict[int, int] = {}
-        self._first = 0
         code_dtype = _TYPECODES.get(self.port_type)
         if code_dtype is None:
             self._v: array | list = []
@@ -53,7 +52,7 @@ class PortHistory:
     def append(self, t: float, value: Any, micro: int = 0) -> None:
         """Record *value* at time *t* (and micro step *micro*)."""
         if micro:
-            self._micro[self._first + len(self._t)] = micro
+            self._micro[len(self._t)] = micro
         self._t.append(t)
         self._v.append(value)
 
@@ -61,12 +60,16 @@ class PortHistory:
         """The bound ``append`` of the time and value buffers: the step loop's fast path.
 
         Appending through them records a sample at micro step 0; they stay valid
-        across ``clear``, ``truncate`` and ``release``.
+        across ``clear`` and ``truncate``.
         """
         return self._t.append, self._v.append
 
-    def extend(self, times: array | np.ndarray, values: np.ndarray) -> None:
-        """Append many micro-step-0 samples at once (numeric ports)."""
+    def extend(self, times: array | np.ndarray, values: np.ndarray, micro: np.ndarray | None = None) -> None:
+        """Append many samples at once; *micro* gives their micro steps (all 0 when ``None``)."""
+        if micro is not None:
+            base = len(self)
+            for k in np.flatnonzero(micro).tolist():
+                self._micro[base + k] = int(micro[k])
         if self._dtype is object:
             self._v.extend(values.tolist())
         else:
@@ -77,51 +80,26 @@ class PortHistory:
             self._t.frombytes(np.ascontiguousarray(times, dtype=np.float64).tobytes())
 
     def __len__(self) -> int:
-        """Samples recorded so far, released ones included."""
-        return self._first + len(self._t)
-
-    @property
-    def released(self) -> int:
-        """Samples dropped from memory by :meth:`release` (they precede the retained ones)."""
-        return self._first
+        """Samples recorded so far."""
+        return len(self._t)
 
     def clear(self) -> None:
         """Forget every sample."""
         del self._t[:]
         del self._v[:]
         self._micro.clear()
-        self._first = 0
 
     def truncate(self, n: int) -> None:
-        """Keep only the first *n* samples (used when a run is rolled back)."""
-        if n < self._first:
-            raise ValueError(f"port {self.port_name!r}: cannot truncate to {n} samples, {self._first} were released")
-        del self._t[n - self._first :]
-        del self._v[n - self._first :]
+        """Keep only the first *n* samples (a standalone component rolled back)."""
+        del self._t[n:]
+        del self._v[n:]
         for k in [k for k in self._micro if k >= n]:
             del self._micro[k]
 
-    def release(self, upto: int) -> None:
-        """Drop samples before index *upto* from memory (after they were written to a file).
-
-        ``len()`` keeps counting them; ``time``/``values`` then hold the retained samples.
-        """
-        n = min(upto, len(self)) - self._first
-        if n <= 0:
-            return
-        del self._t[:n]
-        del self._v[:n]
-        self._first += n
-        for k in [k for k in self._micro if k < self._first]:
-            del self._micro[k]
-
     def slice(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(time, values, micro)`` of samples ``start:stop`` (indices count released samples)."""
-        if start < self._first:
-            raise IndexError(f"port {self.port_name!r}: samples before {self._first} were released")
-        first = self._first
-        t = np.array(self._t[start - first : stop - first], dtype=np.float64)
-        chunk = self._v[start - first : stop - first]
+        """``(time, values, micro)`` of samples ``start:stop``."""
+        t = np.array(self._t[start:stop], dtype=np.float64)
+        chunk = self._v[start:stop]
         if self._dtype is object:
             v = np.empty(len(chunk), dtype=object)
             v[:] = chunk
@@ -152,7 +130,7 @@ class PortHistory:
         """Superdense micro index of each sample (0 except at event instants)."""
         out = np.zeros(len(self._t), dtype=np.int32)
         for k, m in self._micro.items():
-            out[k - self._first] = m
+            out[k] = m
         return out
 
     def get_values(self, as_unit: str | None = None) -> np.ndarray:

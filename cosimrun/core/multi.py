@@ -2,224 +2,36 @@
 
 A :class:`MultiComponent` wraps models ("modes") that expose the same ports and
 delegates everything to the active one. A mode selector (optionally debounced
-by a :class:`Hysteresis` dwell time) asks for switches; on a switch the physical
-state of the outgoing model is carried over to the incoming one, which also
-receives the latest inputs. :class:`SwitchRegions` maps a scalar output onto
-ordered regions with a hysteresis band per boundary; each boundary doubles as an
-event indicator so that an event-locating (hybrid) master switches at the exact
-crossing instant.
-
-Contract with masters: a master that takes trial steps (snapshot, step, restore)
-sets ``_allow_mode_switching = False`` while trying and calls
-:meth:`MultiComponent.apply_mode_switch` itself at every accepted communication
-point (t0 included), evaluating event indicators only after that call. A
-snapshot cannot be restored once the mode changed, which is why trial steps
-must not switch. Boundary events passed to ``handle_event`` always switch
-(subject to the dwell time) because events are only handled at accepted
-instants. Masters without rollback need nothing: ``do_step`` switches at the
-start of each step.
+by a :class:`~cosimrun.core.switching.Hysteresis` dwell time) asks for switches;
+on a switch the physical state of the outgoing model is carried over to the
+incoming one, which also receives the latest inputs.
+:class:`~cosimrun.core.regions.SwitchRegions` maps a scalar output onto ordered
+regions with a hysteresis band per boundary; each boundary doubles as an event
+indicator. Masters drive switching through the
+:class:`~cosimrun.core.switching.ModeSwitching` protocol, which this class
+implements. Boundary events passed to ``handle_event`` always switch (subject
+to the dwell time) because events are only handled at accepted instants.
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.events import EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.core.regions import SwitchRegions
+from cosimrun.core.switching import Hysteresis, ModeKey, ModeSwitch, ModeSwitching, StateAdapter
 from cosimrun.core.units import UnitConversion, compile_conversion, units_compatible
-from cosimrun.errors import unknown_name
+from cosimrun.errors import DuplicateNameError, unknown_name
 
-ModeKey = str
-
-_TIME_EPS = 1e-12
-"""Relative time tolerance: a dwell window ending within this of *t* counts as closed."""
+__all__ = ["Hysteresis", "ModeSwitch", "ModeSwitching", "MultiComponent", "StateAdapter", "SwitchRegions"]
 
 _IRRELEVANT = -1.0
 """Value of a boundary indicator whose boundary does not touch the current region."""
-
-
-@runtime_checkable
-class StateAdapter(Protocol):
-    """Translates a state between models with different state names, units or layouts."""
-
-    def adapt_state(self, source_state: dict[str, Any], target_component: CoSimComponent) -> dict[str, Any]:
-        """Convert *source_state* (from ``get_state``) into what *target_component*'s ``set_state`` accepts."""
-        ...
-
-
-class Hysteresis:
-    """Minimum dwell time between mode switches.
-
-    Only answers "is the dwell window still open?"; whether a different mode is
-    wanted is the caller's business. ``last_switch_time`` starts at ``-inf`` so
-    the first switch is always allowed.
-    """
-
-    def __init__(self, dwell_time: float = 0.01) -> None:
-        dwell_time = float(dwell_time)
-        if not math.isfinite(dwell_time) or dwell_time < 0.0:
-            raise ValueError(f"dwell_time must be a finite number >= 0, got {dwell_time!r}")
-        self.dwell_time = dwell_time
-        self.last_switch_time: float = -math.inf
-
-    @property
-    def window_end(self) -> float:
-        """The instant at which the current dwell window closes (``-inf`` before any switch)."""
-        return self.last_switch_time + self.dwell_time
-
-    def in_dwell_window(self, t: float) -> bool:
-        """True while less than ``dwell_time`` has passed since the last switch.
-
-        A window ending within a relative 1e-12 of *t* counts as closed, so that a
-        communication point placed at :attr:`window_end` may switch.
-        """
-        return t < self.window_end - _TIME_EPS * max(1.0, abs(t))
-
-    def record_switch(self, t: float) -> None:
-        """Record that a switch happened at *t*."""
-        self.last_switch_time = float(t)
-
-    def reset(self) -> None:
-        """Forget the last switch."""
-        self.last_switch_time = -math.inf
-
-    def __repr__(self) -> str:
-        return f"Hysteresis(dwell_time={self.dwell_time!r})"
-
-
-@dataclass(frozen=True)
-class SwitchRegions:
-    """Ordered regions of a scalar output port, one mode each, with a hysteresis band per boundary.
-
-    ``bounds[i] = (lower_i, upper_i)`` separates region ``i`` from region ``i + 1``:
-    from region ``i`` the component moves up only once the value exceeds
-    ``upper_i`` and from region ``i + 1`` down only once it falls below
-    ``lower_i`` (several boundaries may be passed at once). A value oscillating
-    inside a band therefore never switches. With ``use_abs`` the regions apply to
-    ``|value|``.
-
-    Attached with :meth:`MultiComponent.set_switch_regions`, boundary ``i`` also
-    provides the event indicators ``f"{port}_up{i}"`` and ``f"{port}_down{i}"``
-    (see :meth:`indicator_names`).
-    """
-
-    port: str
-    modes: Sequence[str]
-    bounds: Sequence[tuple[float, float]]
-    use_abs: bool = False
-
-    def __post_init__(self) -> None:
-        where = f"SwitchRegions(port={self.port!r})"
-        if not isinstance(self.port, str) or not self.port:
-            raise ValueError(f"SwitchRegions: port must be a non-empty string, got {self.port!r}")
-        if isinstance(self.modes, str) or not isinstance(self.modes, Sequence):
-            raise ValueError(f"{where}: modes must be a list of mode names, got {self.modes!r}")
-        modes = tuple(self.modes)
-        if len(modes) < 2:
-            raise ValueError(f"{where}: at least two modes are needed, got {list(modes)!r}")
-        for i, mode in enumerate(modes):
-            if not isinstance(mode, str) or not mode:
-                raise ValueError(f"{where}: modes[{i}] must be a non-empty string, got {mode!r}")
-        for i in range(len(modes) - 1):
-            if modes[i] == modes[i + 1]:
-                raise ValueError(
-                    f"{where}: adjacent regions {i} and {i + 1} both select mode {modes[i]!r}; merge them"
-                )
-        if isinstance(self.bounds, str) or not isinstance(self.bounds, Sequence):
-            raise ValueError(f"{where}: bounds must be a list of (lower, upper) pairs, got {self.bounds!r}")
-        if len(self.bounds) != len(modes) - 1:
-            raise ValueError(
-                f"{where}: {len(modes)} modes need {len(modes) - 1} (lower, upper) bounds, got {len(self.bounds)}"
-            )
-        bounds = tuple(_bound_pair(where, i, b) for i, b in enumerate(self.bounds))
-        for i in range(1, len(bounds)):
-            if not bounds[i][0] > bounds[i - 1][1]:
-                raise ValueError(
-                    f"{where}: bounds must increase: bounds[{i}]={bounds[i]} must lie above "
-                    f"bounds[{i - 1}]={bounds[i - 1]} (lower {bounds[i][0]} > previous upper {bounds[i - 1][1]})"
-                )
-        if not isinstance(self.use_abs, bool):
-            raise ValueError(f"{where}: use_abs must be True or False, got {self.use_abs!r}")
-        if self.use_abs and bounds[0][0] <= 0.0:
-            raise ValueError(
-                f"{where}: with use_abs=True the lowest lower bound must be > 0 "
-                f"(|{self.port}| never falls below {bounds[0][0]}, so region 0 could never be re-entered)"
-            )
-        object.__setattr__(self, "modes", modes)
-        object.__setattr__(self, "bounds", bounds)
-
-    @classmethod
-    def threshold(
-        cls, port: str, below: str, above: str, lower: float, upper: float, use_abs: bool = False
-    ) -> SwitchRegions:
-        """Two modes: *above* once the value exceeds *upper*, *below* once it falls below *lower*."""
-        return cls(port, [below, above], [(lower, upper)], use_abs)
-
-    @property
-    def n_regions(self) -> int:
-        return len(self.modes)
-
-    def value(self, raw: float) -> float:
-        """The compared value: *raw*, or ``|raw|`` with ``use_abs``."""
-        return abs(raw) if self.use_abs else float(raw)
-
-    def next_region(self, region: int, value: float, direction: int = 0) -> int:
-        """The region reached from *region* for *value* (+1: only upward moves, -1: only downward)."""
-        last = len(self.modes) - 1
-        if direction >= 0:
-            while region < last and value > self.bounds[region][1]:
-                region += 1
-        if direction <= 0:
-            while region > 0 and value < self.bounds[region - 1][0]:
-                region -= 1
-        return region
-
-    def classify(self, value: float, prefer_mode: str | None = None) -> int:
-        """A region in which *value* may rest, preferring one of mode *prefer_mode*.
-
-        Inside a band both neighbouring regions are valid; the preferred mode wins,
-        otherwise the lower region is chosen.
-        """
-        last = len(self.modes) - 1
-        stable = [
-            i
-            for i in range(len(self.modes))
-            if (i == 0 or value >= self.bounds[i - 1][0]) and (i == last or value <= self.bounds[i][1])
-        ]
-        for i in stable:
-            if self.modes[i] == prefer_mode:
-                return i
-        if stable:
-            return stable[0]
-        return self.modes.index(prefer_mode) if prefer_mode in self.modes else 0
-
-    def indicator_names(self) -> dict[str, tuple[str, int]]:
-        """``{name: (kind, boundary)}`` of the boundary indicators, kind ``"up"`` or ``"down"``."""
-        names: dict[str, tuple[str, int]] = {}
-        for i in range(len(self.bounds)):
-            names[f"{self.port}_up{i}"] = ("up", i)
-            names[f"{self.port}_down{i}"] = ("down", i)
-        return names
-
-
-def _bound_pair(where: str, i: int, bound: Any) -> tuple[float, float]:
-    if isinstance(bound, str) or not isinstance(bound, Sequence) or len(bound) != 2:
-        raise ValueError(f"{where}: bounds[{i}] must be a (lower, upper) pair, got {bound!r}")
-    pair = []
-    for label, x in zip(("lower", "upper"), bound, strict=True):
-        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-            raise ValueError(f"{where}: bounds[{i}] {label} must be a finite number, got {x!r}")
-        pair.append(float(x))
-    lower, upper = pair
-    if lower > upper:
-        raise ValueError(f"{where}: bounds[{i}] has lower {lower} > upper {upper}")
-    return lower, upper
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,24 +46,26 @@ class _MultiSnapshot:
     history_lengths: dict[str, dict[str, int]]
 
 
-class MultiComponent(CoSimComponent):
+class MultiComponent(CoSimComponent, ModeSwitching):
     """A component wrapping interchangeable models ("modes") behind one set of ports.
 
     All models must expose the same ports; the MultiComponent adopts the specs of
     the initial mode and converts values from and to models that use other but
     compatible units. Inputs, outputs, state, rollback, events and feedthrough
-    are delegated to the active model. The sub-models record their own
-    histories, but the MultiComponent's history (the unified ports) is the one
-    to read. An inactive model keeps the time at which it was deactivated; the
-    incoming model of a switch is brought to the switch time.
+    are delegated to the active model. Used on its own, the sub-models record
+    their own histories too, but the MultiComponent's history (the unified
+    ports) is the one to read; in a system nothing records itself (see
+    ``record_history``). An inactive model keeps the time at which it was
+    deactivated; the incoming model of a switch is brought to the switch time.
 
     Switching: ``mode_selector(t)`` proposes a mode from cached outputs (or
     :meth:`set_switch_regions` installs one); ``hysteresis`` enforces a dwell
     time; ``state_adapters[mode]`` or :meth:`_adapt_state` translate states.
     Switches happen in :meth:`apply_mode_switch`, called by :meth:`do_step`
-    before stepping unless ``_allow_mode_switching`` is False (trial steps of a
-    master, which then calls :meth:`apply_mode_switch` at accepted points), and
-    at boundary events of switch regions handled through :meth:`handle_event`.
+    before stepping unless switches are held (:meth:`hold_mode_switches`, for
+    a master's trial steps; that master then calls :meth:`apply_mode_switch` at
+    accepted points), and at boundary events of switch regions handled through
+    :meth:`handle_event`.
     Every switch appends ``{'time', 'from_mode', 'to_mode'}`` to ``sync_events``
     (plus ``'retrieved'`` and ``'now'`` states when ``record_switch_state``).
     """
@@ -263,6 +77,7 @@ class MultiComponent(CoSimComponent):
         initial_mode: ModeKey,
         group: str | None = None,
     ) -> None:
+        self.models: dict[ModeKey, CoSimComponent] = {}
         super().__init__(name, group=group)
         if not isinstance(models, Mapping) or not models:
             raise ValueError(f"MultiComponent {name!r}: models must be a non-empty mapping of mode name to component")
@@ -279,7 +94,7 @@ class MultiComponent(CoSimComponent):
             seen[id(model)] = mode
         if initial_mode not in models:
             raise ValueError(unknown_name("initial mode", initial_mode, models, f"of MultiComponent {name!r}"))
-        self.models: dict[ModeKey, CoSimComponent] = dict(models)
+        self.models = dict(models)
         self.initial_mode: ModeKey = initial_mode
         self.active_mode: ModeKey = initial_mode
         self.active_comp: CoSimComponent = self.models[initial_mode]
@@ -430,13 +245,10 @@ class MultiComponent(CoSimComponent):
                 port.value = s.value if c is None else c(s.value)
             port.t_last = t
 
-    def evaluate_outputs(self, inputs: dict[str, Any], t: float | None = None) -> dict[str, Any]:
-        """Outputs of the active model for *inputs*, without advancing time."""
-        if inputs:
-            self.set_inputs(inputs, t)
-        self.active_comp.evaluate_outputs({}, t)
-        self._update_output_states(self.t if t is None else t, NO_EVENTS)
-        return self.get_outputs()
+    def refresh_outputs(self, t: float) -> None:
+        """Refresh the active model's outputs from its inputs, then this component's."""
+        self.active_comp.refresh_outputs(t)
+        self._update_output_states(t, NO_EVENTS)
 
     def _active_output(self, name: str) -> float:
         """The active model's current output *name* in this component's unit."""
@@ -446,11 +258,11 @@ class MultiComponent(CoSimComponent):
 
     # ------------------------------------------------------------------ stepping and switching
     def _do_step_internal(self, t: float, dt: float) -> None:
-        """Switch first if the selector asks for it (unless switching is disabled), then step the active model.
+        """Switch first if the selector asks for it (unless switches are held), then step the active model.
 
-        ``_allow_mode_switching = False`` is meant for a master's trial steps: a
-        switch would invalidate its rollback snapshot. That master calls
-        :meth:`apply_mode_switch` itself on accepted communication points.
+        Holding switches (:meth:`hold_mode_switches`) is meant for a master's
+        trial steps: a switch would invalidate its rollback snapshot. That
+        master calls :meth:`apply_mode_switch` itself on accepted points.
         """
         if self._allow_mode_switching:
             self.apply_mode_switch(t)
@@ -459,7 +271,7 @@ class MultiComponent(CoSimComponent):
     def apply_mode_switch(self, t: float) -> bool:
         """Switch at *t* if the selector wants another mode and the dwell window allows; True if switched.
 
-        Ignores ``_allow_mode_switching``: this is the explicit entry point for a
+        Works while switches are held: this is the explicit entry point for a
         master on accepted communication points. Outputs are refreshed from the
         incoming model (no extra history sample is recorded); evaluate event
         indicators after calling this.
@@ -473,10 +285,20 @@ class MultiComponent(CoSimComponent):
         self._update_output_states(t, NO_EVENTS)
         return True
 
+    def hold_mode_switches(self, hold: bool) -> None:
+        """Stop (or allow again) switches inside :meth:`do_step` (see :class:`ModeSwitching`)."""
+        self._allow_mode_switching = not hold
+
+    def mode_switches(self) -> list[ModeSwitch]:
+        """The switches logged in ``sync_events``, as :class:`ModeSwitch` records."""
+        return [
+            ModeSwitch(float(r["time"]), self.name, str(r["from_mode"]), str(r["to_mode"])) for r in self.sync_events
+        ]
+
     def _select_target_mode(self, t: float) -> ModeKey:
         """The mode wanted at *t*: the selector's proposal, or the active mode when there is
-        no selector or the dwell window is open. (``_allow_mode_switching`` is checked by
-        :meth:`_do_step_internal`, so that :meth:`apply_mode_switch` works while it is off.)"""
+        no selector or the dwell window is open. (Held switches are checked by
+        :meth:`_do_step_internal`, so that :meth:`apply_mode_switch` works while they are held.)"""
         if self.mode_selector is None:
             return self.active_mode
         if self.hysteresis is not None and self.hysteresis.in_dwell_window(t):
@@ -514,7 +336,7 @@ class MultiComponent(CoSimComponent):
         adapted = self._adapt(retrieved, new_mode, new_comp)
         new_comp.set_state(adapted, t)
         new_comp.t = t
-        new_comp._update_output_states(t, NO_EVENTS)
+        new_comp.refresh_outputs(t)
         if new_comp.record_history:
             new_comp._record_outputs(t)
         self._prev_state, self._curr_state = retrieved, adapted
@@ -695,6 +517,22 @@ class MultiComponent(CoSimComponent):
         """Whether the active model supports rollback."""
         return self.active_comp.supports_rollback
 
+    @property
+    def can_always_roll_back(self) -> bool:
+        """Whether every model supports rollback, so that it holds whichever mode is active."""
+        return all(model.supports_rollback for model in self.models.values())
+
+    @property
+    def record_history(self) -> bool:
+        """Whether this component and its models record themselves (off inside a system)."""
+        return self._record_history
+
+    @record_history.setter
+    def record_history(self, on: bool) -> None:
+        self._record_history = on
+        for model in self.models.values():
+            model.record_history = on
+
     def snapshot_state(self) -> Any:
         """Snapshot of the active model plus the switching bookkeeping; records the mode."""
         return _MultiSnapshot(
@@ -706,7 +544,9 @@ class MultiComponent(CoSimComponent):
             history_lengths={
                 mode: {n: len(h) for n, h in model.history.get_all_histories().items()}
                 for mode, model in self.models.items()
-            },
+            }
+            if self.record_history
+            else {},
         )
 
     def restore_state(self, snapshot: Any, t: float) -> None:
@@ -720,7 +560,7 @@ class MultiComponent(CoSimComponent):
         if snapshot.mode != self.active_mode:
             raise ValueError(
                 f"MultiComponent {self.name!r}: snapshot was taken in mode {snapshot.mode!r} but the active "
-                f"mode is {self.active_mode!r}; disable mode switching (_allow_mode_switching = False) "
+                f"mode is {self.active_mode!r}; hold mode switches (hold_mode_switches(True)) "
                 "between snapshot and restore"
             )
         comp = self.active_comp
@@ -736,8 +576,7 @@ class MultiComponent(CoSimComponent):
             self.hysteresis.last_switch_time = snapshot.last_switch_time
         del self.sync_events[snapshot.n_switches :]
         self.t = t
-        comp._update_output_states(t, NO_EVENTS)
-        self._update_output_states(t, NO_EVENTS)
+        self.refresh_outputs(t)
 
     # ------------------------------------------------------------------ time
     def next_time_event(self, t: float) -> float | None:
@@ -782,7 +621,7 @@ class MultiComponent(CoSimComponent):
                 "supports rollback, which event localization needs"
             )
         if name in self.event_indicators or any(name in m.event_indicators for m in hosts):
-            raise KeyError(f"MultiComponent {self.name!r} already has an event indicator {name!r}")
+            raise DuplicateNameError(f"MultiComponent {self.name!r} already has an event indicator {name!r}")
         self._check_event_port_name(name)
         for model in hosts:
             model.add_event_indicator(name, func, direction)
@@ -836,7 +675,7 @@ class MultiComponent(CoSimComponent):
     def _handle_events_internal(self, event_names: list[str], t: float) -> None:
         """Delegate events to the active model; boundary events of switch regions switch mode at *t*.
 
-        Boundary events switch regardless of ``_allow_mode_switching`` (events are
+        Boundary events switch even while switches are held (events are
         handled at accepted instants only) but never inside the dwell window.
         """
         own = [n for n in event_names if n in self._boundary_events]

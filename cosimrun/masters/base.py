@@ -10,21 +10,20 @@ fixed. The step loop then only moves plain numbers.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
-from cosimrun.core.component import NO_EVENTS, CoSimComponent
+from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortType
+from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, did_you_mean, suggest
 from cosimrun.masters.extrapolation import mean_extrapolation
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
     from cosimrun.system.connection import Link
+    from cosimrun.system.recorder import Recorder
     from cosimrun.system.system import System
 
 LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
@@ -65,17 +64,13 @@ Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float]]]
 """A component, its input pusher and the ``(dst, src, scale, offset)`` links it reads before stepping."""
 
 
-def _uses_default(comp: CoSimComponent, method: str) -> bool:
-    return getattr(type(comp), method) is getattr(CoSimComponent, method)
-
-
 def input_pusher(comp: CoSimComponent) -> Pusher:
     """``None`` when port writes suffice, else a function pushing port values through ``set_inputs``.
 
-    Components that override ``set_inputs`` (multi-model wrappers, FMUs) must
-    see every input change through it.
+    Components that override ``set_inputs`` (multi-model wrappers) must see
+    every input change through it.
     """
-    if _uses_default(comp, "set_inputs") or not comp.inputs:
+    if not comp.needs_set_inputs or not comp.inputs:
         return None
     ports = list(comp.inputs.items())
 
@@ -83,46 +78,6 @@ def input_pusher(comp: CoSimComponent) -> Pusher:
         comp.set_inputs({name: port.value for name, port in ports}, t)
 
     return push
-
-
-class BlockRecorder:
-    """Records the real outputs of many components once per macro step into one block.
-
-    Appending a row per step to one buffer beats appending to two buffers per
-    port; every ``size`` rows (and on :meth:`flush`) the block moves into the
-    port histories column by column, so they end up exactly as if each
-    component had recorded itself.
-    """
-
-    def __init__(self, components: list[CoSimComponent], size: int = 512) -> None:
-        self.components = components
-        pairs = [(c.history.get_port_history(n), p) for c in components for n, p in c.outputs.items()]
-        self.histories = [h for h, _ in pairs]
-        self.ports = [p for _, p in pairs]
-        self.block = np.empty((size, len(self.ports)))
-        self.times = array("d")
-
-    @staticmethod
-    def eligible(comp: CoSimComponent) -> bool:
-        """Components whose outputs are all real ports (others keep recording themselves)."""
-        return all(p.spec.type is PortType.REAL for p in comp.outputs.values())
-
-    def record(self, t: float) -> None:
-        """Add the current output values as the sample at *t*."""
-        n = len(self.times)
-        self.block[n] = [p.value for p in self.ports]
-        self.times.append(t)
-        if n + 1 == len(self.block):
-            self.flush()
-
-    def flush(self) -> None:
-        """Move the recorded rows into the port histories."""
-        n = len(self.times)
-        if n:
-            columns = self.block[:n].T.copy()
-            for h, column in zip(self.histories, columns, strict=True):
-                h.extend(self.times, column)
-            self.times = array("d")
 
 
 @dataclass
@@ -211,33 +166,22 @@ class Master:
                 self._late.extend(comps[n] for n in item.components)
         self._late = list(dict.fromkeys(self._late))
         self._ports = [p for c in comps.values() for p in (*c.inputs.values(), *c.outputs.values())]
-        self._switchers = [c for c in comps.values() if hasattr(c, "apply_mode_switch")]
-        self._timed = [
-            c for c in comps.values() if c.max_step is not None or not _uses_default(c, "next_time_event")
-        ]
+        self._switchers = [c for c in comps.values() if isinstance(c, ModeSwitching)]
+        self._timed = [c for c in comps.values() if c.max_step is not None or c.has_time_events]
         self._lagging: list[Link] = []
         self._ex_times: list[float] = []
         self._ex_values: list[list[float]] = []
 
     def _evaluator(self, comp: CoSimComponent) -> Callable[[float], None]:
-        """Re-evaluate *comp*'s outputs from its current inputs at a time ``t``.
-
-        Components with the default ``evaluate_outputs`` get their
-        ``_update_output_states`` called directly, sparing the outputs dict.
-        """
+        """Re-evaluate *comp*'s outputs from its current inputs at a time ``t``."""
         push = self.pushers[comp.name]
-        if push is None and _uses_default(comp, "evaluate_outputs"):
-            update = comp._update_output_states
-
-            def refresh(t: float) -> None:
-                update(t, NO_EVENTS)
-
-            return refresh
+        if push is None:
+            return comp.refresh_outputs
+        refresh = comp.refresh_outputs
 
         def evaluate(t: float) -> None:
-            if push is not None:
-                push(t)
-            comp.evaluate_outputs({}, t)
+            push(t)
+            refresh(t)
 
         return evaluate
 
@@ -361,38 +305,41 @@ class Master:
                 b = a + max(1, round(span / parts))
         return b
 
-    def run(self, t0: float, tf: float, dt: float, progress: Callable[[float], None] | None = None) -> MasterStats:
-        """Advance the (initialized) system from *t0* to *tf*."""
+    def run(
+        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None
+    ) -> MasterStats:
+        """Advance the (initialized) system from *t0* to *tf*, telling *recorder* every accepted sample.
+
+        The first sample is the consistent state at *t0*; the recorder is
+        flushed at the end, also when the run fails.
+        """
         clock = Clock(t0, dt, tf)
         self.clock = clock
-        self.begin(t0)
+        self.recorder = recorder
         a, end = 0, clock.end
         stride = max(1, end // 200)
         report = stride
         try:
-            while a < end:
-                a = self.advance(clock, a, self.next_point(clock, a))
-                self.stats.macro_steps += 1
-                if progress is not None and a >= report:
-                    report = a + stride
-                    self.flush_records()
-                    progress(clock.time(a))
+            recorder.sample(t0)
+            self.begin(t0)
+            try:
+                while a < end:
+                    a = self.advance(clock, a, self.next_point(clock, a))
+                    self.stats.macro_steps += 1
+                    if progress is not None and a >= report:
+                        report = a + stride
+                        progress(clock.time(a))
+            finally:
+                self.finish()
         finally:
-            self.finish()
+            recorder.flush()
         return self.stats
 
-    def flush_records(self) -> None:
-        """Hook: make every sample recorded so far visible in the histories (before progress callbacks)."""
+    def begin(self, t0: float) -> None:  # noqa: B027 (optional hook)
+        """Hook called before the first step."""
 
-    def begin(self, t0: float) -> None:
-        """Hook called before the first step: components recorded by the master stop self-recording."""
-        for comp in self._late:
-            comp.record_history = False
-
-    def finish(self) -> None:
+    def finish(self) -> None:  # noqa: B027 (optional hook)
         """Hook called after the last step (also on failure)."""
-        for comp in self._late:
-            comp.record_history = True
 
     # ------------------------------------------------------------------ rollback and mode switches
     def checkpoint(self, components: list[CoSimComponent]) -> Checkpoint:
@@ -415,7 +362,7 @@ class Master:
         through :meth:`switch_modes`, so snapshots stay valid.
         """
         for comp in self._switchers:
-            comp._allow_mode_switching = not hold
+            comp.hold_mode_switches(hold)
 
     def switch_modes(self, t: float) -> bool:
         """Let multi-model components switch at the accepted point *t*; re-exchange if any did."""
@@ -453,23 +400,8 @@ class ExplicitMaster(Master):
         self._check_choice("extrapolation", self.extrapolation, (0, 1, 2))
 
     def begin(self, t0: float) -> None:
-        super().begin(t0)
         self._plan, lagging = self.stepping_plan(self.order, self.fresh_outputs)
         self._start_extrapolation(self.extrapolation, lagging, t0)
-        blocked = [c for c in self.order if BlockRecorder.eligible(c)]
-        self._recorder = BlockRecorder(blocked)
-        self._late_unblocked = [c for c in self._late if c not in blocked]
-        for comp in blocked:
-            comp.record_history = False
-
-    def finish(self) -> None:
-        self._recorder.flush()
-        for comp in self._recorder.components:
-            comp.record_history = True
-        super().finish()
-
-    def flush_records(self) -> None:
-        self._recorder.flush()
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         t, t1 = clock.time(a), clock.time(b)
@@ -480,9 +412,7 @@ class ExplicitMaster(Master):
         self.exchange()
         if self._resolution:
             self.resolve(t1)
-            for comp in self._late_unblocked:
-                comp._record_outputs(t1)
-        self._recorder.record(t1)
+        self.recorder.sample(t1)
         if self._lagging:
             self._sample_extrapolation(t1)
         return b

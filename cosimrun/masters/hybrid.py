@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.events import DenseTime
 from cosimrun.errors import EventLocalizationError
 from cosimrun.masters.base import Master
 from cosimrun.masters.stepsize import Clock
@@ -30,14 +29,6 @@ from cosimrun.masters.stepsize import Clock
 ROOT_FINDERS = ("illinois", "bisection")
 
 Indicators = dict[str, dict[str, float]]
-
-
-def _can_roll_back(comp: CoSimComponent) -> bool:
-    """Rollback for the whole run: a multi-model component needs it in every mode."""
-    models = getattr(comp, "models", None)
-    if isinstance(models, dict):
-        return all(m.supports_rollback for m in models.values())
-    return comp.supports_rollback
 
 
 @dataclass
@@ -67,8 +58,8 @@ class Hybrid(Master):
         assert self.system is not None
         comps = list(self.order)
         self._all = comps
-        self._rollback = [c for c in comps if _can_roll_back(c)]
-        self._passive = [c for c in comps if not _can_roll_back(c)]
+        self._rollback = [c for c in comps if c.can_always_roll_back]
+        self._passive = [c for c in comps if not c.can_always_roll_back]
         for comp in self._passive:
             if comp.event_indicators:
                 raise ValueError(
@@ -81,8 +72,6 @@ class Hybrid(Master):
         self._subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
         for ev in self.system.event_connections:
             self._subscribers.setdefault((ev.source, ev.event), []).append(self.system.components[ev.subscriber])
-        for comp in comps:
-            comp.record_history = False
         self.hold_mode_switches(True)
         self._g = self._indicators()
         self._stand_ins: set[tuple[str, str]] = set()
@@ -92,8 +81,6 @@ class Hybrid(Master):
             self._probe(t0, self._g)
 
     def finish(self) -> None:
-        for comp in self._all:
-            comp.record_history = True
         self.hold_mode_switches(False)
 
     # ------------------------------------------------------------------ helpers
@@ -205,7 +192,7 @@ class Hybrid(Master):
         return hi
 
     def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
-        """Step the passive components over the accepted interval and record everything at *t1*."""
+        """Step the passive components over the accepted interval; *t1* is an accepted sample."""
         if self._passive:
             now = [p.value for p in self._passive_inputs]
             for port, value in zip(self._passive_inputs, passive_in, strict=True):
@@ -220,8 +207,7 @@ class Hybrid(Master):
             self.exchange()
             if self._resolution:
                 self.resolve(t1)
-        for comp in self._all:
-            comp._record_outputs(t1)
+        self.recorder.sample(t1)
 
     def _switch_modes(self, t: float) -> None:
         if self.switch_modes(t):
@@ -317,7 +303,7 @@ class Hybrid(Master):
 
     def _handle(self, t_e: float, crossings: list[tuple[CoSimComponent, str]], g_now: Indicators) -> Indicators:
         """Handle events at *t_e* in micro steps until no indicator crosses again."""
-        history = self.system.history
+        recorder = self.recorder
         self._stand_ins = set()
         micro = 1
         while crossings:
@@ -330,7 +316,7 @@ class Hybrid(Master):
             by_comp: dict[str, tuple[CoSimComponent, list[str]]] = {}
             for comp, name in crossings:
                 by_comp.setdefault(comp.name, (comp, []))[1].append(name)
-                history.record_event(comp.name, name, DenseTime(t_e, micro - 1))
+                recorder.event(t_e, micro - 1, comp.name, name)
                 self.stats.events += 1
                 for sub in self._subscribers.get((comp.name, name), ()):
                     by_comp.setdefault(sub.name, (sub, []))[1].append(name)
@@ -340,10 +326,7 @@ class Hybrid(Master):
             self.exchange()
             if self._resolution:
                 self.resolve(t_e)
-            # components do not record themselves while this master runs (record_history is off),
-            # so every one gets its post-event sample here, handled or not
-            for comp in self._all:
-                comp._record_outputs(t_e, micro)
+            recorder.sample(t_e, micro)
             after = self._indicators()
             crossings = self._crossings(before, after)
             g_now = after

@@ -54,15 +54,11 @@ class IJCSA(GaussSeidel):
             )
         self._iface = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
         self._late_evaluators = [self._evaluator(c) for c in self._late]
-        for comp in self.order:
-            comp.record_history = False
         self.hold_mode_switches(True)
 
     def finish(self) -> None:
         super().finish()
         if self.iterate_steps:
-            for comp in self.order:
-                comp.record_history = True
             self.hold_mode_switches(False)
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
@@ -111,7 +107,6 @@ class IJCSA(GaussSeidel):
         self.exchange()
         if self._resolution:
             self.resolve(t1)
-        for comp in self.order:
-            comp._record_outputs(t1)
+        self.recorder.sample(t1)
         self.switch_modes(t1)
         return b

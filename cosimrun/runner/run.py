@@ -12,8 +12,8 @@ from typing import Any
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
 from cosimrun.errors import ConfigError, LoopConvergenceError, MissingInitialValueError
 from cosimrun.storage import HDF5Writer
-from cosimrun.storage.hdf5 import HistoryStreamer, write_run_result
-from cosimrun.system import RunResult
+from cosimrun.storage.hdf5 import write_run_summary
+from cosimrun.system import Recorder, RunResult
 
 Progress = Callable[[float], None]
 
@@ -85,31 +85,21 @@ def run_experiment(
         compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
     )
     system = exp.system
-    for name, ports in exp.recorded.items():
-        specs = system.components[name].outputs
-        writer.add_component(name, {p: (specs[p].spec.unit_name, specs[p].spec.type) for p in ports})
-    streamer = HistoryStreamer(
-        writer, {n: system.components[n].history for n in exp.recorded}, flush_interval=exp.storage.flush_interval,
-        release=True,
-    )
-
-    def on_progress(t: float) -> None:
-        streamer.poll()
-        if progress is not None:
-            progress(t)
-
+    recorder = Recorder(writer, flush_interval=exp.storage.flush_interval)
+    recorder.attach(system.components, exp.recorded)
     start = time.perf_counter()
     result: RunResult | None = None
     try:
         try:
-            result = system.run(exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=on_progress)
+            result = system.run(
+                exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=progress, recorder=recorder
+            )
         except KeyboardInterrupt:
-            return _abort(exp, writer, streamer, path, start, "interrupted", "interrupted by the user", "")
+            return _abort(exp, writer, path, start, "interrupted", "interrupted by the user", "")
         except Exception as exc:  # a failing component must not lose what was computed
             message = f"{type(exc).__name__}: {exc}"
-            return _abort(exp, writer, streamer, path, start, "failed", message, _traceback.format_exc())
-        streamer.finish()
-        write_run_result(writer, result, history=False)
+            return _abort(exp, writer, path, start, "failed", message, _traceback.format_exc())
+        write_run_summary(writer, result)
         writer.close("complete")
     finally:
         system.free()
@@ -121,7 +111,6 @@ def run_experiment(
 def _abort(
     exp: Experiment,
     writer: HDF5Writer,
-    streamer: HistoryStreamer,
     path: Path,
     start: float,
     status: str,
@@ -131,8 +120,6 @@ def _abort(
     system = exp.system
     failed_at = max((c.t for c in system.components.values()), default=exp.run.t0)
     try:
-        streamer.finish()
-        writer.write_events(system.history.event_log())
         writer.write_mode_switches(system.mode_switches())
         writer.write_stats(exp.master.stats.as_dict())
     except Exception as exc:  # keep the original error; note that saving the rest failed too

@@ -4,10 +4,11 @@ from cosimrun.storage.hdf5 import (
     FORMAT,
     FORMAT_VERSION,
     HDF5Writer,
-    HistoryStreamer,
     check_name,
     partial_path,
+    write_history,
     write_run_result,
+    write_run_summary,
 )
 from cosimrun.storage.results import PortSeries, Results, load_results
 
@@ -15,11 +16,12 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "HDF5Writer",
-    "HistoryStreamer",
     "PortSeries",
     "Results",
     "check_name",
     "load_results",
     "partial_path",
+    "write_history",
     "write_run_result",
+    "write_run_summary",
 ]

@@ -36,7 +36,7 @@ import h5py
 import numpy as np
 
 if TYPE_CHECKING:
-    from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
+    from cosimrun.core.history import ComponentHistory, SystemHistory
     from cosimrun.system.system import RunResult
 
 FORMAT = "cosimrun-results"
@@ -502,126 +502,57 @@ def _column(values: Any, kind: str) -> np.ndarray:
     return arr.astype(_DTYPES[kind], copy=False)
 
 
-# ---------------------------------------------------------------------- streaming histories
-class HistoryStreamer:
-    """Copy the samples of a :class:`SystemHistory` not yet in the file into an :class:`HDF5Writer`.
+# ---------------------------------------------------------------------- whole runs
+def write_history(writer: HDF5Writer, history: SystemHistory | Mapping[str, ComponentHistory]) -> int:
+    """Write every sample of in-memory histories (a library run's ``RunResult.history``) to *writer*.
 
-    *history* is a ``SystemHistory``, a ``{name: ComponentHistory}`` mapping or a
-    single ``ComponentHistory``. A component is written once it has at least
-    *flush_interval* new samples (everything is written by :meth:`finish`), so the
-    writer never holds more than one chunk per component. Only the new samples are
-    read: the per-component offsets are the writer's sample counts, so several
-    streamers on one writer continue each other.
-
-    Pass it as ``System.run(..., progress=streamer)``; it is called with the time.
-    Histories must only grow while streaming: the engine's component histories do
-    (masters record accepted steps only), and a history that shrank below what is
-    already written raises ``RuntimeError``. With *release*, samples are dropped
-    from the in-memory histories once written (``PortHistory.release``), so a long
-    run keeps bounded memory.
+    Components not yet in the file are added with their ports; the samples
+    go after what the file holds already. Returns the number of samples written.
     """
-
-    def __init__(
-        self,
-        writer: HDF5Writer,
-        history: SystemHistory | ComponentHistory | Mapping[str, ComponentHistory],
-        *,
-        flush_interval: int = 4096,
-        release: bool = False,
-    ) -> None:
-        if flush_interval < 1:
-            raise ValueError(f"flush_interval must be positive, got {flush_interval}")
-        self.writer = writer
-        self.history = history
-        self.flush_interval = int(flush_interval)
-        self.release = release
-
-    def _histories(self) -> dict[str, ComponentHistory]:
-        from cosimrun.core.history import ComponentHistory  # not at import: a sweep's driver needs no pint
-
-        h = self.history
-        if isinstance(h, ComponentHistory):
-            return {h.component_name: h}
-        if isinstance(h, Mapping):
-            return dict(h)
-        return h.get_all_histories()
-
-    def __call__(self, t: float | None = None) -> None:
-        """Progress-callback form of :meth:`poll`."""
-        self.poll()
-
-    def poll(self, force: bool = False) -> int:
-        """Write every component with at least ``flush_interval`` new samples (all of them if *force*).
-
-        Returns the number of samples written.
-        """
-        writer = self.writer
-        written = 0
-        for name, comp_hist in self._histories().items():
-            ports = comp_hist.get_all_histories()
-            if name not in writer.components:
-                if not ports and not force:
-                    continue  # not initialized yet: its ports are still unknown
-                writer.add_component(name, {p: (h.unit, h.port_type) for p, h in ports.items()})
-            else:
-                missing = writer.ports(name).keys() - ports.keys()
-                if missing:
-                    raise ValueError(f"ports {sorted(missing)} of {name!r} in the results file have no history")
-                ports = {p: ports[p] for p in writer.ports(name)}
-            start = writer.n_samples(name)
-            lengths = [len(h) for h in ports.values()]
-            stop = min(lengths, default=0)
-            if stop < start:
-                raise RuntimeError(
-                    f"history of {name!r} shrank to {stop} samples but {start} are already in the results file"
-                )
-            if force and max(lengths, default=0) != stop:
-                raise ValueError(f"ports of {name!r} were recorded on different time axes: lengths {lengths}")
-            if stop == start or (stop - start < self.flush_interval and not force):
-                continue
-            time = micro = None
-            values = {}
-            for port, h in ports.items():
-                t, v, m = _history_slice(h, start, stop)
-                if time is None:
-                    time, micro = t, m
-                elif not np.array_equal(t, time):
-                    raise ValueError(f"port {port!r} of {name!r} was recorded on its own time axis")
-                values[port] = v
+    histories = history if isinstance(history, Mapping) else history.get_all_histories()
+    written = 0
+    for name, comp_hist in histories.items():
+        ports = comp_hist.get_all_histories()
+        if name not in writer.components:
+            writer.add_component(name, {p: (h.unit, h.port_type) for p, h in ports.items()})
+        ports = {p: ports[p] for p in writer.ports(name)}
+        start = writer.n_samples(name)
+        lengths = {len(h) for h in ports.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"ports of {name!r} were recorded on different time axes: lengths {sorted(lengths)}")
+        stop = lengths.pop() if lengths else 0
+        if stop < start:
+            raise RuntimeError(f"history of {name!r} shrank to {stop} samples but {start} are already in the file")
+        if stop == start:
+            continue
+        time = micro = None
+        values = {}
+        for port, h in ports.items():
+            t, v, m = h.slice(start, stop)
             if time is None:
-                continue
-            writer.append(name, time, micro, values, flush=False)
-            if self.release:
-                for h in comp_hist.get_all_histories().values():
-                    h.release(stop)
-            written += stop - start
-        if written:
-            writer.flush()
-        return written
-
-    def finish(self) -> int:
-        """Write every remaining sample and flush; returns the number written."""
-        written = self.poll(force=True)
-        self.writer.flush()
-        return written
+                time, micro = t, m
+            elif not np.array_equal(t, time):
+                raise ValueError(f"port {port!r} of {name!r} was recorded on its own time axis")
+            values[port] = _strings(v) if v.dtype == object else v
+        writer.append(name, time, micro, values, flush=False)
+        written += stop - start
+    writer.flush()
+    return written
 
 
-def _history_slice(h: PortHistory, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(time, values, micro)`` of samples ``start:stop``."""
-    t, v, m = h.slice(start, stop)
-    return t, (_strings(v) if v.dtype == object else v), m
-
-
-def write_run_result(writer: HDF5Writer, result: RunResult, *, history: bool = True) -> None:
-    """Write what a :class:`RunResult` adds to the histories: events, mode switches, statistics
-    (plus the simulation's ``wall_time_s`` in ``/stats``) and the root attributes
-    ``system, master, t0, tf, dt``. With *history*, first write the history samples not yet
-    in the file. Call it once per file (events and switches are appended)."""
-    if history:
-        HistoryStreamer(writer, result.history).finish()
-    writer.write_events(result.events, flush=False)
+def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
+    """Write what a run adds to its samples and events: mode switches, statistics (plus the
+    simulation's ``wall_time_s`` in ``/stats``) and the root attributes ``system, master, t0, tf, dt``."""
     writer.write_mode_switches(result.mode_switches, flush=False)
     stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
     writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
     writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)
     writer.flush()
+
+
+def write_run_result(writer: HDF5Writer, result: RunResult) -> None:
+    """Write a library run (``System.run`` with its default memory sink) to a results file:
+    its histories and events, then :func:`write_run_summary`. Call it once per file."""
+    write_history(writer, result.history)
+    writer.write_events(result.events, flush=False)
+    write_run_summary(writer, result)

@@ -1,15 +1,11 @@
 """Systems of connected components and their structural analysis."""
 
+from cosimrun.core.switching import ModeSwitch
+from cosimrun.errors import InvalidConnectionError, MissingInitialValueError
 from cosimrun.system.connection import Connection, Link
 from cosimrun.system.graph import AlgebraicLoop, GraphAnalysis, analyze, greedy_cycle_removal, priority_levels
-from cosimrun.system.system import (
-    EventConnection,
-    InvalidConnectionError,
-    MissingInitialValueError,
-    ModeSwitch,
-    RunResult,
-    System,
-)
+from cosimrun.system.recorder import MemorySink, Recorder, Sink
+from cosimrun.system.system import EventConnection, RunResult, System
 
 __all__ = [
     "AlgebraicLoop",
@@ -18,9 +14,12 @@ __all__ = [
     "GraphAnalysis",
     "InvalidConnectionError",
     "Link",
+    "MemorySink",
     "MissingInitialValueError",
     "ModeSwitch",
+    "Recorder",
     "RunResult",
+    "Sink",
     "System",
     "analyze",
     "greedy_cycle_removal",

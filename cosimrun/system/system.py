@@ -11,10 +11,12 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
+from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import compile_conversion
 from cosimrun.errors import IncompatibleUnitsError, InvalidConnectionError, MissingInitialValueError, unknown_name
 from cosimrun.system.connection import Connection, Link, split_port_path
 from cosimrun.system.graph import GraphAnalysis, analyze
+from cosimrun.system.recorder import MemorySink, Recorder
 
 if TYPE_CHECKING:
     from cosimrun.masters.base import Master, MasterStats
@@ -33,18 +35,12 @@ class EventConnection:
 
 
 @dataclass
-class ModeSwitch:
-    """One mode switch of a multi-model component."""
-
-    time: float
-    component: str
-    from_mode: str
-    to_mode: str
-
-
-@dataclass
 class RunResult:
-    """Everything a run produced."""
+    """What a run produced: statistics, mode switches and, with a memory sink, the histories and events.
+
+    ``history`` and ``events`` are what the run's :class:`MemorySink` kept
+    (empty when the recorder wrote to another sink, such as a results file).
+    """
 
     system: str
     history: SystemHistory
@@ -87,6 +83,7 @@ class System:
         if component.name in self.components:
             raise ValueError(f"system {self.name!r} already has a component named {component.name!r}")
         self.components[component.name] = component
+        component.record_history = False  # the run's recorder samples it from now on
         self.history.add_component(component.name, component.history)
         self._initialized = False
         return component
@@ -181,15 +178,12 @@ class System:
             raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}")
 
     # ------------------------------------------------------------------ initialization
-    def initialize(self, t0: float, master: Master | None = None) -> None:
-        """Initialize every component at *t0*, analyse the graph and make outputs consistent.
+    def initialize(self, t0: float, master: Master) -> None:
+        """Initialize every component at *t0*, analyse the graph and make outputs consistent for *master*.
 
         Raises :class:`MissingInitialValueError` when a torn input of an
         algebraic loop has no initial value.
         """
-        from cosimrun.masters.gauss_seidel import GaussSeidel
-
-        master = master or GaussSeidel()
         for comp in self.components.values():
             self._initialize_component(comp, t0)
         self.analysis = analyze(
@@ -206,21 +200,26 @@ class System:
         self.links = [self._link(conn) for conn in self.connections]
         master.setup(self)
         master.initialize_outputs(t0)
-        for comp in self.components.values():
-            comp.record_history = True
-            comp._record_outputs(t0)
+        self._record_initial_point(t0)
         self._initialized = True
         self._prepared = (t0, master)
 
+    def _record_initial_point(self, t0: float) -> None:
+        """Put the consistent state at *t0* into the components' histories, as a component's own
+        ``initialize`` does (a run clears them and records from *t0* again)."""
+        self.history.clear()
+        recorder = Recorder(MemorySink(self.history), flush_interval=1)
+        recorder.attach(self.components)
+        recorder.sample(t0)
+
     def _initialize_component(self, comp: CoSimComponent, t0: float) -> None:
-        """(Re-)initialize *comp* at *t0* with its initial input values, without recording."""
+        """(Re-)initialize *comp* at *t0* with its initial input values."""
         if comp.is_initialized:
             comp.reset()
         for path, value in self.initial_values.items():
             c, p = split_port_path(path)
             if c == comp.name:
                 comp.inputs[p] = PortState(comp.input_specs[p], value)
-        comp.record_history = False
         comp.initialize(t0)
 
     def _feedthrough_for_report(self, notes: list[str]) -> dict[str, Any]:
@@ -238,7 +237,6 @@ class System:
                     notes.append(f"  {name}: direct feedthrough unknown ({type(exc).__name__}: {exc})")
                 finally:
                     comp.reset()
-                    comp.record_history = True
             feedthrough[name] = {out: set(ins) for out, ins in comp.direct_feedthrough.items()}
         return feedthrough
 
@@ -257,29 +255,33 @@ class System:
         t0: float,
         tf: float,
         dt: float,
-        master: Master | None = None,
+        master: Master,
         progress: Callable[[float], None] | None = None,
+        recorder: Recorder | None = None,
     ) -> RunResult:
-        """Simulate from *t0* to *tf* with macro step *dt* and return what was recorded.
+        """Simulate from *t0* to *tf* with macro step *dt* under *master* and return what was recorded.
 
         A system just initialized at *t0* for this *master* starts from there
         (so ``initialize`` then ``run`` does not initialize twice); otherwise
-        every component is reset and initialized again. *progress*, when
-        given, is called with the current time now and then.
+        every component is reset and initialized again. *recorder* (attached
+        here) receives the samples; by default every output goes to a
+        :class:`MemorySink` on the components' histories, returned as
+        ``RunResult.history``. *progress*, when given, is called with the
+        current time now and then.
         """
-        from cosimrun.masters.gauss_seidel import GaussSeidel
-
-        master = master or GaussSeidel()
         start = _time.perf_counter()
         prepared, self._prepared = self._prepared, None
         if not (self._initialized and prepared is not None and prepared[0] == t0 and prepared[1] is master):
             for comp in self.components.values():
                 if comp.is_initialized:
                     comp.reset()
-            self.history.clear()
             self.initialize(t0, master)
             self._prepared = None
-        stats = master.run(t0, tf, dt, progress=progress)
+        self.history.clear()
+        if recorder is None:
+            recorder = Recorder(MemorySink(self.history))
+            recorder.attach(self.components)
+        stats = master.run(t0, tf, dt, recorder, progress=progress)
         return RunResult(
             system=self.name,
             history=self.history,
@@ -295,10 +297,8 @@ class System:
 
     def mode_switches(self) -> list[ModeSwitch]:
         """Mode switches of every multi-model component, in time order."""
-        rows = []
-        for name, comp in self.components.items():
-            for rec in getattr(comp, "sync_events", ()):
-                rows.append(ModeSwitch(float(rec["time"]), name, str(rec["from_mode"]), str(rec["to_mode"])))
+        rows = [row for comp in self.components.values() if isinstance(comp, ModeSwitching)
+                for row in comp.mode_switches()]
         return sorted(rows, key=lambda r: r.time)
 
     def free(self) -> None:

@@ -189,7 +189,7 @@ def test_aliases_and_dotted_port_names(pygain_fmu: Path) -> None:
     r = s.add_component(Ramp("r"))
     s.add_component(g)
     s.connect("r.y -> g.u")
-    s.run(0.0, 0.3, 0.1)
+    s.run(0.0, 0.3, 0.1, master=GaussSeidel())
     t, values = g.get_history_arrays(["gain.out", "stats.count", "tag"])
     assert values["gain.out"] == pytest.approx(3.0 * t)  # y = k u, u = t (read after the step)
     assert values["stats.count"].tolist() == [0, 1, 2, 3]
@@ -432,7 +432,7 @@ def test_discard_names_the_fmu_the_time_and_the_status(feedthrough_fmu: Path) ->
     s.add_component(fmu("f", feedthrough_fmu, u_max=5.0))
     s.connect("r.y -> f.u")
     with pytest.raises(FMUError) as info:
-        s.run(0.0, 1.0, 0.1)
+        s.run(0.0, 1.0, 0.1, master=GaussSeidel())
     text = str(info.value)
     assert "FMU component 'f' (feedthrough.fmu)" in text
     # Gauss-Seidel: the ramp steps first, so the step from 0.5 sees u = 6

@@ -91,7 +91,7 @@ def test_pid_units_convert_in_a_system():
     sys_.connect("ref.y -> ctrl.r")
     sys_.connect("p.q -> ctrl.y")
     sys_.connect("ctrl.u -> p.torque")
-    sys_.initialize(0.0)
+    sys_.initialize(0.0, GaussSeidel())
     assert sys_.components["ctrl"].outputs["u"].value == pytest.approx(2.0 * math.pi / 2)
     assert sys_.components["ctrl"].get_state()["integral"]["unit"] == "N*m"
 

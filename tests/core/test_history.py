@@ -344,22 +344,15 @@ def test_load_csv_empty_file(tmp_path):
     assert SystemHistory.load_csv(path) == {}
 
 
-def test_release_drops_written_samples_but_keeps_counting() -> None:
+def test_extend_appends_a_block_with_its_micro_steps() -> None:
     h = PortHistory("y", "m")
-    for k in range(10):
-        h.append(0.1 * k, float(k), micro=1 if k in (3, 7) else 0)
-    h.release(5)
-    assert len(h) == 10 and h.released == 5
-    np.testing.assert_array_equal(h.values, [5.0, 6.0, 7.0, 8.0, 9.0])
-    np.testing.assert_array_equal(h.micro, [0, 0, 1, 0, 0])
-    t, v, m = h.slice(6, 9)
-    np.testing.assert_array_equal(v, [6.0, 7.0, 8.0])
-    np.testing.assert_array_equal(m, [0, 1, 0])
-    h.append(1.0, 10.0, micro=2)
-    assert len(h) == 11 and h.micro[-1] == 2
-    with pytest.raises(IndexError):
-        h.slice(2, 4)
-    with pytest.raises(ValueError):
-        h.truncate(3)
-    h.truncate(8)
-    np.testing.assert_array_equal(h.values, [5.0, 6.0, 7.0])
+    h.append(0.0, -1.0)
+    h.extend(np.array([0.1, 0.1, 0.2]), np.array([1.0, 2.0, 3.0]), np.array([0, 1, 0], dtype=np.int32))
+    assert len(h) == 4
+    np.testing.assert_array_equal(h.values, [-1.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(h.micro, [0, 0, 1, 0])
+    t, v, m = h.slice(1, 3)
+    np.testing.assert_array_equal(v, [1.0, 2.0])
+    np.testing.assert_array_equal(m, [0, 1])
+    h.truncate(2)
+    np.testing.assert_array_equal(h.micro, [0, 0])

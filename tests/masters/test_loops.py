@@ -44,7 +44,7 @@ def check_solution(result, a, b, rtol=1e-8):
 
 def test_the_loop_is_detected_and_torn_once():
     s = loop(0.5, 0.8)
-    s.initialize(0.0)
+    s.initialize(0.0, GaussSeidel())
     (lp,) = s.analysis.loops
     assert lp.components == ["p", "q"]
     assert lp.tear_inputs == ["p.u"]

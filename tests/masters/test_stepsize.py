@@ -100,7 +100,7 @@ def test_end_time_not_a_multiple_of_dt_is_reached_exactly(master):
 
 @pytest.mark.parametrize("tf", [0.3, 0.7, 2.9])
 def test_end_time_on_the_grid_gives_no_residual_step(tf):
-    r = ramp_probe(Ramp("src")).run(0.0, tf, 0.1)
+    r = ramp_probe(Ramp("src")).run(0.0, tf, 0.1, master=GaussSeidel())
     t = times_of(r)
     assert t[-1] == tf
     assert r.stats.macro_steps == round(tf / 0.1)
@@ -147,7 +147,7 @@ def test_components_step_to_the_time_event(master):
 @pytest.mark.parametrize("offset", [1e-12, -1e-12, 3e-15, -3e-15])
 def test_time_event_a_rounding_error_from_a_grid_point_gives_no_residual_step(offset):
     te = 0.4 + offset
-    r = ramp_probe(TimeEventSource("src", [te])).run(0.0, 1.0, 0.1)
+    r = ramp_probe(TimeEventSource("src", [te])).run(0.0, 1.0, 0.1, master=GaussSeidel())
     t = times_of(r)
     assert_no_residual_steps(t)
     assert len(t) == 11  # the event instant replaces the grid point it sits on
@@ -172,7 +172,7 @@ def test_max_step_of_a_component_limits_the_step(master, max_step):
 
 
 def test_max_step_larger_than_dt_changes_nothing():
-    r = ramp_probe(LimitedStep("src", 0.25)).run(0.0, 1.0, 0.1)
+    r = ramp_probe(LimitedStep("src", 0.25)).run(0.0, 1.0, 0.1, master=GaussSeidel())
     assert r.stats.macro_steps == 10
 
 
@@ -180,7 +180,7 @@ def test_max_step_and_time_event_together():
     class Both(TimeEventSource):
         max_step = 0.04
 
-    r = ramp_probe(Both("src", [0.37])).run(0.0, 0.5, 0.1)
+    r = ramp_probe(Both("src", [0.37])).run(0.0, 0.5, 0.1, master=GaussSeidel())
     t = times_of(r)
     assert 0.37 in t.tolist()
     assert np.diff(t).max() <= 0.04 * (1 + 1e-9)

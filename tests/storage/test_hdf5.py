@@ -1,4 +1,4 @@
-"""HDF5 results: writer, history streaming, reader, netCDF/xarray compatibility, crash behaviour."""
+"""HDF5 results: writer, history export, recorder as file sink, reader, xarray compatibility, crashes."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import xarray as xr
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import ComponentHistory, SystemHistory
 from cosimrun.core.ports import PortType
+from cosimrun.core.switching import ModeSwitch
 from cosimrun.masters.base import MasterStats
-from cosimrun.storage import HDF5Writer, HistoryStreamer, load_results, partial_path, write_run_result
-from cosimrun.system.system import ModeSwitch, RunResult
+from cosimrun.storage import HDF5Writer, load_results, partial_path, write_history, write_run_result
+from cosimrun.system import Recorder, RunResult
 
 MODES = ["idle", "run", "ü-mode"]
 
@@ -88,7 +89,7 @@ def test_history_round_trip(tmp_path):
     history = make_history()
     path = tmp_path / "run.h5"
     with HDF5Writer(path, experiment="demo") as w:
-        HistoryStreamer(w, history).finish()
+        write_history(w, history)
     assert_history_equal(path, history)
     res = load_results(path)
     assert res.status == "complete" and res.experiment == "demo"
@@ -106,7 +107,7 @@ def test_xarray_reads_component_groups_with_units(tmp_path):
     history = make_history()
     path = tmp_path / "run.h5"
     with HDF5Writer(path) as w:
-        HistoryStreamer(w, history).finish()
+        write_history(w, history)
     ph = history.get_component_history("plant")
     with xr.open_dataset(path, engine="h5netcdf", group="components/plant") as ds:
         assert ds["time"].attrs["units"] == "s" and ds["time"].dtype == np.float64
@@ -183,7 +184,7 @@ def test_chunked_appends_equal_a_single_write(tmp_path):
     history = make_history(300)
     one, many = tmp_path / "one.h5", tmp_path / "many.h5"
     with HDF5Writer(one) as w:
-        HistoryStreamer(w, history, flush_interval=10_000).finish()
+        write_history(w, history)
     with HDF5Writer(many, chunk_size=16) as w:
         ch = history.get_component_history("plant")
         # replay the history into a fresh one in pieces, polling in between
@@ -193,7 +194,6 @@ def test_chunked_appends_equal_a_single_write(tmp_path):
             live_plant.add_port(port, ph.unit, ph.port_type)
         live.add_component("plant", live_plant)
         live.add_component("ctrl", history.get_component_history("ctrl"))
-        streamer = HistoryStreamer(w, live, flush_interval=7)
         n = len(ch)
         arrays = {p: (h.time.tolist(), h.values.tolist(), h.micro.tolist()) for p, h in ch.get_all_histories().items()}
         writes = []
@@ -201,8 +201,8 @@ def test_chunked_appends_equal_a_single_write(tmp_path):
             for port, (t, v, m) in arrays.items():
                 live_plant.append(port, t[k], v[k], m[k])
             if k % 5 == 0:
-                writes.append(streamer.poll())
-        streamer.finish()
+                writes.append(write_history(w, live))
+        write_history(w, live)
         assert sum(1 for x in writes if x) > 10  # the plant went out in many chunks
     for comp in ("plant", "ctrl"):
         a, b = load_results(one).history(comp), load_results(many).history(comp)
@@ -215,40 +215,73 @@ def test_chunked_appends_equal_a_single_write(tmp_path):
         assert ds.chunks == (16,) and ds.compression == "gzip" and ds.maxshape == (None,)
 
 
-def test_streamer_writes_only_new_samples_every_flush_interval(tmp_path):
+class _Source:
+    """Stands in for a component for the recorder: one real output ``y`` in K."""
+
+    def __init__(self) -> None:
+        from cosimrun.core.ports import PortSpec, PortState
+
+        self.outputs = {"y": PortState(PortSpec("y", PortType.REAL, "out", unit="K"))}
+
+
+def test_recorder_writes_full_blocks_every_flush_interval(tmp_path):
+    source = _Source()
+    with HDF5Writer(tmp_path / "s.h5") as w:
+        recorder = Recorder(w, flush_interval=10)
+        recorder.attach({"c": source})
+        for i in range(25):
+            source.outputs["y"].value = float(i)
+            recorder.sample(float(i))
+        assert w.n_samples("c") == 20  # two full blocks; 5 samples still pending
+        recorder.flush()
+        assert w.n_samples("c") == 25
+    t, y = load_results(tmp_path / "s.h5").history("c")["y"]
+    np.testing.assert_array_equal(y, np.arange(25.0))
+
+
+def test_history_export_continues_from_the_file_and_refuses_a_shrunk_history(tmp_path):
     ch = ComponentHistory("c")
     ch.add_port("y", "K")
     with HDF5Writer(tmp_path / "s.h5") as w:
-        streamer = HistoryStreamer(w, ch, flush_interval=10)
-        for i in range(25):
+        for i in range(20):
             ch.append("y", float(i), float(i))
-            streamer(float(i))  # progress-callback form
-        assert w.n_samples("c") == 20  # two full chunks; 5 samples still pending
-        assert HistoryStreamer(w, ch).finish() == 5  # a second streamer continues from the file's offsets
+        assert write_history(w, {"c": ch}) == 20
+        for i in range(20, 25):
+            ch.append("y", float(i), float(i))
+        assert write_history(w, {"c": ch}) == 5  # continues from the file's offsets
         assert w.n_samples("c") == 25
         ch.get_port_history("y").truncate(3)
         with pytest.raises(RuntimeError, match="shrank"):
-            streamer.poll(force=True)
+            write_history(w, {"c": ch})
 
 
-def test_streams_a_real_system_run(tmp_path):
+def test_records_a_real_system_run_into_the_file_while_it_runs(tmp_path):
     from helpers import Affine, Ramp
 
+    from cosimrun.masters import GaussSeidel
     from cosimrun.system.system import System
 
     system = System("chain")
     system.add_component(Ramp("ramp", slope=2.0, unit="m"))
     system.add_component(Affine("gain", a=3.0, unit="m"))
     system.connect("ramp.y", "gain.u")
+    in_memory = system.run(0.0, 1.0, 0.01, master=GaussSeidel())
+    memory_history = {n: in_memory.history.get_component_history(n) for n in ("ramp", "gain")}
+    expected = {n: (h.get_port_history("y").time.copy(), h.get_port_history("y").values.copy())
+                for n, h in memory_history.items()}
     path = tmp_path / "chain.h5"
+    seen: list[int] = []
     with HDF5Writer(path, experiment="chain") as w:
-        streamer = HistoryStreamer(w, system.history, flush_interval=16)
-        result = system.run(0.0, 1.0, 0.01, progress=streamer)
-        assert 0 < w.n_samples("gain") < len(result.history.get_component_history("gain"))
-        write_run_result(w, result)
-    assert_history_equal(path, result.history)
-    res = load_results(path)
-    assert res.stats["macro_steps"] == result.stats.macro_steps and res.attrs["master"] == result.master
+        recorder = Recorder(w, flush_interval=16)
+        recorder.attach(system.components)
+        result = system.run(0.0, 1.0, 0.01, master=GaussSeidel(), recorder=recorder,
+                            progress=lambda t: seen.append(w.n_samples("gain")))
+        assert 0 < min(x for x in seen if x) < w.n_samples("gain") == 101  # the file grew during the run
+        assert len(result.history.get_component_history("gain")) == 0  # nothing kept in memory
+    loaded = load_results(path)
+    for name, (t, y) in expected.items():
+        np.testing.assert_array_equal(loaded.history(name)["y"].time, t)
+        np.testing.assert_array_equal(loaded.history(name)["y"].values, y)
 
 
 # ------------------------------------------------------------------ crash safety and live reading
@@ -346,16 +379,16 @@ def test_invalid_ports_and_appends_are_rejected(tmp_path):
         load_results(tmp_path / "other.h5")
 
 
-def test_streamer_release_keeps_memory_bounded(tmp_path) -> None:
-    hist = ComponentHistory("c")
-    hist.add_port("y", "m")
+def test_recorder_keeps_memory_bounded_by_the_flush_interval(tmp_path) -> None:
+    source = _Source()
     writer = HDF5Writer(tmp_path / "r.h5")
-    streamer = HistoryStreamer(writer, {"c": hist}, flush_interval=100, release=True)
+    recorder = Recorder(writer, flush_interval=100)
+    recorder.attach({"c": source})
     for k in range(1000):
-        hist.append("y", 0.01 * k, float(k))
-        streamer.poll()
-        assert len(hist.get_port_history("y").values) <= 100
-    streamer.finish()
+        source.outputs["y"].value = float(k)
+        recorder.sample(0.01 * k)
+        assert k + 1 - writer.n_samples("c") <= 100  # never more than one block held back
+    recorder.flush()
     writer.close("complete")
     t, y = load_results(tmp_path / "r.h5").history("c")["y"]
     np.testing.assert_array_equal(y, np.arange(1000.0))

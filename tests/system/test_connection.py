@@ -155,7 +155,7 @@ def test_compiled_links_carry_the_affine_conversion():
     s.add_component(Probe("metres", unit="m"))
     s.connect("temp.y -> kelvin.u")
     s.connect("dist.y -> metres.u")
-    s.initialize(0.0)
+    s.initialize(0.0, GaussSeidel())
     conv = {str(lk.connection): lk.conversion for lk in s.links}
     assert conv["temp.y -> kelvin.u"].scale == pytest.approx(1.0)
     assert conv["temp.y -> kelvin.u"].offset == pytest.approx(273.15)

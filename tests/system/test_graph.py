@@ -4,6 +4,7 @@ import networkx as nx
 import pytest
 from helpers import Affine, Constant, Delay, Probe, Stateless, real_in, real_out
 
+from cosimrun.masters import GaussSeidel
 from cosimrun.system import (
     Connection,
     MissingInitialValueError,
@@ -157,7 +158,7 @@ def test_detected_feedthrough_decides_whether_a_component_cycle_is_an_algebraic_
     s.add_component(Affine("g", 0.5))
     s.connect("x.y1 -> g.u")
     s.connect("g.y -> x.u2")  # closes a component cycle, not a feedthrough cycle
-    s.initialize(0.0)
+    s.initialize(0.0, GaussSeidel())
     assert s.components["x"].direct_feedthrough == {"y1": {"u1"}, "y2": set()}
     assert s.analysis.loops == []
     assert [str(c) for c in s.analysis.removed] == ["g.y -> x.u2"]
@@ -168,7 +169,7 @@ def test_detected_feedthrough_decides_whether_a_component_cycle_is_an_algebraic_
     s.connect("x.y1 -> g.u")
     s.connect("g.y -> x.u1")  # through the feedthrough path: an algebraic loop
     with pytest.raises(MissingInitialValueError):
-        s.initialize(0.0)
+        s.initialize(0.0, GaussSeidel())
     assert len(s.analysis.loops) == 1
 
 
@@ -180,7 +181,7 @@ def test_a_delay_in_the_cycle_breaks_the_algebraic_loop():
     s.connect("p.y -> q.u")
     s.connect("q.y -> d.u")
     s.connect("d.y -> p.u")
-    s.initialize(0.0)  # no initial value needed
+    s.initialize(0.0, GaussSeidel())  # no initial value needed
     assert s.analysis.loops == []
     assert s.analysis.removed == [Connection("q", "y", "d", "u")]  # into the input without feedthrough
     assert s.analysis.levels == [["d"], ["p"], ["q"]]
@@ -193,10 +194,10 @@ def test_missing_initial_value_names_the_input():
     s.connect("p.y -> q.u")
     s.connect("q.y -> p.u")
     with pytest.raises(MissingInitialValueError, match=r"input p\.u closes an algebraic loop") as err:
-        s.run(0.0, 1.0, 0.1)
+        s.run(0.0, 1.0, 0.1, master=GaussSeidel())
     assert "set_initial_value('p.u'" in str(err.value)
     s.set_initial_value("p.u", 0.0)
-    s.run(0.0, 0.1, 0.1)
+    s.run(0.0, 0.1, 0.1, master=GaussSeidel())
 
 
 def test_initial_value_of_an_unknown_input_is_rejected():
@@ -246,7 +247,7 @@ def test_describe_reports_the_initial_value_and_is_side_effect_free():
     text = s.describe()
     assert "p.u = 0.25" in text
     assert not any(c.is_initialized for c in s.components.values())
-    r = s.run(0.0, 0.2, 0.1)
+    r = s.run(0.0, 0.2, 0.1, master=GaussSeidel())
     assert r.stats.macro_steps == 2
     assert s.describe().count("loop 1:") == 1
 
@@ -254,7 +255,7 @@ def test_describe_reports_the_initial_value_and_is_side_effect_free():
 def test_describe_after_adding_a_connection_is_not_stale():
     s = described_system()
     s.set_initial_value("p.u", 0.0)
-    s.initialize(0.0)
+    s.initialize(0.0, GaussSeidel())
     s.add_component(Probe("late"))
     s.connect("d.y -> late.u")
     text = s.describe()

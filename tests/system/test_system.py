@@ -40,7 +40,7 @@ def test_initialize_makes_a_feedthrough_chain_consistent_at_t0():
     s.add_component(Constant("c", 5.0))
     s.connect("c.y -> g1.u")
     s.connect("g1.y -> g2.u")
-    s.initialize(0.0)
+    s.initialize(0.0, GaussSeidel())
     assert s.components["g1"].outputs["y"].value == 10.0
     assert s.components["g2"].outputs["y"].value == 31.0
     for comp in s.components.values():  # exactly one sample at t0
@@ -79,7 +79,7 @@ def test_number_of_macro_steps_counts_extra_communication_points():
     s.add_component(Ramp("r"))
     s.add_component(Probe("p"))
     s.connect("r.y -> p.u")
-    r = s.run(0.0, 1.05, 0.1)  # ten grid steps and a final half step
+    r = s.run(0.0, 1.05, 0.1, master=GaussSeidel())  # ten grid steps and a final half step
     assert r.stats.macro_steps == 11
     assert len(r.history.get_port_trajectory("p", "y")[0]) == 12
 

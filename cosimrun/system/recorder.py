@@ -1,0 +1,204 @@
+"""The run-scoped recorder: the one owner of what a run records.
+
+The master tells the :class:`Recorder` which instants are accepted samples
+(``sample(t)``, and ``sample(t, micro)`` for the post-event samples at one
+instant) and which events happened (``event``). The recorder reads the
+selected output ports into typed blocks of at most ``flush_interval`` rows and
+hands each full block to a :class:`Sink`: the HDF5 writer when the runner
+stores a run, a :class:`MemorySink` for library use (what ``System.run``
+returns). A run's memory is therefore bounded by the flush interval for every
+port, recorded or not (ports not selected are never read), and flushing does
+not depend on progress reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.events import DenseTime
+from cosimrun.core.history import SystemHistory
+from cosimrun.core.ports import PortState, PortType
+
+PortLayout = Mapping[str, tuple[str | None, str]]
+"""``{port: (unit or None, port type value)}`` of one component."""
+
+EventRow = tuple[DenseTime, str, str]
+"""``(when, component, event)``."""
+
+_BLOCK_DTYPES: dict[PortType, Any] = {
+    PortType.REAL: np.float64,
+    PortType.INT: np.int64,
+    PortType.BOOL: np.bool_,
+    PortType.EVENT: np.bool_,
+    PortType.STRING: object,
+}
+
+
+class Sink(Protocol):
+    """Where a recorder's blocks go (``HDF5Writer`` and :class:`MemorySink` are sinks)."""
+
+    def add_component(self, name: str, ports: PortLayout) -> None:
+        """Declare a component and its recorded ports before the first block."""
+
+    def append(
+        self, component: str, time: np.ndarray, micro: np.ndarray | None, values: Mapping[str, np.ndarray],
+        *, flush: bool = True,
+    ) -> None:
+        """Take one block of samples of *component*: times, micro steps and ``{port: values}``."""
+
+    def write_events(self, rows: Iterable[EventRow], *, flush: bool = True) -> int:
+        """Take events in the order they happened."""
+
+    def flush(self) -> None:
+        """Make what was taken durable (a file sink flushes; a memory sink has nothing to do)."""
+
+
+class MemorySink:
+    """Keeps every sample in a :class:`SystemHistory` (by default the components' own histories)."""
+
+    def __init__(self, history: SystemHistory) -> None:
+        self.history = history
+
+    def add_component(self, name: str, ports: PortLayout) -> None:
+        comp = self.history.get_component_history(name)
+        for port, (unit, kind) in ports.items():
+            comp.add_port(port, unit, kind)
+
+    def append(
+        self, component: str, time: np.ndarray, micro: np.ndarray | None, values: Mapping[str, np.ndarray],
+        *, flush: bool = True,
+    ) -> None:
+        comp = self.history.get_component_history(component)
+        for port, column in values.items():
+            comp.get_port_history(port).extend(time, column, micro)
+
+    def write_events(self, rows: Iterable[EventRow], *, flush: bool = True) -> int:
+        n = 0
+        for when, component, event in rows:
+            self.history.record_event(component, event, when)
+            n += 1
+        return n
+
+    def flush(self) -> None:
+        """Nothing to do: samples are in memory as soon as they are appended."""
+
+
+class _Group:
+    """The selected ports of one type across all components, sampled into one block."""
+
+    def __init__(self, kind: PortType, ports: list[PortState], rows: int) -> None:
+        self.ports = ports
+        self.block: np.ndarray | list[list[Any]]
+        self.block = [] if kind is PortType.STRING else np.empty((rows, len(ports)), dtype=_BLOCK_DTYPES[kind])
+
+    def take(self, n: int) -> None:
+        if isinstance(self.block, list):
+            self.block.append([p.value for p in self.ports])
+        else:
+            self.block[n] = [p.value for p in self.ports]
+
+    def columns(self, n: int) -> np.ndarray:
+        """The first *n* rows, one column per port (a copy: the block is reused)."""
+        if isinstance(self.block, list):
+            out = np.empty((len(self.ports), n), dtype=object)
+            for i, row in enumerate(self.block):
+                out[:, i] = row
+            self.block = []
+            return out
+        return self.block[:n].T.copy()
+
+
+class Recorder:
+    """Samples the selected output ports of a run at the instants the master accepts.
+
+    Create it with a sink, :meth:`attach` it to the components (the system's
+    ``run`` does), then the master calls :meth:`sample` and :meth:`event`;
+    :meth:`flush` hands over what is buffered (the master calls it at the end
+    of the run, also when the run fails, so a failed run keeps what it computed).
+    """
+
+    def __init__(self, sink: Sink, flush_interval: int = 4096) -> None:
+        if int(flush_interval) < 1:
+            raise ValueError(f"flush_interval must be >= 1, got {flush_interval!r}")
+        self.sink = sink
+        self.flush_interval = int(flush_interval)
+        self.samples = 0
+        """Samples taken so far (each covers every selected port)."""
+        self._groups: list[_Group] = []
+        self._layout: list[tuple[str, list[tuple[str, int, int]]]] = []
+        self._times = np.empty(self.flush_interval)
+        self._micro: dict[int, int] = {}
+        self._events: list[EventRow] = []
+        self._n = 0
+
+    def attach(
+        self, components: Mapping[str, CoSimComponent], selection: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """Select ports (``{component: [port, ...]}``; every output of every component by default).
+
+        Call after the components are initialized (event ports exist then);
+        each selected component is declared to the sink.
+        """
+        if selection is None:
+            selection = {name: list(comp.outputs) for name, comp in components.items()}
+        by_kind: dict[PortType, list[PortState]] = {}
+        self._layout = []
+        for name, ports in selection.items():
+            comp = components[name]
+            placed = []
+            for port in ports:
+                state = comp.outputs[port]
+                group = by_kind.setdefault(state.spec.type, [])
+                placed.append((port, list(by_kind).index(state.spec.type), len(group)))
+                group.append(state)
+            self._layout.append((name, placed))
+            self.sink.add_component(
+                name, {port: (comp.outputs[port].spec.unit_name, comp.outputs[port].spec.type.value) for port in ports}
+            )
+        self._groups = [_Group(kind, ports, self.flush_interval) for kind, ports in by_kind.items()]
+        self._n = 0
+        self._micro = {}
+
+    def sample(self, t: float, micro: int = 0) -> None:
+        """Read every selected port as the sample at ``(t, micro)``."""
+        n = self._n
+        for group in self._groups:
+            group.take(n)
+        self._times[n] = t
+        if micro:
+            self._micro[n] = micro
+        self._n = n + 1
+        self.samples += 1
+        if self._n == self.flush_interval:
+            self.flush()
+
+    def event(self, t: float, micro: int, component: str, name: str) -> None:
+        """Note that event *name* of *component* happened at superdense time ``(t, micro)``."""
+        self._events.append((DenseTime(t, micro), component, name))
+        if len(self._events) >= self.flush_interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the buffered samples and events to the sink and flush it."""
+        n = self._n
+        if n:
+            time = self._times[:n].copy()
+            micro = None
+            if self._micro:
+                micro = np.zeros(n, dtype=np.int32)
+                for row, m in self._micro.items():
+                    micro[row] = m
+            columns = [group.columns(n) for group in self._groups]
+            for name, placed in self._layout:
+                values = {port: columns[g][i] for port, g, i in placed}
+                self.sink.append(name, time, micro, values, flush=False)
+            self._n = 0
+            self._micro = {}
+        if self._events:
+            events, self._events = self._events, []
+            self.sink.write_events(events, flush=False)
+        self.sink.flush()
