@@ -3,6 +3,18 @@
 The names below are imported on first use (PEP 562), so that ``cosimrun``
 commands that do not simulate (``--list-components``, a sweep's driver) do not
 pay for pint and the engine, and importing the engine does not import h5py.
+
+Library use::
+
+    from cosimrun import GaussSeidel, System
+
+    system = System("demo")
+    ...  # add_component, connect
+    result = system.run(0.0, 10.0, 0.01, master=GaussSeidel())
+
+``System.run`` takes the master explicitly (the engine has no default; the
+``cosimrun`` command's is ``conf/master``). Errors raised on purpose come
+from :mod:`cosimrun.errors`.
 """
 
 from __future__ import annotations
@@ -14,6 +26,23 @@ from cosimrun._lazy import lazy_exports
 __version__ = "0.1.0"
 
 _LAZY = {
+    "System": ".system",
+    "Recorder": ".system",
+    "MemorySink": ".system",
+    "RunResult": ".system",
+    "Master": ".masters",
+    "Jacobi": ".masters",
+    "GaussSeidel": ".masters",
+    "IJCSA": ".masters",
+    "Hybrid": ".masters",
+    "MultiComponent": ".core",
+    "Hysteresis": ".core",
+    "StateAdapter": ".core",
+    "OdeComponent": ".core",
+    "EquationComponent": ".core",
+    "CosimrunError": ".errors",
+    "ConfigError": ".errors",
+    "SimulationError": ".errors",
     "ComponentHistory": ".core",
     "CoSimComponent": ".core",
     "DenseTime": ".core",
@@ -37,34 +66,59 @@ if TYPE_CHECKING:
         ComponentHistory,
         CoSimComponent,
         DenseTime,
+        EquationComponent,
         Event,
         EventIndicator,
+        Hysteresis,
         InternalEventInfo,
+        MultiComponent,
+        OdeComponent,
         PortHistory,
         PortSpec,
         PortState,
         PortType,
+        StateAdapter,
         SystemHistory,
         compile_conversion,
         ureg,
     )
+    from cosimrun.errors import ConfigError, CosimrunError, SimulationError
+    from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
     from cosimrun.runner.load import load_sweep, load_sweep_dataset
     from cosimrun.storage import load_results
+    from cosimrun.system import MemorySink, Recorder, RunResult, System
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
+    "IJCSA",
     "CoSimComponent",
     "ComponentHistory",
+    "ConfigError",
+    "CosimrunError",
     "DenseTime",
+    "EquationComponent",
     "Event",
     "EventIndicator",
+    "GaussSeidel",
+    "Hybrid",
+    "Hysteresis",
     "InternalEventInfo",
+    "Jacobi",
+    "Master",
+    "MemorySink",
+    "MultiComponent",
+    "OdeComponent",
     "PortHistory",
     "PortSpec",
     "PortState",
     "PortType",
+    "Recorder",
+    "RunResult",
+    "SimulationError",
+    "StateAdapter",
+    "System",
     "SystemHistory",
     "__version__",
     "compile_conversion",

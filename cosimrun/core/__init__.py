@@ -1,7 +1,7 @@
 """The component data model: ports with units, events, histories, components.
 
 Names are imported from their modules on first use (PEP 562): importing one
-module of the package (``cosimrun.core.errors``) does not create the unit
+module of the package (``cosimrun.core.events``) does not create the unit
 registry or import the integrators.
 """
 
@@ -21,6 +21,12 @@ _LAZY = {
     "ComponentHistory": ".history",
     "PortHistory": ".history",
     "SystemHistory": ".history",
+    "Hysteresis": ".switching",
+    "ModeSwitch": ".switching",
+    "ModeSwitching": ".switching",
+    "StateAdapter": ".switching",
+    "MultiComponent": ".multi",
+    "SwitchRegions": ".regions",
     "INTEGRATORS": ".ode",
     "OdeComponent": ".ode",
     "StateEvent": ".ode",
@@ -37,8 +43,11 @@ if TYPE_CHECKING:
     from cosimrun.core.equations import EquationComponent
     from cosimrun.core.events import DenseTime, Event, EventIndicator, InternalEventInfo
     from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
+    from cosimrun.core.multi import MultiComponent
     from cosimrun.core.ode import INTEGRATORS, OdeComponent, StateEvent
     from cosimrun.core.ports import PortSpec, PortState, PortType
+    from cosimrun.core.regions import SwitchRegions
+    from cosimrun.core.switching import Hysteresis, ModeSwitch, ModeSwitching, StateAdapter
     from cosimrun.core.units import UnitConversion, compile_conversion, ureg
 
 
@@ -52,13 +61,19 @@ __all__ = [
     "EquationComponent",
     "Event",
     "EventIndicator",
+    "Hysteresis",
     "InternalEventInfo",
+    "ModeSwitch",
+    "ModeSwitching",
+    "MultiComponent",
     "OdeComponent",
     "PortHistory",
     "PortSpec",
     "PortState",
     "PortType",
+    "StateAdapter",
     "StateEvent",
+    "SwitchRegions",
     "SystemHistory",
     "UnitConversion",
     "compile_conversion",
