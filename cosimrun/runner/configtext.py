@@ -3,9 +3,10 @@
 ``OmegaConf.to_yaml`` emits through PyYAML's pure-Python emitter: a few
 milliseconds for a Hydra job config, paid several times per sweep job (the
 ``.hydra`` files, the results file's ``config_yaml``). :func:`dump` gives the
-same text with the C emitter when PyYAML was built with libyaml (it falls back
-to OmegaConf's dumper otherwise); :func:`resolved` resolves a config once for
-both the plain container the run is built from and its YAML text;
+same text with the C emitter and OmegaConf's string representer (a private
+API, see :mod:`cosimrun.runner._private`); without libyaml or that
+representer it is ``OmegaConf.to_yaml``. :func:`resolved` resolves a config
+once for both the plain container the run is built from and its YAML text;
 :func:`task_overrides` gives a job's overrides as the user wrote them.
 """
 
@@ -16,20 +17,24 @@ from typing import Any
 
 import yaml
 
+from cosimrun.runner._private import PrivateAPIChanged, omegaconf_str_representer
+
 
 @functools.cache
-def _dumper() -> type:
-    from omegaconf._utils import get_omega_conf_dumper
-
-    base = get_omega_conf_dumper()
+def _dumper() -> type | None:
+    """libyaml's dumper with OmegaConf's string representer; None without either."""
     emitter = getattr(yaml, "CDumper", None)
     if emitter is None:  # PyYAML without libyaml
-        return base
+        return None
+    try:
+        representer = omegaconf_str_representer()
+    except PrivateAPIChanged:
+        return None
 
     class CDumper(emitter):  # type: ignore[misc, valid-type]
         """libyaml's dumper with OmegaConf's string representer (quotes strings that read as other types)."""
 
-    CDumper.add_representer(str, base.str_representer)
+    CDumper.add_representer(str, representer)
     return CDumper
 
 
@@ -37,9 +42,12 @@ def dump(data: Any) -> str:
     """YAML text of a config (``DictConfig``/``ListConfig``, unresolved) or of plain data, as ``OmegaConf.to_yaml``."""
     from omegaconf import OmegaConf
 
+    dumper = _dumper()
+    if dumper is None:
+        return OmegaConf.to_yaml(data)
     if OmegaConf.is_config(data):
         data = OmegaConf.to_container(data, resolve=False, enum_to_str=True)
-    return yaml.dump(data, Dumper=_dumper(), default_flow_style=False, allow_unicode=True, sort_keys=False)
+    return yaml.dump(data, Dumper=dumper, default_flow_style=False, allow_unicode=True, sort_keys=False)
 
 
 def resolved(cfg: Any) -> tuple[dict[str, Any], str]:

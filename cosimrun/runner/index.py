@@ -1,6 +1,6 @@
 """The sweep index: ``index.h5`` in a sweep directory, one row per job.
 
-The driver (:mod:`cosimrun.runner.recorder`) keeps an index in the sweep
+The driver (:mod:`cosimrun.runner.ledger`) keeps an index in the sweep
 directory, ``index.h5``, rewritten (atomically) as jobs finish, laid out
 netCDF-style like a results file::
 

@@ -1,6 +1,6 @@
-"""The driver's side of a sweep: outcomes recorded into the index, the summary and the exit status.
+"""The driver's ledger of a sweep: job outcomes entered into the sweep index, the summary, the exit status.
 
-A launcher records every job's outcome with :func:`recorder_for` of its sweep
+A launcher enters every job's outcome into the :func:`ledger_for` its sweep
 directory; ``cosimrun``'s ``main()`` calls :func:`finish` after Hydra returns.
 """
 
@@ -19,10 +19,10 @@ from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
 from cosimrun.runner.outcome import JobOutcome
 
 
-class SweepRecorder:
+class SweepLedger:
     """Driver-side bookkeeping of one sweep directory: outcomes by job number and the index file.
 
-    The index is rewritten when a job is recorded, at most every *min_interval*
+    The index is rewritten when an outcome is entered, at most every *min_interval*
     seconds and at most a tenth of the time (a rewrite of 10,000 rows takes
     some 0.25 s), plus :meth:`flush` at the end of every batch, so that an
     interrupted sweep still has an index of what finished.
@@ -43,10 +43,12 @@ class SweepRecorder:
         self._last_end = -math.inf
 
     def add_pending(self, num: int, overrides: Sequence[str]) -> None:
+        """Enter a job as submitted, not finished yet."""
         self.outcomes[num] = JobOutcome(num, "pending", list(overrides), attempts=0)
         self._dirty = True
 
-    def record(self, outcome: JobOutcome) -> None:
+    def enter(self, outcome: JobOutcome) -> None:
+        """Enter a job's outcome (replacing what was there); the index is rewritten when it is due."""
         now = time.monotonic()
         if not outcome.reused and not math.isnan(outcome.job_time_s):
             self._first_start = min(self._first_start, now - outcome.job_time_s)
@@ -57,12 +59,14 @@ class SweepRecorder:
             self.flush()
 
     def interrupt_pending(self) -> None:
+        """Mark the jobs not finished yet as interrupted (Ctrl-C)."""
         for num, o in self.outcomes.items():
             if o.status == "pending":
                 self.outcomes[num] = replace(o, status="interrupted", error="the sweep was interrupted")
         self._dirty = True
 
     def flush(self) -> None:
+        """Rewrite the index when something changed since the last write."""
         if not self._dirty or not self.outcomes:
             return
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -78,10 +82,12 @@ class SweepRecorder:
         return self._last_end - self._first_start if self._last_end >= self._first_start else math.nan
 
     def attrs(self) -> dict[str, Any]:
+        """The sweep-wide attributes of the index file."""
         return {"experiment": self.experiment, "jobs_wall_time_s": self.jobs_wall_time_s}
 
     @property
     def failed(self) -> list[JobOutcome]:
+        """The failed and interrupted jobs' outcomes, by job number."""
         return [o for _, o in sorted(self.outcomes.items()) if o.failed]
 
     def summary(self) -> str:
@@ -109,15 +115,15 @@ def _task_overrides(overrides: Sequence[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("hydra.")]
 
 
-_recorders: dict[Path, SweepRecorder] = {}
+_ledgers: dict[Path, SweepLedger] = {}
 
 
-def recorder_for(sweep_dir: str | os.PathLike[str]) -> SweepRecorder:
-    """The driver's recorder of *sweep_dir* (created on first use)."""
+def ledger_for(sweep_dir: str | os.PathLike[str]) -> SweepLedger:
+    """The driver's ledger of *sweep_dir* (created on first use)."""
     key = Path(sweep_dir).absolute()
-    if key not in _recorders:
-        _recorders[key] = SweepRecorder(key)
-    return _recorders[key]
+    if key not in _ledgers:
+        _ledgers[key] = SweepLedger(key)
+    return _ledgers[key]
 
 
 def finish(stream: TextIO | None = None) -> int:
@@ -126,12 +132,12 @@ def finish(stream: TextIO | None = None) -> int:
     Called by ``cosimrun``'s ``main()`` after Hydra returns (nothing happens when no sweep ran).
     """
     code = 0
-    for sweep_dir in list(_recorders):
-        recorder = _recorders.pop(sweep_dir)
-        if not recorder.outcomes:
+    for sweep_dir in list(_ledgers):
+        ledger = _ledgers.pop(sweep_dir)
+        if not ledger.outcomes:
             continue
-        recorder.flush()
-        failed = bool(recorder.failed)
-        print(recorder.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
+        ledger.flush()
+        failed = bool(ledger.failed)
+        print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
         code = code or int(failed)
     return code

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import traceback as _traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,18 @@ def objective_value(outcome: JobOutcome, column: str) -> float:
         return math.nan
 
 
+def describe_exception(exc: BaseException) -> tuple[str, str]:
+    """``(error, traceback)`` texts of *exc* as a failed outcome (and the sweep index) stores them."""
+    return f"{type(exc).__name__}: {exc}", "".join(_traceback.format_exception(exc))
+
+
+def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[str, Any]:
+    """The file attributes *names* of a results file that has them, text decoded (``OSError`` if unreadable)."""
+    with h5py.File(path, "r", locking=False) as f:
+        attrs = {k: f.attrs[k] for k in names if k in f.attrs}
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+
+
 def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
     """``{"comp.port": last value}`` of every recorded port of a results file ("" / {} if unreadable)."""
     out: dict[str, Any] = {}
@@ -123,9 +136,8 @@ def _port_kind(ds: h5py.Dataset) -> str:
 def outcome_from_file(num: int, overrides: Sequence[str], path: str | os.PathLike[str]) -> JobOutcome:
     """The outcome recorded in an existing results file (used for jobs a resume takes over)."""
     path = Path(path)
-    with h5py.File(path, "r", locking=False) as f:
-        attrs = {k: f.attrs[k] for k in ("status", "error", "traceback", "wall_time_s") if k in f.attrs}
-    text = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items() if k != "wall_time_s"}
+    attrs = results_attrs(path, ("status", "error", "traceback", "wall_time_s"))
+    text = {k: str(v) for k, v in attrs.items() if k != "wall_time_s"}
     return JobOutcome(
         num=num,
         status=text.get("status", "failed"),

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 PRELOAD = (
     "distributed",
     "hydra.core.utils",
-    "hydra._internal.callbacks",
     "cosimrun.runner.sweep",
     "cosimrun.runner.worker",
     "cosimrun.runner.run",

@@ -4,7 +4,7 @@ Hydra's basic sweeper composes every job's config once before launching a
 batch, only to check that it composes (some 50 ms per job), and the launcher
 then composes it again. This sweeper expands and batches the overrides the same
 way (``hydra.sweeper.params`` and ``max_batch_size`` included) but validates
-a batch through a :class:`cosimrun.runner.sweep.JobComposer`, which shares one
+a batch through a :class:`cosimrun.runner.compose.JobComposer`, which shares one
 composition between jobs that differ only in values and raises Hydra's own
 error for a job that does not compose. A launcher with a ``composer``
 attribute (cosimrun's dask launcher) is handed that composer, so the
@@ -49,13 +49,16 @@ class CosimrunSweeper(Sweeper):
     """
 
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from cosimrun.runner._private import basic_sweeper
 
-        self.basic = BasicSweeper(max_batch_size=max_batch_size, params=params)
-        self.basic.validate_batch_is_legal = self.validate_batch_is_legal  # type: ignore[method-assign]
+        self.basic = basic_sweeper(max_batch_size, params)
+        self.basic.validate_batch_is_legal = self.validate_batch_is_legal
         self.composer: Any = None
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context, self.config = hydra_context, config
         self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     @property
@@ -66,10 +69,11 @@ class CosimrunSweeper(Sweeper):
         return self.basic.sweep(arguments)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from cosimrun.runner.sweep import JobComposer
+        from cosimrun.runner.compose import JobComposer
 
         if self.composer is None:
-            self.composer = JobComposer(self.basic.hydra_context, self.basic.config)
+            assert self.hydra_context is not None and self.config is not None
+            self.composer = JobComposer(self.hydra_context, self.config)
             if hasattr(self.launcher, "composer"):
                 self.launcher.composer = self.composer
         for overrides in batch:

@@ -63,3 +63,12 @@ def test_dump_of_plain_data_and_lists() -> None:
 def test_resolved_refuses_a_list_config() -> None:
     with pytest.raises(TypeError, match="mapping"):
         resolved(OmegaConf.create([1, 2]))
+
+
+def test_dump_without_the_fast_dumper_is_omegaconfs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cosimrun.runner import configtext
+
+    monkeypatch.setattr(configtext, "_dumper", lambda: None)  # no libyaml, or OmegaConf's representer changed
+    cfg = OmegaConf.create(TRICKY)
+    assert dump(cfg) == OmegaConf.to_yaml(cfg)
+    assert resolved(cfg)[1] == OmegaConf.to_yaml(cfg, resolve=True)

@@ -112,16 +112,16 @@ def test_a_local_cluster_has_quiet_workers_unless_asked_not_to(quiet: bool) -> N
     import dask
     import distributed  # noqa: F401  (its config defaults, before the context below records the config)
 
-    from hydra_plugins.cosimrun_dask_launcher import _core
+    from hydra_plugins.cosimrun_dask_launcher import _cluster
     from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
 
     launcher = DaskLauncher(n_workers=1, dashboard_address=":0", quiet_workers=quiet)
     with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):  # restored afterwards
-        client = _core._connect(launcher)
+        client = _cluster.connect(launcher)
         try:
             seen = client.run(_profiler_enabled)
             ticks = client.run(lambda: str(dask.config.get("distributed.admin.tick.interval")))
         finally:
-            _core._close(weakref.ref(launcher))
+            _cluster.close(weakref.ref(launcher))
     assert list(seen.values()) == [not quiet]
     assert list(ticks.values()) == (["1s"] if quiet else ["20ms"])

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from support.hydra_sweep import sweep_context
 
+from cosimrun.runner import compose, resume, worker
 from cosimrun.runner import index as sweep_index
-from cosimrun.runner import sweep, worker
 from cosimrun.runner.index import INDEX_FILE, write_index
+from cosimrun.runner.ledger import finish, ledger_for
 from cosimrun.runner.load import load_sweep, load_sweep_dataset
 from cosimrun.runner.outcome import JobOutcome, objective_value
-from cosimrun.runner.recorder import finish, recorder_for
 from cosimrun.storage import HDF5Writer
 
 
@@ -188,12 +188,12 @@ def test_started_marks_tell_a_lost_job_that_ran_from_one_that_waited(tmp_path: P
     assert not worker.started(job_dir, "tok", 3) and not worker.started(job_dir, "other", 1)
 
 
-def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
-    recorder = recorder_for(tmp_path)
-    recorder.add_pending(0, ["a=1"])
-    recorder.add_pending(1, ["a=2"])
-    recorder.record(_outcome(0, "complete", ["a=1"], job_time_s=0.1))
-    recorder.record(_outcome(1, "failed", ["a=2"], error="ValueError: no", job_time_s=0.1))
+def test_ledger_summary_and_exit_code(tmp_path: Path) -> None:
+    ledger = ledger_for(tmp_path)
+    ledger.add_pending(0, ["a=1"])
+    ledger.add_pending(1, ["a=2"])
+    ledger.enter(_outcome(0, "complete", ["a=1"], job_time_s=0.1))
+    ledger.enter(_outcome(1, "failed", ["a=2"], error="ValueError: no", job_time_s=0.1))
     out = io.StringIO()
     assert finish(out) == 1
     text = out.getvalue()
@@ -203,13 +203,11 @@ def test_recorder_summary_and_exit_code(tmp_path: Path) -> None:
     assert finish(io.StringIO()) == 0  # nothing left to report
 
 
-def test_recorder_rewrites_the_index_at_most_a_tenth_of_the_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ledger_rewrites_the_index_at_most_a_tenth_of_the_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from cosimrun.runner import recorder as recorder_module
-    from cosimrun.runner.recorder import SweepRecorder
+    from cosimrun.runner import ledger as ledger_module
+    from cosimrun.runner.ledger import SweepLedger
 
     writes: list[float] = []
 
@@ -217,19 +215,19 @@ def test_recorder_rewrites_the_index_at_most_a_tenth_of_the_time(
         writes.append(time.monotonic())
         time.sleep(0.05)
 
-    monkeypatch.setattr(recorder_module, "write_index", slow_write)
-    recorder = SweepRecorder(tmp_path, min_interval=0.0)
+    monkeypatch.setattr(ledger_module, "write_index", slow_write)
+    ledger = SweepLedger(tmp_path, min_interval=0.0)
     start = time.monotonic()
     num = 0
     while time.monotonic() - start < 1.2:
-        recorder.record(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
+        ledger.enter(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
         num += 1
         time.sleep(0.01)
     gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
     assert len(writes) >= 2 and min(gaps) >= 0.5  # each 50 ms write is followed by at least 450 ms without
     before = len(writes)
-    recorder.record(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
-    recorder.flush()
+    ledger.enter(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
+    ledger.flush()
     assert len(writes) == before + 1  # what is new is written once, by the record or by the flush
 
 
@@ -456,10 +454,10 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
     jobs.append(["+experiment=pendulum_switch", "run.tf=2", "components.ctrl.params.kp=40"])  # a base of its own
     jobs.append(["+experiment=pendulum_switch", "master=jacobi"])  # no value overrides: a composition of its own
     jobs.append(["+experiment=pendulum_switch", "+extra.note=1", "extra.note=2"])  # overlapping keys: in full
-    composer = sweep.JobComposer(ctx, master)
+    composer = compose.JobComposer(ctx, master)
     for num, overrides in enumerate(jobs):
         shared = composer.compose(overrides, num)
-        full = sweep.compose_job(ctx, master, overrides, num)
+        full = compose.compose_job(ctx, master, overrides, num)
         assert OmegaConf.to_yaml(shared.config, resolve=False) == OmegaConf.to_yaml(full.config, resolve=False)
         assert (shared.job_dir, shared.results_path) == (full.job_dir, full.results_path)
         for node in ("", "hydra", "components"):
@@ -467,7 +465,7 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
             b = OmegaConf.select(full.config, node) if node else full.config
             flags = (OmegaConf.is_struct(a), OmegaConf.is_readonly(a))
             assert flags == (OmegaConf.is_struct(b), OmegaConf.is_readonly(b))
-        assert sweep.expected_config_yaml(shared) == sweep.expected_config_yaml(full) != ""
+        assert resume.expected_config_yaml(shared) == resume.expected_config_yaml(full) != ""
         assert shared.config is None  # let go once pickled
         shared_back, full_back = shared.payload().to_config(), full.payload().to_config()
         assert OmegaConf.to_yaml(shared_back) == OmegaConf.to_yaml(full_back)
@@ -480,10 +478,10 @@ def test_shared_compositions_equal_full_compositions(tmp_path: Path) -> None:
 
 
 def test_job_returns_read_their_configs_from_the_payload_when_asked(tmp_path: Path) -> None:
-    from hydra_plugins.cosimrun_dask_launcher._core import SweepJobReturn
+    from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn
 
     ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
-    spec = sweep.JobComposer(ctx, master).compose(["+experiment=pendulum_switch", "run.tf=3"], 5)
+    spec = compose.JobComposer(ctx, master).compose(["+experiment=pendulum_switch", "run.tf=3"], 5)
     outcome = _outcome(5, "failed", spec.overrides, error="boom")
     ret = SweepJobReturn.of(spec, outcome)
     assert ret.status.name == "COMPLETED" and ret.return_value is outcome  # a failed job does not stop Hydra
@@ -498,12 +496,12 @@ def test_shared_compositions_raise_hydras_errors(tmp_path: Path) -> None:
     from hydra.errors import ConfigCompositionException
 
     ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
-    composer = sweep.JobComposer(ctx, master)
+    composer = compose.JobComposer(ctx, master)
     for overrides in (["+experiment=pendulum_switch", "no.such.key=1"], ["+experiment=nope", "run.tf=1"]):
         with pytest.raises(ConfigCompositionException) as shared:
             composer.compose(overrides, 0)
         with pytest.raises(ConfigCompositionException) as full:
-            sweep.compose_job(ctx, master, overrides, 0)
+            compose.compose_job(ctx, master, overrides, 0)
         assert str(shared.value) == str(full.value)
     assert composer.shared == 0
 

@@ -8,12 +8,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import h5py
 import pytest
 from support.hydra_sweep import RecordingCallback, sweep_context
 
-from cosimrun.runner import sweep, worker
+from cosimrun.runner import compose, resume, sweep, worker
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +24,9 @@ JOB = [
 ]
 
 
-def _spec(tmp_path: Path, *hydra_overrides: str, job: list[str] = JOB) -> sweep.JobSpec:
+def _spec(tmp_path: Path, *hydra_overrides: str, job: list[str] = JOB) -> compose.JobSpec:
     ctx, master = sweep_context([*job, f"hydra.sweep.dir={tmp_path / 'sweep'}", *hydra_overrides])
-    return sweep.compose_job(ctx, master, job, 3)
+    return compose.compose_job(ctx, master, job, 3)
 
 
 def _task(cfg: Any) -> dict[str, Any]:
@@ -49,14 +48,20 @@ def _task(cfg: Any) -> dict[str, Any]:
     }
 
 
-def _hydra_run_job(spec: sweep.JobSpec) -> Any:
+def _callbacks(spec: compose.JobSpec) -> Any:
+    """The callbacks of the job's config, as Hydra makes them from the sweep's config."""
     from hydra._internal.callbacks import Callbacks
+
+    return Callbacks(spec.payload().to_config())
+
+
+def _hydra_run_job(spec: compose.JobSpec) -> Any:
     from hydra.core.utils import run_job
     from hydra.types import HydraContext
 
     config = spec.payload().to_config()
     return run_job(
-        hydra_context=HydraContext(config_loader=None, callbacks=Callbacks(config)),  # type: ignore[arg-type]
+        hydra_context=HydraContext(config_loader=None, callbacks=_callbacks(spec)),  # type: ignore[arg-type]
         task_function=_task,
         config=config,
         job_dir_key="hydra.sweep.dir",
@@ -81,7 +86,7 @@ def test_run_composed_job_does_what_hydras_run_job_does(tmp_path: Path, chdir: b
     theirs = _hydra_run_job(spec)
     their_files = _files(spec.job_dir)
     their_log = (spec.job_dir / "cosimrun.log").read_text()
-    ours = worker.run_composed_job(spec.payload(), _task)
+    ours = worker.run_composed_job(spec.payload(), _task, _callbacks(spec))
     assert os.getcwd() == cwd and "COSIMRUN_TEST_ENV" not in os.environ
 
     assert ours.status == theirs.status and ours.return_value == theirs.return_value
@@ -99,32 +104,29 @@ def test_run_composed_job_does_what_hydras_run_job_does(tmp_path: Path, chdir: b
 def test_a_failing_task_fails_the_same_way(tmp_path: Path) -> None:
     spec = _spec(tmp_path, job=[*JOB, "+extra.fail=true"])
     theirs = _hydra_run_job(spec)
-    ours = worker.run_composed_job(spec.payload(), _task)
+    ours = worker.run_composed_job(spec.payload(), _task, _callbacks(spec))
     assert ours.status == theirs.status and ours.status.name == "FAILED"
     assert repr(ours._return_value) == repr(theirs._return_value) == "ValueError('the task failed')"
 
 
 def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) -> None:
-    from hydra.core.singleton import Singleton
-
     spec = _spec(tmp_path)
-    state = cloudpickle.dumps(Singleton.get_state())
+    state = worker.worker_state(_callbacks(spec))
     outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, uuid.uuid4().hex)
     assert outcome.status == "complete", outcome.error
     assert outcome.path == str(spec.results_path) and outcome.job_time_s >= outcome.wall_time_s > 0
     assert set(outcome.summaries) >= {"pendulum.q", "ctrl.u"}
     with h5py.File(spec.results_path, "r") as f:
         assert f.attrs["status"] == "complete"
-    assert sweep.reusable(spec)  # the stored config text is the one the driver expects
+    assert resume.reusable(spec)  # the stored config text is the one the driver expects
 
 
 def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path) -> None:
-    from hydra.core.singleton import Singleton
-
     spec = _spec(tmp_path)
+    state = worker.worker_state(_callbacks(spec))
     payload = spec.payload()
     payload.config = b"not a pickle"
-    outcome = worker.run_hydra_job(payload, sweep.sweep_job, cloudpickle.dumps(Singleton.get_state()), "t", attempt=2)
+    outcome = worker.run_hydra_job(payload, sweep.sweep_job, state, "t", attempt=2)
     assert outcome.status == "failed" and outcome.attempts == 2
     assert outcome.error.startswith("UnpicklingError") and "Traceback" in outcome.traceback
     assert worker.started(spec.job_dir, "t", 2)
@@ -157,3 +159,10 @@ def test_a_later_warm_up_releases_what_an_earlier_one_froze() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True", "True"]
+
+
+def test_run_hydra_job_reports_a_failing_task_as_a_failed_outcome(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, job=[*JOB, "+extra.fail=true"])
+    outcome = worker.run_hydra_job(spec.payload(), _task, worker.worker_state(_callbacks(spec)), "failing")
+    assert outcome.status == "failed" and outcome.error == "ValueError: the task failed"
+    assert outcome.traceback.startswith("Traceback") and "in _task" in outcome.traceback

@@ -1,0 +1,146 @@
+"""The launcher's dask client: to a cluster it creates, to a scheduler's address, or to a new ``LocalCluster``.
+
+A local cluster's workers are forked from cosimrun's fork server
+(:mod:`._forkserver`) and run one job at a time, without dask's profiler and
+with slower monitors (``quiet_workers``). Imported when a sweep is launched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from hydra_plugins.cosimrun_dask_launcher import _forkserver
+
+if TYPE_CHECKING:
+    from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
+
+log = logging.getLogger(__name__)
+
+_DASK_LOGGERS = ("distributed", "distributed.scheduler", "distributed.core", "distributed.client")
+
+
+def _quiet_dask() -> None:
+    for name in _DASK_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+
+
+def connect(launcher: DaskLauncher) -> Any:
+    """The launcher's client: to ``cluster`` (instantiated), to ``address``, or to a new ``LocalCluster``."""
+    if launcher.client is not None:
+        return launcher.client
+    from distributed import Client
+
+    _quiet_dask()
+
+    cluster = None
+    if launcher.cluster_config:
+        from hydra.utils import instantiate
+
+        cluster = instantiate(launcher.cluster_config)
+        if launcher.n_workers:
+            cluster.scale(launcher.n_workers)
+        client = Client(cluster)
+        where = type(cluster).__name__
+    elif launcher.address:
+        try:
+            client = Client(launcher.address)
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"cannot reach the dask scheduler at {launcher.address}: {exc}") from exc
+        where = launcher.address
+    else:
+        import dask
+        from dask.system import CPU_COUNT  # cores available to this process (affinity, cgroup limits)
+
+        _fast_worker_start()
+        n_workers = launcher.n_workers or CPU_COUNT or 1
+        # one job at a time per worker: a worker that dies takes only the job it was running with it
+        # (with dask's default 1.1, a second job may wait on it and be reported lost too)
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, **_quiet_workers(launcher)}):
+            cluster = _local_cluster(launcher, n_workers)
+        client = Client(cluster)
+        where = f"a local cluster of {n_workers} workers"
+    _quiet_dask()
+    launcher.client, launcher.cluster = client, cluster
+    dashboard = ""
+    if launcher.dashboard_address or launcher.address or launcher.cluster_config:
+        with contextlib.suppress(Exception):  # no dashboard (bokeh missing, disabled): no link
+            dashboard = f", dashboard {client.dashboard_link}"
+    log.info(f"dask: {where}{dashboard}")
+    atexit.register(close, weakref.ref(launcher))
+    return client
+
+
+QUIET_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+"""dask settings of a local cluster with ``quiet_workers``: no statistical profiler, slower monitors."""
+
+
+def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
+    """:data:`QUIET_WORKERS` when the launcher asks for them.
+
+    A worker's profiler samples the job's thread every 10 ms and its monitors
+    wake every 20 to 500 ms; each wake takes the GIL from the job. Together
+    they cost single-threaded Python jobs some 5 % of their speed (measured
+    with ``benchmarks/bench_sweep.py``).
+    """
+    return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
+
+
+def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=launcher.dashboard_address,
+        memory_limit=launcher.memory_limit,
+        silence_logs=logging.ERROR,
+        # a job whose worker died is reported to the driver at once; `retries` decides what follows
+        scheduler_kwargs={"allowed_failures": 0},
+        preload=["hydra_plugins.cosimrun_dask_launcher._worker"],  # workers leave Ctrl-C to the driver
+    )
+
+
+def _fast_worker_start() -> None:
+    """Start local workers from a fork server (see :mod:`._forkserver`).
+
+    Left alone when dask's ``distributed.worker.multiprocessing-method`` was
+    set to something else than its default, or where there is no fork server.
+    """
+    import dask
+
+    from cosimrun.runner._private import PrivateAPIChanged, skip_distributed_forkserver_preload
+
+    key = "distributed.worker.multiprocessing-method"
+    if dask.config.get(key) != "spawn" or not _forkserver.available():
+        return
+    dask.config.set({key: "forkserver"})
+    # distributed computes a preload list of its own on first use, importing pandas and more into
+    # this process only for that; the server runs with cosimrun's list
+    with contextlib.suppress(PrivateAPIChanged):  # then distributed's list costs its imports, nothing else
+        skip_distributed_forkserver_preload()
+    _forkserver.start()
+
+
+def close(ref: weakref.ref[DaskLauncher]) -> None:
+    """Close the client and cluster of the launcher *ref* refers to (at exit), if it is still there."""
+    launcher = ref()
+    if launcher is None:
+        return
+    client, cluster = launcher.client, launcher.cluster
+    launcher.client = launcher.cluster = None
+    for thing in (client, cluster):
+        if thing is not None:
+            with contextlib.suppress(Exception):  # shutting down: nothing useful to do about it
+                thing.close()

@@ -1,0 +1,83 @@
+"""What a finished job becomes on the driver: a failed outcome for a task that raised or was lost, a ``JobReturn``.
+
+Imported when a sweep is launched (dask only inside the functions that need it).
+"""
+
+from __future__ import annotations
+
+import traceback as _traceback
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from cosimrun.runner.compose import JobSpec
+from cosimrun.runner.outcome import JobOutcome
+from cosimrun.runner.worker import JobPayload
+
+
+class SweepJobReturn(JobReturn):
+    """The ``JobReturn`` of a job run on dask: status ``COMPLETED``, the :class:`JobOutcome` as return value.
+
+    Failed jobs are completed Hydra jobs too, so that the sweeper does not stop
+    the sweep at the first failure; the sweep's exit status comes from
+    :func:`cosimrun.runner.ledger.finish`. ``cfg`` and ``hydra_cfg`` are
+    unpickled from the job's payload when first read: a sweep holds some
+    20 kB per finished job instead of two configs of some 160 kB each.
+    """
+
+    @classmethod
+    def of(cls, spec: JobSpec, outcome: JobOutcome) -> SweepJobReturn:
+        """The return of job *spec* whose outcome is *outcome*."""
+        ret = cls(
+            overrides=list(spec.overrides),
+            working_dir=str(spec.job_dir) if spec.chdir else str(Path.cwd()),
+            task_name=spec.task_name,
+            status=JobStatus.COMPLETED,
+        )
+        ret.return_value = outcome
+        ret._payload = spec.payload()
+        return ret
+
+    _payload: JobPayload | None = None
+    _configs: list[Any] | None = None
+
+    def _config(self, which: int) -> Any:
+        if self._configs is None and self._payload is not None:
+            self._configs = list(self._payload.configs())
+        return None if self._configs is None else self._configs[which]
+
+    def _set_config(self, which: int, value: Any) -> None:
+        if value is not None:  # JobReturn's __init__ sets None
+            self._config(which)
+            self._configs = self._configs or [None, None]
+            self._configs[which] = value
+
+    cfg = property(lambda self: self._config(0), lambda self, v: self._set_config(0, v))  # type: ignore[assignment]
+    hydra_cfg = property(lambda self: self._config(1), lambda self, v: self._set_config(1, v))  # type: ignore[assignment]
+
+
+def worker_died(exc: BaseException | None) -> bool:
+    """Whether a task failed because the worker running it died (dask's ``KilledWorker``)."""
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(exc, KilledWorker)
+
+
+def failed_outcome(spec: JobSpec, attempt: int, exc: BaseException | None, tb: Any = None) -> JobOutcome:
+    """The outcome of a job whose dask task failed with *exc* (traceback *tb*), or whose worker died."""
+    outcome = JobOutcome(spec.num, "failed", spec.overrides, attempts=attempt)
+    if worker_died(exc):
+        last = getattr(getattr(exc, "last_worker", None), "address", "")
+        times = "once" if attempt == 1 else f"{attempt} times"
+        outcome.error = (
+            f"WorkerDied: the worker process running this job died {times} (a crash, os._exit, a signal "
+            f"or its memory limit){f'; last on {last}' if last else ''}; see that worker's log"
+        )
+        outcome.worker = str(last)
+        outcome.traceback = f"{type(exc).__name__}: {exc}"
+    else:
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        lines = _traceback.format_tb(tb) if tb is not None else []
+        outcome.traceback = "".join(["Traceback (most recent call last):\n", *lines, outcome.error, "\n"])
+    return outcome
