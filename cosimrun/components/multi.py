@@ -17,6 +17,8 @@ Selector types (mapped onto :class:`~cosimrun.core.multi.SwitchRegions`):
   (list of ``[lower, upper]`` pairs, one per boundary), ``abs``.
 
 Bounds are numbers in the port's unit or quantities such as ``"20 deg"``.
+An invalid selector or hysteresis raises a :class:`~cosimrun.errors.ConfigError`
+keyed ``selector`` or ``hysteresis``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import pint
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.multi import Hysteresis, MultiComponent, SwitchRegions
 from cosimrun.core.units import Q_
-from cosimrun.errors import suggest, unknown_name
+from cosimrun.errors import ConfigError, UnknownNameError, suggest, unknown_name
 
 SELECTOR_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "threshold": ({"port", "above", "below", "upper"}, {"type", "lower", "abs"}),
@@ -44,7 +46,7 @@ class MultiModel(MultiComponent):
     Built from sub-components, not from parameters: the registry's
     ``create_component("multi", name, params, models=..., initial_mode=...)``
     passes them to the constructor. ``set_parameters`` forwards each parameter
-    to every mode that has it (``KeyError`` if none has).
+    to every mode that has it (:class:`~cosimrun.errors.UnknownNameError` if none has).
     """
 
     requires_models: ClassVar[bool] = True
@@ -63,7 +65,10 @@ class MultiModel(MultiComponent):
         self.hysteresis = self._make_hysteresis(hysteresis)
         if selector is not None:
             regions = selector if isinstance(selector, SwitchRegions) else self._make_regions(selector)
-            self.set_switch_regions(regions)
+            try:
+                self.set_switch_regions(regions)
+            except ValueError as exc:
+                raise ConfigError("selector", str(exc)) from None
 
     @classmethod
     def from_specs(
@@ -105,26 +110,28 @@ class MultiModel(MultiComponent):
                 return Hysteresis(**spec)
             return Hysteresis(spec)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"multi component {self.name!r}: invalid hysteresis {spec!r}: {exc}") from None
+            raise ConfigError("hysteresis",
+                              f"multi component {self.name!r}: invalid hysteresis {spec!r}: {exc}") from None
 
     def _make_regions(self, spec: Mapping[str, Any]) -> SwitchRegions:
         where = f"multi component {self.name!r}: selector"
         if not isinstance(spec, Mapping):
-            raise ValueError(f"{where} must be a mapping like {{type: threshold, port: q, ...}}, got {spec!r}")
+            raise ConfigError("selector", f"{where} must be a mapping like {{type: threshold, port: q, ...}}, "
+                              f"got {spec!r}")
         kind = spec.get("type", "threshold")
         if kind not in SELECTOR_KEYS:
-            raise ValueError(f"{where} type {kind!r} is unknown{suggest(str(kind), SELECTOR_KEYS)} "
-                             f"(valid: {', '.join(SELECTOR_KEYS)})")
+            raise ConfigError("selector.type", f"{where} type {kind!r} is unknown{suggest(str(kind), SELECTOR_KEYS)} "
+                              f"(valid: {', '.join(SELECTOR_KEYS)})")
         required, optional = SELECTOR_KEYS[kind]
         missing = sorted(required - set(spec))
         if missing:
-            raise ValueError(f"{where} of type {kind!r} lacks {', '.join(missing)} "
-                             f"(required: {', '.join(sorted(required))}; optional: {', '.join(sorted(optional))})")
+            raise ConfigError("selector", f"{where} of type {kind!r} lacks {', '.join(missing)} (required: "
+                              f"{', '.join(sorted(required))}; optional: {', '.join(sorted(optional))})")
         valid = required | optional
         for key in spec:
             if key not in valid:
-                raise ValueError(f"{where} of type {kind!r} has unknown key {key!r}{suggest(key, valid)} "
-                                 f"(valid: {', '.join(sorted(valid))})")
+                raise ConfigError(f"selector.{key}", f"{where} of type {kind!r} has unknown key {key!r}"
+                                  f"{suggest(key, valid)} (valid: {', '.join(sorted(valid))})")
         port = spec["port"]
         use_abs = spec.get("abs", False)
         try:
@@ -135,7 +142,7 @@ class MultiModel(MultiComponent):
             bounds = [[self._bound(port, b) for b in pair] if _is_list(pair) else pair for pair in spec["bounds"]]
             return SwitchRegions(port, list(spec["modes"]), bounds, use_abs)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: {exc}") from None
+            raise ConfigError("selector", f"{where}: {exc}") from None
 
     def _bound(self, port: str, value: Any) -> Any:
         """A bound as a number in the unit of output *port* (quantities are converted)."""
@@ -161,7 +168,7 @@ class MultiModel(MultiComponent):
         known = set().union(*(m.parameters for m in self.models.values()))
         for name in parameters:
             if name not in known:
-                raise KeyError(unknown_name("parameter", name, known, f"of any mode of multi component {self.name!r}"))
+                raise UnknownNameError("parameter", name, known, f"of any mode of multi component {self.name!r}")
         for model in self.models.values():
             own = {k: v for k, v in parameters.items() if k in model.parameters}
             if own:

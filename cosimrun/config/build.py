@@ -2,7 +2,10 @@
 
 Every error is a :class:`ConfigError` naming the offending key (``run.dt``,
 ``components.pendulum.params.length``, ``connections[2]`` ...), the value and
-what would be valid.
+what would be valid. A ``ConfigError`` from the engine or a component carries
+its key relative to what raised it (a parameter ``e``, a setting
+``time_tolerance``); the builder places it in the experiment with
+:meth:`ConfigError.within`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import ConfigError, PluginError, suggest, unknown_name
+from cosimrun.errors import ConfigError, PluginError, UnknownNameError
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
 from cosimrun.plugins import create_component, get_component_class
 from cosimrun.system import Connection, System
@@ -59,7 +62,7 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     """Validate *cfg* (a plain mapping, e.g. ``OmegaConf.to_container(cfg, resolve=True)``) and build it."""
     action = str(cfg.get("action", "run"))
     if action not in ACTIONS:
-        raise ConfigError("action", unknown_name("action", action, ACTIONS))
+        raise UnknownNameError("action", action, ACTIONS, key="action")
     name = str(cfg.get("name") or "unnamed")
     run = build_run(cfg.get("run") or {})
     system = System(name)
@@ -78,7 +81,7 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
             try:
                 system.set_initial_value(f"{comp_name}.{port}", value)
             except (KeyError, ValueError, TypeError) as exc:
-                raise ConfigError(key, _text(exc)) from None
+                raise _placed(key, exc) from None
     master = build_master(cfg.get("master") or {})
     storage = build_storage(cfg.get("storage") or {})
     recorded = recorded_ports(system, storage.record)
@@ -124,24 +127,26 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
     try:
         comp = create_component(type_name, name)
     except PluginError as exc:
-        raise ConfigError(f"{key}.type", _text(exc)) from None
+        raise _placed(f"{key}.type", exc) from None
     except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(key, _text(exc)) from None
+        raise _placed(key, exc) from None
     first = getattr(type(comp), "FIRST_PARAMETERS", ())
     ordered = sorted(params.items(), key=lambda item: item[0] not in first)
     for param, value in ordered:
         try:
             comp.set_parameters(**{str(param): value})
+        except ConfigError as exc:  # its key, if it has one, names the parameter
+            raise _placed(f"{key}.params" if exc.key else f"{key}.params.{param}", exc) from None
         except KeyError as exc:
-            raise ConfigError(f"{key}.params.{param}", _text(exc)) from None
+            raise _placed(f"{key}.params.{param}", exc) from None
         except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{key}.params.{param}", f"{value!r} is invalid: {_text(exc)}") from None
+            raise ConfigError(f"{key}.params.{param}", f"{value!r} is invalid: {exc}") from None
     check = getattr(comp, "check_parameters", None)
     if check is not None:
         try:
             check()
         except (KeyError, ValueError, TypeError) as exc:
-            raise ConfigError(f"{key}.params", _text(exc)) from None
+            raise _placed(f"{key}.params", exc) from None
     return comp
 
 
@@ -159,7 +164,7 @@ def _build_multi(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:
         models[str(mode)] = build_component(f"{key}.modes.{mode}", f"{name}_{mode}", mode_cfg)
     initial_mode = cfg.get("initial_mode") or next(iter(models))
     if initial_mode not in models:
-        raise ConfigError(f"{key}.initial_mode", unknown_name("mode", str(initial_mode), models))
+        raise UnknownNameError("mode", str(initial_mode), models, key=f"{key}.initial_mode")
     multi_cls = get_component_class("multi")
     try:
         return multi_cls(
@@ -170,12 +175,7 @@ def _build_multi(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:
             hysteresis=cfg.get("hysteresis"),
         )
     except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(_multi_key(key, exc), _text(exc)) from None
-
-
-def _multi_key(key: str, exc: Exception) -> str:
-    where = getattr(exc, "key", None)
-    return f"{key}.{where}" if where else key
+        raise _placed(key, exc) from None
 
 
 def _relabel(key: str, comp: CoSimComponent, port: str, unit: Any) -> None:
@@ -188,7 +188,7 @@ def _relabel(key: str, comp: CoSimComponent, port: str, unit: Any) -> None:
 
     specs = {**comp.input_specs, **comp.output_specs}
     if port not in specs:
-        raise ConfigError(key, f"{comp.name!r} has no port {port!r}{suggest(port, specs)} (ports: {', '.join(specs)})")
+        raise UnknownNameError("port", port, specs, f"of component {comp.name!r}", key=key)
     declared = specs[port].unit_name
     if declared is not None:
         raise ConfigError(
@@ -199,7 +199,7 @@ def _relabel(key: str, comp: CoSimComponent, port: str, unit: Any) -> None:
     try:
         set_port_unit(comp, port, None if unit in (None, "") else str(unit))
     except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(key, _text(exc)) from None
+        raise _placed(key, exc) from None
 
 
 def _connect(system: System, key: str, item: Any) -> None:
@@ -214,7 +214,7 @@ def _connect(system: System, key: str, item: Any) -> None:
         else:
             raise ValueError(f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
     except (KeyError, ValueError) as exc:
-        raise ConfigError(key, _text(exc)) from None
+        raise _placed(key, exc) from None
 
 
 def _connect_event(system: System, key: str, item: Any) -> None:
@@ -224,7 +224,7 @@ def _connect_event(system: System, key: str, item: Any) -> None:
         source, subscriber = (part.strip() for part in item.split("->"))
         system.connect_event(source, subscriber)
     except (KeyError, ValueError) as exc:
-        raise ConfigError(key, _text(exc)) from None
+        raise _placed(key, exc) from None
 
 
 def build_master(cfg: Mapping[str, Any]) -> Master:
@@ -233,20 +233,15 @@ def build_master(cfg: Mapping[str, Any]) -> Master:
     name = str(settings.pop("name", "gauss_seidel"))
     cls = MASTERS.get(name)
     if cls is None:
-        raise ConfigError("master", unknown_name("master", name, MASTERS))
+        raise UnknownNameError("master", name, MASTERS, key="master")
     fields = {f.name for f in dataclasses.fields(cls)}
     for setting in settings:
         if setting not in fields:
-            raise ConfigError(
-                f"master.{setting}",
-                f"not a setting of the {name} master{suggest(setting, fields)} (valid: {', '.join(sorted(fields))})",
-            )
+            raise UnknownNameError("setting", setting, fields, f"of the {name} master", key=f"master.{setting}")
     try:
         return cls(**settings)
-    except ConfigError as exc:
-        raise exc.within("master") from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError("master", _text(exc)) from None
+        raise _placed("master", exc) from None
 
 
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
@@ -282,14 +277,14 @@ def recorded_ports(system: System, patterns: list[str]) -> dict[str, list[str]]:
             continue
         comp_name, _, port = pattern.partition(".")
         if comp_name not in system.components:
-            raise ConfigError(key, unknown_name("component", comp_name, system.components))
+            raise UnknownNameError("component", comp_name, system.components, key=key)
         ports = _outputs(system.components[comp_name])
         if port in ("", "*"):
             out.setdefault(comp_name, []).extend(ports)
         elif port in ports:
             out.setdefault(comp_name, []).append(port)
         else:
-            raise ConfigError(key, unknown_name("output", port, ports, f"of component {comp_name!r}"))
+            raise UnknownNameError("output", port, ports, f"of component {comp_name!r}", key=key)
     return {c: list(dict.fromkeys(p)) for c, p in out.items()}
 
 
@@ -297,8 +292,18 @@ def _outputs(comp: CoSimComponent) -> list[str]:
     return [*comp.output_specs, *(n for n in comp.event_indicators if n not in comp.output_specs)]
 
 
-def _text(exc: BaseException) -> str:
-    """An exception's message without KeyError's quotes."""
+def _placed(key: str, exc: Exception) -> ConfigError:
+    """*exc* as a :class:`ConfigError` at config *key*.
+
+    A ``ConfigError`` keeps its class and fields, its own key placed under
+    *key* as :meth:`ConfigError.within` does; another error gives its message.
+    A plain ``KeyError`` (engine code not yet raising :class:`UnknownNameError`)
+    holds its message as its argument, since its ``str`` is the argument's repr.
+    """
+    if isinstance(exc, ConfigError):
+        # in place: within() copies, which fails for subclasses whose constructor takes more than the message
+        exc.key = f"{key}.{exc.key}" if exc.key else key
+        return exc
     if isinstance(exc, KeyError) and exc.args:
-        return str(exc.args[0])
-    return str(exc)
+        return ConfigError(key, str(exc.args[0]))
+    return ConfigError(key, str(exc))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from cosimrun.errors import UnknownNameError
 from cosimrun.storage.hdf5 import FORMAT, partial_path
 
 if TYPE_CHECKING:
@@ -124,8 +125,7 @@ class Results:
 
     def _check(self, component: str) -> str:
         if component not in self.components:
-            known = ", ".join(self.components) or "none"
-            raise KeyError(f"no component {component!r} in {self.path.name} (components: {known})")
+            raise UnknownNameError("component", component, self.components, f"in {self.path.name}")
         return component
 
     # ------------------------------------------------------------------ histories
@@ -143,10 +143,11 @@ class Results:
         """``{port: PortSeries}`` of *component* (all ports, or those named)."""
         with self._open() as f:
             group = f["components"][self._check(component)]
-            names = [n for n in group if n not in ("time", "micro")] if ports is None else list(ports)
+            recorded = [n for n in group if n not in ("time", "micro")]
+            names = recorded if ports is None else list(ports)
             for name in names:
-                if name not in group or name in ("time", "micro"):
-                    raise KeyError(f"no port {name!r} in component {component!r}")
+                if name not in recorded:
+                    raise UnknownNameError("port", name, recorded, f"of component {component!r}")
             # a running writer may have grown some datasets first: read the common length
             n = min(group[name].shape[0] for name in ("time", "micro", *names))
             time, micro = group["time"][:n], group["micro"][:n]

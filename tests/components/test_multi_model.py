@@ -8,6 +8,7 @@ import pytest
 from cosimrun.components.mechanics import LinearPendulum, Pendulum
 from cosimrun.components.multi import MultiModel
 from cosimrun.core.multi import Hysteresis, SwitchRegions
+from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters import Hybrid
 from cosimrun.plugins import PluginError, create_component
 from cosimrun.system import System
@@ -66,20 +67,22 @@ def test_regions_selector():
     ],
 )
 def test_selector_errors(selector, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         MultiModel.from_specs("p", MODES, "linear", selector=selector)
+    assert info.value.key.startswith("selector")
 
 
 def test_spec_errors():
     with pytest.raises(ValueError, match=r"mode 'linear' needs a 'type'"):
         MultiModel.from_specs("p", {"linear": {"params": {}}}, "linear")
-    with pytest.raises(ValueError, match=r"invalid hysteresis .*unknown key\(s\) \['dwell'\]"):
+    with pytest.raises(ConfigError, match=r"^hysteresis: .*invalid hysteresis .*unknown key\(s\) \['dwell'\]"):
         MultiModel.from_specs("p", MODES, "linear", hysteresis={"dwell": 1})
     with pytest.raises(PluginError, match=r"unknown component type 'pendulumm'; did you mean 'pendulum'"):
         MultiModel.from_specs("p", {"a": {"type": "pendulumm"}}, "a")
     multi = MultiModel.from_specs("p", MODES, "linear")
-    with pytest.raises(KeyError, match=r"unknown parameter 'lenght'.*did you mean 'length'"):
+    with pytest.raises(UnknownNameError, match=r"unknown parameter 'lenght'.*did you mean 'length'") as info:
         multi.set_parameters(lenght=2.0)
+    assert isinstance(info.value, KeyError) and info.value.name == "lenght"
 
 
 def test_switching_transfers_state_under_hybrid_master():
