@@ -30,6 +30,8 @@ ACTIONS = ("run", "describe")
 
 @dataclass
 class RunSettings:
+    """The simulated interval and macro step, in seconds (``run.*``)."""
+
     t0: float
     tf: float
     dt: float
@@ -37,6 +39,8 @@ class RunSettings:
 
 @dataclass
 class StorageSettings:
+    """What the run records and how it compresses it (``storage.*``)."""
+
     file: str
     record: list[str]
     compression: str | None

@@ -16,7 +16,6 @@ import numpy as np
 import pint
 
 from cosimrun.core.units import (
-    Q_,
     IncompatibleUnitsError,
     UnitLike,
     compile_conversion,
@@ -216,10 +215,6 @@ class PortState:
         except ValueError as exc:
             raise ValueError(f"port {self.spec.name!r}: {exc}") from None
         return conv.scale * self.value + conv.offset
-
-    def quantity(self) -> pint.Quantity:
-        """The value as a pint quantity (for inspection, not the step loop)."""
-        return Q_(self.value, self.spec.unit or "dimensionless")
 
     def compatible_with(self, other: PortSpec) -> bool:
         """True when this port may be connected to *other*."""

@@ -131,8 +131,3 @@ def _dimension(unit: UnitLike) -> str:
         return "no unit"
     return str(parsed.dimensionality) or "dimensionless"
 
-
-def convert(value: float, src: UnitLike, dst: UnitLike) -> float:
-    """Convert a plain number between units (not for the step loop)."""
-    conv = compile_conversion(src, dst)
-    return conv.scale * value + conv.offset

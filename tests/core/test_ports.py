@@ -195,11 +195,9 @@ def test_quantity_of_wrong_dimension_rejected():
     assert p.get() == 0.0
 
 
-def test_quantity_helper_and_reset():
+def test_reset():
     p = real(unit="N*m")
     p.set(4.0, t=2.0)
-    q = p.quantity()
-    assert q.to("kN*m").magnitude == pytest.approx(0.004)
     p.reset()
     assert p.get() == 0.0 and p.t_last is None
 
