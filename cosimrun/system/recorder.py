@@ -34,7 +34,6 @@ _BLOCK_DTYPES: dict[PortType, Any] = {
     PortType.INT: np.int64,
     PortType.BOOL: np.bool_,
     PortType.EVENT: np.bool_,
-    PortType.STRING: object,
 }
 
 
@@ -87,29 +86,15 @@ class MemorySink:
         """Nothing to do: samples are in memory as soon as they are appended."""
 
 
-class _Group:
-    """The selected ports of one type across all components, sampled into one block."""
-
-    def __init__(self, kind: PortType, ports: list[PortState], rows: int) -> None:
-        self.ports = ports
-        self.block: np.ndarray | list[list[Any]]
-        self.block = [] if kind is PortType.STRING else np.empty((rows, len(ports)), dtype=_BLOCK_DTYPES[kind])
-
-    def take(self, n: int) -> None:
-        if isinstance(self.block, list):
-            self.block.append([p.value for p in self.ports])
-        else:
-            self.block[n] = [p.value for p in self.ports]
-
-    def columns(self, n: int) -> np.ndarray:
-        """The first *n* rows, one column per port (a copy: the block is reused)."""
-        if isinstance(self.block, list):
-            out = np.empty((len(self.ports), n), dtype=object)
-            for i, row in enumerate(self.block):
-                out[:, i] = row
-            self.block = []
-            return out
-        return self.block[:n].T.copy()
+def _columns(block: np.ndarray | list[list[Any]], n: int) -> np.ndarray:
+    """The first *n* rows of a block, one column per port (a copy: the block is reused)."""
+    if isinstance(block, list):
+        out = np.empty((len(block[0]) if block else 0, n), dtype=object)
+        for i, row in enumerate(block):
+            out[:, i] = row
+        block.clear()
+        return out
+    return block[:n].T.copy()
 
 
 class Recorder:
@@ -126,10 +111,12 @@ class Recorder:
             raise ValueError(f"flush_interval must be >= 1, got {flush_interval!r}")
         self.sink = sink
         self.flush_interval = int(flush_interval)
-        self.samples = 0
-        """Samples taken so far (each covers every selected port)."""
-        self._groups: list[_Group] = []
-        self._layout: list[tuple[str, list[tuple[str, int, int]]]] = []
+        self._blocks: list[tuple[np.ndarray, list[PortState]]] = []
+        """One block per numeric port type (rows: samples, columns: ports) with the ports it reads."""
+        self._strings: list[tuple[list[list[Any]], list[PortState]]] = []
+        """String ports, sampled into lists of rows."""
+        self._layout: list[tuple[str, list[tuple[str, int, int]]]] | None = None
+        self._order: list[np.ndarray | list[list[Any]]] = []
         self._times = np.empty(self.flush_interval)
         self._micro: dict[int, int] = {}
         self._events: list[EventRow] = []
@@ -159,21 +146,37 @@ class Recorder:
             self.sink.add_component(
                 name, {port: (comp.outputs[port].spec.unit_name, comp.outputs[port].spec.type.value) for port in ports}
             )
-        self._groups = [_Group(kind, ports, self.flush_interval) for kind, ports in by_kind.items()]
+        self._blocks, self._strings, self._order = [], [], []
+        for kind, ports in by_kind.items():
+            if kind is PortType.STRING:
+                rows: list[list[Any]] = []
+                self._strings.append((rows, ports))
+                self._order.append(rows)
+            else:
+                block = np.empty((self.flush_interval, len(ports)), dtype=_BLOCK_DTYPES[kind])
+                self._blocks.append((block, ports))
+                self._order.append(block)
         self._n = 0
         self._micro = {}
+
+    @property
+    def attached(self) -> bool:
+        """Whether :meth:`attach` selected the ports yet."""
+        return self._layout is not None
 
     def sample(self, t: float, micro: int = 0) -> None:
         """Read every selected port as the sample at ``(t, micro)``."""
         n = self._n
-        for group in self._groups:
-            group.take(n)
+        for block, ports in self._blocks:
+            block[n] = [p.value for p in ports]
+        for rows, ports in self._strings:
+            rows.append([p.value for p in ports])
         self._times[n] = t
         if micro:
             self._micro[n] = micro
-        self._n = n + 1
-        self.samples += 1
-        if self._n == self.flush_interval:
+        n += 1
+        self._n = n
+        if n == self.flush_interval:
             self.flush()
 
     def event(self, t: float, micro: int, component: str, name: str) -> None:
@@ -192,8 +195,8 @@ class Recorder:
                 micro = np.zeros(n, dtype=np.int32)
                 for row, m in self._micro.items():
                     micro[row] = m
-            columns = [group.columns(n) for group in self._groups]
-            for name, placed in self._layout:
+            columns = [_columns(block, n) for block in self._order]
+            for name, placed in self._layout or ():
                 values = {port: columns[g][i] for port, g, i in placed}
                 self.sink.append(name, time, micro, values, flush=False)
             self._n = 0

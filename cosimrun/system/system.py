@@ -5,7 +5,7 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.events import DenseTime, Event
@@ -18,8 +18,37 @@ from cosimrun.system.connection import Connection, Link, split_port_path
 from cosimrun.system.graph import GraphAnalysis, analyze
 from cosimrun.system.recorder import MemorySink, Recorder
 
-if TYPE_CHECKING:
-    from cosimrun.masters.base import Master, MasterStats
+
+class RunStatistics(Protocol):
+    """What a master reports about a run (``cosimrun.masters.MasterStats``)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Scalar statistics by name."""
+        ...
+
+
+class MasterAlgorithm(Protocol):
+    """What a :class:`System` needs of the master it is given (every ``cosimrun.masters`` master).
+
+    The system imports no master: one is passed to :meth:`System.initialize`
+    and :meth:`System.run`.
+    """
+
+    name: str
+
+    def setup(self, system: System) -> None:
+        """Compile the system's links and schedule (after the components are initialized)."""
+        ...
+
+    def initialize_outputs(self, t0: float) -> None:
+        """Make inputs and outputs consistent at *t0*."""
+        ...
+
+    def run(
+        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None
+    ) -> RunStatistics:
+        """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +75,7 @@ class RunResult:
     history: SystemHistory
     events: list[tuple[DenseTime, str, str]]
     mode_switches: list[ModeSwitch]
-    stats: MasterStats
+    stats: RunStatistics
     master: str
     t0: float
     tf: float
@@ -69,7 +98,7 @@ class System:
         self.links: list[Link] = []
         self._driven: dict[str, Connection] = {}
         self._initialized = False
-        self._prepared: tuple[float, Master] | None = None
+        self._prepared: tuple[float, MasterAlgorithm] | None = None
         """``(t0, master)`` of an ``initialize`` that ``run`` has not used yet: ``run`` takes it over."""
 
     def __repr__(self) -> str:
@@ -178,7 +207,7 @@ class System:
             raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}")
 
     # ------------------------------------------------------------------ initialization
-    def initialize(self, t0: float, master: Master) -> None:
+    def initialize(self, t0: float, master: MasterAlgorithm) -> None:
         """Initialize every component at *t0*, analyse the graph and make outputs consistent for *master*.
 
         Raises :class:`MissingInitialValueError` when a torn input of an
@@ -255,7 +284,7 @@ class System:
         t0: float,
         tf: float,
         dt: float,
-        master: Master,
+        master: MasterAlgorithm,
         progress: Callable[[float], None] | None = None,
         recorder: Recorder | None = None,
     ) -> RunResult:
@@ -263,10 +292,10 @@ class System:
 
         A system just initialized at *t0* for this *master* starts from there
         (so ``initialize`` then ``run`` does not initialize twice); otherwise
-        every component is reset and initialized again. *recorder* (attached
-        here) receives the samples; by default every output goes to a
-        :class:`MemorySink` on the components' histories, returned as
-        ``RunResult.history``. *progress*, when given, is called with the
+        every component is reset and initialized again. *recorder* receives
+        the samples (every output unless it was attached to a selection); by
+        default they go to a :class:`MemorySink` on the components'
+        histories, returned as ``RunResult.history``. *progress*, when given, is called with the
         current time now and then.
         """
         start = _time.perf_counter()
@@ -278,8 +307,8 @@ class System:
             self.initialize(t0, master)
             self._prepared = None
         self.history.clear()
-        if recorder is None:
-            recorder = Recorder(MemorySink(self.history))
+        recorder = recorder or Recorder(MemorySink(self.history))
+        if not recorder.attached:
             recorder.attach(self.components)
         stats = master.run(t0, tf, dt, recorder, progress=progress)
         return RunResult(
