@@ -54,7 +54,21 @@ __all__ = [
 
 
 class CosimrunError(Exception):
-    """Base of every error cosimrun raises on purpose."""
+    """Base of every error cosimrun raises on purpose.
+
+    Errors copy and pickle with their fields (a sweep's worker sends them to
+    the driver), whatever their constructor's signature.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: type[CosimrunError], args: tuple[Any, ...], fields: dict[str, Any]) -> CosimrunError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
 
 
 class ConfigError(CosimrunError, ValueError):
@@ -84,7 +98,8 @@ class UnknownNameError(ConfigError, KeyError):
     """A name (parameter, port, component, mode ...) that does not exist; also a ``KeyError``.
 
     ``kind`` says what was looked up, ``name`` what was asked for, ``known``
-    the valid names; ``key`` is *name* unless the raiser knows a fuller path.
+    the valid names; ``key`` is ``None`` unless the raiser knows where the
+    name sits in a config (the builder places it).
     """
 
     def __init__(

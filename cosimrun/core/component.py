@@ -335,10 +335,6 @@ class CoSimComponent(ABC):
         """Current value of every indicator."""
         return {name: ind.evaluate(self) for name, ind in self.event_indicators.items()}
 
-    def event_direction(self, name: str) -> int:
-        """Crossing direction (-1, 0, +1) of event indicator *name*."""
-        return self.event_indicators[name].direction
-
     def detect_event_crossings(
         self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
     ) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 from cosimrun.core.events import DenseTime
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import compile_conversion
-from cosimrun.errors import unknown_name
+from cosimrun.errors import UnknownNameError
 
 _TYPECODES: dict[PortType, tuple[str, Any]] = {
     PortType.REAL: ("d", np.float64),
@@ -174,9 +174,7 @@ class ComponentHistory:
         try:
             return self._port_histories[port_name]
         except KeyError:
-            raise KeyError(
-                unknown_name("port", port_name, self._port_histories, f"in {self.component_name!r}")
-            ) from None
+            raise UnknownNameError("port", port_name, self._port_histories, f"in {self.component_name!r}") from None
 
     def get_all_histories(self) -> dict[str, PortHistory]:
         """Every port history by port name."""
@@ -243,7 +241,7 @@ class SystemHistory:
         try:
             return self._component_histories[component_name]
         except KeyError:
-            raise KeyError(unknown_name("component", component_name, self._component_histories)) from None
+            raise UnknownNameError("component", component_name, self._component_histories) from None
 
     def get_all_histories(self) -> dict[str, ComponentHistory]:
         return dict(self._component_histories)

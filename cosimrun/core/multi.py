@@ -642,11 +642,6 @@ class MultiComponent(CoSimComponent, ModeSwitching):
             values[name] = ind.evaluate(self)
         return values
 
-    def event_direction(self, name: str) -> int:
-        """Direction of a boundary indicator, or of the active model's indicator *name*."""
-        ind = self.event_indicators.get(name)
-        return ind.direction if ind is not None else self.active_comp.event_direction(name)
-
     def detect_event_crossings(
         self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
     ) -> list[str]:

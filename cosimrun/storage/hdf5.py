@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from cosimrun.errors import UnknownNameError
+
 if TYPE_CHECKING:
     from cosimrun.core.history import ComponentHistory, SystemHistory
     from cosimrun.system.system import RunResult
@@ -286,8 +288,7 @@ class HDF5Writer:
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
-            known = ", ".join(self._lengths) or "none"
-            raise KeyError(f"component {component!r} was not added to the results file (added: {known})")
+            raise UnknownNameError("component", component, self._lengths, "(it was not added to the results file)")
         return component
 
     def append(

@@ -13,7 +13,13 @@ from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import compile_conversion
-from cosimrun.errors import IncompatibleUnitsError, InvalidConnectionError, MissingInitialValueError, unknown_name
+from cosimrun.errors import (
+    IncompatibleUnitsError,
+    InvalidConnectionError,
+    MissingInitialValueError,
+    UnknownNameError,
+    unknown_name,
+)
 from cosimrun.system.connection import Connection, Link, split_port_path
 from cosimrun.system.graph import GraphAnalysis, analyze
 from cosimrun.system.recorder import MemorySink, Recorder
@@ -121,7 +127,7 @@ class System:
         try:
             return self.components[name]
         except KeyError:
-            raise KeyError(unknown_name("component", name, self.components, f"in system {self.name!r}")) from None
+            raise UnknownNameError("component", name, self.components, f"in system {self.name!r}") from None
 
     def connect(self, src: str | Connection, dst: str | None = None) -> Connection:
         """Connect ``"a.y"`` to ``"b.u"`` (also accepts ``"a.y -> b.u"`` or a :class:`Connection`).
@@ -159,7 +165,7 @@ class System:
         comp = self.get_component(comp_name)
         spec = comp.input_specs.get(port_name)
         if spec is None:
-            raise KeyError(unknown_name("input", port_name, comp.input_specs, f"of component {comp_name!r}"))
+            raise UnknownNameError("input", port_name, comp.input_specs, f"of component {comp_name!r}")
         self.initial_values[f"{comp_name}.{port_name}"] = spec.validate_value(value)
         self._initialized = False
 
