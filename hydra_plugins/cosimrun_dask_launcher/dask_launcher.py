@@ -80,7 +80,7 @@ class DaskLauncher(Launcher):
         self.client: Any = None
         self.cluster: Any = None
         self.composer: Any = None
-        """A ``cosimrun.runner.sweep.JobComposer`` handed over by the sweeper that validated the jobs."""
+        """A ``cosimrun.runner.compose.JobComposer`` handed over by the sweeper that validated the jobs."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
