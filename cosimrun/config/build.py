@@ -300,14 +300,12 @@ def _placed(key: str, exc: Exception) -> ConfigError:
     """*exc* as a :class:`ConfigError` at config *key*.
 
     A ``ConfigError`` keeps its class and fields, its own key placed under
-    *key* as :meth:`ConfigError.within` does; another error gives its message.
-    A plain ``KeyError`` (engine code not yet raising :class:`UnknownNameError`)
-    holds its message as its argument, since its ``str`` is the argument's repr.
+    *key* (:meth:`ConfigError.within`); another error gives its message. A
+    plugin written against the reference API raises a plain ``KeyError`` for an
+    unknown name: its message is its argument (its ``str`` is the argument's repr).
     """
     if isinstance(exc, ConfigError):
-        # in place: within() copies, which fails for subclasses whose constructor takes more than the message
-        exc.key = f"{key}.{exc.key}" if exc.key else key
-        return exc
+        return exc.within(key)
     if isinstance(exc, KeyError) and exc.args:
         return ConfigError(key, str(exc.args[0]))
     return ConfigError(key, str(exc))
