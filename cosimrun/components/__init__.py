@@ -28,7 +28,7 @@ TYPES: dict[str, str] = {
     "bouncing_ball": "cosimrun.components.mechanics:BouncingBall",
     "mass_spring_damper": "cosimrun.components.mechanics:MassSpringDamper",
     "mass_spring_damper_force": "cosimrun.components.mechanics:MassSpringDamperForce",
-    "multi": "cosimrun.components.multi:MultiModel",
+    "multi": "cosimrun.components.multi:ConfiguredMultiComponent",
     "fmu": "cosimrun.components.fmu:FMUComponent",
 }
 """Config type name -> ``"module:Class"`` of every builtin component."""

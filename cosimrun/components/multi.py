@@ -3,13 +3,14 @@
 The config layer builds one component per mode and hands them over together
 with a selector spec, e.g.::
 
-    MultiModel("pendulum", models={"nonlinear": p1, "linear": p2}, initial_mode="linear",
-               selector={"type": "threshold", "port": "q", "above": "nonlinear", "below": "linear",
-                         "upper": 0.35, "lower": 0.25, "abs": True},
-               hysteresis={"dwell_time": 0.05})
+    ConfiguredMultiComponent(
+        "pendulum", models={"nonlinear": p1, "linear": p2}, initial_mode="linear",
+        selector={"type": "threshold", "port": "q", "above": "nonlinear", "below": "linear",
+                  "upper": 0.35, "lower": 0.25, "abs": True},
+        hysteresis={"dwell_time": 0.05})
 
-or builds everything from registry specs with :meth:`MultiModel.from_specs`.
-Selector types (mapped onto :class:`~cosimrun.core.multi.SwitchRegions`):
+or builds everything from registry specs with :meth:`ConfiguredMultiComponent.from_specs`.
+Selector types (mapped onto :class:`~cosimrun.core.regions.SwitchRegions`):
 
 - ``threshold``: ``port``, ``above``, ``below``, ``upper``, ``lower`` (default:
   ``upper``), ``abs`` (default false);
@@ -40,8 +41,8 @@ SELECTOR_KEYS: dict[str, tuple[set[str], set[str]]] = {
 """Selector type -> (required keys, optional keys)."""
 
 
-class MultiModel(MultiComponent):
-    """Multi-model component: switches between sub-models ("modes") with the same ports and state.
+class ConfiguredMultiComponent(MultiComponent):
+    """The ``multi`` component type: a :class:`MultiComponent` whose selector and hysteresis come from config specs.
 
     Built from sub-components, not from parameters: the registry's
     ``create_component("multi", name, params, models=..., initial_mode=...)``
@@ -78,7 +79,7 @@ class MultiModel(MultiComponent):
         initial_mode: str,
         selector: Mapping[str, Any] | None = None,
         hysteresis: Mapping[str, Any] | float | None = None,
-    ) -> MultiModel:
+    ) -> ConfiguredMultiComponent:
         """Build every mode with the registry from ``{mode: {type, params}}``; sub-components are named
         ``f"{name}__{mode}"``."""
         from cosimrun.plugins import create_component

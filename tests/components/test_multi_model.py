@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cosimrun.components.mechanics import LinearPendulum, Pendulum
-from cosimrun.components.multi import MultiModel
+from cosimrun.components.multi import ConfiguredMultiComponent
 from cosimrun.core.multi import Hysteresis, SwitchRegions
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters import Hybrid
@@ -25,7 +25,7 @@ def test_constructor_with_models_selector_and_hysteresis():
     models = {"nonlinear": Pendulum("p_nl"), "linear": LinearPendulum("p_lin")}
     multi = create_component("multi", "p", {"q0": 0.1}, models=models, initial_mode="linear",
                              selector=THRESHOLD, hysteresis={"dwell_time": 0.05})
-    assert isinstance(multi, MultiModel)
+    assert isinstance(multi, ConfiguredMultiComponent)
     assert multi.switch_regions == SwitchRegions("q", ["linear", "nonlinear"], [(0.25, 0.35)], True)
     assert isinstance(multi.hysteresis, Hysteresis) and multi.hysteresis.dwell_time == 0.05
     assert models["linear"].parameters["q0"] == models["nonlinear"].parameters["q0"] == 0.1
@@ -39,7 +39,7 @@ def test_multi_needs_models():
 
 def test_from_specs_and_quantity_bounds():
     sel = dict(THRESHOLD, upper="20 deg", lower="15 deg")
-    multi = MultiModel.from_specs("p", MODES, "linear", selector=sel, hysteresis=0.1)
+    multi = ConfiguredMultiComponent.from_specs("p", MODES, "linear", selector=sel, hysteresis=0.1)
     assert set(multi.models) == {"nonlinear", "linear"}
     assert multi.models["linear"].name == "p__linear"
     assert multi.switch_regions.bounds == ((pytest.approx(math.radians(15)), pytest.approx(math.radians(20))),)
@@ -48,7 +48,7 @@ def test_from_specs_and_quantity_bounds():
 
 def test_regions_selector():
     modes = dict(MODES, stiff={"type": "pendulum", "params": {"damping": 1.0}})
-    multi = MultiModel.from_specs("p", modes, "linear", selector={
+    multi = ConfiguredMultiComponent.from_specs("p", modes, "linear", selector={
         "type": "regions", "port": "q", "modes": ["linear", "nonlinear", "stiff"],
         "bounds": [[0.2, 0.3], [0.8, 1.0]], "abs": True})
     assert multi.switch_regions.modes == ("linear", "nonlinear", "stiff")
@@ -68,18 +68,18 @@ def test_regions_selector():
 )
 def test_selector_errors(selector, message):
     with pytest.raises(ConfigError, match=message) as info:
-        MultiModel.from_specs("p", MODES, "linear", selector=selector)
+        ConfiguredMultiComponent.from_specs("p", MODES, "linear", selector=selector)
     assert info.value.key.startswith("selector")
 
 
 def test_spec_errors():
     with pytest.raises(ValueError, match=r"mode 'linear' needs a 'type'"):
-        MultiModel.from_specs("p", {"linear": {"params": {}}}, "linear")
+        ConfiguredMultiComponent.from_specs("p", {"linear": {"params": {}}}, "linear")
     with pytest.raises(ConfigError, match=r"^hysteresis: .*invalid hysteresis .*unknown key\(s\) \['dwell'\]"):
-        MultiModel.from_specs("p", MODES, "linear", hysteresis={"dwell": 1})
+        ConfiguredMultiComponent.from_specs("p", MODES, "linear", hysteresis={"dwell": 1})
     with pytest.raises(PluginError, match=r"unknown component type 'pendulumm'; did you mean 'pendulum'"):
-        MultiModel.from_specs("p", {"a": {"type": "pendulumm"}}, "a")
-    multi = MultiModel.from_specs("p", MODES, "linear")
+        ConfiguredMultiComponent.from_specs("p", {"a": {"type": "pendulumm"}}, "a")
+    multi = ConfiguredMultiComponent.from_specs("p", MODES, "linear")
     with pytest.raises(UnknownNameError, match=r"unknown parameter 'lenght'.*did you mean 'length'") as info:
         multi.set_parameters(lenght=2.0)
     assert isinstance(info.value, KeyError) and info.value.name == "lenght"
@@ -87,7 +87,7 @@ def test_spec_errors():
 
 def test_switching_transfers_state_under_hybrid_master():
     sys_ = System("s")
-    multi = sys_.add_component(MultiModel.from_specs(
+    multi = sys_.add_component(ConfiguredMultiComponent.from_specs(
         "p", {name: {"type": spec["type"], "params": {"q0": 0.5, "damping": 0.3}} for name, spec in MODES.items()},
         "nonlinear", selector=THRESHOLD, hysteresis={"dwell_time": 0.05}))
     result = sys_.run(0.0, 6.0, 0.01, master=Hybrid())
@@ -106,7 +106,7 @@ def test_accepts_omegaconf_containers():
                      "bounds": [["10 deg", "20 deg"]], "abs": True},
         "hysteresis": {"dwell_time": 0.1},
     })
-    multi = MultiModel("p", {"linear": LinearPendulum("a"), "nonlinear": Pendulum("b")}, "linear",
+    multi = ConfiguredMultiComponent("p", {"linear": LinearPendulum("a"), "nonlinear": Pendulum("b")}, "linear",
                        selector=cfg.selector, hysteresis=cfg.hysteresis)
     assert multi.switch_regions.bounds == ((pytest.approx(math.radians(10)), pytest.approx(math.radians(20))),)
     assert multi.hysteresis.dwell_time == 0.1
