@@ -2,8 +2,9 @@
 
 Each :class:`PrivateAPI` names the attribute, how it is used (the parameters it
 is called with, the members it must have), the library version it was checked
-against and why the public way is not taken (the costs were measured with
-``benchmarks/bench_sweep.py`` and in process, on 2 cores). The functions below
+against and why the public way is not taken (its cost, measured in process
+on 2 cores, for the ``pendulum_switch`` jobs of ``benchmarks/bench_sweep.py``,
+whose overhead is some 35 ms per job in all). The functions below
 are the only callers. ``tests/runner/test_private.py`` checks every entry of
 :data:`USES` against the installed libraries; at run time, a use whose shape
 changed raises :class:`PrivateAPIChanged`, which the callers that have a
@@ -88,7 +89,8 @@ OMEGACONF_STR_REPRESENTER = PrivateAPI(
     why=(
         "OmegaConf.to_yaml emits with PyYAML's pure-Python emitter: 7 ms for a job's task config and 11 ms for "
         "its hydra node against 3 and 5 ms with libyaml's emitter and this representer (quotes strings that read "
-        "as other types), some 15 ms per sweep job (.hydra files, the results file's config text)"
+        "as other types); with OmegaConf.to_yaml for the .hydra files and the results file's config text a "
+        "worker's job took some 50 ms more"
     ),
     params=("dumper", "data"),
 )
@@ -104,8 +106,8 @@ FLUSH_LOGGERS = PrivateAPI(
     params=(),
 )
 _COMPOSITION = (
-    "the driver composes jobs that differ only in values from one shared composition: 5 ms per job against "
-    "113 ms for Hydra's full composition (load_sweep_config), on the driver's share of the 2 cores"
+    "the driver composes jobs that differ only in values from one shared composition: 5 to 12 ms per job "
+    "against 113 to 230 ms for Hydra's full composition (load_sweep_config), measured on a loaded machine"
 )
 CONFIG_LOADER_IMPL = PrivateAPI(
     "hydra._internal.config_loader_impl",
@@ -147,8 +149,8 @@ BASIC_SWEEPER = PrivateAPI(
     checked_with="hydra-core 1.3.8",
     why=(
         "cosimrun's sweeper is Hydra's basic sweeper (expansion, batches, hydra.sweeper.params) with a cheaper "
-        "batch check; the basic sweeper composes every job in full to check it, 113 ms per job, and has no "
-        "public import path"
+        "batch check; the basic sweeper composes every job in full to check it (113 to 230 ms per job, measured "
+        "on a loaded machine) and has no public import path"
     ),
     params=("max_batch_size", "params"),
     members=("setup", "sweep", "validate_batch_is_legal"),

@@ -4,7 +4,7 @@ The dask launcher composes every job's config on the driver (so workers need
 only the installed packages, not the config directories) and sends it to a
 worker as a pickled :class:`cosimrun.runner.worker.JobPayload`.
 :class:`JobComposer` shares one composition between jobs that differ only in
-values: a Hydra composition costs some 100 ms of driver CPU per job.
+values (a Hydra composition costs some 50 ms of driver CPU per job).
 """
 
 from __future__ import annotations
