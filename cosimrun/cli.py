@@ -161,7 +161,7 @@ def main() -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import recorder, sweep
+    from cosimrun.runner import ledger, sweep
 
     register_configs()
     register_hydra_plugins()
@@ -173,7 +173,7 @@ def main() -> None:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        failed = recorder.finish()  # a sweep's summary; 1 when one of its jobs failed
+        failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
     if interrupted:
         print("cosimrun: interrupted", file=sys.stderr)
         sys.exit(130)
