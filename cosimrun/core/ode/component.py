@@ -1,93 +1,26 @@
-"""ODE components: declare states, inputs and outputs, then write ``derivatives``.
+"""OdeComponent: states, inputs and outputs, parameters, rollback, events and the model hooks.
 
-A subclass of :class:`OdeComponent` declares its ports in ``__init__``::
-
-    class Pendulum(OdeComponent):
-        def __init__(self, name):
-            super().__init__(name)
-            self.parameters.update(length=1.0, g=9.81)
-            self.add_state("q", "rad", initial=0.1)        # output port q, parameter q0
-            self.add_state("omega", "rad/s")                # output port omega, parameter omega0
-            self.add_input("torque", "N*m")
-
-        def derivatives(self, t, x, u):
-            q, omega = x
-            return np.array([omega, -self.parameters["g"] / self.parameters["length"] * np.sin(q) + u[0]])
-
-Values reach the model as plain floats in the ports' own units: ``x`` in state
-declaration order, ``u`` in input declaration order. Inputs are held constant
-over a macro step (zero-order hold). The integrator is chosen by parameter:
-``integrator="rk4"`` (fixed step, ``substeps`` sub-steps per macro step) or an
-adaptive scipy method (``"rk45"``, ``"rk23"``, ``"dop853"``, ``"radau"``,
-``"bdf"``, ``"lsoda"``) with ``rtol``/``atol``; ``max_substep`` bounds the
-integrator's own step for every method. Rollback, physical state transfer with
-unit conversion and internal event hints for state events come for free.
+Integration itself is delegated to the :class:`~cosimrun.core.ode.base.Integrator`
+that the ``integrator`` parameter names in :data:`~cosimrun.core.ode.registry.INTEGRATORS`.
 """
 
 from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pint
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
-from cosimrun.core.events import crossed
+from cosimrun.core.ode.base import INTEGRATOR_DEFAULTS, Integrator, StateEvent, StateFunction, StateUpdate
+from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
 from cosimrun.errors import suggest, unknown_name
-
-if TYPE_CHECKING:
-    from scipy import integrate
-
-StateFunction = Callable[[float, np.ndarray, np.ndarray], float]
-"""``g(t, x, u) -> float``: a state event indicator."""
-
-StateUpdate = Callable[[float, np.ndarray, np.ndarray], "np.ndarray | Sequence[float] | None"]
-"""``update(t, x, u) -> x_new``: the state right after an event (``None``: unchanged)."""
-
-ADAPTIVE_METHODS: dict[str, str] = {
-    "rk45": "RK45",
-    "rk23": "RK23",
-    "dop853": "DOP853",
-    "radau": "Radau",
-    "bdf": "BDF",
-    "lsoda": "LSODA",
-}
-"""The adaptive ``integrator`` values and their ``scipy.integrate.OdeSolver`` (imported on first use)."""
-INTEGRATORS: tuple[str, ...] = ("rk4", *ADAPTIVE_METHODS)
-"""Valid values of the ``integrator`` parameter."""
-
-INTEGRATOR_DEFAULTS: dict[str, Any] = {
-    "integrator": "rk4",
-    "substeps": 10,
-    "rtol": 1e-6,
-    "atol": 1e-9,
-    "max_substep": None,
-}
-"""Parameters every :class:`OdeComponent` has, with their defaults."""
-
-SIGN_TOLERANCE = 1e-10
-"""Indicator values within this of zero count as zero (as in :func:`crossed`)."""
-
-HINT_SAFETY = 100.0
-"""Adaptive hints: half-width of the bracket in units of the estimated crossing-time error."""
-
-_EPS = np.finfo(float).eps
-
-
-@dataclass(slots=True)
-class StateEvent:
-    """A zero-crossing function of the state, with an optional state update."""
-
-    name: str
-    function: StateFunction
-    direction: int = 0
-    update: StateUpdate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,17 +30,8 @@ class _Snapshot:
     x: np.ndarray
     inputs: tuple[tuple[PortState, Any, float | None], ...]
     outputs: tuple[tuple[PortState, Any, float | None], ...]
-    h_next: float | None
+    memory: Any
     extra: Any
-
-
-class _Tracker:
-    """Per-macro-step bookkeeping of one state event: last signed value and whether it fired."""
-
-    __slots__ = ("event", "t", "g", "done")
-
-    def __init__(self, event: StateEvent, t: float, g: float) -> None:
-        self.event, self.t, self.g, self.done = event, t, g, False
 
 
 class OdeComponent(CoSimComponent):
@@ -149,12 +73,13 @@ class OdeComponent(CoSimComponent):
         self._state_events: dict[str, StateEvent] = {}
         self._x = np.zeros(0)
         self._u = np.zeros(0)
-        self._h_next: float | None = None
         self._in_ports: list[PortState] = []
         self._state_ports: list[tuple[PortState, int]] = []
         self._alg_ports: list[PortState] = []
         self._has_pre = False
         self._has_post = False
+        method = INTEGRATOR_DEFAULTS["integrator"]
+        self._integrator: Integrator = INTEGRATORS[method](self, method)
         self._compile_integrator()
 
     # ------------------------------------------------------------------ declaration
@@ -267,6 +192,11 @@ class OdeComponent(CoSimComponent):
         return tuple(self._output_names)
 
     @property
+    def state_events(self) -> Mapping[str, StateEvent]:
+        """The registered state events by name."""
+        return self._state_events
+
+    @property
     def x(self) -> np.ndarray:
         """The live state vector (before ``initialize``: a copy of the initial-state parameters)."""
         return self._x if self.is_initialized else self._initial_state()
@@ -372,13 +302,12 @@ class OdeComponent(CoSimComponent):
         self._compile_integrator()
 
     def _compile_integrator(self) -> None:
-        p = self.parameters
-        self._method: str = p.get("integrator", "rk4")
-        self._substeps: int = p.get("substeps", 10)
-        self._rtol: float = p.get("rtol", 1e-6)
-        self._atol: float | np.ndarray = p.get("atol", 1e-9)
-        max_substep = p.get("max_substep")
-        self._max_substep: float = math.inf if max_substep is None else max_substep
+        """Configure the integrator the parameters choose; a change of method starts without memory."""
+        settings = {name: self.parameters.get(name, default) for name, default in INTEGRATOR_DEFAULTS.items()}
+        method = settings["integrator"]
+        if method != self._integrator.name:
+            self._integrator = INTEGRATORS[method](self, method)
+        self._integrator.configure(settings)
 
     def _initial_state(self) -> np.ndarray:
         return np.array([self.parameters[f"{s.name}0"] for s in self._state_specs], dtype=float)
@@ -394,9 +323,7 @@ class OdeComponent(CoSimComponent):
         self._u = np.array([p.value for p in self._in_ports], dtype=float)
         self._state_ports = [(self.outputs[n], self._state_index[n]) for n in self._state_outputs]
         self._alg_ports = [self.outputs[n] for n in self._output_names]
-        n = len(self._state_specs)
-        self._rk4_buffers = [np.empty(n) for _ in range(4)]
-        self._h_next = None
+        self._integrator.start(len(self._state_specs))
         cls = type(self)
         self._has_pre = cls.pre_integrate is not OdeComponent.pre_integrate
         self._has_post = cls.post_integrate is not OdeComponent.post_integrate
@@ -454,10 +381,7 @@ class OdeComponent(CoSimComponent):
         if self._has_pre:
             self._override(self.pre_integrate(t, x, u), "pre_integrate")
         if len(x):
-            if self._method == "rk4":
-                self._integrate_rk4(t, dt, u)
-            else:
-                self._integrate_adaptive(t, dt, u)
+            self._integrator.integrate(t, dt, x, u)
         if self._has_post:
             self._override(self.post_integrate(t + dt, x, u), "post_integrate")
 
@@ -470,154 +394,6 @@ class OdeComponent(CoSimComponent):
                              f"expected {self._x.shape} (states {list(self.state_names)})")
         np.copyto(self._x, arr)
 
-    def _start_trackers(self, t: float, x: np.ndarray, u: np.ndarray) -> list[_Tracker]:
-        return [_Tracker(ev, t, float(ev.function(t, x, u))) for ev in self._state_events.values()]
-
-    def _integrate_rk4(self, t: float, dt: float, u: np.ndarray) -> None:
-        n_sub = self._substeps
-        if dt > n_sub * self._max_substep:
-            n_sub = math.ceil(dt / self._max_substep)
-        h = dt / n_sub
-        h2, h6 = 0.5 * h, h / 6.0
-        f = self.derivatives
-        x = self._x
-        # One buffer per stage input: a derivative that returns (a view of) its
-        # argument stays valid until the step is combined.
-        s2, s3, s4, acc = self._rk4_buffers
-        multiply, add = np.multiply, np.add
-        trackers = self._start_trackers(t, x, u) if self._state_events else None
-        k1 = f(t, x, u)
-        if np.shape(k1) != x.shape:
-            raise ValueError(f"component {self.name!r}: derivatives returned shape {np.shape(k1)}, "
-                             f"expected {x.shape} (states {list(self.state_names)})")
-        last = n_sub - 1
-        for i in range(n_sub):
-            ti = t + i * h
-            if i:
-                k1 = f(ti, x, u)
-            multiply(k1, h2, out=s2)
-            s2 += x
-            k2 = f(ti + h2, s2, u)
-            multiply(k2, h2, out=s3)
-            s3 += x
-            k3 = f(ti + h2, s3, u)
-            multiply(k3, h, out=s4)
-            s4 += x
-            k4 = f(ti + h, s4, u)
-            add(k2, k3, out=acc)
-            acc *= 2.0
-            acc += k1
-            acc += k4
-            acc *= h6
-            x += acc
-            if trackers:
-                t_next = t + dt if i == last else t + (i + 1) * h
-                for tr in trackers:
-                    if not tr.done:
-                        self._track(tr, t_next, float(tr.event.function(t_next, x, u)))
-
-    def _track(self, tr: _Tracker, t_new: float, g_new: float, refine: Any = None) -> None:
-        """Report a crossing of *tr* between its last signed point and ``(t_new, g_new)``."""
-        if crossed(tr.g, g_new, tr.event.direction, SIGN_TOLERANCE):
-            bracket = (tr.t, t_new, tr.g, g_new) if refine is None else refine(tr, t_new, g_new)
-            self.report_internal_event(tr.event.name, *bracket)
-            tr.done = True
-        elif abs(g_new) > SIGN_TOLERANCE or abs(tr.g) <= SIGN_TOLERANCE:
-            tr.t, tr.g = t_new, g_new
-
-    def _integrate_adaptive(self, t: float, dt: float, u: np.ndarray) -> None:
-        x = self._x
-        t_end = t + dt
-        span = t_end - t
-        if span <= 0.0:
-            return
-        deriv = self.derivatives
-
-        def fun(s: float, y: np.ndarray) -> np.ndarray:
-            return deriv(s, y, u)
-
-        first = self._h_next
-        first = min(first, span) if first is not None and first > 0 else None
-        from scipy import integrate
-
-        solver = getattr(integrate, ADAPTIVE_METHODS[self._method])(
-            fun, t, x.copy(), t_end, max_step=self._max_substep, rtol=self._rtol, atol=self._atol,
-            first_step=first,
-        )
-        trackers = self._start_trackers(t, x, u) if self._state_events else None
-        refine = None
-        if trackers:
-            scale0 = np.abs(x)
-
-            def refine(tr: _Tracker, t_new: float, g_new: float) -> tuple[float, float, float, float]:
-                return self._refine_bracket(tr, solver, t_new, g_new, u, scale0)
-
-        h_before = None
-        while solver.status == "running":
-            h_before = getattr(solver, "h_abs", None)
-            message = solver.step()
-            if solver.status == "failed":
-                raise RuntimeError(f"component {self.name!r}: integrator {self._method!r} failed in "
-                                   f"[{t!r}, {t_end!r}] at t={solver.t!r}: {message}")
-            if trackers:
-                ts, ys = solver.t, solver.y
-                for tr in trackers:
-                    if not tr.done:
-                        self._track(tr, ts, float(tr.event.function(ts, ys, u)), refine)
-        np.copyto(x, solver.y)
-        candidates = [h for h in (h_before, getattr(solver, "h_abs", None)) if h is not None and h > 0]
-        self._h_next = float(max(candidates)) if candidates else None
-
-    def _refine_bracket(
-        self, tr: _Tracker, solver: integrate.OdeSolver, tb: float, gb: float, u: np.ndarray, scale0: np.ndarray
-    ) -> tuple[float, float, float, float]:
-        """Narrow ``[tr.t, tb]`` around the root of the dense output.
-
-        The half-width is ``HINT_SAFETY`` times the crossing-time uncertainty
-        ``|dg| / |dg/dt|``, where ``dg`` is the indicator's change under a state
-        perturbation of one error tolerance (``atol + rtol * |x|``).
-        """
-        ta, ga = tr.t, tr.g
-        if ta < solver.t_old:
-            return ta, tb, ga, gb
-        sol = solver.dense_output()
-        func = tr.event.function
-
-        def g(s: float) -> float:
-            return float(func(s, sol(s), u))
-
-        from scipy.optimize import brentq
-
-        try:
-            if ga * gb < 0.0:
-                tr_ = brentq(g, ta, tb, xtol=4 * _EPS * max(1.0, abs(tb)), rtol=4 * _EPS)
-            else:
-                tr_ = tb
-            xr = sol(tr_)
-            g0 = float(func(tr_, xr, u))
-            scale = self._atol + self._rtol * np.maximum(scale0, np.abs(xr))
-            scale = np.broadcast_to(scale, xr.shape)
-            dg = 0.0
-            for i in range(len(xr)):
-                xp = xr.copy()
-                xp[i] += scale[i]
-                dg += abs(float(func(tr_, xp, u)) - g0)
-            delta = 1e-3 * (tb - ta)
-            lo, hi = max(ta, tr_ - delta), min(tb, tr_ + delta)
-            gdot = (g(hi) - g(lo)) / (hi - lo)
-            width = HINT_SAFETY * dg / abs(gdot)
-        except (ValueError, ZeroDivisionError, FloatingPointError):
-            return ta, tb, ga, gb
-        if not math.isfinite(width):
-            return ta, tb, ga, gb
-        width = max(width, 8 * _EPS * max(1.0, abs(tr_)))
-        lo, hi = max(ta, tr_ - width), min(tb, tr_ + width)
-        g_lo = ga if lo == ta else g(lo)
-        g_hi = gb if hi == tb else g(hi)
-        if not crossed(g_lo, g_hi, tr.event.direction, SIGN_TOLERANCE):
-            return ta, tb, ga, gb
-        return float(lo), float(hi), g_lo, g_hi
-
     # ------------------------------------------------------------------ events
     def _handle_events_internal(self, event_names: list[str], t: float) -> None:
         """Apply the ``update`` of every named state event, in the given order."""
@@ -626,18 +402,18 @@ class OdeComponent(CoSimComponent):
             event = events.get(name)
             if event is not None and event.update is not None:
                 self._override(event.update(t, self._x, self._gather_inputs()), f"update of event {name!r}")
-                self._h_next = None
+                self._integrator.forget()
 
     # ------------------------------------------------------------------ rollback
     def snapshot_state(self) -> Any:
-        """Opaque copy of time, state, port values, solver step size and subclass extras."""
+        """Opaque copy of time, state, port values, integrator memory and subclass extras."""
         return _Snapshot(
             id(self),
             self.t,
             self._x.copy(),
             tuple((p, p.value, p.t_last) for p in self.inputs.values()),
             tuple((p, p.value, p.t_last) for p in self.outputs.values()),
-            self._h_next,
+            self._integrator.memory,
             self._snapshot_extra(),
         )
 
@@ -654,7 +430,7 @@ class OdeComponent(CoSimComponent):
         self.t = snapshot.t
         for port, value, t_last in (*snapshot.inputs, *snapshot.outputs):
             port.value, port.t_last = value, t_last
-        self._h_next = snapshot.h_next
+        self._integrator.memory = snapshot.memory
         self._restore_extra(snapshot.extra)
 
     # ------------------------------------------------------------------ physical state
@@ -694,6 +470,6 @@ class OdeComponent(CoSimComponent):
             return
         self._x[:] = values
         self.t = float(t)
-        self._h_next = None
+        self._integrator.forget()
         self._after_set_state(self.t)
         self._update_output_states(self.t, NO_EVENTS)
