@@ -81,8 +81,14 @@ The package, one job per module:
 * :mod:`~cosimrun.components.fmu.extraction`: the hash-keyed extraction cache;
 * :mod:`~cosimrun.components.fmu.fmi2`: the FMI 2.0 C API through ctypes
   (signatures, instances, FMU states, log messages);
-* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent` and its
-  compiled step path;
+* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent`, assembled
+  from one mixin per concern on :mod:`~cosimrun.components.fmu.base` (the
+  model, log messages, errors): :mod:`~cosimrun.components.fmu.parameters`
+  (own settings, ``path``, FMU parameters), :mod:`~cosimrun.components.fmu.ports`
+  (ports, feedthrough, state and events from the model description),
+  :mod:`~cosimrun.components.fmu.lifecycle` (instantiate, initialize, FMU
+  states, physical state, free) and :mod:`~cosimrun.components.fmu.step` (the
+  compiled step path);
 * :mod:`~cosimrun.components.fmu.build`: building C FMUs and the shipped
   examples, whose C sources (the framework header ``cosimrun_fmi2cs.h``, the
   example models and their model descriptions) are package data in ``c/``;

@@ -1,0 +1,51 @@
+"""What every part of :class:`~cosimrun.components.fmu.FMUComponent` shares: the model, messages, errors.
+
+The component is one class assembled from a mixin per concern, each a
+subclass of :class:`FMUBase` sharing ``self``: parameters
+(:mod:`~cosimrun.components.fmu.parameters`), ports from the model
+description (:mod:`~cosimrun.components.fmu.ports`), the FMI life cycle
+(:mod:`~cosimrun.components.fmu.lifecycle`) and the step path
+(:mod:`~cosimrun.components.fmu.step`). Each mixin sets up its own attributes
+in ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from cosimrun.components.fmu.description import FMUModel
+from cosimrun.components.fmu.errors import FMUError
+from cosimrun.components.fmu.fmi2 import register_log_sink
+from cosimrun.core.component import CoSimComponent
+
+
+class FMUBase(CoSimComponent):
+    """The loaded model, the FMU's last log messages and how errors name the component."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.model: FMUModel | None = None
+        self._messages: deque[str] = deque(maxlen=20)
+        self._env = register_log_sink(self._messages)
+
+    @property
+    def fmu_label(self) -> str:
+        """The FMU file name (or ``no FMU`` before ``path`` is set)."""
+        return self.model.label if self.model is not None else "no FMU"
+
+    @property
+    def supports_rollback(self) -> bool:
+        """True when the FMU declares ``canGetAndSetFMUstate``."""
+        return self.model is not None and self.model.can_rollback
+
+    def _where(self) -> str:
+        return f"FMU component {self.name!r} ({self.fmu_label})"
+
+    def _log_tail(self) -> str:
+        if not self._messages:
+            return ""
+        return "; FMU log: " + " | ".join(list(self._messages)[-5:])
+
+    def _error(self, message: str, t: float | None) -> FMUError:
+        """An :class:`FMUError` of this component at simulation time *t*, ending with the FMU's last messages."""
+        return FMUError(f"{self._where()}: {message}{self._log_tail()}", component=self.name, time=t)

@@ -1,0 +1,271 @@
+"""The FMI life cycle of the FMU component: load, instantiate, initialize, FMU states, physical state, free."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pint
+
+from cosimrun.components.fmu.base import FMUBase
+from cosimrun.components.fmu.description import FMUVariable
+from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu.extraction import Extraction, acquire_extraction, release_extraction
+from cosimrun.components.fmu.fmi2 import (
+    C_TYPES,
+    FMI2_COSIMULATION,
+    GETTERS,
+    SETTERS,
+    Instance,
+    Snapshot,
+    callbacks,
+    from_c,
+    raw_functions,
+)
+from cosimrun.core.units import Q_
+from cosimrun.errors import UnknownNameError
+
+
+class FMULifecycle(FMUBase):
+    """The FMU's library and instance: ``initialize`` instantiates, ``reset`` and ``free`` let go of it.
+
+    The library is loaded once and kept until ``free`` (or another ``path``);
+    an instance lives from ``initialize`` to ``reset``/``free`` and is made
+    afresh by ``set_state``.
+    """
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self._slave: Any = None
+        self._functions: dict[str, Any] = {}
+        self._extraction: Extraction | None = None
+        self._instance: Instance | None = None
+        self._cb: Any = None
+
+    def _initialize_component(self, t0: float) -> None:
+        if self.model is None:
+            raise ValueError(f"component {self.name!r} (type fmu): parameter 'path' is not set; "
+                             "name an FMU file (params: {path: model.fmu})")
+        self._start_instance(t0)
+
+    def _load(self, t0: float) -> None:
+        """Extract the FMU (shared) and load its library once for this component."""
+        if self._slave is not None:
+            return
+        from fmpy.fmi2 import FMU2Slave
+
+        model = self.model
+        assert model is not None
+        try:
+            self._extraction = acquire_extraction(model.path, private=model.only_once_per_process)
+        except FMUError as exc:
+            raise FMUError(f"{self._where()}: {exc}", component=self.name, time=t0) from exc
+        try:
+            self._slave = FMU2Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
+                                    modelIdentifier=model.identifier, instanceName=self.name)
+            self._functions = raw_functions(self._slave.dll)
+        except Exception as exc:
+            release_extraction(self._extraction)
+            self._extraction = None
+            raise FMUError(f"{self._where()}: cannot load the FMU's shared library: {exc}",
+                           component=self.name, time=t0) from exc
+
+    def _unload(self) -> None:
+        """Free the instance, unload the library and release the extraction."""
+        self._free_instance()
+        if self._slave is not None:
+            with contextlib.suppress(Exception):
+                self._slave.freeLibrary()
+            self._slave = None
+            self._functions = {}
+        if self._extraction is not None:
+            release_extraction(self._extraction)
+            self._extraction = None
+
+    def _free_instance(self) -> None:
+        inst, self._instance = self._instance, None
+        self._unbind()
+        if inst is None:
+            return
+        inst.alive = False
+        with contextlib.suppress(Exception):
+            inst.f["fmi2Terminate"](inst.c)
+        with contextlib.suppress(Exception):
+            inst.f["fmi2FreeInstance"](inst.c)
+
+    def _call(self, name: str, t: float, *args: Any) -> None:
+        """Call the FMI function *name* on the instance at simulation time *t*; a failure raises FMUError."""
+        inst = self._instance
+        assert inst is not None
+        status = inst.f[name](inst.c, *args)
+        if status > 1:
+            raise self._error(f"{name} returned {status_name(status)} at t={t:.12g}", t)
+
+    def _start_instance(self, t0: float, states: Mapping[str, float] | None = None) -> None:
+        """Instantiate at *t0*, set parameters, start values and inputs, and leave initialization mode."""
+        model = self.model
+        assert model is not None
+        self._load(t0)
+        self._free_instance()
+        if self._cb is None:
+            self._cb = callbacks(self._env)
+        functions = self._functions
+        resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
+        handle = functions["fmi2Instantiate"](
+            self.name.encode(), FMI2_COSIMULATION, model.guid.encode(), resources.encode(),
+            ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
+        )
+        if not handle:
+            raise self._error("fmi2Instantiate failed", t0)
+        self._instance = Instance(functions, handle)
+        tol = self.parameters["tolerance"]
+        self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
+        values: dict[str, tuple[FMUVariable, Any]] = {}
+        for name, value in self._start_values.items():
+            values[name] = (model.variables[name], value)
+        for name, value in self._fmu_values.items():
+            values[name] = (model.variables[name], value)
+        for name, value in (states or {}).items():
+            values[name] = (model.variables[name], value)
+        self._set_values(list(values.values()), t0)
+        self._call("fmi2EnterInitializationMode", t0)
+        self._bind()
+        self._push_all()
+        self._call("fmi2ExitInitializationMode", t0)
+
+    def _set_values(self, items: list[tuple[FMUVariable, Any]], t: float) -> None:
+        """Set variables through ``fmi2Set*``, grouped by type, at simulation time *t*."""
+        inst = self._instance
+        assert inst is not None
+        for type_name in ("Real", "Integer", "Boolean", "String"):
+            chosen = [(v, x) for v, x in items if v.type == type_name or (type_name == "Integer"
+                                                                            and v.type == "Enumeration")]
+            if not chosen:
+                continue
+            n = len(chosen)
+            vr = (ctypes.c_uint * n)(*(v.vr for v, _ in chosen))
+            raw = [x.encode() if type_name == "String" else x for _, x in chosen]
+            buf = (C_TYPES[type_name] * n)(*raw)
+            status = inst.f[SETTERS[type_name]](inst.c, vr, n, buf)
+            if status > 1:
+                names = ", ".join(v.name for v, _ in chosen)
+                raise self._error(f"{SETTERS[type_name]} of {names} returned {status_name(status)}", t)
+
+    def _get_values(self, variables: Sequence[FMUVariable]) -> list[Any]:
+        """The current values of *variables*, one ``fmi2Get*`` call each."""
+        inst = self._instance
+        assert inst is not None
+        out = []
+        for var in variables:
+            vr = (ctypes.c_uint * 1)(var.vr)
+            buf = (C_TYPES[var.type] * 1)()
+            status = inst.f[GETTERS[var.type]](inst.c, vr, 1, buf)
+            if status > 1:
+                raise self._error(f"{GETTERS[var.type]} of {var.name} returned {status_name(status)}", self.t)
+            out.append(from_c(var.type, buf[0]))
+        return out
+
+    # ------------------------------------------------------------------ rollback
+    def snapshot_state(self) -> Any:
+        """Capture the FMU state (``fmi2GetFMUstate``), the time and the port values."""
+        if not self.supports_rollback:
+            raise NotImplementedError(
+                f"{self._where()} does not support rollback (canGetAndSetFMUstate is false)")
+        inst = self._instance
+        if inst is None:
+            raise RuntimeError(f"{self._where()}: call initialize(t0) before snapshot_state")
+        state = ctypes.c_void_p()
+        status = inst.f["fmi2GetFMUstate"](inst.c, ctypes.byref(state))
+        if status > 1:
+            raise self._error(f"fmi2GetFMUstate returned {status_name(status)} at t={self.t:.12g}", self.t)
+        ports = tuple((p, p.value) for p in (*self.inputs.values(), *self.outputs.values()))
+        return Snapshot(inst, state, self.t, ports)
+
+    def restore_state(self, snapshot: Any, t: float) -> None:
+        """Return exactly to *snapshot* (``fmi2SetFMUstate``); ports get their values of that time."""
+        if not isinstance(snapshot, Snapshot):
+            raise TypeError(f"{self._where()}: not a snapshot of an FMU component: {snapshot!r}")
+        inst = self._instance
+        if snapshot.instance is not inst:
+            raise ValueError(f"{self._where()}: the snapshot belongs to another FMU instance (taken before a "
+                             "reset, set_state or free, or by another component); it cannot be restored")
+        status = inst.f["fmi2SetFMUstate"](inst.c, snapshot.state)
+        if status > 1:
+            raise self._error(f"fmi2SetFMUstate returned {status_name(status)} at t={t:.12g}", t)
+        for port, value in snapshot.ports:
+            port.value = value
+        self.t = snapshot.t
+
+    # ------------------------------------------------------------------ physical state
+    def get_state(self) -> dict[str, Any]:
+        """``{state: {'value', 'unit'}}`` of the state variables (read from the FMU once initialized)."""
+        names = [name for name, _ in self._state_vars]
+        variables = [v for _, v in self._state_vars]
+        if self._instance is not None:
+            values = self._get_values(variables)
+        else:
+            values = [self._start_values.get(v.name, v.start) for v in variables]
+        return {n: {"value": None if x is None else float(x), "unit": v.unit}
+                for n, v, x in zip(names, variables, values, strict=True)}
+
+    def set_state(self, state: Mapping[str, Any], t: float) -> None:
+        """Set every state variable (``{name: {'value', 'unit'}}``, numbers or quantities) at time *t*.
+
+        Once initialized this re-instantiates the FMU at *t* with the states as
+        start values (FMI 2.0 lets a co-simulation master set them only before
+        initialization); snapshots taken before cannot be restored afterwards.
+        """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"{self._where()}: set_state expects a mapping, got {type(state).__name__}")
+        known = dict(self._state_vars)
+        for key in state:
+            if key not in known:
+                raise UnknownNameError("state", key, known, f"of {self._where()}")
+        missing = [n for n in known if n not in state]
+        if missing:
+            raise KeyError(f"{self._where()}: set_state is missing state(s) {', '.join(missing)} "
+                           f"(expected: {', '.join(known)})")
+        values: dict[str, float] = {}
+        for name, var in self._state_vars:
+            entry = state[name]
+            if isinstance(entry, Mapping):
+                if "value" not in entry:
+                    raise ValueError(f"{self._where()}: state {name!r} entry has no 'value'")
+                value, unit = entry["value"], entry.get("unit")
+                if unit is not None and not isinstance(value, (str, pint.Quantity)):
+                    value = Q_(float(value), unit)
+                entry = value
+            values[var.name] = self._convert(var, entry, f"state {name!r}")
+        if not self._is_initialized:  # they become start values, like the 'start' setting
+            self._start_values.update(values)
+            return
+        self._start_instance(t, values)
+        self.t = float(t)
+        self._read_outputs()
+
+    # ------------------------------------------------------------------ end of life
+    def reset(self) -> None:
+        """Forget time and history; the FMU instance is freed and re-created by the next initialize."""
+        super().reset()
+        self._free_instance()
+        for name, port in self.inputs.items():
+            var = self._port_vars.get(name)
+            if var is not None and var.start is not None:
+                port.value = self._start_values.get(var.name, var.start)
+
+    def free(self) -> None:
+        """Terminate and free the FMU instance, unload its library and release the extracted files.
+
+        Histories stay readable; the component can be initialized again later.
+        """
+        self._unload()
+        self._is_initialized = False
+
+    def __del__(self) -> None:
+        try:
+            if self._extraction is not None:
+                self._unload()
+        except Exception:  # never raise from a finalizer
+            pass

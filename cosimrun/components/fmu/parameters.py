@@ -1,0 +1,218 @@
+"""The FMU component's parameters: its own settings, ``path`` (which loads the model) and the FMU's parameters."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pint
+
+from cosimrun.components.fmu.base import FMUBase
+from cosimrun.components.fmu.build import resolve_example
+from cosimrun.components.fmu.description import FMUVariable, read_fmu
+from cosimrun.components.fmu.errors import FMUError
+from cosimrun.core.units import Q_, compile_conversion
+from cosimrun.errors import UnknownNameError
+
+_log = logging.getLogger("cosimrun.fmu")
+
+OWN_DEFAULTS: dict[str, Any] = {
+    "path": None,
+    "aliases": {},
+    "start": {},
+    "events": {},
+    "states": None,
+    "tolerance": None,
+    "logging": False,
+}
+"""The component's own parameters (everything else comes from the FMU)."""
+
+STRUCTURAL = ("aliases", "events", "states")
+"""Own parameters that change the ports, the state or the event indicators."""
+
+
+class FMUParameters(FMUBase):
+    """Parameters: the own settings are checked here, the FMU's are converted to the variable's type and unit."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self.parameters.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in OWN_DEFAULTS.items()})
+        self._pending: dict[str, Any] = {}
+        """FMU parameters set before ``path``: checked when it arrives."""
+        self._fmu_values: dict[str, Any] = {}
+        """FMU parameters set by the user: variable name -> value in the FMU's unit."""
+        self._start_values: dict[str, Any] = {}
+        """Values of the 'start' setting: variable name -> value in the FMU's unit."""
+
+    def set_parameters(self, **parameters: Any) -> None:
+        """Set parameters by name; ``path`` is applied first, so it may come in any position.
+
+        Names other than the component's own are FMU parameters; before ``path``
+        is known they are kept and checked when it is set.
+        """
+        if "path" in parameters:
+            self._set_path(parameters.pop("path"))
+        if self.model is not None:
+            for name in parameters:
+                if name not in self.parameters:
+                    raise self._unknown(name)
+        for name, value in parameters.items():
+            self._set_one(name, value)
+
+    def _unknown(self, name: str, note: str = "") -> UnknownNameError:
+        return UnknownNameError("parameter", name, self.parameters, f"of {self._where()}{note}")
+
+    def _set_one(self, name: str, value: Any) -> None:
+        if name in OWN_DEFAULTS:
+            self._check_structural_change(name)
+            self.parameters[name] = self._validate_own(name, value)
+            if self.model is not None and name in STRUCTURAL:
+                self._rebuild()
+            elif name == "start" and self.model is not None:
+                self._apply_start(self.parameters["start"])
+            return
+        if self.model is None:
+            self._pending[name] = value
+            return
+        var = self.model.variables.get(name)
+        if var is None or name not in self.parameters:
+            raise self._unknown(name)
+        converted = self._convert(var, value, f"parameter {name!r}")
+        if self._is_initialized and self._instance is not None:
+            if var.variability != "tunable":
+                raise ValueError(
+                    f"{self._where()}: parameter {name!r} is {var.variability}; it can only change before "
+                    "initialize (or after reset); tunable parameters can change during a run"
+                )
+            self._set_values([(var, converted)], self.t)
+        self.parameters[name] = converted
+        self._fmu_values[name] = converted
+
+    def _check_structural_change(self, name: str) -> None:
+        if self._is_initialized and name in ("path", *STRUCTURAL, "start", "tolerance"):
+            raise ValueError(f"{self._where()}: parameter {name!r} can only change before initialize (or after reset)")
+
+    def _validate_own(self, name: str, value: Any) -> Any:
+        where = self._where()
+        if name in ("aliases", "start", "events"):
+            if value is None:
+                return {}
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{where}: parameter {name!r} must be a mapping, got {value!r}")
+            return {str(k): v for k, v in value.items()}
+        if name == "states":
+            if value is None:
+                return None
+            if isinstance(value, str) or not isinstance(value, Sequence):
+                raise ValueError(f"{where}: parameter 'states' must be a list of variable names, got {value!r}")
+            return [str(v) for v in value]
+        if name == "tolerance":
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{where}: parameter 'tolerance' must be a number > 0 (or null), got {value!r}")
+            return float(value)
+        if name == "logging":
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{where}: parameter 'logging' must be true or false, got {value!r}")
+            return bool(value)
+        return value
+
+    def _set_path(self, value: Any) -> None:
+        """Load the model description; the FMU's parameters replace those of a previous FMU."""
+        self._check_structural_change("path")
+        if value is None:
+            self._unload()
+            self.model = None
+            self.parameters["path"] = None
+            return
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"{self._where()}: parameter 'path' must name an FMU file, got {value!r}")
+        text = os.fspath(value)
+        try:
+            file = resolve_example(text[len("example:"):]) if text.startswith("example:") else Path(text)
+            model = read_fmu(file)
+        except (ValueError, FMUError) as exc:
+            raise ValueError(f"component {self.name!r}: parameter 'path': {exc}") from None
+        if self.model is not None and model is not self.model:
+            self._unload()
+        own = {k: self.parameters[k] for k in OWN_DEFAULTS}
+        previous = {k: v for k, v in self.parameters.items() if k not in OWN_DEFAULTS}
+        self.model = model
+        self.parameters = {**own, "path": text}
+        for var in model.parameters:
+            if var.name in OWN_DEFAULTS:
+                _log.warning("%s: FMU parameter %r is shadowed by the component setting of that name; set it "
+                             "through 'start: {%s: ...}'", self._where(), var.name, var.name)
+                continue
+            self.parameters[var.name] = var.start
+        self._fmu_values = {k: v for k, v in self._fmu_values.items() if k in model.variables}
+        for name, value in previous.items():
+            if name in self.parameters and name in self._fmu_values:
+                self.parameters[name] = value
+        self._rebuild()
+        self._apply_start(self.parameters["start"])
+        pending, self._pending = self._pending, {}
+        for name, value in pending.items():
+            if name not in self.parameters:
+                raise self._unknown(name, " (set before 'path')")
+            self._set_one(name, value)
+
+    def _apply_start(self, start: Mapping[str, Any]) -> None:
+        assert self.model is not None
+        variables = self.model.variables
+        values = {}
+        for key, value in start.items():
+            var = variables.get(key)
+            if var is None and key in self._port_vars:
+                var = self._port_vars[key]
+            if var is None:
+                raise UnknownNameError("variable", key, variables, f"in 'start' of {self._where()}",
+                                       key=f"start.{key}")
+            if not var.settable_start:
+                raise ValueError(
+                    f"{self._where()}: the start value of {var.name!r} cannot be set "
+                    f"(causality {var.causality}, variability {var.variability}, initial {var.initial})"
+                )
+            values[var.name] = self._convert(var, value, f"start value of {var.name!r}")
+        self._start_values = values
+
+    def _convert(self, var: FMUVariable, value: Any, what: str) -> Any:
+        """*value* checked for *var*'s type and range; quantities are converted to its unit."""
+        where = f"{self._where()}: {what}"
+        if isinstance(value, np.generic):
+            value = value.item()
+        if var.type == "Real":
+            try:
+                if isinstance(value, str):
+                    value = Q_(value)
+                if isinstance(value, pint.Quantity):
+                    magnitude = float(value.magnitude)
+                    value = magnitude if value.unitless else compile_conversion(f"{value.units}", var.unit)(magnitude)
+            except (pint.PintError, ValueError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{where} [{var.unit or 'no unit'}]: {exc}") from None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{where} must be a finite number (or a quantity like '2 m'), got {value!r}")
+            value = float(value)
+        elif var.type in ("Integer", "Enumeration"):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{where} must be an integer, got {value!r}")
+        elif var.type == "Boolean":
+            if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+                value = bool(value)
+            if not isinstance(value, bool):
+                raise ValueError(f"{where} must be true or false, got {value!r}")
+        elif not isinstance(value, str):
+            raise ValueError(f"{where} must be a string, got {value!r}")
+        if var.minimum is not None and value < var.minimum:
+            raise ValueError(f"{where} must be >= {var.minimum:g} (the FMU's min), got {value!r}")
+        if var.maximum is not None and value > var.maximum:
+            raise ValueError(f"{where} must be <= {var.maximum:g} (the FMU's max), got {value!r}")
+        return value

@@ -1,0 +1,250 @@
+"""The FMU component's step path: one compiled function around ``fmi2Set*``, ``fmi2DoStep`` and ``fmi2Get*``.
+
+:meth:`FMUStepping._bind` builds it once per instance from the pushers and
+pullers at the end of this module. This is also where the component meets the
+step machinery of :class:`~cosimrun.core.component.CoSimComponent`
+(``do_step``, ``_do_step_internal``, ``_update_output_states``,
+``record_history``, ``_step_recorders``, ``_event_ports``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cosimrun.components.fmu.base import FMUBase
+from cosimrun.components.fmu.description import FMUVariable
+from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu.fmi2 import C_TYPES, FMI2_LAST_SUCCESSFUL_TIME, GETTERS, SETTERS, fast_functions, from_c
+from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.ports import PortState
+
+
+class FMUStepping(FMUBase):
+    """Stepping: ``do_step`` written out around the compiled step, and output reads between steps."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self._push_all: Callable[[], None] = _nothing
+        self._pull_all: Callable[[], None] = _nothing
+        self._push_on_read = False
+        self._fast_step: Callable[[float, float], None] = self._not_running
+
+    def _bind(self) -> None:
+        """Compile the per-step input push and output pull.
+
+        They call the FMU through function pointers without ctypes argument
+        conversion (``argtypes``) on pre-built arguments of the exact C types:
+        the value references, the sizes and the value buffers are allocated once
+        here, so a step costs three foreign calls and no allocation besides the
+        two ``c_double`` times.
+        """
+        inst = self._instance
+        assert inst is not None
+        fast = fast_functions(self._slave.dll)
+        c = inst.c
+        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
+        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
+        pushers: list[Callable[[], None]] = []
+        pullers: list[Callable[[], None]] = []
+        for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
+            group = _group(ins, kinds)
+            if group is not None:
+                pushers.append(_make_pusher(fast[SETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+            group = _group(outs, kinds)
+            if group is not None:
+                pullers.append(_make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        self._push_all = push_all = _chain(pushers)
+        self._pull_all = pull_all = _chain(pullers)
+        self._push_on_read = any(self.direct_feedthrough.values())
+        do_step = fast["fmi2DoStep"]
+        no_prior = ctypes.c_int(0 if self.model is not None and self.model.can_rollback else 1)
+        t_c, dt_c = ctypes.c_double(), ctypes.c_double()
+        step_failed = self._step_failed
+        real_in, real_out = _group(ins, ("Real",)), _group(outs, ("Real",))
+        only_real = len(pushers) == (real_in is not None) and len(pullers) == (real_out is not None)
+        if only_real and real_in is not None and real_out is not None and real_in[3] == 1:
+            # The common case (real ports, one input) with the FMI calls inline: no nested calls.
+            vr_in, buf_in, (port_in,), _ = real_in
+            vr_out, buf_out, ports_out, n_out = real_out
+            set_real, get_real = fast["fmi2SetReal"], fast["fmi2GetReal"]
+            one, size_out = ctypes.c_size_t(1), ctypes.c_size_t(n_out)
+            failed = self._call_failed
+
+            def step(t: float, dt: float) -> None:
+                buf_in[0] = port_in.value
+                status = set_real(c, vr_in, one, buf_in)
+                if status > 1:
+                    raise failed("fmi2SetReal", status)
+                t_c.value = t
+                dt_c.value = dt
+                status = do_step(c, t_c, dt_c, no_prior)
+                if status > 1:
+                    step_failed(status, t, dt)
+                status = get_real(c, vr_out, size_out, buf_out)
+                if status > 1:
+                    raise failed("fmi2GetReal", status)
+                for port, value in zip(ports_out, buf_out[:], strict=True):
+                    port.value = value
+        else:
+            def step(t: float, dt: float) -> None:
+                push_all()
+                t_c.value = t
+                dt_c.value = dt
+                status = do_step(c, t_c, dt_c, no_prior)
+                if status > 1:
+                    step_failed(status, t, dt)
+                pull_all()
+
+        self._fast_step = step
+
+    def _unbind(self) -> None:
+        """Drop the step path of a freed instance: stepping refuses until the next ``_bind``."""
+        self._push_all = self._pull_all = _nothing
+        self._fast_step = self._not_running
+
+    def _not_running(self, *args: Any) -> None:
+        raise RuntimeError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
+                           "(after reset or free, too)")
+
+    def _call_failed(self, fname: str, status: int) -> FMUError:
+        return self._error(f"{fname} returned {status_name(status)} at t={self.t:.12g}", self.t)
+
+    def _step_failed(self, status: int, t: float, dt: float) -> None:
+        detail = ""
+        if status == 2:
+            try:
+                last = ctypes.c_double()
+                inst = self._instance
+                assert inst is not None
+                if inst.f["fmi2GetRealStatus"](inst.c, FMI2_LAST_SUCCESSFUL_TIME, ctypes.byref(last)) <= 1:
+                    detail = f" (last successful time {last.value:.12g})"
+            except Exception:
+                pass
+        raise self._error(f"fmi2DoStep from t={t:.12g} with step {dt:.6g} returned {status_name(status)}{detail}", t)
+
+    def _read_outputs(self) -> None:
+        """Read every output from the FMU now, between steps.
+
+        Inputs are set again first when an output depends on them directly:
+        between two steps the master may have changed them (loop iteration),
+        and FMI 2.0 lets outputs be read after that.
+        """
+        if self._push_on_read:
+            self._push_all()
+        self._pull_all()
+
+    # ------------------------------------------------------------------ the base class's step machinery
+    def do_step(self, t: float, dt: float) -> None:
+        """Advance from *t* to *t + dt*: set the inputs, ``fmi2DoStep``, read the outputs, record them.
+
+        The contract of :meth:`CoSimComponent.do_step`, written out so that a
+        step is one compiled call around the three FMI calls (see :meth:`_bind`).
+        """
+        if not dt > 0.0:
+            raise ValueError(f"component {self.name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+        self._fast_step(t, dt)
+        t = t + dt
+        self.t = t
+        if self._event_ports:
+            for port in self._event_ports:
+                port.value = False
+        if self.record_history:
+            for port, append_t, append_v in self._step_recorders:
+                append_t(t)
+                append_v(port.value)
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        self._fast_step(t, dt)  # also reads the outputs: _update_output_states after it finds them fresh
+
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        self._read_outputs()
+
+
+# ------------------------------------------------------------------ the compiled step path
+def _group(ports: list[tuple[PortState, FMUVariable]], type_names: tuple[str, ...]) -> Any:
+    """``(value references, buffer, ports, count)`` for the ports of the given FMI types, or ``None``."""
+    chosen = [(p, v) for p, v in ports if v.type in type_names]
+    if not chosen:
+        return None
+    n = len(chosen)
+    vr = (ctypes.c_uint * n)(*(v.vr for _, v in chosen))
+    buf = (C_TYPES[type_names[0]] * n)()
+    return vr, buf, [p for p, _ in chosen], n
+
+
+def _nothing() -> None:
+    pass
+
+
+def _chain(functions: list[Callable[[], None]]) -> Callable[[], None]:
+    """One function calling *functions* in order (the function itself when there is one)."""
+    if not functions:
+        return _nothing
+    if len(functions) == 1:
+        return functions[0]
+
+    def chained() -> None:
+        for fn in functions:
+            fn()
+
+    return chained
+
+
+def _make_pusher(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
+                 failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
+    """A function that copies the port values into *buf* and sets them in one FMI call."""
+    size = ctypes.c_size_t(n)
+    fname = SETTERS[type_name]
+    if type_name == "String":
+        def push() -> None:
+            buf[:] = [str(p.value).encode() for p in ports]
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+    elif n == 1:
+        port = ports[0]
+
+        def push() -> None:
+            buf[0] = port.value
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+    else:
+        def push() -> None:
+            buf[:] = [p.value for p in ports]
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+    return push
+
+
+def _make_puller(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
+                 failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
+    """A function that reads the outputs in one FMI call and stores them in the ports."""
+    size = ctypes.c_size_t(n)
+    fname = GETTERS[type_name]
+    if type_name in ("Boolean", "String"):
+        def pull() -> None:
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+            for port, value in zip(ports, buf[:], strict=True):
+                port.value = from_c(type_name, value)
+    elif n == 1:
+        port = ports[0]
+
+        def pull() -> None:
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+            port.value = buf[0]
+    else:
+        def pull() -> None:
+            status = fn(c, vr, size, buf)
+            if status > 1:
+                raise failed(fname, status)
+            for port, value in zip(ports, buf[:], strict=True):
+                port.value = value
+    return pull
