@@ -56,7 +56,7 @@ def samples_in(partial: Path) -> tuple[int, str] | None:
     try:
         with h5py.File(partial, "r", locking=False) as f:
             return f["components/mass1/time"].shape[0], str(f.attrs["status"])
-    except (OSError, KeyError):
+    except (OSError, KeyError, RuntimeError, ValueError):  # caught mid-write: try again later
         return None
 
 
