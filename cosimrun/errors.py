@@ -4,8 +4,10 @@
 
     CosimrunError
     ├── ConfigError                 wrong before the run starts   key, suggestion
-    │   ├── UnknownNameError        also a KeyError                kind, name, known
-    │   ├── DuplicateNameError      also a KeyError
+    │   ├── NameLookupError         also a KeyError
+    │   │   ├── UnknownNameError                                   kind, name, known
+    │   │   ├── DuplicateNameError
+    │   │   └── MissingNameError
     │   ├── PluginError
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
@@ -44,6 +46,8 @@ __all__ = [
     "InvalidConnectionError",
     "LoopConvergenceError",
     "MissingInitialValueError",
+    "MissingNameError",
+    "NameLookupError",
     "PluginError",
     "SimulationError",
     "UnknownNameError",
@@ -94,8 +98,21 @@ class ConfigError(CosimrunError, ValueError):
         return placed
 
 
-class UnknownNameError(ConfigError, KeyError):
-    """A name (parameter, port, component, mode ...) that does not exist; also a ``KeyError``.
+class NameLookupError(ConfigError, KeyError):
+    """A name that is unknown, given twice or missing; also a ``KeyError`` (as the reference API raises).
+
+    ``str`` is the message itself, not ``KeyError``'s quoted repr of it.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, suggestion: str | None = None) -> None:
+        super().__init__(key, message, suggestion=suggestion)
+
+    def __str__(self) -> str:
+        return ConfigError.__str__(self)
+
+
+class UnknownNameError(NameLookupError):
+    """A name (parameter, port, component, mode ...) that does not exist.
 
     ``kind`` says what was looked up, ``name`` what was asked for, ``known``
     the valid names; ``key`` is ``None`` unless the raiser knows where the
@@ -108,20 +125,16 @@ class UnknownNameError(ConfigError, KeyError):
         self.kind, self.name = kind, str(name)
         self.known = sorted(str(k) for k in known)
         close = did_you_mean(self.name, self.known)
-        super().__init__(key, unknown_name(kind, self.name, self.known, where), suggestion=close[0] if close else None)
-
-    def __str__(self) -> str:
-        return ConfigError.__str__(self)
+        super().__init__(unknown_name(kind, self.name, self.known, where), key=key,
+                         suggestion=close[0] if close else None)
 
 
-class DuplicateNameError(ConfigError, KeyError):
-    """A name registered twice (an event indicator, a subscription); also a ``KeyError``."""
+class DuplicateNameError(NameLookupError):
+    """A name registered twice (an event indicator, a subscription)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(None, message)
 
-    def __str__(self) -> str:
-        return ConfigError.__str__(self)
+class MissingNameError(NameLookupError):
+    """Names that must all be given and are not (a ``set_state`` without every state)."""
 
 
 class PluginError(ConfigError):

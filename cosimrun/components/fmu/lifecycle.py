@@ -25,7 +25,7 @@ from cosimrun.components.fmu.fmi2 import (
     raw_functions,
 )
 from cosimrun.core.units import Q_
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import MissingNameError, UnknownNameError
 
 
 class FMULifecycle(FMUBase):
@@ -225,8 +225,8 @@ class FMULifecycle(FMUBase):
                 raise UnknownNameError("state", key, known, f"of {self._where()}")
         missing = [n for n in known if n not in state]
         if missing:
-            raise KeyError(f"{self._where()}: set_state is missing state(s) {', '.join(missing)} "
-                           f"(expected: {', '.join(known)})")
+            raise MissingNameError(f"{self._where()}: set_state is missing state(s) {', '.join(missing)} "
+                                   f"(expected: {', '.join(known)})")
         values: dict[str, float] = {}
         for name, var in self._state_vars:
             entry = state[name]

@@ -20,7 +20,7 @@ from cosimrun.core.ode.base import INTEGRATOR_DEFAULTS, Integrator, StateEvent, 
 from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
-from cosimrun.errors import suggest, unknown_name
+from cosimrun.errors import MissingNameError, UnknownNameError, suggest
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +143,8 @@ class OdeComponent(CoSimComponent):
             feedthrough = set(feedthrough)
             for inp in feedthrough:
                 if inp not in self._input_names:
-                    raise KeyError(unknown_name("input", inp, self._input_names,
-                                                f"in feedthrough of output {name!r} of component {self.name!r}"))
+                    raise UnknownNameError("input", inp, self._input_names,
+                                           f"in feedthrough of output {name!r} of component {self.name!r}")
         self.output_specs[name] = spec
         self._output_names.append(name)
         self._declared_feedthrough[name] = feedthrough
@@ -450,11 +450,11 @@ class OdeComponent(CoSimComponent):
         names = self.state_names
         for key in state:
             if key not in self._state_index:
-                raise KeyError(unknown_name("state", key, names, f"of component {self.name!r}"))
+                raise UnknownNameError("state", key, names, f"of component {self.name!r}")
         missing = [n for n in names if n not in state]
         if missing:
-            raise KeyError(f"component {self.name!r}: set_state is missing state(s) {', '.join(missing)} "
-                           f"(expected: {', '.join(names)})")
+            raise MissingNameError(f"component {self.name!r}: set_state is missing state(s) {', '.join(missing)} "
+                                   f"(expected: {', '.join(names)})")
         values = []
         for spec in self._state_specs:
             entry = state[spec.name]
