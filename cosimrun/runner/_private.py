@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cosimrun.errors import CosimrunError
 
-class PrivateAPIChanged(RuntimeError):
+
+class PrivateAPIChanged(CosimrunError, RuntimeError):
     """A private API cosimrun relies on is missing or has another shape in the installed library."""
 
 
