@@ -22,6 +22,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortState, PortType
+from cosimrun.errors import UnknownNameError
 
 PortLayout = Mapping[str, tuple[str | None, str]]
 """``{port: (unit or None, port type value)}`` of one component."""
@@ -135,10 +136,14 @@ class Recorder:
         by_kind: dict[PortType, list[PortState]] = {}
         self._layout = []
         for name, ports in selection.items():
-            comp = components[name]
+            comp = components.get(name)
+            if comp is None:
+                raise UnknownNameError("component", name, components, "to record")
             placed = []
             for port in ports:
-                state = comp.outputs[port]
+                state = comp.outputs.get(port)
+                if state is None:
+                    raise UnknownNameError("output", port, comp.outputs, f"of component {name!r} to record")
                 group = by_kind.setdefault(state.spec.type, [])
                 placed.append((port, list(by_kind).index(state.spec.type), len(group)))
                 group.append(state)

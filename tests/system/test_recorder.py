@@ -12,6 +12,7 @@ from cosimrun import CoSimComponent, PortSpec, PortType
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.regions import SwitchRegions
+from cosimrun.errors import UnknownNameError
 from cosimrun.masters import GaussSeidel, Hybrid, Jacobi
 from cosimrun.system import MemorySink, Recorder, System
 
@@ -106,6 +107,17 @@ def test_only_selected_ports_are_read_and_declared():
     recorder.sample(0.0)
     recorder.flush()
     assert declared["m.written"] == ["label", "x"]
+
+
+def test_an_unknown_selection_names_what_is_known():
+    system = System("s")
+    system.add_component(Ramp("r"))
+    system.initialize(0.0, Jacobi())
+    recorder = Recorder(MemorySink(SystemHistory("s")))
+    with pytest.raises(UnknownNameError, match=r"unknown output 'z' of component 'r' to record.*\(known: y\)"):
+        recorder.attach(system.components, {"r": ["z"]})
+    with pytest.raises(UnknownNameError, match=r"unknown component 'q' to record \(known: r\)"):
+        recorder.attach(system.components, {"q": ["y"]})
 
 
 def test_events_reach_the_sink_in_order():
