@@ -2,9 +2,8 @@
 
 Each :class:`PrivateAPI` names the attribute, how it is used (the parameters it
 is called with, the members it must have), the library version it was checked
-against and why the public way is not taken (its cost, measured in process
-on 2 cores, for the ``pendulum_switch`` jobs of ``benchmarks/bench_sweep.py``,
-whose overhead is some 35 ms per job in all). The functions below
+against and why the public way is not taken (its measured cost, for the
+``pendulum_switch`` jobs of ``benchmarks/bench_sweep.py``). The functions below
 are the only callers. ``tests/runner/test_private.py`` checks every entry of
 :data:`USES` against the installed libraries; at run time, a use whose shape
 changed raises :class:`PrivateAPIChanged`, which the callers that have a

@@ -4,7 +4,7 @@ The dask launcher composes every job's config on the driver (so workers need
 only the installed packages, not the config directories) and sends it to a
 worker as a pickled :class:`cosimrun.runner.worker.JobPayload`.
 :class:`JobComposer` shares one composition between jobs that differ only in
-values (a Hydra composition costs some 50 ms of driver CPU per job).
+values (a full Hydra composition per job dominates the driver's time).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class _ConfigPickler(pickle.Pickler):
     Hydra's plugin scan executes plugin modules again, so the dataclass that a
     config node was typed with (``BasicLauncherConf``, ...) is no longer the one
     its module exports and the standard pickler refuses it (dask would then fall
-    back to cloudpickle, some 40 ms per job config instead of 2).
+    back to cloudpickle, many times slower per job config).
     """
 
     def reducer_override(self, obj: Any) -> Any:
@@ -119,7 +119,7 @@ def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence
 class JobComposer:
     """Composes the jobs of one sweep like :func:`compose_job`, sharing compositions between jobs.
 
-    A Hydra composition takes some 50 ms of driver CPU. Jobs whose overrides
+    A full Hydra composition is the driver's largest cost per job. Jobs whose overrides
     differ only in *value overrides* (``key=value`` on a key that is no config
     group: no ``+``/``++``/``~`` prefix, no package, no ``hydra`` key, a scalar
     value) share one composition per distinct list of the other overrides; each

@@ -23,8 +23,8 @@ class SweepLedger:
     """Driver-side bookkeeping of one sweep directory: outcomes by job number and the index file.
 
     The index is rewritten when an outcome is entered, at most every *min_interval*
-    seconds and at most a tenth of the time (a rewrite of 10,000 rows takes
-    some 0.25 s), plus :meth:`flush` at the end of every batch, so that an
+    seconds and at most a tenth of the time (rewriting a large index is not
+    free), plus :meth:`flush` at the end of every batch, so that an
     interrupted sweep still has an index of what finished.
     """
 

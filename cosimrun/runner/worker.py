@@ -8,8 +8,8 @@ see :func:`started`) and runs the job with :func:`run_composed_job`: what
 Hydra's ``run_job`` does (job directory, ``.hydra`` files, job logging,
 ``hydra.job.env_set``, callbacks, working directory), without the copies of
 the config ``run_job`` makes to guard a config it does not own (the worker
-owns the one it unpickled) and with libyaml's emitter; Hydra's public
-``run_job`` costs some 35 ms more per job.
+owns the one it unpickled) and with libyaml's emitter, which a sweep of short
+jobs notices (``benchmarks/bench_sweep.py``).
 
 Nothing here imports dask (only :func:`_worker_address` asks for the worker
 it runs on, when there is one).

@@ -1,7 +1,7 @@
 """The ``hydra/sweeper=cosimrun`` config and ``Sweeper`` class.
 
 Hydra's basic sweeper composes every job's config once before launching a
-batch, only to check that it composes (some 50 ms per job), and the launcher
+batch, only to check that it composes, and the launcher
 then composes it again. This sweeper expands and batches the overrides the same
 way (``hydra.sweeper.params`` and ``max_batch_size`` included) but validates
 a batch through a :class:`cosimrun.runner.compose.JobComposer`, which shares one
