@@ -15,6 +15,7 @@
     └── SimulationError             wrong during the run           component, time
         ├── LoopConvergenceError
         ├── EventLocalizationError
+        ├── NonFiniteValueError                                    port
         └── FMUError
 
 ``ConfigError.key`` is the dotted path of the culprit *as far as the raiser knows
@@ -48,6 +49,7 @@ __all__ = [
     "MissingInitialValueError",
     "MissingNameError",
     "NameLookupError",
+    "NonFiniteValueError",
     "PluginError",
     "SimulationError",
     "UnknownNameError",
@@ -183,6 +185,14 @@ class LoopConvergenceError(SimulationError):
 
 class EventLocalizationError(SimulationError):
     """Events could not be handled (for example an endless cascade at one instant)."""
+
+
+class NonFiniteValueError(SimulationError):
+    """A recorded output became NaN or infinite; ``port`` is the output's name."""
+
+    def __init__(self, message: str, *, component: str, time: float, port: str) -> None:
+        super().__init__(message, component=component, time=time)
+        self.port = port
 
 
 class FMUError(SimulationError):

@@ -132,6 +132,14 @@ def config_dir(tmp_path) -> Path:
         "  src: {type: ramp, params: {slope: 1.0}}\n"
         "  bad: {type: faulty, params: {fail_at: 1.0}}\n"
     )
+    (exp / "goes_nan.yaml").write_text(
+        "# @package _global_\n"
+        "name: goes_nan\n"
+        "run: {t0: 0.0, tf: 2.0, dt: 0.1}\n"
+        "components:\n"
+        "  src: {type: ramp, params: {slope: 1.0}}\n"
+        "  bad: {type: faulty, params: {fail_at: 99.0, nan_from: 0.5}}\n"
+    )
     return tmp_path / "cfg"
 
 
@@ -175,6 +183,32 @@ def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir)
     np.testing.assert_allclose(t, np.arange(10) * 0.1, atol=1e-12)
     np.testing.assert_allclose(y, t, atol=1e-12)
     assert not (tmp_path / "out" / "results.h5.partial").exists()
+
+
+def test_a_non_finite_output_fails_the_run_at_its_first_value(tmp_path, config_dir) -> None:
+    proc = cosimrun("--config-dir", str(config_dir), "+experiment=goes_nan", "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    path = tmp_path / "out" / "results.h5"
+    assert proc.stderr.splitlines() == [
+        "cosimrun: error: run failed at t=0.5 s: NonFiniteValueError: output bad.y is nan at t=0.5: "
+        "the run stops at the first non-finite value",
+        f"partial results (failed): {path}",
+    ]
+    res = load_results(path)
+    assert res.status == "failed" and res.attrs["error"].startswith("NonFiniteValueError: output bad.y is nan")
+    for comp in ("src", "bad"):
+        t, y = res.history(comp)["y"]
+        np.testing.assert_allclose(t, np.arange(5) * 0.1, atol=1e-12)  # everything before the first NaN, no more
+        np.testing.assert_allclose(y, t, atol=1e-12)
+    assert not (tmp_path / "out" / "results.h5.partial").exists()
+
+    allowed = cosimrun("--config-dir", str(config_dir), "+experiment=goes_nan", "storage.allow_nonfinite=true",
+                       "hydra.run.dir=kept", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    kept = load_results(tmp_path / "kept" / "results.h5")
+    assert kept.status == "complete"
+    t, y = kept.history("bad")["y"]
+    assert len(t) == 21 and np.isnan(y[t >= 0.5 - 1e-9]).all() and np.isfinite(y[t < 0.5 - 1e-9]).all()
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path) -> None:

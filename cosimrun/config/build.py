@@ -46,6 +46,7 @@ class StorageSettings:
     compression: str | None
     compression_level: int
     flush_interval: int
+    allow_nonfinite: bool
 
 
 @dataclass
@@ -264,7 +265,10 @@ def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     flush = int(cfg.get("flush_interval", 2000))
     if flush < 1:
         raise ConfigError("storage.flush_interval", f"{flush} must be >= 1")
-    return StorageSettings(file, [str(r) for r in record], compression, level, flush)
+    allow_nonfinite = cfg.get("allow_nonfinite", False)
+    if not isinstance(allow_nonfinite, bool):
+        raise ConfigError("storage.allow_nonfinite", f"{allow_nonfinite!r} is not true or false")
+    return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite)
 
 
 def recorded_ports(system: System, patterns: list[str]) -> dict[str, list[str]]:

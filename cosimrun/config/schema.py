@@ -52,6 +52,8 @@ class StorageConfig:
     compression_level: int = 4
     flush_interval: int = 2000
     """Samples kept in memory per component before they are written to the file."""
+    allow_nonfinite: bool = False
+    """Store NaN and infinite values and go on; by default the run fails at the first one."""
 
 
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
-from cosimrun.errors import ConfigError, LoopConvergenceError, MissingInitialValueError
+from cosimrun.errors import ConfigError, LoopConvergenceError, MissingInitialValueError, SimulationError
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import write_run_summary
 from cosimrun.system import Recorder, RunResult
@@ -85,7 +85,7 @@ def run_experiment(
         compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
     )
     system = exp.system
-    recorder = Recorder(writer, flush_interval=exp.storage.flush_interval)
+    recorder = Recorder(writer, flush_interval=exp.storage.flush_interval, allow_nonfinite=exp.storage.allow_nonfinite)
     recorder.attach(system.components, exp.recorded)
     start = time.perf_counter()
     result: RunResult | None = None
@@ -98,7 +98,8 @@ def run_experiment(
             return _abort(exp, writer, path, start, "interrupted", "interrupted by the user", "")
         except Exception as exc:  # a failing component must not lose what was computed
             message = f"{type(exc).__name__}: {exc}"
-            return _abort(exp, writer, path, start, "failed", message, _traceback.format_exc())
+            when = exc.time if isinstance(exc, SimulationError) else None
+            return _abort(exp, writer, path, start, "failed", message, _traceback.format_exc(), when)
         write_run_summary(writer, result)
         writer.close("complete")
     finally:
@@ -116,9 +117,12 @@ def _abort(
     status: str,
     message: str,
     trace: str,
+    failed_at: float | None = None,
 ) -> RunOutcome:
+    """Close the file as *status* with what was computed; *failed_at* is the error's time when it names one."""
     system = exp.system
-    failed_at = max((c.t for c in system.components.values()), default=exp.run.t0)
+    if failed_at is None:
+        failed_at = max((c.t for c in system.components.values()), default=exp.run.t0)
     try:
         writer.write_mode_switches(system.mode_switches())
         writer.write_stats(exp.master.stats.as_dict())

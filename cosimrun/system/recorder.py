@@ -9,6 +9,12 @@ stores a run, a :class:`MemorySink` for library use (what ``System.run``
 returns). A run's memory is therefore bounded by the flush interval for every
 port, recorded or not (ports not selected are never read), and flushing does
 not depend on progress reports.
+
+Every block of real values is checked before it is handed over: a NaN or an
+infinity ends the run with :class:`~cosimrun.errors.NonFiniteValueError`
+naming the component, the port and the time of the first one, after the
+samples before it were handed over (unless the recorder allows non-finite
+values). The check is one vectorized pass per block, not a cost per step.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortState, PortType
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import NonFiniteValueError, UnknownNameError
 
 PortLayout = Mapping[str, tuple[str | None, str]]
 """``{port: (unit or None, port type value)}`` of one component."""
@@ -91,9 +97,8 @@ def _columns(block: np.ndarray | list[list[Any]], n: int) -> np.ndarray:
     """The first *n* rows of a block, one column per port (a copy: the block is reused)."""
     if isinstance(block, list):
         out = np.empty((len(block[0]) if block else 0, n), dtype=object)
-        for i, row in enumerate(block):
+        for i, row in enumerate(block[:n]):
             out[:, i] = row
-        block.clear()
         return out
     return block[:n].T.copy()
 
@@ -107,11 +112,15 @@ class Recorder:
     of the run, also when the run fails, so a failed run keeps what it computed).
     """
 
-    def __init__(self, sink: Sink, flush_interval: int = 4096) -> None:
+    def __init__(self, sink: Sink, flush_interval: int = 4096, *, allow_nonfinite: bool = False) -> None:
         if int(flush_interval) < 1:
             raise ValueError(f"flush_interval must be >= 1, got {flush_interval!r}")
         self.sink = sink
         self.flush_interval = int(flush_interval)
+        self.allow_nonfinite = allow_nonfinite
+        """Hand over NaN and infinite values instead of ending the run at the first one."""
+        self._checked: list[tuple[np.ndarray, list[tuple[str, str]]]] = []
+        """The real blocks and the ``(component, port)`` of each of their columns."""
         self._blocks: list[tuple[np.ndarray, list[PortState]]] = []
         """One block per numeric port type (rows: samples, columns: ports) with the ports it reads."""
         self._strings: list[tuple[list[list[Any]], list[PortState]]] = []
@@ -151,7 +160,8 @@ class Recorder:
             self.sink.add_component(
                 name, {port: (comp.outputs[port].spec.unit_name, comp.outputs[port].spec.type.value) for port in ports}
             )
-        self._blocks, self._strings, self._order = [], [], []
+        self._blocks, self._strings, self._order, self._checked = [], [], [], []
+        names = {(g, i): (name, port) for name, placed in self._layout for port, g, i in placed}
         for kind, ports in by_kind.items():
             if kind is PortType.STRING:
                 rows: list[list[Any]] = []
@@ -160,6 +170,9 @@ class Recorder:
             else:
                 block = np.empty((self.flush_interval, len(ports)), dtype=_BLOCK_DTYPES[kind])
                 self._blocks.append((block, ports))
+                if kind is PortType.REAL:
+                    g = len(self._order)
+                    self._checked.append((block, [names[(g, i)] for i in range(len(ports))]))
                 self._order.append(block)
         self._n = 0
         self._micro = {}
@@ -191,8 +204,15 @@ class Recorder:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the buffered samples and events to the sink and flush it."""
+        """Hand the buffered samples and events to the sink and flush it.
+
+        Raises :class:`NonFiniteValueError` after handing over the samples
+        before the first non-finite real value (unless ``allow_nonfinite``).
+        """
         n = self._n
+        bad = None if self.allow_nonfinite else self._first_nonfinite(n)
+        if bad is not None:
+            n = bad[0]
         if n:
             time = self._times[:n].copy()
             micro = None
@@ -204,9 +224,31 @@ class Recorder:
             for name, placed in self._layout or ():
                 values = {port: columns[g][i] for port, g, i in placed}
                 self.sink.append(name, time, micro, values, flush=False)
-            self._n = 0
-            self._micro = {}
+        self._n = 0
+        self._micro = {}
+        for rows, _ in self._strings:
+            rows.clear()
         if self._events:
             events, self._events = self._events, []
             self.sink.write_events(events, flush=False)
         self.sink.flush()
+        if bad is not None:
+            row, component, port, value = bad
+            t = float(self._times[row])
+            raise NonFiniteValueError(
+                f"output {component}.{port} is {value} at t={t:.12g}: the run stops at the first non-finite value",
+                component=component, time=t, port=port,
+            )
+
+    def _first_nonfinite(self, n: int) -> tuple[int, str, str, float] | None:
+        """``(row, component, port, value)`` of the earliest non-finite real sample of the first *n* rows."""
+        first = None
+        for block, names in self._checked:
+            finite = np.isfinite(block[:n])
+            if finite.all():
+                continue
+            row = int(np.argmin(finite.all(axis=1)))
+            col = int(np.argmin(finite[row]))
+            if first is None or row < first[0]:
+                first = (row, *names[col], float(block[row, col]))
+        return first

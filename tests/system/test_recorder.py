@@ -12,7 +12,7 @@ from cosimrun import CoSimComponent, PortSpec, PortType
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.regions import SwitchRegions
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import NonFiniteValueError, UnknownNameError
 from cosimrun.masters import GaussSeidel, Hybrid, Jacobi
 from cosimrun.system import MemorySink, Recorder, System
 
@@ -254,3 +254,52 @@ def test_a_reference_style_evaluate_outputs_override_is_what_masters_use():
     assert calls  # feedthrough re-evaluation went through the override
     np.testing.assert_allclose(result.history.get_port_trajectory("g", "y")[1], [0.0, 0.3, 0.6, 0.9])
     assert legacy.direct_feedthrough == {"y": {"u"}}
+
+
+@pytest.mark.parametrize("bad_at", [0, 3, 9])
+def test_the_first_non_finite_value_ends_the_run_after_the_samples_before_it(bad_at: int) -> None:
+    comp = Mixed("m")
+    system = System("s")
+    system.add_component(comp)
+    system.add_component(Ramp("r"))
+    system.initialize(0.0, Jacobi())
+    history = SystemHistory("kept")
+    for name in ("m", "r"):
+        history.add_component(name, type(comp.history)(name))
+    recorder = Recorder(MemorySink(history), flush_interval=4)
+    recorder.attach(system.components)
+    times = [0.1 * k for k in range(12)]
+    with pytest.raises(NonFiniteValueError) as info:
+        for k, t in enumerate(times):
+            comp.refresh_outputs(t)
+            system.components["r"].refresh_outputs(t)
+            if k >= bad_at:
+                comp.outputs["x"].value = float("inf") if k == bad_at else float("nan")
+            recorder.sample(t)
+        recorder.flush()
+    error = info.value
+    assert (error.component, error.port, error.time) == ("m", "x", pytest.approx(times[bad_at]))
+    assert str(error) == f"output m.x is inf at t={times[bad_at]:.12g}: the run stops at the first non-finite value"
+    for name in ("m", "r"):
+        for port in history.get_component_history(name).get_all_histories().values():
+            np.testing.assert_allclose(port.time, times[:bad_at])  # every port up to the bad instant, none after
+    recorder.flush()  # nothing is handed over twice
+    assert len(history.get_component_history("m")) == bad_at
+
+
+def test_non_finite_values_are_kept_when_allowed() -> None:
+    comp = Mixed("m")
+    system = System("s")
+    system.add_component(comp)
+    system.initialize(0.0, Jacobi())
+    history = SystemHistory("kept")
+    history.add_component("m", type(comp.history)("m"))
+    recorder = Recorder(MemorySink(history), flush_interval=2, allow_nonfinite=True)
+    recorder.attach(system.components)
+    for k in range(3):
+        comp.refresh_outputs(0.1 * k)
+        comp.outputs["x"].value = float("nan") if k == 1 else 1.0
+        recorder.sample(0.1 * k)
+    recorder.flush()
+    x = history.get_component_history("m").get_port_history("x").values
+    assert x[0] == 1.0 and np.isnan(x[1]) and x[2] == 1.0
