@@ -9,7 +9,7 @@ import pytest
 from helpers import Affine, Ramp, Stateless
 
 from cosimrun import CoSimComponent, PortSpec, PortType
-from cosimrun.core.history import SystemHistory
+from cosimrun.core.history import ComponentHistory, SystemHistory
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.regions import SwitchRegions
 from cosimrun.errors import NonFiniteValueError, UnknownNameError
@@ -50,6 +50,14 @@ class Failing(Ramp):
             raise RuntimeError(f"boom at {t + dt}")
 
 
+def empty_history(*names: str) -> SystemHistory:
+    """A history apart from the components' own, with an empty entry per component name."""
+    history = SystemHistory("kept")
+    for name in names:
+        history.add_component(name, ComponentHistory(name))
+    return history
+
+
 class CountingSink(MemorySink):
     """A memory sink that notes the size of every block it receives."""
 
@@ -67,8 +75,7 @@ def test_every_port_type_round_trips_through_blocks_with_micro_steps():
     system = System("s")
     system.add_component(comp)
     system.initialize(0.0, Jacobi())
-    history = SystemHistory("s")
-    history.add_component("m", type(comp.history)("m"))
+    history = empty_history("m")
     sink = CountingSink(history)
     recorder = Recorder(sink, flush_interval=4)
     recorder.attach(system.components)
@@ -152,9 +159,7 @@ def test_components_in_a_system_never_record_themselves_but_alone_they_do():
     gain = system.add_component(Affine("g", 2.0))
     system.connect("r.y -> g.u")
     assert not ramp.record_history
-    sink_history = SystemHistory("elsewhere")
-    for name in system.components:
-        sink_history.add_component(name, type(ramp.history)(name))
+    sink_history = empty_history(*system.components)
     recorder = Recorder(MemorySink(sink_history), flush_interval=7)
     system.run(0.0, 1.0, 0.1, master=GaussSeidel(), recorder=recorder)
     assert len(ramp.history) == 0 and len(gain.history) == 0  # nothing kept by the components
@@ -166,8 +171,7 @@ def test_components_in_a_system_never_record_themselves_but_alone_they_do():
 def test_a_failing_run_hands_over_everything_accepted_before_the_failure():
     system = System("s")
     system.add_component(Failing("f", t_fail=0.55))
-    history = SystemHistory("kept")
-    history.add_component("f", type(system.components["f"].history)("f"))
+    history = empty_history("f")
     recorder = Recorder(MemorySink(history), flush_interval=1000)
     with pytest.raises(RuntimeError, match="boom"):
         system.run(0.0, 1.0, 0.1, master=Jacobi(), recorder=recorder)
@@ -218,9 +222,7 @@ def test_a_multi_component_s_models_hold_at_most_a_flush_interval_of_samples(mas
     multi.set_switch_regions(SwitchRegions.threshold("y", "low", "high", lower=0.2, upper=0.5))
     system.add_component(multi)
     system.connect("wave.y -> m.u")
-    history = SystemHistory("kept")
-    for name, comp in system.components.items():
-        history.add_component(name, type(comp.history)(name))
+    history = empty_history(*system.components)
     held: list[int] = []
 
     def watch(t: float) -> None:
@@ -263,9 +265,7 @@ def test_the_first_non_finite_value_ends_the_run_after_the_samples_before_it(bad
     system.add_component(comp)
     system.add_component(Ramp("r"))
     system.initialize(0.0, Jacobi())
-    history = SystemHistory("kept")
-    for name in ("m", "r"):
-        history.add_component(name, type(comp.history)(name))
+    history = empty_history("m", "r")
     recorder = Recorder(MemorySink(history), flush_interval=4)
     recorder.attach(system.components)
     times = [0.1 * k for k in range(12)]
@@ -292,8 +292,7 @@ def test_non_finite_values_are_kept_when_allowed() -> None:
     system = System("s")
     system.add_component(comp)
     system.initialize(0.0, Jacobi())
-    history = SystemHistory("kept")
-    history.add_component("m", type(comp.history)("m"))
+    history = empty_history("m")
     recorder = Recorder(MemorySink(history), flush_interval=2, allow_nonfinite=True)
     recorder.attach(system.components)
     for k in range(3):
