@@ -57,7 +57,6 @@ class Hybrid(Master):
     def begin(self, t0: float) -> None:
         assert self.system is not None
         comps = list(self.order)
-        self._all = comps
         self._rollback = [c for c in comps if c.can_always_roll_back]
         self._passive = [c for c in comps if not c.can_always_roll_back]
         for comp in self._passive:

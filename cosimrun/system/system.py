@@ -241,9 +241,9 @@ class System:
 
     def _record_initial_point(self, t0: float) -> None:
         """Put the consistent state at *t0* into the components' histories, as a component's own
-        ``initialize`` does (a run clears them and records from *t0* again)."""
+        ``initialize`` does (a run clears them and records from *t0* again, checking every value)."""
         self.history.clear()
-        recorder = Recorder(MemorySink(self.history), flush_interval=1)
+        recorder = Recorder(MemorySink(self.history), flush_interval=1, allow_nonfinite=True)
         recorder.attach(self.components)
         recorder.sample(t0)
 

@@ -302,3 +302,20 @@ def test_non_finite_values_are_kept_when_allowed() -> None:
     recorder.flush()
     x = history.get_component_history("m").get_port_history("x").values
     assert x[0] == 1.0 and np.isnan(x[1]) and x[2] == 1.0
+
+
+class Undefined(Mixed):
+    """``x`` is NaN from the start (an output a model leaves undefined)."""
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
+        super()._update_output_states(t, event_names)
+        self.outputs["x"].value = float("nan")
+
+
+def test_initialize_keeps_a_non_finite_initial_value_and_the_run_reports_it() -> None:
+    system = System("s")
+    comp = system.add_component(Undefined("m"))
+    system.initialize(0.0, Jacobi())  # the initial point is shown as it is, not judged
+    assert np.isnan(comp.history.get_port_history("x").values).all()
+    with pytest.raises(NonFiniteValueError, match=r"output m\.x is nan at t=0:"):
+        system.run(0.0, 0.3, 0.1, master=Jacobi())
