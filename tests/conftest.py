@@ -1,8 +1,198 @@
-"""Shared test setup: make ``tests/helpers.py`` importable as ``helpers`` in every import mode."""
+"""Shared test setup.
 
+``tests/helpers.py`` is importable as ``helpers`` in every import mode, and the
+fixtures below run the ``cosimrun`` command as users do, with a test-only
+component and a real dask cluster.
+
+Commands run as subprocesses (``python -c ...`` standing in for the ``cosimrun``
+console script), so that Hydra, logging and dask start fresh each time and the
+exit status can be checked. Their environment puts ``testdist/`` on
+``PYTHONPATH``, inherited by dask workers started from them (and by the
+scheduler and workers the cluster tests start): a tiny distribution
+``cosimrun-sweep-testing`` (a module plus a ``.dist-info`` with an entry
+point), which registers the component type ``crash`` in
+``cosimrun.components``. It is found through ``importlib.metadata`` like any
+installed plugin, without touching the virtual environment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
 import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+
+# The ``cosimrun`` command (the console script's entry point).
+CLI = "from cosimrun.cli import main; main()"
+
+CRASH_MODULE = '''
+"""Test-only component types for the sweep tests."""
+
+import math
+import os
+
+from cosimrun.components._base import Number
+from cosimrun.components.sources import Constant
+
+
+class Crash(Constant):
+    """A constant that ends its process with os._exit(17) once t >= crash_at (kills a dask worker)."""
+
+    RULES = {**Constant.RULES, "crash_at": Number()}
+
+    def __init__(self, name, label=None, group=None):
+        super().__init__(name, label, group)
+        self.parameters["crash_at"] = math.inf
+
+    def value(self, t):
+        if t >= self.parameters["crash_at"]:
+            os._exit(17)
+        return super().value(t)
+'''
+
+
+def _write_test_distribution(root: Path) -> None:
+    pkg = root / "cosimrun_sweep_testing"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent(CRASH_MODULE))
+    info = root / "cosimrun_sweep_testing-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cosimrun-sweep-testing\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[cosimrun.components]\ncrash = cosimrun_sweep_testing:Crash\n")
+
+
+@pytest.fixture(scope="session")
+def sweep_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment for sweep subprocesses (see the module docstring)."""
+    root = tmp_path_factory.mktemp("sweep_env")
+    paths = [root / "testdist"]
+    _write_test_distribution(paths[0])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES", None)
+    env["COLUMNS"] = "200"
+    return env
+
+
+Cosimrun = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Cosimrun:
+    """``cosimrun(*args, timeout=120)``: run the command in ``tmp_path``, output captured as text."""
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", CLI, *args],
+            cwd=tmp_path,
+            env=sweep_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return run
+
+
+# ---------------------------------------------------------------------- a real cluster on loopback
+@dataclass
+class Cluster:
+    address: str
+    scheduler: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_workers(address: str, n: int, timeout: float = 60) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=timeout) as client:
+        client.wait_for_workers(n, timeout=timeout)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate one after the other (workers first: they close at once while their scheduler is up)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(sweep_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """``dask scheduler`` and two ``dask worker`` processes (one thread each) on 127.0.0.1.
+
+    The scheduler reports a task as failed at the first worker that dies
+    running it (``allowed-failures`` 0), so that the launcher's ``retries``
+    alone decide how often a job is tried, and gives a worker one task at a
+    time (``worker-saturation`` 1.0), so that no other job waits on a worker
+    that is about to die (the settings README.md recommends).
+    """
+    dask = [sys.executable, "-m", "dask"]  # the `dask` command of this environment
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = dict(
+        sweep_env,
+        DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0",
+        DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0",
+    )
+    tmp_path = tmp_path_factory.mktemp("dask_cluster")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    scheduler = subprocess.Popen(
+        [*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(logs / "scheduler.log").open("wb"),
+    )
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        time.sleep(0.2)
+        for k in range(2):
+            workers.append(
+                subprocess.Popen(
+                    [
+                        *dask,
+                        "worker",
+                        address,
+                        "--host",
+                        "127.0.0.1",
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                        "--name",
+                        f"w{k}",
+                    ],
+                    cwd=tmp_path,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=(logs / f"worker{k}.log").open("wb"),
+                )
+            )
+        _wait_for_workers(address, 2)
+        yield Cluster(address, scheduler, workers)
+    finally:
+        _stop([*workers, scheduler])
