@@ -1,4 +1,4 @@
-"""Run results in HDF5: the streaming writer and the ``Results`` reader."""
+"""Run results in HDF5: the streaming writer, the ``Results`` reader and the check of a finished file."""
 
 from cosimrun.storage.hdf5 import (
     FORMAT,
@@ -11,6 +11,7 @@ from cosimrun.storage.hdf5 import (
     write_run_summary,
 )
 from cosimrun.storage.results import PortSeries, Results, load_results
+from cosimrun.storage.verify import verify_results
 
 __all__ = [
     "FORMAT",
@@ -23,5 +24,6 @@ __all__ = [
     "partial_path",
     "write_history",
     "write_run_result",
+    "verify_results",
     "write_run_summary",
 ]

@@ -11,7 +11,9 @@ Layout (see ``DESIGN.md``, "HDF5 results")::
 The file is written as ``<path>.partial`` and renamed to ``<path>`` by
 :meth:`HDF5Writer.close`, so a file under the final name was closed properly
 (its ``status`` says whether the run completed). Data is flushed chunk by chunk:
-a crash keeps everything flushed so far in the ``.partial`` file.
+a crash keeps everything flushed so far in the ``.partial`` file. At close the
+writer records each dataset's length and the CRC-32 of the data it wrote
+(``data_crc32``), which :func:`cosimrun.storage.verify.verify_results` checks.
 
 Dimension scales carry the ``_Netcdf4Dimid``/``_Netcdf4Coordinates`` attributes
 netCDF-C writes, groups track creation order, booleans are ``int8`` with the CF
@@ -26,6 +28,7 @@ import json
 import os
 import time as _time
 import traceback as _traceback
+import zlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +49,9 @@ FORMAT_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
 PORT_TYPES = ("real", "int", "bool", "string", "event")
 RESERVED_PORT_NAMES = frozenset({"time", "micro"})
-_RESERVED_ROOT_ATTRS = frozenset({"format", "format_version", "status"})
+CHECKSUMS_ATTR = "data_crc32"
+"""Root attribute written at close: ``{dataset path: [length, CRC-32 of its data]}`` as JSON."""
+_RESERVED_ROOT_ATTRS = frozenset({"format", "format_version", "status", CHECKSUMS_ATTR})
 _PURE_DIM = "This is a netCDF dimension but not a netCDF variable."
 _STR = h5py.string_dtype("utf-8")
 _DTYPES: dict[str, Any] = {"real": np.float64, "int": np.int64, "bool": np.int8, "event": np.int8, "string": _STR}
@@ -141,6 +146,8 @@ class HDF5Writer:
         self._lengths: dict[str, int] = {}
         self._ports: dict[str, dict[str, str]] = {}
         self._last: dict[str, dict[str, Any]] = {}
+        self._checksums: dict[str, int] = {}
+        """CRC-32 of the data written to each dataset, by HDF5 path, stored at close (see :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
         self.partial_path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,11 +222,11 @@ class HDF5Writer:
             if name != dim:
                 self._attach(self._dataset(group, name, dtype), scale)
 
-    @staticmethod
-    def _extend(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
+    def _extend(self, ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
         ds.resize((start + len(data),))
         if len(data):
             ds[start:] = data
+            self._checksums[ds.name] = crc32(data, self._checksums.get(ds.name, 0))
 
     # ------------------------------------------------------------------ attributes
     def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
@@ -451,6 +458,9 @@ class HDF5Writer:
             f.attrs["wall_time_s"] = _time.perf_counter() - self._start
             f.attrs["error"] = "" if error is None else str(error)
             f.attrs["traceback"] = traceback or ""
+            f.attrs[CHECKSUMS_ATTR] = json.dumps(
+                {name: [f[name].shape[0], crc] for name, crc in sorted(self._checksums.items())}
+            )
             f.flush()
         finally:
             self._file = None
@@ -474,6 +484,18 @@ class HDF5Writer:
     def __repr__(self) -> str:
         state = "closed" if self._file is None else "open"
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def crc32(data: np.ndarray, value: int = 0) -> int:
+    """CRC-32 of a column as stored, continuing from *value*: numbers by their bytes, strings as
+    UTF-8 each followed by a NUL byte (so reading a dataset back gives the same sum)."""
+    if data.dtype == object:
+        return zlib.crc32(b"".join(_utf8(v) + b"\0" for v in data), value)
+    return zlib.crc32(np.ascontiguousarray(data).view(np.uint8), value)
+
+
+def _utf8(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
 
 def stored_scalar(value: Any, kind: str) -> Any:
