@@ -218,3 +218,16 @@ def unknown_name(kind: str, name: Any, known: Iterable[str], where: str = "") ->
     where = f" {where}" if where else ""
     listing = ", ".join(known) if len(known) <= 30 else ", ".join(known[:30]) + ", ..."
     return f"unknown {kind} {name!r}{where}{suggest(str(name), known)} (known: {listing or 'none'})"
+
+
+class SweepDirectoryInUseError(CosimrunError):
+    """A sweep directory is held by another sweep that is (or may be) still running.
+
+    ``path`` is the directory's lock file, ``holder`` what it records:
+    ``{"pid", "host", "started", ...}``.
+    """
+
+    def __init__(self, message: str, *, path: str, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
