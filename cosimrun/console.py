@@ -57,7 +57,8 @@ class Console:
             line = (
                 f"{outcome.experiment}: complete | master {outcome.master} | "
                 f"{result.stats.macro_steps} steps | {result.stats.events} events | "
-                f"{len(result.mode_switches)} mode switches | {outcome.wall_time_s:.2f} s wall\n"
+                f"{len(result.mode_switches)} mode switches{_unconverged(result.stats)} | "
+                f"{outcome.wall_time_s:.2f} s wall\n"
                 f"results: {outcome.path}"
             )
         else:
@@ -67,3 +68,9 @@ class Console:
                 f"partial results ({outcome.status}): {outcome.path}"
             )
         print(line, file=self.stream if not outcome.ok else sys.stdout)
+
+
+def _unconverged(stats: Any) -> str:
+    """`` | N unconverged loop solves`` when a run went on past loops that did not converge."""
+    n = stats.unconverged_loop_solves
+    return f" | {n} unconverged loop solve{'s' if n != 1 else ''}" if n else ""

@@ -42,6 +42,8 @@ class MasterStats:
     rollbacks: int = 0
     events: int = 0
     trial_steps: int = 0
+    unconverged_loop_solves: int = 0
+    """Loop solves that went on without converging (``on_nonconvergence="warn"``); only the first warns."""
     event_trial_steps: list[int] = field(default_factory=list)
 
     @property
@@ -96,7 +98,8 @@ class Master:
     fd_step: float = 1e-7
     """Relative finite-difference step of interface Jacobians."""
     on_nonconvergence: str = "raise"
-    """``raise`` or ``warn`` when a loop does not converge."""
+    """``raise`` or ``warn`` when a loop does not converge: ``warn`` warns at the first such solve of a
+    run and counts them all in ``stats.unconverged_loop_solves``."""
 
     name: ClassVar[str] = "master"
 

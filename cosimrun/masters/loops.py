@@ -157,7 +157,8 @@ class LoopSolver:
     def _fail(
         self, t: float, residual: np.ndarray, iterations: int, what: str, restore: Callable[[], None] | None = None
     ) -> None:
-        """Raise, or (``on_nonconvergence="warn"``) warn and go on from the iterate with the smallest residual."""
+        """Raise, or (``on_nonconvergence="warn"``) go on from the iterate with the smallest residual,
+        warning at the first such solve of the run and counting every one."""
         # Jacobi sweeps iterate on every loop input, the others on the tear inputs.
         unknowns = self.links if self.method == "jacobi" else self.tears
         size = np.nan_to_num(np.abs(residual), nan=np.inf)
@@ -171,6 +172,10 @@ class LoopSolver:
         if self.master.on_nonconvergence == "warn":
             if restore is not None:
                 restore()
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            stats = self.master.stats
+            stats.unconverged_loop_solves += 1
+            if stats.unconverged_loop_solves == 1:
+                message += "; the run goes on from the best iterate (further such solves are only counted)"
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
             return
         raise LoopConvergenceError(message)
