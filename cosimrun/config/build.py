@@ -93,6 +93,11 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     return Experiment(name, action, system, master, run, storage, recorded)
 
 
+MAX_MACRO_STEPS = 1e12
+"""The most macro steps ``(run.tf - run.t0) / run.dt`` a run may take: more would not finish (and a
+``run.dt`` far below the resolution of the times would not advance them)."""
+
+
 def build_run(run: Mapping[str, Any]) -> RunSettings:
     """Check ``run.t0``, ``run.tf``, ``run.dt``."""
     values = {}
@@ -109,6 +114,13 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
         raise ConfigError("run.dt", f"the macro step must be positive, got {run.get('dt')!r}")
     if values["tf"] < values["t0"]:
         raise ConfigError("run.tf", f"the end time {values['tf']!r} is before the start time run.t0={values['t0']!r}")
+    steps = (values["tf"] - values["t0"]) / values["dt"]
+    if steps > MAX_MACRO_STEPS:
+        raise ConfigError(
+            "run.dt",
+            f"{run.get('dt')!r} makes {steps:.3g} macro steps from run.t0={values['t0']!r} to "
+            f"run.tf={values['tf']!r}, more than the {MAX_MACRO_STEPS:.0e} a run may take",
+        )
     return RunSettings(**values)
 
 
@@ -252,8 +264,11 @@ def build_master(cfg: Mapping[str, Any]) -> Master:
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     """Check the storage settings."""
     file = str(cfg.get("file") or "results.h5")
-    if "/" in file or "\\" in file:
-        raise ConfigError("storage.file", f"{file!r} must be a file name (it is written in the run directory)")
+    if any(c in file for c in "/\\\0") or file in (".", "..") or file.strip() != file:
+        raise ConfigError(
+            "storage.file",
+            f"{file!r} must be a plain file name such as results.h5 (it is written in the run directory)",
+        )
     record = cfg.get("record", ["*"])
     record = [record] if isinstance(record, str) else list(record or [])
     compression = cfg.get("compression", "gzip")

@@ -24,6 +24,10 @@ def build_error(**cfg) -> ConfigError:
     return info.value
 
 
+def stored(file: str) -> dict:
+    return {"components": {"g": {"type": "gain"}}, "storage": {"file": file}}
+
+
 def multi(**changes) -> dict:
     return {"components": {"m": {**MULTI, **changes}}}
 
@@ -64,6 +68,14 @@ def multi(**changes) -> dict:
         (multi(selector={**MULTI["selector"], "above": "nonlin"}),
          "components.m.selector: unknown mode 'nonlin'"),
         (multi(hysteresis={"dwell": 1.0}), "components.m.hysteresis: multi component 'm': invalid hysteresis"),
+        ({"run": {"tf": 1.0, "dt": 1e-300}},
+         "run.dt: 1e-300 makes 1e+300 macro steps from run.t0=0.0 to run.tf=1.0, more than the 1e+12 a run may take"),
+        ({"run": {"t0": 1e9, "tf": 1.5e9, "dt": 1e-7}}, "run.dt: 1e-07 makes 5e+15 macro steps"),
+        (stored("."), "storage.file: '.' must be a plain file name such as results.h5"),
+        (stored(".."), "storage.file: '..' must be a plain file name"),
+        (stored("../out.h5"), "storage.file: '../out.h5' must be a plain file name"),
+        (stored("/tmp/out.h5"), "storage.file: '/tmp/out.h5' must be a plain file name"),
+        (stored(" out.h5"), "storage.file: ' out.h5' must be a plain file name"),
     ],
 )
 def test_errors_name_the_key(cfg, expected):
@@ -110,3 +122,8 @@ def test_plain_key_errors_from_the_engine_read_without_quotes(monkeypatch):
 
     monkeypatch.setattr(build, "create_component", create)
     assert str(build_error(components={"k": {"type": "gain"}})) == "components.k: unknown thing 'x'"
+
+
+def test_the_step_bound_admits_long_runs():
+    exp = build_experiment({"components": {"g": {"type": "gain"}}, "run": {"tf": 1e6, "dt": 1e-6}})
+    assert exp.run.dt == 1e-6  # 1e12 steps: the bound itself is allowed
