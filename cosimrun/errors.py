@@ -231,3 +231,12 @@ class SweepDirectoryInUseError(CosimrunError):
         super().__init__(message)
         self.path = path
         self.holder = holder
+
+
+class FMULimitError(FMUError):
+    """An FMU file above a size limit: ``path``, ``size`` and ``limit`` in bytes, ``setting`` (what raises it)."""
+
+    def __init__(self, message: str, *, path: str, size: int, limit: int, setting: str,
+                 component: str | None = None, time: float | None = None) -> None:
+        super().__init__(message, component=component, time=time)
+        self.path, self.size, self.limit, self.setting = path, size, limit, setting
