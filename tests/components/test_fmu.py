@@ -442,32 +442,62 @@ def test_discard_names_the_fmu_the_time_and_the_status(feedthrough_fmu: Path) ->
 
 
 # ---------------------------------------------------------------------------- resources
-def test_extraction_is_shared_and_removed_by_the_last_free(feedthrough_fmu: Path) -> None:
+@pytest.fixture(autouse=True)
+def fmu_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The extraction cache of these tests (one per session, never the user's)."""
+    root = tmp_path_factory.getbasetemp() / "fmu-cache"
+    monkeypatch.setenv("COSIMRUN_FMU_CACHE", str(root))
+    return root
+
+
+def test_extraction_is_shared_cached_and_read_only(feedthrough_fmu: Path, fmu_cache: Path) -> None:
     a, b = fmu("a", feedthrough_fmu), fmu("b", feedthrough_fmu)
     before = set(extracted_directories())
     a.initialize(0.0)
     b.initialize(0.0)
     [directory] = set(extracted_directories()) - before
+    assert directory.parent == fmu_cache and len(directory.name) == 64  # keyed by the file's SHA-256
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    assert files and all(p.stat().st_mode & 0o222 == 0 for p in [directory, *files])  # read-only
     a.free()
-    assert directory.is_dir()
     b.free()
-    assert not directory.exists()
-    b.initialize(0.0)  # usable again after free
+    assert directory.is_dir() and directory not in extracted_directories()  # kept for the next run
+    b.initialize(0.0)  # usable again after free, from the same entry
+    assert set(extracted_directories()) - before == {directory}
     assert b.evaluate_outputs({"u": 1.0})["y"] == 2.0
     b.free()
+    assert not [p for p in fmu_cache.iterdir() if p.name.startswith((".tmp-", ".private-"))]
+
+
+def test_private_copy_is_writable_and_removed_by_free(feedthrough_fmu: Path, fmu_cache: Path) -> None:
+    f = fmu("f", feedthrough_fmu, private_copy=True)
+    before = set(extracted_directories())
+    f.initialize(0.0)
+    [directory] = set(extracted_directories()) - before
+    assert directory.parent == fmu_cache and directory.name.startswith(".private-")
+    (directory / "resources").mkdir(exist_ok=True)
+    (directory / "resources" / "written.txt").write_text("an FMU may write here")
+    assert f.evaluate_outputs({"u": 1.0})["y"] == 2.0
+    f.free()
+    assert not directory.exists()
+    with pytest.raises(ValueError, match="parameter 'private_copy' must be true or false"):
+        f.set_parameters(private_copy="yes")
 
 
 @pytest.mark.slow
-def test_extracted_files_are_removed_at_exit_without_free(feedthrough_fmu: Path) -> None:
+def test_private_copies_are_removed_at_exit_without_free(feedthrough_fmu: Path, fmu_cache: Path) -> None:
     code = (
         "from cosimrun.components.fmu import FMUComponent, extracted_directories\n"
-        f"f = FMUComponent('f'); f.set_parameters(path={str(feedthrough_fmu)!r}); f.initialize(0.0)\n"
+        f"f = FMUComponent('f'); f.set_parameters(path={str(feedthrough_fmu)!r}, private_copy=True)\n"
+        "f.initialize(0.0)\n"
         "print(extracted_directories()[0])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "COSIMRUN_FMU_CACHE": str(fmu_cache)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     directory = Path(proc.stdout.strip())
-    assert directory.name.startswith("cosimrun-fmu-") and not directory.exists()
+    assert directory.name.startswith(".private-") and not directory.exists()
+    assert [p.name for p in fmu_cache.iterdir() if p.name.startswith(".")] == [".lock"]
 
 
 def test_physical_state_transfer_re_initializes_the_fmu(pendulum_fmu: Path) -> None:

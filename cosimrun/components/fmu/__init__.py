@@ -28,11 +28,24 @@ How it works:
   before ``path`` are kept and checked when ``path`` arrives (so any order
   works, but an unknown name is then reported on ``path``); the config builder
   applies ``params`` in mapping order, so write ``path`` first.
-* **Extraction** happens once per process and FMU file (keyed by the file's
-  SHA-256): every component of the same FMU shares the directory, which is
-  removed when the last of them is freed and at interpreter exit. An FMU that
-  declares ``canBeInstantiatedOnlyOncePerProcess`` gets a private copy per
-  instance.
+* **Limits.** Before anything is read or extracted, an FMU whose files unpack
+  to more than 2 GiB (sum of the zip entries' sizes) or whose
+  ``modelDescription.xml`` is larger than 64 MiB is refused with an
+  :class:`~cosimrun.errors.FMULimitError` naming the file, the size, the limit
+  and how to raise it (``COSIMRUN_FMU_MAX_UNPACKED_SIZE=4GiB``,
+  ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE=256MiB``). Entries with absolute paths or
+  ``..`` are refused, symbolic links are extracted as plain files, and the
+  model description is parsed without external entities or entity expansion
+  bombs (expat refuses both).
+* **Extraction** happens once per FMU file (keyed by its SHA-256) into a cache
+  shared by all runs and processes of the user (``$COSIMRUN_FMU_CACHE``, by
+  default ``~/.cache/cosimrun/extracted``): a sweep's workers extract it once.
+  The cached files are read-only; ``private_copy: true`` runs the component
+  from a private, writable copy (for FMUs that write into their resources
+  directory), as does a second instance of an FMU that declares
+  ``canBeInstantiatedOnlyOncePerProcess``. Entries unused for 30 days
+  (``COSIMRUN_FMU_CACHE_MAX_AGE``, in days) are removed when the cache is
+  next used; see :mod:`~cosimrun.components.fmu.extraction`.
 * **initialize(t0)** instantiates the FMU, calls ``fmi2SetupExperiment(t0)``,
   sets the parameters and start values given in the config, enters
   initialization mode, sets the inputs and exits it. **do_step** sets all
@@ -78,7 +91,7 @@ The package, one job per module:
 
 * :mod:`~cosimrun.components.fmu.description`: reading and checking the model
   description (:func:`read_fmu`, variables, units, ``ModelStructure``);
-* :mod:`~cosimrun.components.fmu.extraction`: the hash-keyed extraction cache;
+* :mod:`~cosimrun.components.fmu.extraction`: size limits and the hash-keyed extraction cache;
 * :mod:`~cosimrun.components.fmu.fmi2`: the FMI 2.0 C API through ctypes
   (signatures, instances, FMU states, log messages);
 * :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent`, assembled

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cosimrun.components.fmu.extraction import FMUSettings, check_archive
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import parse_unit
 from cosimrun.errors import suggest
@@ -211,7 +212,13 @@ class _NeverRaised(Exception):
 
 
 def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
-    """Read and check an FMU file; ``ValueError`` explains why it cannot be used here."""
+    """Read and check an FMU file; ``ValueError`` explains why it cannot be used here.
+
+    The archive's sizes and entry names are checked first
+    (:func:`~cosimrun.components.fmu.extraction.check_archive`: an
+    :class:`~cosimrun.errors.FMUError`), so an oversized ``modelDescription.xml``
+    is refused without being read.
+    """
     import fmpy
     import fmpy.model_description as _md
     from fmpy.model_description import read_model_description
@@ -235,6 +242,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         raise ValueError(f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
+        check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read
     if "modelDescription.xml" not in names:
         raise ValueError(f"{shown} is not an FMU: the archive has no modelDescription.xml")
     from xml.etree import ElementTree

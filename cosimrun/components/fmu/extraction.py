@@ -1,94 +1,408 @@
-"""The extraction cache: one extracted directory per FMU file and process, removed after its last user.
+"""Extracted FMUs: checked against size limits, streamed into one cache shared by every process of the user.
 
-Directories are keyed by the file's SHA-256, so every component of the same FMU
-shares one; an FMU that declares ``canBeInstantiatedOnlyOncePerProcess`` gets a
-private copy per user (``private=True``). The last :func:`release_extraction`
-removes the directory, and whatever is left is removed at interpreter exit.
+**Limits.** Before anything is written (and before ``modelDescription.xml`` is
+parsed, see :func:`check_archive`), an FMU is refused when the sum of its zip
+entries' declared sizes exceeds ``max_unpacked_size`` (default 2 GiB) or its
+``modelDescription.xml`` exceeds ``max_description_size`` (default 64 MiB),
+with an :class:`~cosimrun.errors.FMULimitError` naming the file, the size, the
+limit and the environment variable that raises it. Entries are then streamed
+with a byte budget: one that decompresses to more than it declares stops the
+extraction. Entry names that leave the directory (``../x``, absolute paths,
+drive letters, backslashes) are refused; symbolic-link entries become plain
+files holding the link's text (as :mod:`zipfile` writes them), never links.
+
+**Cache.** An FMU is extracted once into ``<cache>/<sha256 of the file>/``,
+reused by every later run and process (a sweep's workers share it). A process
+extracts into ``<cache>/.tmp-*`` and renames the finished directory into
+place; when another process won the race it uses the winner's. The cached
+files are read-only (a run never changes them); a component that needs a
+writable copy (``private_copy: true``, or a second instance of an FMU that
+``canBeInstantiatedOnlyOncePerProcess``) gets a ``<cache>/.private-*`` copy,
+removed when its last user is freed or at interpreter exit. Each use touches
+the entry; the first use in a process removes entries unused for
+``max_age_days``, ``.tmp-*`` directories older than an hour and private
+copies of processes that are gone, so a killed process leaks nothing for long.
+
+Settings come from the environment (:meth:`FMUSettings.from_environment`):
+``COSIMRUN_FMU_MAX_UNPACKED_SIZE``, ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE``
+(sizes such as ``4GiB``, ``512 MiB`` or bytes), ``COSIMRUN_FMU_CACHE`` (the
+cache directory; default ``extracted/`` in cosimrun's cache directory,
+``$COSIMRUN_CACHE_DIR`` or ``$XDG_CACHE_HOME/cosimrun`` or
+``~/.cache/cosimrun``) and ``COSIMRUN_FMU_CACHE_MAX_AGE`` (days).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import itertools
+import math
+import os
+import re
 import shutil
+import socket
 import tempfile
 import threading
+import time
+import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from cosimrun.components.fmu.errors import FMUError
+from cosimrun.components.fmu.build import cache_directory
+from cosimrun.errors import ConfigError, FMUError, FMULimitError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the cache works without them, cleanup may race a user
+    fcntl = None  # type: ignore[assignment]
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+ENV_MAX_UNPACKED = "COSIMRUN_FMU_MAX_UNPACKED_SIZE"
+ENV_MAX_DESCRIPTION = "COSIMRUN_FMU_MAX_DESCRIPTION_SIZE"
+ENV_CACHE = "COSIMRUN_FMU_CACHE"
+ENV_MAX_AGE = "COSIMRUN_FMU_CACHE_MAX_AGE"
+
+TMP_MAX_AGE_S = 3600.0
+"""Age after which an unfinished ``.tmp-*`` extraction is taken as abandoned and removed."""
+
+_DESCRIPTION = "modelDescription.xml"
+_ENTRY = re.compile(r"[0-9a-f]{64}")
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 1 << 10, "mib": MiB, "gib": GiB, "tib": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
-@dataclass
-class Extraction:
-    """One extracted FMU directory and how many users hold it."""
+def parse_size(text: str | int) -> int:
+    """Bytes in *text*: ``2GiB``, ``512 MiB``, ``1.5GB``, ``1048576``; ``ValueError`` otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    match = _SIZE.fullmatch(str(text))
+    unit = match[2].lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
+    return int(float(match[1]) * _UNITS[unit])
 
-    key: str
-    directory: Path
-    users: int = 0
+
+def format_size(n: int) -> str:
+    """``1.0 GiB (1073741824 bytes)``."""
+    for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= factor:
+            return f"{n / factor:.1f} {unit} ({n} bytes)"
+    return f"{n} bytes"
 
 
-_EXTRACTIONS: dict[str, Extraction] = {}
-_EXTRACTION_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class FMUSettings:
+    """Limits and cache of FMU extraction (see the module docstring; read from the environment)."""
+
+    max_unpacked_size: int = 2 * GiB
+    """Largest sum of the declared sizes of an FMU's files."""
+    max_description_size: int = 64 * MiB
+    """Largest ``modelDescription.xml``."""
+    cache: Path | None = None
+    """The cache directory (``None``: ``extracted/`` in :func:`~cosimrun.components.fmu.build.cache_directory`)."""
+    max_age_days: float = 30.0
+    """Cached FMUs unused for longer are removed."""
+
+    @property
+    def cache_root(self) -> Path:
+        return self.cache if self.cache is not None else cache_directory() / "extracted"
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> FMUSettings:
+        """The defaults, overridden by ``COSIMRUN_FMU_*`` variables; ``ConfigError`` names a bad one."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for var, field, parse in ((ENV_MAX_UNPACKED, "max_unpacked_size", parse_size),
+                                  (ENV_MAX_DESCRIPTION, "max_description_size", parse_size),
+                                  (ENV_MAX_AGE, "max_age_days", float)):
+            text = env.get(var, "").strip()
+            if not text:
+                continue
+            try:
+                value = parse(text)
+            except ValueError:
+                value = -1
+            if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+                what = "a number of days > 0" if field == "max_age_days" else "a size such as 4GiB or 512MiB"
+                raise ConfigError(var, f"environment variable {var}={text!r} is not {what}")
+            values[field] = value
+        if env.get(ENV_CACHE, "").strip():
+            values["cache"] = Path(env[ENV_CACHE]).expanduser()
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def _limit_error(path: Path, what: str, size: int, limit: int, setting: str) -> FMULimitError:
+    raise_to = f"{math.ceil(size / MiB)}MiB"
+    return FMULimitError(
+        f"FMU {str(path)!r}: {what} {format_size(size)}, above the limit of {format_size(limit)}; "
+        f"if you trust this FMU, raise the limit: {setting}={raise_to}",
+        path=str(path), size=size, limit=limit, setting=setting)
+
+
+def _safe_name(name: str) -> PurePosixPath | None:
+    """The relative path of zip entry *name*; ``None`` when it would leave the extraction directory."""
+    if "\\" in name or ":" in name or name.startswith("/"):
+        return None
+    parts = PurePosixPath(name).parts
+    if not parts or any(part == ".." for part in parts):
+        return None
+    return PurePosixPath(*[part for part in parts if part != "."])
+
+
+def check_archive(zf: zipfile.ZipFile, path: Path, settings: FMUSettings) -> None:
+    """Refuse an FMU whose entries leave the directory or exceed the limits, from the zip directory alone."""
+    total = 0
+    for info in zf.infolist():
+        if _safe_name(info.filename) is None:
+            raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} points outside the "
+                           "FMU's directory (absolute path, '..', drive letter or backslash)")
+        total += info.file_size
+    try:
+        description = zf.getinfo(_DESCRIPTION).file_size
+    except KeyError:
+        description = 0
+    if description > settings.max_description_size:
+        raise _limit_error(path, f"{_DESCRIPTION} is", description, settings.max_description_size,
+                           ENV_MAX_DESCRIPTION)
+    if total > settings.max_unpacked_size:
+        raise _limit_error(path, "its files unpack to", total, settings.max_unpacked_size, ENV_MAX_UNPACKED)
+
+
+def _extract(path: Path, target: Path, settings: FMUSettings) -> None:
+    """Extract FMU *path* into the empty directory *target*, streaming every entry within its declared size."""
+    with zipfile.ZipFile(path) as zf:
+        check_archive(zf, path, settings)
+        for info in zf.infolist():
+            relative = _safe_name(info.filename)
+            assert relative is not None  # checked above
+            out = target.joinpath(relative)
+            if info.is_dir() or out == target:
+                out.mkdir(parents=True, exist_ok=True)
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            budget = info.file_size
+            with zf.open(info) as src, open(out, "wb") as dst:
+                while chunk := src.read(MiB):
+                    budget -= len(chunk)
+                    if budget < 0:
+                        raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} decompresses "
+                                       f"to more than its declared {format_size(info.file_size)}")
+                    dst.write(chunk)
+
+
+def _set_writable(root: Path, writable: bool) -> None:
+    """Make the tree at *root* read-only (files 0444, directories 0555) or writable by its owner."""
+    dirs = []
+    for dirpath, _, filenames in os.walk(root):
+        if writable:
+            os.chmod(dirpath, 0o755)
+        dirs.append(dirpath)
+        for name in filenames:
+            file = os.path.join(dirpath, name)
+            if not os.path.islink(file):
+                os.chmod(file, 0o644 if writable else 0o444)
+    if not writable:
+        for dirpath in reversed(dirs):
+            os.chmod(dirpath, 0o555)
+
+
+def _remove(path: Path) -> None:
+    """Remove a (possibly read-only) directory tree; missing is fine."""
+    with contextlib.suppress(OSError):
+        _set_writable(path, True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
+
+
+def _temp_dir(root: Path, kind: str) -> Path:
+    """A new ``.kind-host-pid-xxxx`` directory in *root* (the pid is read now: workers are forked)."""
+    return Path(tempfile.mkdtemp(prefix=f".{kind}-{_HOST}-{os.getpid()}-", dir=root))
+
+
+def _pid_gone(name: str) -> bool:
+    """Whether the process that made ``.kind-host-pid-xxxx`` is gone (``False`` when it ran on another host)."""
+    try:
+        host, pid, _ = name.split("-", 1)[1].rsplit("-", 2)
+        if host != _HOST:
+            return False
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, OSError):
+        return False
+    return False
+
+
+@contextlib.contextmanager
+def _locked(root: Path, exclusive: bool) -> Iterator[bool]:
+    """Hold the cache's advisory lock: shared by users, exclusive (non-blocking) for cleanup; yields success."""
+    if fcntl is None:
+        yield True
+        return
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _clean(root: Path, settings: FMUSettings) -> None:
+    """Remove stale entries, abandoned ``.tmp-*`` dirs and private copies of dead processes (skipped when busy)."""
+    now = time.time()
+    with _locked(root, exclusive=True) as ok:
+        if not ok:
+            return
+        for entry in root.iterdir():
+            try:
+                age = now - entry.lstat().st_mtime
+            except OSError:
+                continue
+            name = entry.name
+            stale = (
+                (_ENTRY.fullmatch(name) and age > settings.max_age_days * 86400.0)
+                or (name.startswith(".tmp-") and age > TMP_MAX_AGE_S)
+                or (name.startswith(".private-") and (_pid_gone(name) or age > settings.max_age_days * 86400.0))
+            )
+            if stale and entry.is_dir() and not entry.is_symlink():
+                _remove(entry)
+
+
+_CLEANED: set[Path] = set()
+"""Cache directories this process has cleaned."""
 _HASHES: dict[tuple[str, int, int], str] = {}
-_PRIVATE = itertools.count(1)
 
 
 def _file_hash(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    """SHA-256 of the file at *path* (computed once per file version and process)."""
+    info = path.stat()
+    key = (str(path), info.st_mtime_ns, info.st_size)
     digest = _HASHES.get(key)
     if digest is None:
         h = hashlib.sha256()
         with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
+            for chunk in iter(lambda: fh.read(MiB), b""):
                 h.update(chunk)
         digest = _HASHES[key] = h.hexdigest()
     return digest
 
 
-def acquire_extraction(path: Path, private: bool = False) -> Extraction:
-    """The extracted directory of *path*, shared by every user in the process (unless *private*)."""
-    import fmpy
+def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
+    """The read-only extracted directory of FMU *path* in the cache, extracted now when it is not there.
 
-    key = _file_hash(path)
-    with _EXTRACTION_LOCK:
-        ex = _EXTRACTIONS.get(key)
-        if ex is not None and private and ex.users > 0:
-            key, ex = f"{key}#{next(_PRIVATE)}", None
-        if ex is None:
-            directory = Path(tempfile.mkdtemp(prefix="cosimrun-fmu-"))
+    Safe against other threads and processes doing the same; the first call
+    in a process for a cache directory also cleans it (see :func:`_clean`).
+    """
+    settings = settings or FMUSettings.from_environment()
+    root = settings.cache_root
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if root not in _CLEANED:
+            _CLEANED.add(root)
+            _clean(root, settings)
+        entry = root / _file_hash(path)
+        with _locked(root, exclusive=False):
+            if entry.is_dir():
+                os.utime(entry)
+                return entry
+        tmp = _temp_dir(root, "tmp")
+    except OSError as exc:
+        raise FMUError(f"cannot use the FMU cache {str(root)!r} (set {ENV_CACHE} to another directory): "
+                       f"{exc}") from exc
+    try:
+        _extract(path, tmp, settings)
+        _set_writable(tmp, False)
+        with _locked(root, exclusive=False):
             try:
-                fmpy.extract(str(path), str(directory))
-            except Exception as exc:
-                shutil.rmtree(directory, ignore_errors=True)
-                raise FMUError(f"cannot extract FMU {str(path)!r}: {exc}") from exc
-            ex = _EXTRACTIONS[key] = Extraction(key, directory)
+                os.rename(tmp, entry)
+            except OSError:
+                if not entry.is_dir():
+                    raise
+                _remove(tmp)  # another process was faster: use its copy
+            os.utime(entry)
+    except FMUError:
+        _remove(tmp)
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError) as exc:
+        _remove(tmp)
+        raise FMUError(f"cannot extract FMU {str(path)!r}: {exc}") from exc
+    return entry
+
+
+@dataclass
+class Extraction:
+    """An extracted FMU directory in use: shared (the read-only cache entry) or a private, writable copy."""
+
+    key: str
+    directory: Path
+    shared: bool
+    users: int = 0
+
+
+_EXTRACTIONS: dict[str, Extraction] = {}
+_EXTRACTION_LOCK = threading.Lock()
+_PRIVATE = itertools.count(1)
+
+
+def acquire_extraction(path: Path, *, once_per_process: bool = False, private: bool = False) -> Extraction:
+    """The extracted directory of *path*: the cache entry, shared by every user in the process.
+
+    A writable private copy instead when *private*, or when *once_per_process*
+    (``canBeInstantiatedOnlyOncePerProcess``) and another user holds the
+    shared one (its library must be loaded from another file).
+    """
+    with _EXTRACTION_LOCK:
+        entry = cached_extraction(path)
+        key = entry.name
+        ex = _EXTRACTIONS.get(key)
+        if private or (once_per_process and ex is not None and ex.users > 0):
+            directory = _temp_dir(entry.parent, "private")
+            try:
+                shutil.copytree(entry, directory, dirs_exist_ok=True)
+                _set_writable(directory, True)
+            except OSError as exc:
+                _remove(directory)
+                raise FMUError(f"cannot copy the extracted FMU {str(path)!r} to {str(directory)!r}: {exc}") from exc
+            key, ex = f"{key}#{next(_PRIVATE)}", None
+            ex = _EXTRACTIONS[key] = Extraction(key, directory, shared=False)
+        elif ex is None:
+            ex = _EXTRACTIONS[key] = Extraction(key, entry, shared=True)
         ex.users += 1
         return ex
 
 
 def release_extraction(ex: Extraction) -> None:
-    """Drop one use; the last user's release removes the directory."""
+    """Drop one use; the last user's release forgets it (and removes it when it is a private copy)."""
     with _EXTRACTION_LOCK:
         ex.users -= 1
         if ex.users <= 0 and _EXTRACTIONS.get(ex.key) is ex:
             del _EXTRACTIONS[ex.key]
-            shutil.rmtree(ex.directory, ignore_errors=True)
+            if not ex.shared:
+                _remove(ex.directory)
 
 
 def extracted_directories() -> list[Path]:
-    """Directories currently holding extracted FMUs (for tests and diagnostics)."""
+    """Directories of extracted FMUs in use in this process (for tests and diagnostics)."""
     with _EXTRACTION_LOCK:
         return [ex.directory for ex in _EXTRACTIONS.values()]
 
 
 @atexit.register
-def _remove_extractions() -> None:
+def _remove_private_copies() -> None:
     with _EXTRACTION_LOCK:
         for ex in _EXTRACTIONS.values():
-            shutil.rmtree(ex.directory, ignore_errors=True)
+            if not ex.shared:
+                _remove(ex.directory)
         _EXTRACTIONS.clear()
-
 

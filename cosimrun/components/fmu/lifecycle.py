@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,7 +52,7 @@ class FMULifecycle(FMUBase):
         self._start_instance(t0)
 
     def _load(self, t0: float) -> None:
-        """Extract the FMU (shared) and load its library once for this component."""
+        """Extract the FMU (the shared cache entry, or a private copy) and load its library once."""
         if self._slave is not None:
             return
         from fmpy.fmi2 import FMU2Slave
@@ -59,9 +60,13 @@ class FMULifecycle(FMUBase):
         model = self.model
         assert model is not None
         try:
-            self._extraction = acquire_extraction(model.path, private=model.only_once_per_process)
-        except FMUError as exc:
-            raise FMUError(f"{self._where()}: {exc}", component=self.name, time=t0) from exc
+            self._extraction = acquire_extraction(model.path, once_per_process=model.only_once_per_process,
+                                                  private=self.parameters["private_copy"])
+        except FMUError as exc:  # the same class (a size limit's fields stay), placed at this component
+            error = copy.copy(exc)
+            error.args = (f"{self._where()}: {exc}",)
+            error.message, error.component, error.time = error.args[0], self.name, t0
+            raise error from exc
         try:
             self._slave = FMU2Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
                                     modelIdentifier=model.identifier, instanceName=self.name)

@@ -29,6 +29,7 @@ OWN_DEFAULTS: dict[str, Any] = {
     "states": None,
     "tolerance": None,
     "logging": False,
+    "private_copy": False,
 }
 """The component's own parameters (everything else comes from the FMU)."""
 
@@ -71,7 +72,9 @@ class FMUParameters(FMUBase):
         if name in OWN_DEFAULTS:
             self._check_structural_change(name)
             self.parameters[name] = self._validate_own(name, value)
-            if self.model is not None and name in STRUCTURAL:
+            if name == "private_copy":
+                self._unload()  # the next initialize loads the library from the chosen copy
+            elif self.model is not None and name in STRUCTURAL:
                 self._rebuild()
             elif name == "start" and self.model is not None:
                 self._apply_start(self.parameters["start"])
@@ -94,7 +97,7 @@ class FMUParameters(FMUBase):
         self._fmu_values[name] = converted
 
     def _check_structural_change(self, name: str) -> None:
-        if self._is_initialized and name in ("path", *STRUCTURAL, "start", "tolerance"):
+        if self._is_initialized and name in ("path", *STRUCTURAL, "start", "tolerance", "private_copy"):
             raise ValueError(f"{self._where()}: parameter {name!r} can only change before initialize (or after reset)")
 
     def _validate_own(self, name: str, value: Any) -> Any:
@@ -117,9 +120,9 @@ class FMUParameters(FMUBase):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{where}: parameter 'tolerance' must be a number > 0 (or null), got {value!r}")
             return float(value)
-        if name == "logging":
+        if name in ("logging", "private_copy"):
             if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"{where}: parameter 'logging' must be true or false, got {value!r}")
+                raise ValueError(f"{where}: parameter {name!r} must be true or false, got {value!r}")
             return bool(value)
         return value
 
