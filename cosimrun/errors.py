@@ -240,3 +240,24 @@ class FMULimitError(FMUError):
                  component: str | None = None, time: float | None = None) -> None:
         super().__init__(message, component=component, time=time)
         self.path, self.size, self.limit, self.setting = path, size, limit, setting
+
+
+class ResultsWriteError(CosimrunError, OSError):
+    """A results file could not be written (disk full, file-size limit, I/O error).
+
+    ``path`` is the file, ``reason`` the operating system's error (``[Errno 27] File too
+    large``); ``errno`` is set when known. Also an ``OSError``, so code catching I/O errors
+    catches it. ``str(exc)`` is ``"cannot write results to <path>: <reason>"``.
+    """
+
+    def __init__(self, path: str, reason: str, errno: int | None = None) -> None:
+        super().__init__(f"cannot write results to {path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.errno = errno
+
+    def __str__(self) -> str:
+        return f"cannot write results to {self.path}: {self.reason}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.reason, self.errno)
