@@ -1,7 +1,9 @@
 """The driver's ledger of a sweep: job outcomes entered into the sweep index, the summary, the exit status.
 
 A launcher enters every job's outcome into the :func:`ledger_for` its sweep
-directory; ``cosimrun``'s ``main()`` calls :func:`finish` after Hydra returns.
+directory; ``cosimrun``'s ``main()`` calls :func:`finish` after Hydra returns,
+which writes the last index and then releases the sweep's directory lock
+(:mod:`cosimrun.runner.lock`).
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
+from cosimrun.runner.lock import release_all
 from cosimrun.runner.outcome import JobOutcome
 
 
 class SweepLedger:
     """Driver-side bookkeeping of one sweep directory: outcomes by job number and the index file.
 
-    The index is rewritten when an outcome is entered, at most every *min_interval*
+    The index is rewritten when an outcome is entered and when the launcher
+    wakes while jobs run (:meth:`flush_due`), at most every *min_interval*
     seconds and at most a tenth of the time (rewriting a large index is not
     free), plus :meth:`flush` at the end of every batch, so that an
-    interrupted sweep still has an index of what finished.
+    interrupted sweep still has an index of what finished and a job that
+    finished while another hangs does not stay ``pending`` in it.
     """
 
     write_share = 0.1
@@ -55,14 +60,18 @@ class SweepLedger:
             self._last_end = now
         self.outcomes[outcome.num] = outcome
         self._dirty = True
+        self.flush_due()
+
+    def flush_due(self) -> None:
+        """Rewrite the index if something changed and the last rewrite is long enough ago."""
         if time.monotonic() >= self._next_write:
             self.flush()
 
-    def interrupt_pending(self) -> None:
-        """Mark the jobs not finished yet as interrupted (Ctrl-C)."""
+    def interrupt_pending(self, reason: str = "interrupted by the user") -> None:
+        """Mark the jobs not finished yet as interrupted, *reason* (Ctrl-C, SIGTERM) as their error."""
         for num, o in self.outcomes.items():
             if o.status == "pending":
-                self.outcomes[num] = replace(o, status="interrupted", error="the sweep was interrupted")
+                self.outcomes[num] = replace(o, status="interrupted", error=f"the sweep was {reason}")
         self._dirty = True
 
     def flush(self) -> None:
@@ -103,6 +112,7 @@ class SweepLedger:
         for o in self.failed:
             if o.status == "failed":
                 lines.append(f"  #{o.num} failed: {' '.join(_task_overrides(o.overrides))}: {o.error}")
+        lines += [f"  #{o.num} {o.note}" for _, o in sorted(self.outcomes.items()) if o.note and not o.failed]
         lines.append(f"index: {self.index_path}")
         if c["n_interrupted"] or c["n_pending"]:
             lines.append(
@@ -127,17 +137,21 @@ def ledger_for(sweep_dir: str | os.PathLike[str]) -> SweepLedger:
 
 
 def finish(stream: TextIO | None = None) -> int:
-    """End of the command: flush every index, print each sweep's summary; 1 if a job failed, else 0.
+    """End of the command: flush every index, release the sweep locks, print each summary; 1 if a job failed.
 
-    Called by ``cosimrun``'s ``main()`` after Hydra returns (nothing happens when no sweep ran).
+    Called by ``cosimrun``'s ``main()`` after Hydra returns, also after
+    Ctrl-C, SIGTERM or an error (nothing happens when no sweep ran).
     """
     code = 0
-    for sweep_dir in list(_ledgers):
-        ledger = _ledgers.pop(sweep_dir)
-        if not ledger.outcomes:
-            continue
-        ledger.flush()
-        failed = bool(ledger.failed)
-        print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
-        code = code or int(failed)
+    try:
+        for sweep_dir in list(_ledgers):
+            ledger = _ledgers.pop(sweep_dir)
+            if not ledger.outcomes:
+                continue
+            ledger.flush()
+            failed = bool(ledger.failed)
+            print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
+            code = code or int(failed)
+    finally:
+        release_all()
     return code

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.ledger import ledger_for
+from cosimrun.runner.lock import claim
 from cosimrun.runner.outcome import JobOutcome, describe_exception, results_attrs
 
 if TYPE_CHECKING:
@@ -64,7 +65,12 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     The run writes ``<job dir>/<storage.file>``; configuration errors and
     failures during the run come back as a ``failed`` outcome with the error
     and traceback, so that one job does not stop the others. Ctrl-C stops the
-    sweep (``KeyboardInterrupt`` is raised again once the outcome is entered).
+    sweep: the job is ``interrupted`` with ``str(exc)`` (``terminated by
+    SIGTERM``) or ``interrupted by the user`` as its error, and the exception
+    is raised again once the outcome is entered. Run in the driver
+    (``hydra/launcher=basic``), the job claims the sweep directory's lock
+    (:mod:`cosimrun.runner.lock`) if the sweeper has not, and enters its own
+    outcome in the ledger.
     """
     from hydra.core.hydra_config import HydraConfig
 
@@ -76,7 +82,11 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     overrides = task_overrides(hydra_cfg)
     num = int(hydra_cfg.job.num)
     outcome = JobOutcome(num=num, status="failed", overrides=overrides)
-    interrupted = False
+    sweep_dir = Path(str(hydra_cfg.sweep.dir)).absolute()
+    in_driver = not getattr(_managed, "active", False) and _driver_pid == os.getpid()
+    if in_driver:
+        claim(sweep_dir)  # already held when the sweep started with cosimrun's sweeper
+    stop: KeyboardInterrupt | None = None
     try:
         plain, config_yaml = resolved(cfg)
         experiment = prepare(plain)
@@ -101,20 +111,23 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
             )
             if run.status != "complete":
                 outcome.traceback = _stored_traceback(run.path)
-            interrupted = run.status == "interrupted"
-    except KeyboardInterrupt:
-        outcome.status, outcome.error = "interrupted", "interrupted by the user"
-        interrupted = True
+            if run.status == "interrupted":
+                stop = KeyboardInterrupt(outcome.error)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
+        outcome.status, outcome.error = "interrupted", str(exc) or "interrupted by the user"
+        stop = exc
     except Exception as exc:  # a config error or a bug: this job fails, the sweep goes on
         outcome.error, outcome.traceback = describe_exception(exc)
     outcome.job_time_s = time.perf_counter() - start
-    if not getattr(_managed, "active", False) and _driver_pid == os.getpid():
-        sweep_dir = Path(str(hydra_cfg.sweep.dir)).absolute()
-        ledger_for(sweep_dir).enter(outcome)
-        if outcome.failed and not interrupted:
+    if in_driver:
+        ledger = ledger_for(sweep_dir)
+        ledger.enter(outcome)
+        if stop is not None:
+            ledger.interrupt_pending(outcome.error)
+        elif outcome.failed:
             print(f"cosimrun: job #{num} {outcome.status}: {outcome.error}", file=sys.stderr)
-    if interrupted:
-        raise KeyboardInterrupt
+    if stop is not None:
+        raise stop
     return outcome
 
 

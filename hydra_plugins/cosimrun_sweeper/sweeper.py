@@ -10,6 +10,11 @@ error for a job that does not compose. A launcher with a ``composer``
 attribute (cosimrun's dask launcher) is handed that composer, so the
 compositions are reused when the jobs are composed again.
 
+It is also where a sweep takes its directory, whichever the launcher: the
+sweep lock (:mod:`cosimrun.runner.lock`) is claimed before anything is
+written there (Hydra's ``multirun.yaml`` included), and released by the
+command when the sweep ends.
+
 Imported by Hydra's plugin scan at every start: cosimrun's runner is imported
 when a batch is validated. No ``from __future__ import annotations`` (see
 ``hydra_plugins.cosimrun_dask_launcher.dask_launcher``).
@@ -66,6 +71,10 @@ class CosimrunSweeper(Sweeper):
         return self.basic.launcher
 
     def sweep(self, arguments: list[str]) -> Any:
+        from cosimrun.runner.lock import claim
+
+        assert self.config is not None
+        claim(str(self.config.hydra.sweep.dir))
         return self.basic.sweep(arguments)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
