@@ -41,24 +41,37 @@ CRASH_MODULE = '''
 
 import math
 import os
+import time
 
-from cosimrun.components._base import Number
+from cosimrun.components._base import Flag, Number
 from cosimrun.components.sources import Constant
 
 
 class Crash(Constant):
-    """A constant that ends its process with os._exit(17) once t >= crash_at (kills a dask worker)."""
+    """A constant that misbehaves on request, to test what a sweep makes of it.
 
-    RULES = {**Constant.RULES, "crash_at": Number()}
+    ``crash_at``: ends its process with os._exit(17) once t >= crash_at (kills a dask worker);
+    ``hang_at``: sleeps for an hour once t >= hang_at (a hung job);
+    ``exit_on_free``: ends its process with os._exit(17) when the run frees it, which is after
+    the results file was closed (a worker dying after its job finished).
+    """
+
+    RULES = {**Constant.RULES, "crash_at": Number(), "hang_at": Number(), "exit_on_free": Flag()}
 
     def __init__(self, name, label=None, group=None):
         super().__init__(name, label, group)
-        self.parameters["crash_at"] = math.inf
+        self.parameters.update(crash_at=math.inf, hang_at=math.inf, exit_on_free=False)
 
     def value(self, t):
         if t >= self.parameters["crash_at"]:
             os._exit(17)
+        if t >= self.parameters["hang_at"]:
+            time.sleep(3600)
         return super().value(t)
+
+    def free(self):
+        if self.parameters["exit_on_free"]:
+            os._exit(17)
 '''
 
 

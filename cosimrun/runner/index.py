@@ -18,6 +18,9 @@ netCDF-style like a results file::
     error, traceback, worker  str
     attempts     int64        how often the job was started (0: reused by a resume)
     reused       bool         taken over from an earlier run of the sweep (resume)
+    note         str          what the sweep did beyond running the job: ``rerun: results file
+                              damaged (...)`` / ``rerun: configuration changed`` (resume),
+                              ``recovered: ...`` (its worker died after the job finished)
     /runs/<run>  HDF5 external link to the job's results file (``/`` of it)
 
 :func:`write_index` writes it; :mod:`cosimrun.runner.load` reads it.
@@ -58,6 +61,7 @@ _BASE_COLUMNS = (
     "attempts",
     "reused",
     "worker",
+    "note",
 )
 _RESERVED = frozenset((*_BASE_COLUMNS, "run", "runs"))
 
@@ -159,6 +163,7 @@ def write_index(
         attempts=[int(o.attempts) for o in rows],
         reused=[bool(o.reused) for o in rows],
         worker=[o.worker for o in rows],
+        note=[o.note for o in rows],
     )
     counts = status_counts(rows)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

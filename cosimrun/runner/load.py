@@ -36,7 +36,7 @@ def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
     Columns: ``status``, ``overrides``, one per override key (the swept
     parameters, typed), ``final.<comp>.<port>`` summaries, ``wall_time_s``,
     ``path`` (relative to the sweep directory), ``error``, ``traceback``,
-    ``attempts``, ``reused``, ``worker``. ``df.attrs`` holds ``sweep_dir``,
+    ``attempts``, ``reused``, ``worker``, ``note``. ``df.attrs`` holds ``sweep_dir``,
     ``params`` and ``summaries`` (column names). Pass the frame (or a filtered
     part of it) to :func:`load_sweep_dataset` to read the runs' histories.
     """

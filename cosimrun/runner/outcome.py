@@ -47,6 +47,9 @@ class JobOutcome:
     attempts: int = 1
     reused: bool = False
     worker: str = ""
+    note: str = ""
+    """What the sweep did about this job beyond running it, e.g. ``rerun: results file damaged (...)``
+    (a resume) or ``recovered: ...`` (a job whose worker died after it finished)."""
     objective: float | None = None
     """The value an optimizing sweeper (Optuna) gets: see :func:`objective_value`."""
 

@@ -90,6 +90,17 @@ def started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> bool:
     return f"{token} {attempt}" in lines
 
 
+def written_since_start(job_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """Whether *path* was last written after the latest attempt in *job_dir* started (not a file of an earlier run).
+
+    Both times come from the file system the worker wrote them to.
+    """
+    try:
+        return Path(path).stat().st_mtime_ns >= (Path(job_dir) / STARTED_FILE).stat().st_mtime_ns
+    except OSError:
+        return False
+
+
 class JobCallbacks(Protocol):
     """The job hooks of Hydra's callbacks: ``HydraContext.callbacks`` of the sweep, as Hydra's launchers call them."""
 

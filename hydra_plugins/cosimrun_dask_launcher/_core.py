@@ -13,6 +13,8 @@ returns and failed outcomes from :mod:`._returns`, the progress display from
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,11 +26,13 @@ from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_g
 from cosimrun.runner import worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
+from cosimrun.runner.lock import claim
 from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
-from cosimrun.runner.resume import reusable
+from cosimrun.runner.resume import Reuse, check_reuse
+from cosimrun.storage.verify import verify_results
 from hydra_plugins.cosimrun_dask_launcher._cluster import connect
 from hydra_plugins.cosimrun_dask_launcher._progress import Progress
-from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn, failed_outcome, worker_died
+from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn, failed_outcome, timed_out, worker_died
 
 if TYPE_CHECKING:
     from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncher
@@ -37,6 +41,9 @@ log = logging.getLogger(__name__)
 
 _LOOKAHEAD = 4
 """Jobs composed while the cluster starts."""
+TICK_S = 1.0
+"""While jobs run, the driver wakes at least this often: index rewrite when due, timeouts."""
+RECOVERED = "recovered: its worker died after the job finished; outcome read from its verified results file"
 
 
 def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
@@ -47,6 +54,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+    claim(sweep_dir)  # held already when cosimrun's sweeper started the sweep
     sweep_dir.mkdir(parents=True, exist_ok=True)
     ledger = ledger_for(sweep_dir)
     ledger.experiment = str(config.get("name", "") or "")
@@ -57,10 +65,11 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         for pos, overrides in enumerate(job_overrides):
             num = initial_job_idx + pos
             spec = composer.compose(overrides, num)
-            if launcher.resume and reusable(spec):
+            reuse = check_reuse(spec) if launcher.resume else Reuse(False)
+            if reuse.ok:
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
             else:
-                batch.submit(pos, spec)
+                batch.submit(pos, spec, note=reuse.note)
             # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
             # driver's dask event loop needs for that (the rest is composed while jobs run)
             if batch.connecting and batch.queued >= _LOOKAHEAD:
@@ -69,9 +78,9 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
         batch.cancel()
-        ledger.interrupt_pending()
+        ledger.interrupt_pending(str(exc) or "interrupted by the user")
         raise
     finally:
         batch.bar.close()
@@ -80,7 +89,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
 
 
 class _Batch:
-    """The jobs of one ``launch``: submission, retries after lost workers, results in order."""
+    """The jobs of one ``launch``: submission, retries after lost workers, timeouts, results in order."""
 
     def __init__(self, launcher: DaskLauncher, ledger: SweepLedger, n: int) -> None:
         self.launcher = launcher
@@ -92,15 +101,22 @@ class _Batch:
         self.futures: Any = None
         self.state = b""
         self.token = ""
+        self.notes: dict[int, str] = {}
+        """Job number -> note for its outcome (why a resume runs it again)."""
         self._queue: list[tuple[int, JobSpec, int]] = []
         self._connecting: Future[Any] | None = None
         self._requeued = 0
+        self._started_at: dict[Any, float] = {}
+        """Running futures -> when the driver first saw them running (``hydra.launcher.timeout``)."""
+        self._next_tick = 0.0
 
-    def submit(self, pos: int, spec: JobSpec, attempt: int = 1) -> None:
+    def submit(self, pos: int, spec: JobSpec, attempt: int = 1, note: str = "") -> None:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
         if attempt == 1:
             log.debug(f"\t#{spec.num} : {' '.join(filter_overrides(spec.overrides))}")
             self.ledger.add_pending(spec.num, spec.overrides)
+        if note:
+            self.notes[spec.num] = note
         self._queue.append((pos, spec, attempt))
         if self._connecting is None:
             # connect (or start the local cluster) in the background while the driver composes jobs
@@ -144,50 +160,134 @@ class _Batch:
         return len(self._queue)
 
     def drain(self, block: bool) -> None:
-        """Handle finished futures: all of them until none is left (*block*), or those ready now."""
+        """Handle finished futures: all of them until none is left (*block*), or those ready now.
+
+        While it waits it wakes every :data:`TICK_S` seconds (:meth:`_tick`).
+        """
         self.submit_queued(block)
         if self.futures is None:
             return
         while self.pending:
-            if not block and not self.futures.has_ready():
-                return
-            for future in self.futures.next_batch(block=True):
+            ready = self.futures.next_batch(block=False)
+            for future in ready:
                 self._finished(future)
+            self._tick()
+            if not block:
+                return
+            if not ready:
+                self._wait(TICK_S)
+
+    def _wait(self, seconds: float) -> None:
+        """Until a future is ready, at most *seconds*."""
+        deadline = time.monotonic() + seconds
+        with self.futures.thread_condition:
+            while not self.futures.has_ready() and (left := deadline - time.monotonic()) > 0:
+                self.futures.thread_condition.wait(min(left, 0.1))
+
+    def _tick(self) -> None:
+        """At most every :data:`TICK_S`: rewrite the index if it is due, stop jobs past their timeout."""
+        now = time.monotonic()
+        if now < self._next_tick:
+            return
+        self._next_tick = now + TICK_S
+        if self.launcher.timeout is not None and self.pending:
+            self._check_timeouts(now)
+        self.ledger.flush_due()
+
+    def _check_timeouts(self, now: float) -> None:
+        """Note when jobs start running (their start mark, on a worker); stop those running too long."""
+        running = {key: addr for addr, keys in self.client.processing().items() for key in keys}
+        for future, (_, spec, attempt) in list(self.pending.items()):
+            addr = running.get(future.key)
+            if addr is None:
+                continue
+            if future not in self._started_at:
+                if worker.started(spec.job_dir, self.token, attempt):
+                    self._started_at[future] = now
+            elif now - self._started_at[future] > self.launcher.timeout:
+                self._time_out(future, addr)
+
+    def _time_out(self, future: Any, addr: str) -> None:
+        """Enter a job that ran too long as failed, and restart its worker so that the job stops."""
+        pos, spec, attempt = self.pending.pop(future)
+        self._started_at.pop(future, None)
+        self.client.cancel([future])
+        how = self._restart_worker(addr)
+        self.done(pos, spec, timed_out(spec, attempt, self.launcher.timeout, addr, how))
+
+    def _restart_worker(self, addr: str) -> str:
+        """Restart the worker *addr* through its nanny (else end its process); what was done, in words."""
+        try:
+            self.client.restart_workers([addr], timeout=30)
+            return "restarted"
+        except Exception as exc:  # no nanny, or it did not come back in time
+            log.warning(f"could not restart dask worker {addr} ({type(exc).__name__}: {exc}); ending it")
+            self.client.run(os._exit, 1, workers=[addr], wait=False)
+            return "ended"
 
     def _finished(self, future: Any) -> None:
+        if future not in self.pending:  # a job entered already (timed out), whose task was cancelled
+            return
         pos, spec, attempt = self.pending.pop(future)
-        if future.status == "finished":
+        self._started_at.pop(future, None)
+        status = future.status
+        if status == "finished":
             try:
                 outcome = future.result()
             except Exception as exc:  # the result did not come back (e.g. it could not be unpickled)
                 outcome = failed_outcome(spec, attempt, exc)
-        elif future.status == "cancelled":
+        elif status == "cancelled":
             outcome = JobOutcome(spec.num, "failed", spec.overrides, error="the dask task was cancelled")
             outcome.attempts = attempt
         else:
-            exc = future.exception()
-            if worker_died(exc) and not worker.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
-                # it was only waiting on the worker that died: not an attempt
-                self._requeued += 1
-                future.release()
-                self._queue.append((pos, spec, attempt))
-                self.submit_queued(block=False)
+            # "lost": the worker holding its result died (exception() would wait for dask to recompute it)
+            exc = future.exception() if status == "error" else None
+            if (status == "lost" or worker_died(exc)) and self._after_lost_worker(future, pos, spec, attempt, exc):
                 return
-            if worker_died(exc) and attempt <= self.launcher.retries:
-                self.bar.note(
-                    f"#{spec.num}: the worker running it died; starting it again "
-                    f"(attempt {attempt + 1} of {self.launcher.retries + 1})"
-                )
-                future.release()
-                self.submit(pos, spec, attempt + 1)
-                return
-            outcome = failed_outcome(spec, attempt, exc, future.traceback())
+            outcome = failed_outcome(spec, attempt, exc, future.traceback() if status == "error" else None)
         future.release()
         self.done(pos, spec, outcome)
+
+    def _after_lost_worker(self, future: Any, pos: int, spec: JobSpec, attempt: int, exc: Any) -> bool:
+        """A job whose worker died: requeue, recover from its results file or retry; False: enter it as failed."""
+        if not worker.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
+            # it was only waiting on the worker that died: not an attempt
+            self._requeued += 1
+            future.release()
+            self._queue.append((pos, spec, attempt))
+            self.submit_queued(block=False)
+            return True
+        recovered = self._recovered(spec, attempt, exc)
+        if recovered is not None:
+            future.release()
+            self.done(pos, spec, recovered)
+            return True
+        if attempt <= self.launcher.retries:
+            self.bar.note(
+                f"#{spec.num}: the worker running it died; starting it again "
+                f"(attempt {attempt + 1} of {self.launcher.retries + 1})"
+            )
+            future.release()
+            self.submit(pos, spec, attempt + 1)
+            return True
+        return False
+
+    def _recovered(self, spec: JobSpec, attempt: int, exc: Any) -> JobOutcome | None:
+        """The outcome of a job whose worker died after it finished: its results file, written by this attempt,
+        verifies as complete (None otherwise)."""
+        path = spec.results_path
+        if not worker.written_since_start(spec.job_dir, path) or verify_results(path):
+            return None
+        outcome = outcome_from_file(spec.num, spec.overrides, path)
+        outcome.reused, outcome.attempts, outcome.note = False, attempt, RECOVERED
+        outcome.worker = str(getattr(getattr(exc, "last_worker", None), "address", ""))
+        return outcome
 
     def done(self, pos: int, spec: JobSpec, outcome: JobOutcome) -> None:
         if self.launcher.objective:
             outcome.objective = objective_value(outcome, self.launcher.objective)
+        if spec.num in self.notes and not outcome.note:
+            outcome.note = self.notes.pop(spec.num)
         self._returns[pos] = SweepJobReturn.of(spec, outcome)
         self.ledger.enter(outcome)
         self.bar.finished(outcome)

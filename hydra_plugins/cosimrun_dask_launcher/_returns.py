@@ -65,9 +65,13 @@ def worker_died(exc: BaseException | None) -> bool:
 
 
 def failed_outcome(spec: JobSpec, attempt: int, exc: BaseException | None, tb: Any = None) -> JobOutcome:
-    """The outcome of a job whose dask task failed with *exc* (traceback *tb*), or whose worker died."""
+    """The outcome of a job whose dask task failed with *exc* (traceback *tb*), or whose worker died.
+
+    *exc* None means the task's result was lost: the worker holding it died
+    before the driver fetched it (dask's future status ``lost``).
+    """
     outcome = JobOutcome(spec.num, "failed", spec.overrides, attempts=attempt)
-    if worker_died(exc):
+    if exc is None or worker_died(exc):
         last = getattr(getattr(exc, "last_worker", None), "address", "")
         times = "once" if attempt == 1 else f"{attempt} times"
         outcome.error = (
@@ -75,9 +79,23 @@ def failed_outcome(spec: JobSpec, attempt: int, exc: BaseException | None, tb: A
             f"or its memory limit){f'; last on {last}' if last else ''}; see that worker's log"
         )
         outcome.worker = str(last)
-        outcome.traceback = f"{type(exc).__name__}: {exc}"
+        outcome.traceback = f"{type(exc).__name__}: {exc}" if exc is not None else "the task's result was lost"
     else:
         outcome.error = f"{type(exc).__name__}: {exc}"
         lines = _traceback.format_tb(tb) if tb is not None else []
         outcome.traceback = "".join(["Traceback (most recent call last):\n", *lines, outcome.error, "\n"])
     return outcome
+
+
+def timed_out(spec: JobSpec, attempt: int, timeout: float, worker: str, how: str) -> JobOutcome:
+    """The outcome of a job stopped after running longer than ``hydra.launcher.timeout`` (its worker *how*)."""
+    return JobOutcome(
+        spec.num,
+        "failed",
+        spec.overrides,
+        path=str(spec.results_path),
+        error=f"timeout after {timeout:g} s",
+        traceback=f"the job ran longer than hydra.launcher.timeout={timeout:g} s; its worker {worker} was {how}",
+        attempts=attempt,
+        worker=worker,
+    )

@@ -43,9 +43,19 @@ class DaskLauncherConf:
     """A progress bar on stderr when it is a terminal (one log line per job otherwise)."""
     objective: str | None = None
     """Index column whose value a job returns to an optimizing sweeper (``final.pendulum.q``; Optuna)."""
+    timeout: float | None = None
+    """Seconds a job may run; a job running longer is ``failed`` (``timeout after N s``), its worker restarted."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
+
+
+def _refuse(name: str, value: Any, valid: bool, what: str) -> None:
+    """End the command with one line (exit status 2) for a launcher setting that cannot work, before anything runs."""
+    if not valid:
+        from cosimrun.exits import fail
+
+        fail(f"hydra.launcher.{name}={value} cannot work: give {what}")
 
 
 class DaskLauncher(Launcher):
@@ -63,10 +73,15 @@ class DaskLauncher(Launcher):
         quiet_workers: bool = True,
         progress: bool = True,
         objective: str | None = None,
+        timeout: float | None = None,
     ) -> None:
+        _refuse("n_workers", n_workers, n_workers is None or n_workers >= 1, "an integer >= 1, or null: one per core")
+        _refuse("retries", retries, retries >= 0, "an integer >= 0")
+        _refuse("timeout", timeout, timeout is None or timeout > 0, "a number of seconds > 0, or null: none")
         self.address = address or None
         self.n_workers = n_workers
-        self.retries = max(int(retries), 0)
+        self.timeout = None if timeout is None else float(timeout)
+        self.retries = int(retries)
         self.resume = bool(resume)
         self.cluster_config = cluster
         self.memory_limit = memory_limit

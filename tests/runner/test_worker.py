@@ -118,7 +118,7 @@ def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) 
     assert set(outcome.summaries) >= {"pendulum.q", "ctrl.u"}
     with h5py.File(spec.results_path, "r") as f:
         assert f.attrs["status"] == "complete"
-    assert resume.reusable(spec)  # the stored config text is the one the driver expects
+    assert resume.check_reuse(spec) == resume.Reuse(True)  # the stored config is the one the driver expects
 
 
 def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path) -> None:
