@@ -235,14 +235,14 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         raise ValueError(f"FMU file not found: {shown}{near}")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-    cached = _MODEL_CACHE.get(key)
-    if cached is not None:
-        return cached
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
-        check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read
+        check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read (limits may change)
+    cached = _MODEL_CACHE.get(key)
+    if cached is not None:
+        return cached
     if "modelDescription.xml" not in names:
         raise ValueError(f"{shown} is not an FMU: the archive has no modelDescription.xml")
     from xml.etree import ElementTree

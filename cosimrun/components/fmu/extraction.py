@@ -20,8 +20,9 @@ writable copy (``private_copy: true``, or a second instance of an FMU that
 ``canBeInstantiatedOnlyOncePerProcess``) gets a ``<cache>/.private-*`` copy,
 removed when its last user is freed or at interpreter exit. Each use touches
 the entry; the first use in a process removes entries unused for
-``max_age_days``, ``.tmp-*`` directories older than an hour and private
-copies of processes that are gone, so a killed process leaks nothing for long.
+``max_age_days`` and the ``.tmp-*`` directories and private copies of
+processes that are gone (or, from other hosts, older than an hour and
+``max_age_days``), so a killed process leaks nothing for long.
 
 Settings come from the environment (:meth:`FMUSettings.from_environment`):
 ``COSIMRUN_FMU_MAX_UNPACKED_SIZE``, ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE``
@@ -173,26 +174,24 @@ def check_archive(zf: zipfile.ZipFile, path: Path, settings: FMUSettings) -> Non
         raise _limit_error(path, "its files unpack to", total, settings.max_unpacked_size, ENV_MAX_UNPACKED)
 
 
-def _extract(path: Path, target: Path, settings: FMUSettings) -> None:
-    """Extract FMU *path* into the empty directory *target*, streaming every entry within its declared size."""
-    with zipfile.ZipFile(path) as zf:
-        check_archive(zf, path, settings)
-        for info in zf.infolist():
-            relative = _safe_name(info.filename)
-            assert relative is not None  # checked above
-            out = target.joinpath(relative)
-            if info.is_dir() or out == target:
-                out.mkdir(parents=True, exist_ok=True)
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            budget = info.file_size
-            with zf.open(info) as src, open(out, "wb") as dst:
-                while chunk := src.read(MiB):
-                    budget -= len(chunk)
-                    if budget < 0:
-                        raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} decompresses "
-                                       f"to more than its declared {format_size(info.file_size)}")
-                    dst.write(chunk)
+def _extract(zf: zipfile.ZipFile, path: Path, target: Path) -> None:
+    """Extract the checked FMU *zf* (file *path*) into the empty directory *target*, each entry within its size."""
+    for info in zf.infolist():
+        relative = _safe_name(info.filename)
+        assert relative is not None  # check_archive refused the others
+        out = target.joinpath(relative)
+        if info.is_dir() or out == target:
+            out.mkdir(parents=True, exist_ok=True)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        budget = info.file_size
+        with zf.open(info) as src, open(out, "wb") as dst:
+            while chunk := src.read(MiB):
+                budget -= len(chunk)
+                if budget < 0:
+                    raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} decompresses "
+                                   f"to more than its declared {format_size(info.file_size)}")
+                dst.write(chunk)
 
 
 def _set_writable(root: Path, writable: bool) -> None:
@@ -259,7 +258,12 @@ def _locked(root: Path, exclusive: bool) -> Iterator[bool]:
 
 
 def _clean(root: Path, settings: FMUSettings) -> None:
-    """Remove stale entries, abandoned ``.tmp-*`` dirs and private copies of dead processes (skipped when busy)."""
+    """Remove stale entries and the temporary dirs and private copies of dead processes (skipped when busy).
+
+    A ``.tmp-*`` extraction goes when its process is gone or after an hour (on
+    another host, the process cannot be asked), a ``.private-*`` copy when its
+    process is gone or after the cache's age limit.
+    """
     now = time.time()
     with _locked(root, exclusive=True) as ok:
         if not ok:
@@ -272,7 +276,7 @@ def _clean(root: Path, settings: FMUSettings) -> None:
             name = entry.name
             stale = (
                 (_ENTRY.fullmatch(name) and age > settings.max_age_days * 86400.0)
-                or (name.startswith(".tmp-") and age > TMP_MAX_AGE_S)
+                or (name.startswith(".tmp-") and (age > TMP_MAX_AGE_S or _pid_gone(name)))
                 or (name.startswith(".private-") and (_pid_gone(name) or age > settings.max_age_days * 86400.0))
             )
             if stale and entry.is_dir() and not entry.is_symlink():
@@ -307,21 +311,28 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
     settings = settings or FMUSettings.from_environment()
     root = settings.cache_root
     try:
+        digest = _file_hash(path)
+    except OSError as exc:
+        raise FMUError(f"cannot read FMU {str(path)!r}: {exc}") from exc
+    entry = root / digest
+    try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         if root not in _CLEANED:
             _CLEANED.add(root)
             _clean(root, settings)
-        entry = root / _file_hash(path)
         with _locked(root, exclusive=False):
             if entry.is_dir():
                 os.utime(entry)
                 return entry
-        tmp = _temp_dir(root, "tmp")
     except OSError as exc:
         raise FMUError(f"cannot use the FMU cache {str(root)!r} (set {ENV_CACHE} to another directory): "
                        f"{exc}") from exc
+    tmp: Path | None = None
     try:
-        _extract(path, tmp, settings)
+        with zipfile.ZipFile(path) as zf:
+            check_archive(zf, path, settings)  # before anything of the FMU is written
+            tmp = _temp_dir(root, "tmp")
+            _extract(zf, path, tmp)
         _set_writable(tmp, False)
         with _locked(root, exclusive=False):
             try:
@@ -332,10 +343,12 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
                 _remove(tmp)  # another process was faster: use its copy
             os.utime(entry)
     except FMUError:
-        _remove(tmp)
+        if tmp is not None:
+            _remove(tmp)
         raise
     except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError) as exc:
-        _remove(tmp)
+        if tmp is not None:
+            _remove(tmp)
         raise FMUError(f"cannot extract FMU {str(path)!r}: {exc}") from exc
     return entry
 
