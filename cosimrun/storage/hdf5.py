@@ -15,6 +15,17 @@ a crash keeps everything flushed so far in the ``.partial`` file. At close the
 writer records each dataset's length and the CRC-32 of the data it wrote
 (``data_crc32``), which :func:`cosimrun.storage.verify.verify_results` checks.
 
+Write errors (a full disk, a file-size limit) never leave a damaged file when
+they can be foreseen: before adding data the writer checks that the file-size
+limit and the free space leave room for what it has to write plus a reserve
+for closing; when they do not it raises :class:`~cosimrun.errors.ResultsWriteError`
+without writing. :meth:`HDF5Writer.close` then drops what was added since the
+last flush and records the status, so the file keeps every sample up to its
+last flushed block. When the HDF5 library itself fails to write, nothing more
+is written and the file is released as it is (``.partial``, status
+``running``), so HDF5 never flushes a broken cache at exit. Each change to the
+file is whole or undone: an interrupt half-way through an append drops it.
+
 Dimension scales carry the ``_Netcdf4Dimid``/``_Netcdf4Coordinates`` attributes
 netCDF-C writes, groups track creation order, booleans are ``int8`` with the CF
 attribute ``dtype="bool"`` (xarray decodes them back to ``bool``) and strings are
@@ -24,12 +35,15 @@ HDFView read the file without cosimrun.
 
 from __future__ import annotations
 
+import contextlib
+import errno as _errno
 import json
 import os
+import re
 import time as _time
 import traceback as _traceback
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +52,12 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import ResultsWriteError, UnknownNameError
+
+try:
+    import resource
+except ImportError:  # not on Windows: no file-size limit to honour
+    resource = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from cosimrun.core.history import ComponentHistory, SystemHistory
@@ -55,6 +74,9 @@ _RESERVED_ROOT_ATTRS = frozenset({"format", "format_version", "status", CHECKSUM
 _PURE_DIM = "This is a netCDF dimension but not a netCDF variable."
 _STR = h5py.string_dtype("utf-8")
 _DTYPES: dict[str, Any] = {"real": np.float64, "int": np.int64, "bool": np.int8, "event": np.int8, "string": _STR}
+CLOSE_RESERVE = 256 * 1024
+"""Bytes kept free for closing a file (status, error, checksums) beyond what a flush writes."""
+_ERRNO = re.compile(r"errno = (\d+)")
 
 
 def partial_path(path: str | os.PathLike[str]) -> Path:
@@ -121,6 +143,10 @@ class HDF5Writer:
     ``complete``; an exception closes with ``failed`` (``interrupted`` for
     ``KeyboardInterrupt``) plus the error and traceback, keeping what was
     written, and is re-raised.
+
+    A write that fails raises :class:`~cosimrun.errors.ResultsWriteError`; every
+    later write raises it again, and :meth:`close` ends the file as described
+    in the module docstring (never ``complete``).
     """
 
     def __init__(
@@ -150,15 +176,31 @@ class HDF5Writer:
         """CRC-32 of the data written to each dataset, by HDF5 path, stored at close (see :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
-        self.partial_path.parent.mkdir(parents=True, exist_ok=True)
-        # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
-        self._file: h5py.File | None = h5py.File(self.partial_path, "w", track_order=True, locking=False)
+        self._since_flush: dict[str, tuple[h5py.Dataset, int, int | None]] = {}
+        """Datasets changed since the last flush, open until it, with their length and CRC at that flush."""
+        self._undo: dict[str, tuple[h5py.Dataset, int, int | None]] = {}
+        """The same for the change in progress (see :meth:`_change`)."""
+        self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
+        """Sample counts and last values of the components at the last flush."""
+        self._pending = 0
+        """Bytes the next flush may write: data added since the last one and a chunk per changed dataset."""
+        self._failed: ResultsWriteError | None = None
+        self._damaged = False
+        """Whether the HDF5 library failed half-way through a write (the file on disk may be inconsistent)."""
+        self._file: h5py.File | None = None
+        self._left = self.partial_path
+        """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
         try:
+            self.partial_path.parent.mkdir(parents=True, exist_ok=True)
+            # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
+            self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
             self._init_layout(experiment, attrs)
-        except BaseException:
-            self._file.close()
-            self._file = None
+        except BaseException as exc:
+            if self._file is not None:
+                self._abandon()
             self.partial_path.unlink(missing_ok=True)
+            if isinstance(exc, OSError | RuntimeError) and not isinstance(exc, ResultsWriteError):
+                raise self._write_error(exc) from exc
             raise
 
     def _init_layout(self, experiment: str, attrs: Mapping[str, Any] | None) -> None:
@@ -222,11 +264,105 @@ class HDF5Writer:
             if name != dim:
                 self._attach(self._dataset(group, name, dtype), scale)
 
-    def _extend(self, ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
+    def _changed(self, path: str, length: int) -> h5py.Dataset:
+        """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
+        entry = self._since_flush.get(path)
+        if entry is None:
+            ds = self.file[path]
+            entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
+            self._pending += self.chunk_size * (16 if ds.dtype.kind == "O" else ds.dtype.itemsize)
+        if path not in self._undo:
+            self._undo[path] = (entry[0], length, self._checksums.get(path))
+        return entry[0]
+
+    def _extend(self, path: str, start: int, data: np.ndarray) -> None:
+        ds = self._changed(path, start)
         ds.resize((start + len(data),))
         if len(data):
             ds[start:] = data
-            self._checksums[ds.name] = crc32(data, self._checksums.get(ds.name, 0))
+            stored = _stored_bytes(data)
+            self._checksums[path] = zlib.crc32(stored, self._checksums.get(path, 0))
+            self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
+
+    # ------------------------------------------------------------------ write errors
+    @contextlib.contextmanager
+    def _change(self) -> Iterator[None]:
+        """One change to the file: undone if it stops half-way (an interrupt, an error); an HDF5
+        write error becomes :class:`ResultsWriteError`; after a write error nothing is written."""
+        if self._failed is not None:
+            raise self._failed
+        self.file  # noqa: B018 -- raises once the file is closed, before anything is caught below
+        self._undo = {}
+        try:
+            yield
+        except BaseException as exc:
+            self._revert(self._undo)
+            if isinstance(exc, ResultsWriteError):
+                self._failed = self._failed or exc
+                raise
+            if isinstance(exc, OSError | RuntimeError):
+                self._damaged = True
+                self._failed = self._write_error(exc)
+                raise self._failed from exc
+            raise
+        finally:
+            self._undo = {}
+
+    def _write_error(self, exc: BaseException | int) -> ResultsWriteError:
+        """A :class:`ResultsWriteError` for *exc* (an h5py error, whose message names the OS error) or an errno."""
+        if isinstance(exc, int):
+            code: int | None = exc
+            reason = ""
+        else:
+            found = _ERRNO.search(str(exc))
+            code = int(found.group(1)) if found else getattr(exc, "errno", None)
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if code:
+            reason = f"[Errno {code}] {os.strerror(code)}"
+        return ResultsWriteError(str(self.partial_path), reason, code)
+
+    def _check_room(self, nbytes: int) -> None:
+        """Raise :class:`ResultsWriteError` (writing nothing) unless *nbytes* more fit under the
+        file-size limit and in the free space of the file system."""
+        if resource is not None:
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            if limit != resource.RLIM_INFINITY and self.file.id.get_filesize() + nbytes > limit:
+                raise self._write_error(_errno.EFBIG)
+        fs = os.statvfs(self.partial_path.parent)
+        if nbytes > fs.f_bavail * fs.f_frsize:
+            raise self._write_error(_errno.ENOSPC)
+
+    def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, int | None]]) -> None:
+        """Give the *changed* datasets back their length and CRC (a failure marks the file damaged)."""
+        try:
+            for path, (ds, length, crc) in changed.items():
+                if ds.shape[0] != length:
+                    ds.resize((length,))
+                if crc is None:
+                    self._checksums.pop(path, None)
+                else:
+                    self._checksums[path] = crc
+        except (OSError, RuntimeError, ValueError) as exc:
+            self._damaged = True
+            self._failed = self._failed or self._write_error(exc)
+
+    def _abandon(self) -> None:
+        """Release the file without writing anything more: HDF5's writes go to the null device.
+
+        After a failed write HDF5 cannot flush its cache, so closing (or the
+        library's clean-up at exit, which crashes on it) would only fail again.
+        """
+        f, self._file = self._file, None
+        self._left = self.partial_path
+        if f is not None:
+            with contextlib.suppress(Exception):
+                fd = f.id.get_vfd_handle()
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, fd)
+                os.close(null)
+            with contextlib.suppress(Exception):
+                f.close()
+        self._since_flush = {}
 
     # ------------------------------------------------------------------ attributes
     def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
@@ -235,11 +371,11 @@ class HDF5Writer:
         reserved = _RESERVED_ROOT_ATTRS & items.keys()
         if reserved:
             raise ValueError(f"root attributes {sorted(reserved)} are managed by the writer")
-        for key, value in items.items():
-            check_name(key, "attribute name")
-            converted = to_attr(value)
-            if converted is not None:
-                self.file.attrs[key] = converted
+        converted = {check_name(key, "attribute name"): to_attr(value) for key, value in items.items()}
+        with self._change():
+            for key, value in converted.items():
+                if value is not None:
+                    self.file.attrs[key] = value
 
     # ------------------------------------------------------------------ components
     def add_component(self, name: str, ports: Mapping[str, tuple[str | None, str]]) -> None:
@@ -262,21 +398,23 @@ class HDF5Writer:
                     f"port {name}.{port}: unknown port type {port_type!r} (one of {', '.join(PORT_TYPES)})"
                 )
             specs[port] = kind
-        group = self.file["components"].create_group(name, track_order=True)
-        time = self._scale(group, "time", np.float64)
-        time.attrs["units"] = "s"
-        micro = self._dataset(group, "micro", np.int32)
-        self._attach(micro, time)
-        micro.attrs["long_name"] = "superdense micro step"
-        for port, kind in specs.items():
-            ds = self._dataset(group, port, _DTYPES[kind])
-            self._attach(ds, time)
-            unit = ports[port][0]
-            if unit is not None:
-                ds.attrs["units"] = str(unit)
-            ds.attrs["port_type"] = kind
-            if kind in ("bool", "event"):
-                ds.attrs["dtype"] = "bool"
+        with self._change():
+            self._check_room(CLOSE_RESERVE)
+            group = self.file["components"].create_group(name, track_order=True)
+            time = self._scale(group, "time", np.float64)
+            time.attrs["units"] = "s"
+            micro = self._dataset(group, "micro", np.int32)
+            self._attach(micro, time)
+            micro.attrs["long_name"] = "superdense micro step"
+            for port, kind in specs.items():
+                ds = self._dataset(group, port, _DTYPES[kind])
+                self._attach(ds, time)
+                unit = ports[port][0]
+                if unit is not None:
+                    ds.attrs["units"] = str(unit)
+                ds.attrs["port_type"] = kind
+                if kind in ("bool", "event"):
+                    ds.attrs["dtype"] = "bool"
         self._lengths[name] = 0
         self._ports[name] = specs
 
@@ -326,12 +464,14 @@ class HDF5Writer:
                 raise ValueError(f"append to {component!r}: port {port!r} has {len(v)} values for {n} times")
             columns[port] = v
         if n:
-            group = self.file["components"][component]
+            prefix = f"/components/{component}/"
             start = self._lengths[component]
-            for port, v in columns.items():
-                self._extend(group[port], start, v)
-            self._extend(group["micro"], start, m)
-            self._extend(group["time"], start, t)
+            with self._change():
+                self._check_room(self._pending + sum(v.nbytes for v in columns.values()) + 12 * n + CLOSE_RESERVE)
+                for port, v in columns.items():
+                    self._extend(prefix + port, start, v)
+                self._extend(prefix + "micro", start, m)
+                self._extend(prefix + "time", start, t)
             self._lengths[component] = start + n
             self._last[component] = {port: v[-1] for port, v in columns.items()}
         if flush:
@@ -409,63 +549,116 @@ class HDF5Writer:
         return len(cols["time"])
 
     def _append_table(self, group_name: str, columns: Mapping[str, np.ndarray]) -> None:
-        group = self.file[group_name]
-        dim = "event" if group_name == "events" else "switch"
-        start = group[dim].shape[0]
         n = len(next(iter(columns.values())))
         if not n:
             return
-        if dim not in columns:
-            group[dim].resize((start + n,))
-        for name, data in columns.items():
-            self._extend(group[name], start, data)
+        dim = f"/{group_name}/{'event' if group_name == 'events' else 'switch'}"
+        start = self.file[dim].shape[0]
+        with self._change():
+            self._check_room(self._pending + sum(v.nbytes for v in columns.values()) + 32 * n + CLOSE_RESERVE)
+            if dim.rpartition("/")[2] not in columns:
+                self._changed(dim, start).resize((start + n,))
+            for name, data in columns.items():
+                self._extend(f"/{group_name}/{name}", start, data)
 
     def write_stats(self, stats: Mapping[str, Any] | Any) -> None:
         """Store master statistics (a mapping or an object with ``as_dict()``) as ``/stats`` attributes."""
         if not isinstance(stats, Mapping):
             stats = stats.as_dict()
-        group = self.file["stats"]
-        for key, value in stats.items():
-            check_name(key, "statistic name")
-            converted = to_attr(value)
-            if converted is not None:
-                group.attrs[key] = converted
+        converted = {check_name(key, "statistic name"): to_attr(value) for key, value in stats.items()}
+        with self._change():
+            group = self.file["stats"]
+            for key, value in converted.items():
+                if value is not None:
+                    group.attrs[key] = value
 
     # ------------------------------------------------------------------ life cycle
     def flush(self) -> None:
-        """Flush everything written so far to disk."""
-        self.file.flush()
+        """Flush everything written so far to disk (:class:`ResultsWriteError` when it does not fit)."""
+        with self._change():
+            if self._since_flush:
+                self._check_room(self._pending + CLOSE_RESERVE)
+            self.file.flush()
+        self._since_flush = {}
+        self._pending = 0
+        self._flushed = (dict(self._lengths), dict(self._last))
 
     def close(
         self, status: str = "complete", error: BaseException | str | None = None, traceback: str | None = None
     ) -> Path:
-        """Record *status* (and the error), close the file and rename it to :attr:`path`.
+        """Record *status* (and the error), close the file and rename it to :attr:`path`; return where it is.
 
-        Closing twice does nothing. Returns the final path.
+        The status goes to disk in a flush of its own after everything else, so
+        a file never says ``complete`` without its data. After a write error the
+        file keeps what its last flush wrote and is closed as *status*
+        (``failed`` for ``complete``, the write error for a missing *error*); when
+        even that cannot be written it stays ``<path>.partial`` with status
+        ``running``, and that path is returned. A write error during this close
+        is raised with the file still open, to be closed again as ``failed``.
+        Closing twice does nothing.
         """
         if self._file is None:
-            return self.path
+            return self._left
         if status not in STATUSES or status == "running":
             raise ValueError(f"close status must be one of complete, failed, interrupted, got {status!r}")
         if isinstance(error, BaseException):
             if traceback is None:
                 traceback = "".join(_traceback.format_exception(error))
             error = f"{type(error).__name__}: {error}"
-        f = self._file
-        try:
-            f.attrs["status"] = status
-            f.attrs["finished"] = _now()
-            f.attrs["wall_time_s"] = _time.perf_counter() - self._start
-            f.attrs["error"] = "" if error is None else str(error)
-            f.attrs["traceback"] = traceback or ""
-            f.attrs[CHECKSUMS_ATTR] = json.dumps(
-                {name: [f[name].shape[0], crc] for name, crc in sorted(self._checksums.items())}
-            )
-            f.flush()
-        finally:
-            self._file = None
-            f.close()
+        if self._failed is not None:
+            return self._close_after_error(status, error, traceback)
+        with self._change():
+            self._check_room(self._pending + self._closing_bytes(error, traceback))
+            self._write_end(status, error, traceback)
+        return self._release()
+
+    def _closing_bytes(self, error: str | None, traceback: str | None) -> int:
+        """Bytes closing may write: the end attributes and the reserve."""
+        return CLOSE_RESERVE + 4 * (len(error or "") + len(traceback or "")) + 64 * len(self._checksums)
+
+    def _write_end(self, status: str, error: str | None, traceback: str | None) -> None:
+        """Write the end attributes and flush, then the status and flush again."""
+        f = self.file
+        f.attrs["finished"] = _now()
+        f.attrs["wall_time_s"] = _time.perf_counter() - self._start
+        f.attrs["error"] = "" if error is None else str(error)
+        f.attrs["traceback"] = traceback or ""
+        f.attrs[CHECKSUMS_ATTR] = json.dumps(
+            {name: [f[name].shape[0], crc] for name, crc in sorted(self._checksums.items())}
+        )
+        f.flush()
+        f.attrs["status"] = status
+        f.flush()
+
+    def _close_after_error(self, status: str, error: str | None, traceback: str | None) -> Path:
+        """Close after a write error: back to the last flush, then the status if it fits, else abandon."""
+        assert self._failed is not None
+        if status == "complete":
+            status = "failed"
+        if error is None:
+            error = f"{type(self._failed).__name__}: {self._failed}"
+        if not self._damaged:
+            self._revert(self._since_flush)
+            lengths, last = self._flushed
+            self._lengths = {comp: lengths.get(comp, 0) for comp in self._lengths}
+            self._last = dict(last)
+        if not self._damaged:
+            try:
+                self._check_room(self._closing_bytes(error, traceback))
+                self._write_end(status, error, traceback)
+                return self._release()
+            except (OSError, RuntimeError):
+                pass
+        self._abandon()
+        return self._left
+
+    def _release(self) -> Path:
+        """Close the (flushed) file and give it its final name."""
+        f, self._file = self.file, None
+        self._since_flush = {}
+        f.close()
         os.replace(self.partial_path, self.path)
+        self._left = self.path
         return self.path
 
     def __enter__(self) -> HDF5Writer:
@@ -477,7 +670,11 @@ class HDF5Writer:
         if self._file is None:
             return
         if exc is None:
-            self.close("complete")
+            try:
+                self.close("complete")
+            except ResultsWriteError as err:
+                self.close("failed", err)
+                raise
         else:
             self.close("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
 
@@ -489,9 +686,14 @@ class HDF5Writer:
 def crc32(data: np.ndarray, value: int = 0) -> int:
     """CRC-32 of a column as stored, continuing from *value*: numbers by their bytes, strings as
     UTF-8 each followed by a NUL byte (so reading a dataset back gives the same sum)."""
+    return zlib.crc32(_stored_bytes(data), value)
+
+
+def _stored_bytes(data: np.ndarray) -> bytes | np.ndarray:
+    """The bytes :func:`crc32` sums (their length is about what the column takes on disk)."""
     if data.dtype == object:
-        return zlib.crc32(b"".join(_utf8(v) + b"\0" for v in data), value)
-    return zlib.crc32(np.ascontiguousarray(data).view(np.uint8), value)
+        return b"".join(_utf8(v) + b"\0" for v in data)
+    return np.ascontiguousarray(data).view(np.uint8)
 
 
 def _utf8(value: Any) -> bytes:
