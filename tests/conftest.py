@@ -118,6 +118,50 @@ def cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Cosimrun:
     return run
 
 
+@pytest.fixture
+def start_cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """``start_cosimrun(*args)``: the command in the background in ``tmp_path`` (output piped, as text).
+
+    Whatever still runs at the end of the test is killed.
+    """
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLI, *args],
+            cwd=tmp_path,
+            env=sweep_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def with_crash(tmp_path: Path) -> list[str]:
+    """Overrides adding component ``bomb`` of the test-only type ``crash`` (see :data:`CRASH_MODULE`).
+
+    Through a config file: an override cannot add an entry to the typed
+    ``components`` table. ``components.bomb.params.<crash_at|hang_at|exit_on_free>``
+    then set what goes wrong.
+    """
+    conf = tmp_path / "conf" / "testing"
+    conf.mkdir(parents=True)
+    (conf / "crash.yaml").write_text(
+        "# @package _global_\ncomponents:\n  bomb:\n    type: crash\n"
+        "    params: {value: 1.0, crash_at: 100.0, hang_at: 100.0, exit_on_free: false}\n"
+    )
+    return [f"--config-dir={tmp_path / 'conf'}", "+testing=crash"]
+
+
 # ---------------------------------------------------------------------- a real cluster on loopback
 @dataclass
 class Cluster:

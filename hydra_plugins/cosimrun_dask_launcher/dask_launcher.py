@@ -55,7 +55,7 @@ def _refuse(name: str, value: Any, valid: bool, what: str) -> None:
     if not valid:
         from cosimrun.exits import fail
 
-        fail(f"hydra.launcher.{name}={value} cannot work: give {what}")
+        fail(f"hydra.launcher.{name}={value:g} cannot work: give {what}")
 
 
 class DaskLauncher(Launcher):

@@ -18,18 +18,6 @@ from cosimrun.storage import load_results
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def with_crash(tmp_path: Path) -> list[str]:
-    """Overrides adding component ``bomb`` of type ``crash`` (through a config file: an override
-    cannot add an entry to the typed ``components`` table)."""
-    conf = tmp_path / "conf" / "testing"
-    conf.mkdir(parents=True)
-    (conf / "crash.yaml").write_text(
-        "# @package _global_\ncomponents:\n  bomb:\n    type: crash\n    params: {value: 1.0, crash_at: 100.0}\n"
-    )
-    return [f"--config-dir={tmp_path / 'conf'}", "+testing=crash"]
-
-
 def test_sweep_on_an_existing_cluster(dask_cluster, cosimrun, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     proc = cosimrun(

@@ -1,0 +1,268 @@
+"""What a sweep makes of faults: a second sweep into its directory, a damaged job file on resume, a
+worker dying after its job finished, a hung job, Ctrl-C while a job hangs, settings that cannot work.
+
+Every test runs the ``cosimrun`` command in a subprocess (fixtures in ``tests/conftest.py``; the
+test-only component ``crash`` misbehaves on request) and checks the exit status, the line the
+command printed and every file left behind: index rows and the results files' ``status``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import pytest
+
+from cosimrun.runner.load import load_sweep
+from cosimrun.runner.lock import LOCK_FILE
+from cosimrun.storage.verify import verify_results
+
+pytestmark = pytest.mark.slow
+
+QUICK = ["+experiment=bouncing_ball", "run.tf=0.5"]
+DASK = [*QUICK, "hydra.launcher.progress=false"]
+
+
+def _status(path: Path) -> str:
+    with h5py.File(path, "r") as f:
+        return str(f.attrs["status"])
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under *root*: relative path -> (size, mtime in ns)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _lines(text: str, prefix: str = "cosimrun:") -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+# ---------------------------------------------------------------------- the sweep lock
+def test_a_second_sweep_is_refused_while_the_first_lives_and_takes_over_once_it_died(
+    cosimrun, start_cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    # the first sweep runs its jobs in the driver (basic launcher) and hangs in job 0
+    first = start_cosimrun(
+        "-m",
+        *with_crash,
+        *QUICK,
+        "components.bomb.params.hang_at=0.1",
+        "components.ball.params.e=0.5,0.6",
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    try:
+        _wait_for(lambda: (sweep_dir / "0" / "results.h5.partial").exists(), what="the first sweep's job 0")
+        holder = json.loads((sweep_dir / LOCK_FILE).read_text())
+        assert holder["pid"] == first.pid and holder["host"] == socket.gethostname()
+        before = _tree(sweep_dir)
+
+        # the second sweep (dask launcher) is refused in one line and touches nothing
+        second = cosimrun("-m", *DASK, "components.ball.params.e=0.7,0.8", f"hydra.sweep.dir={sweep_dir}")
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.count("\n") == 1
+        assert second.stderr.startswith(
+            f"cosimrun: error: sweep directory {sweep_dir} is in use by a running sweep "
+            f"(PID {first.pid} on host {socket.gethostname()}, started {holder['started']}); "
+        )
+        assert _tree(sweep_dir) == before
+    finally:
+        first.kill()
+        first.wait(timeout=30)
+
+    # the first sweep died holding the lock: the next sweep takes it over, says so, and runs
+    assert (sweep_dir / LOCK_FILE).exists() and _status(sweep_dir / "0" / "results.h5.partial") == "running"
+    third = cosimrun("-m", *DASK, "components.ball.params.e=0.7,0.8", "hydra.launcher.n_workers=1",
+                     f"hydra.sweep.dir={sweep_dir}")
+    assert third.returncode == 0, third.stderr
+    assert _lines(third.stderr) == [
+        f"cosimrun: took over the lock of sweep directory {sweep_dir} from PID {first.pid} on host "
+        f"{socket.gethostname()}, started {holder['started']}: that process no longer runs"
+    ]
+    assert "sweep: 2 jobs, 2 complete, 0 failed" in third.stdout
+    assert not (sweep_dir / LOCK_FILE).exists()  # released at the end
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete"] and list(df["components.ball.params.e"]) == [0.7, 0.8]
+    assert list(df["note"]) == ["", ""] and list(df["error"]) == ["", ""]
+    for job in ("0", "1"):
+        assert _status(sweep_dir / job / "results.h5") == "complete"
+        assert verify_results(sweep_dir / job / "results.h5") == []
+
+
+# ---------------------------------------------------------------------- resume verifies
+def _flip_data_bytes(path: Path, dataset: str) -> None:
+    """Invert one stored sample of *dataset* (in the middle of its data), leaving the file's structure alone."""
+    with h5py.File(path, "r") as f:
+        ds = f[dataset]
+        assert ds.compression is None and ds.shape[0] > 2
+        offset = ds.id.get_chunk_info(0).byte_offset if ds.chunks else ds.id.get_offset()
+        offset += (ds.shape[0] // 2) * ds.dtype.itemsize
+    with open(path, "r+b") as raw:
+        raw.seek(offset)
+        data = raw.read(4)
+        raw.seek(offset)
+        raw.write(bytes(b ^ 0xFF for b in data))
+
+
+def test_resume_reruns_a_job_whose_results_file_was_damaged(cosimrun, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    args = [
+        "-m",
+        *DASK,
+        "storage.compression=null",
+        "components.ball.params.e=0.5,0.6",
+        "hydra.launcher.n_workers=1",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+    proc = cosimrun(*args)
+    assert proc.returncode == 0, proc.stderr
+    damaged = sweep_dir / "0" / "results.h5"
+    kept_mtime = (sweep_dir / "1" / "results.h5").stat().st_mtime_ns
+    _flip_data_bytes(damaged, "components/ball/h")
+    assert _status(damaged) == "complete"  # it still says so
+    assert verify_results(damaged) == ["/components/ball/h: CRC-32 mismatch (the data changed after it was written)"]
+
+    proc = cosimrun(*args, "hydra.launcher.resume=true")
+    assert proc.returncode == 0, proc.stderr
+    assert _lines(proc.stderr) == []
+    note = "rerun: results file damaged (/components/ball/h: CRC-32 mismatch (the data changed after it was written))"
+    assert "sweep: 2 jobs, 2 complete (1 reused), 0 failed" in proc.stdout and f"  #0 {note}" in proc.stdout
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete"]
+    assert list(df["reused"]) == [False, True] and list(df["attempts"]) == [1, 0]
+    assert list(df["note"]) == [note, ""] and list(df["error"]) == ["", ""]
+    assert _status(damaged) == "complete" and verify_results(damaged) == []  # run again, whole
+    assert (sweep_dir / "1" / "results.h5").stat().st_mtime_ns == kept_mtime
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------- lost is not failed
+def test_a_worker_dying_after_its_job_finished_leaves_the_job_complete(
+    cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        "-m",
+        *with_crash,
+        *DASK,
+        "components.bomb.params.exit_on_free=true,false",  # job 0's worker exits once its file is closed
+        "hydra.launcher.n_workers=1",
+        "hydra.launcher.retries=0",  # no retry: the job must not need one
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "NoneType" not in proc.stdout + proc.stderr
+    recovered = "recovered: its worker died after the job finished; outcome read from its verified results file"
+    assert "sweep: 2 jobs, 2 complete, 0 failed" in proc.stdout and f"  #0 {recovered}" in proc.stdout
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete"]
+    assert list(df["note"]) == [recovered, ""] and list(df["error"]) == ["", ""]
+    assert list(df["attempts"]) == [1, 1] and list(df["reused"]) == [False, False]
+    assert list(df["path"]) == ["0/results.h5", "1/results.h5"]
+    assert df["final.ball.h"].notna().all() and df["wall_time_s"].iloc[0] > 0
+    for job in ("0", "1"):
+        assert _status(sweep_dir / job / "results.h5") == "complete"
+        assert verify_results(sweep_dir / job / "results.h5") == []
+
+
+# ---------------------------------------------------------------------- timeouts and the index while jobs run
+def test_a_hung_job_times_out_and_the_sweep_goes_on(cosimrun, with_crash: list[str], tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun(
+        "-m",
+        *with_crash,
+        *DASK,
+        "components.bomb.params.hang_at=0.1,100,100",  # job 0 hangs, the others finish
+        "hydra.launcher.n_workers=1",  # the others run on the worker restarted after the timeout
+        "hydra.launcher.timeout=3",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "sweep: 3 jobs, 2 complete, 1 failed" in proc.stderr
+    assert "  #0 failed: " in proc.stderr and ": timeout after 3 s" in proc.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["failed", "complete", "complete"]
+    assert list(df["error"]) == ["timeout after 3 s", "", ""]
+    assert re.fullmatch(
+        r"the job ran longer than hydra\.launcher\.timeout=3 s; its worker (tcp|tls)://\S+ was restarted",
+        df["traceback"].iloc[0],
+    )
+    assert list(df["attempts"]) == [1, 1, 1]
+    assert list(df["path"]) == ["0/results.h5", "1/results.h5", "2/results.h5"]
+    # the hung run's file is as its killed process left it; the others are whole
+    assert not (sweep_dir / "0" / "results.h5").exists()
+    assert _status(sweep_dir / "0" / "results.h5.partial") == "running"
+    for job in ("1", "2"):
+        assert _status(sweep_dir / job / "results.h5") == "complete"
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+def _index_statuses(sweep_dir: Path) -> list[str]:
+    try:
+        return list(load_sweep(sweep_dir)["status"])
+    except (OSError, ValueError, KeyError):  # not there yet
+        return []
+
+
+def test_the_index_is_rewritten_while_a_job_hangs_and_ctrl_c_leaves_it_whole(
+    start_cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = start_cosimrun(
+        "-m",
+        *with_crash,
+        *DASK,
+        "components.bomb.params.hang_at=0.1,100",  # job 0 hangs, job 1 finishes at once
+        "hydra.launcher.n_workers=2",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    _wait_for(lambda: _index_statuses(sweep_dir) == ["pending", "complete"], what="job 1 complete in the index")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "sweep: 2 jobs, 1 complete, 0 failed, 1 interrupted" in err
+    assert f"to finish it, run the same command with hydra.sweep.dir={sweep_dir} hydra.launcher.resume=true" in err
+    assert err.rstrip().endswith("cosimrun: interrupted")
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["interrupted", "complete"]
+    assert list(df["error"]) == ["the sweep was interrupted by the user", ""]
+    assert _status(sweep_dir / "1" / "results.h5") == "complete"
+    assert _status(sweep_dir / "0" / "results.h5.partial") == "running"  # its worker was stopped with the cluster
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------- refused settings
+NATURAL = "an integer >= 1, or null: one per core"
+
+
+@pytest.mark.parametrize(
+    ("setting", "valid"),
+    [
+        ("n_workers=-1", NATURAL),
+        ("n_workers=0", NATURAL),
+        ("retries=-1", "an integer >= 0"),
+        ("timeout=0", "a number of seconds > 0, or null: none"),
+    ],
+)
+def test_launcher_settings_that_cannot_work_are_refused(cosimrun, tmp_path: Path, setting: str, valid: str) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = cosimrun("-m", *DASK, "components.ball.params.e=0.5,0.6", f"hydra.launcher.{setting}",
+                    f"hydra.sweep.dir={sweep_dir}", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"cosimrun: error: hydra.launcher.{setting} cannot work: give {valid}\n"
+    assert not sweep_dir.exists()  # nothing started
