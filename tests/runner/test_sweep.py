@@ -188,6 +188,36 @@ def test_started_marks_tell_a_lost_job_that_ran_from_one_that_waited(tmp_path: P
     assert not worker.started(job_dir, "tok", 3) and not worker.started(job_dir, "other", 1)
 
 
+def test_a_lost_result_is_a_worker_death_never_nonetype(tmp_path: Path) -> None:
+    from hydra_plugins.cosimrun_dask_launcher._returns import failed_outcome, timed_out
+
+    spec = compose.JobSpec(4, ["a=1"], None, tmp_path / "4", tmp_path / "4" / "results.h5")
+    lost = failed_outcome(spec, 2, None)
+    assert lost.status == "failed" and lost.attempts == 2
+    assert lost.error.startswith("WorkerDied: the worker process running this job died 2 times")
+    assert "NoneType" not in lost.error + lost.traceback
+    late = timed_out(spec, 1, 2.5, "tcp://w:1", "restarted")
+    assert (late.status, late.error, late.worker) == ("failed", "timeout after 2.5 s", "tcp://w:1")
+    assert late.path == str(spec.results_path)
+
+
+def test_ledger_notes_and_interruptions_in_the_summary(tmp_path: Path) -> None:
+    ledger = ledger_for(tmp_path)
+    ledger.add_pending(0, ["a=1"])
+    ledger.add_pending(1, ["a=2"])
+    ledger.enter(_outcome(0, "complete", ["a=1"], note="rerun: results file damaged (x)", job_time_s=0.1))
+    ledger.interrupt_pending("terminated by SIGTERM")
+    out = io.StringIO()
+    assert finish(out) == 1
+    text = out.getvalue()
+    assert "2 jobs, 1 complete, 0 failed, 1 interrupted" in text and "  #0 rerun: results file damaged (x)" in text
+    assert f"hydra.sweep.dir={tmp_path} hydra.launcher.resume=true" in text
+    df = load_sweep(tmp_path)
+    assert list(df["status"]) == ["complete", "interrupted"]
+    assert list(df["error"]) == ["", "the sweep was terminated by SIGTERM"]
+    assert list(df["note"]) == ["rerun: results file damaged (x)", ""]
+
+
 def test_ledger_summary_and_exit_code(tmp_path: Path) -> None:
     ledger = ledger_for(tmp_path)
     ledger.add_pending(0, ["a=1"])

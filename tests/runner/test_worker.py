@@ -119,6 +119,19 @@ def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) 
     with h5py.File(spec.results_path, "r") as f:
         assert f.attrs["status"] == "complete"
     assert resume.check_reuse(spec) == resume.Reuse(True)  # the stored config is the one the driver expects
+    assert worker.written_since_start(spec.job_dir, spec.results_path)
+
+    changed = _spec(tmp_path, job=[*JOB, "components.ctrl.params.kd=7"])
+    assert changed.results_path == spec.results_path
+    assert resume.check_reuse(changed) == resume.Reuse(False, "rerun: configuration changed")
+    worker.mark_started(spec.job_dir, "next", 1)  # a later attempt starts: the file is older than it
+    os.utime(spec.results_path, ns=(0, 0))
+    assert not worker.written_since_start(spec.job_dir, spec.results_path)
+    spec.results_path.write_bytes(b"not HDF5")
+    reuse = resume.check_reuse(spec)
+    assert not reuse.ok and reuse.note.startswith("rerun: results file damaged (unreadable: ")
+    spec.results_path.unlink()
+    assert resume.check_reuse(spec) == resume.Reuse(False)  # never finished: an ordinary rerun, no note
 
 
 def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path) -> None:
