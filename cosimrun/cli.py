@@ -4,7 +4,8 @@
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
 ``cosimrun --list-components`` lists the installed component types, and
 ``cosimrun -m ...`` expands a sweep. Mistakes in the config end with one line
-on stderr naming the key, and a non-zero exit code.
+on stderr naming the key, and a non-zero exit code (see :mod:`cosimrun.exits`).
+SIGINT and SIGTERM end the runs as ``interrupted`` (:mod:`cosimrun.runner.signals`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-EXIT_CONFIG = 2
-EXIT_FAILED = 1
-
-
-def _fail(message: str, code: int = EXIT_CONFIG) -> None:
-    print(f"cosimrun: error: {message}", file=sys.stderr)
-    sys.exit(code)
+from cosimrun.exits import EXIT_FAILED, fail
 
 
 def _group_options(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -72,7 +67,7 @@ def _precheck(argv: list[str]) -> None:
             for value in values.split(","):
                 value = value.strip()
                 if value and valid and value not in valid:
-                    _fail(f"{group}: unknown {group} {value!r}{suggest(value, valid)} (available: {', '.join(valid)})")
+                    fail(f"{group}: unknown {group} {value!r}{suggest(value, valid)} (available: {', '.join(valid)})")
 
 
 def list_components() -> str:
@@ -101,7 +96,8 @@ def _task(cfg: Any) -> Any:
         return sweep_job(cfg)
 
     from cosimrun.console import Console
-    from cosimrun.errors import ConfigError
+    from cosimrun.errors import ConfigError, ResultsWriteError
+    from cosimrun.runner import signals
     from cosimrun.runner.configtext import resolved, task_overrides
     from cosimrun.runner.run import prepare, run_experiment
 
@@ -109,22 +105,27 @@ def _task(cfg: Any) -> Any:
     try:
         experiment = prepare(plain)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if experiment.action == "describe":
         print(experiment.system.describe())
         return 0
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     console = Console(experiment)
-    outcome = run_experiment(
-        plain,
-        out_dir,
-        config_yaml=config_yaml,
-        overrides=task_overrides(hydra_cfg),
-        progress=console.progress,
-        experiment=experiment,
-    )
+    try:
+        outcome = run_experiment(
+            plain,
+            out_dir,
+            config_yaml=config_yaml,
+            overrides=task_overrides(hydra_cfg),
+            progress=console.progress,
+            experiment=experiment,
+        )
+    except ResultsWriteError as exc:  # the file could not even be created
+        fail(str(exc), EXIT_FAILED)
     console.summary(outcome)
+    if outcome.status == "interrupted":
+        sys.exit(signals.exit_code(outcome.cause))
     if not outcome.ok:
         sys.exit(EXIT_FAILED)
     return 0
@@ -161,22 +162,23 @@ def main() -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import ledger, sweep
+    from cosimrun.runner import ledger, signals, sweep
 
     register_configs()
     register_hydra_plugins()
     sweep.mark_driver()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
-    interrupted = False
-    try:
-        app()
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
-    if interrupted:
-        print("cosimrun: interrupted", file=sys.stderr)
-        sys.exit(130)
+    interrupted: KeyboardInterrupt | None = None
+    with signals.handling():
+        try:
+            app()
+        except KeyboardInterrupt as exc:  # a sweep's, or Hydra's before a run started
+            interrupted = exc
+        finally:
+            failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
+    if interrupted is not None:
+        print(f"cosimrun: {signals.message(interrupted)}", file=sys.stderr)
+        sys.exit(signals.exit_code(interrupted))
     if failed:
         sys.exit(EXIT_FAILED)
 

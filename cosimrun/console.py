@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from cosimrun.config.build import Experiment
+from cosimrun.errors import ResultsWriteError
 
 
 class Console:
@@ -50,7 +51,11 @@ class Console:
             self._bar = None
 
     def summary(self, outcome: Any) -> None:
-        """One block: experiment, master, steps, events, mode switches, wall time, results path."""
+        """One block: experiment, master, steps, events, mode switches, wall time, results path.
+
+        A run that did not complete gets the error and the path on stderr; a write
+        error one line (its message names the file and what it keeps).
+        """
         self.close()
         result = outcome.result
         if outcome.ok and result is not None:
@@ -61,6 +66,10 @@ class Console:
                 f"{outcome.wall_time_s:.2f} s wall\n"
                 f"results: {outcome.path}"
             )
+        elif isinstance(outcome.cause, ResultsWriteError):  # one line: the error names the file
+            line = f"cosimrun: error: {outcome.error}"
+            if outcome.file_status != "running":
+                line += f"; results up to the last flush kept in {outcome.path} (status {outcome.file_status})"
         else:
             where = f" at t={outcome.failed_at:.6g} s" if outcome.failed_at is not None else ""
             line = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback as _traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -9,8 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
-from cosimrun.errors import ConfigError, LoopConvergenceError, MissingInitialValueError, SimulationError
+from cosimrun.errors import (
+    ConfigError,
+    LoopConvergenceError,
+    MissingInitialValueError,
+    ResultsWriteError,
+    SimulationError,
+)
+from cosimrun.runner import signals
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import write_run_summary
 from cosimrun.system import Recorder, RunResult
@@ -26,6 +36,7 @@ class RunOutcome:
     status: str
     """``complete``, ``failed`` or ``interrupted``."""
     path: Path
+    """The results file: ``<storage.file>``, or its ``.partial`` file when a write error left it unclosed."""
     master: str
     result: RunResult | None
     error: str | None
@@ -33,6 +44,10 @@ class RunOutcome:
     failed_at: float | None = None
     final_values: dict[str, Any] = field(default_factory=dict)
     """``{"comp.port": last value}`` of the recorded ports (see ``HDF5Writer.final_values``)."""
+    cause: BaseException | None = None
+    """The exception that ended the run early (without its traceback, which ``error``'s file keeps)."""
+    file_status: str = ""
+    """The status the results file records: ``status``, or ``running`` when it could not be closed."""
 
     @property
     def ok(self) -> bool:
@@ -64,14 +79,24 @@ def run_experiment(
 ) -> RunOutcome:
     """Simulate the experiment *cfg* and write ``<out_dir>/<storage.file>``.
 
-    Configuration errors raise :class:`ConfigError` before any file is created.
-    A failure during the simulation is not raised: the file keeps everything
-    computed up to it, with status ``failed``, the error and the traceback.
+    Configuration errors raise :class:`ConfigError` before any file is created,
+    and :class:`ResultsWriteError` when the file cannot be created. However the
+    run ends afterwards, it is not raised: the file is closed with everything
+    computed up to the end (see :class:`RunOutcome`). An exception from a
+    component (``SystemExit`` and ``GeneratorExit`` included) makes the run
+    ``failed`` with the error and traceback; ``KeyboardInterrupt`` (Ctrl-C, and
+    SIGTERM's :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun``
+    command) makes it ``interrupted``; a write error makes it ``failed`` with
+    the file as far as it was flushed (see :class:`~cosimrun.storage.HDF5Writer`).
+
+    numpy's floating-point warnings are silenced during the simulation: the
+    recorder ends the run at the first NaN or infinity and names it. With
+    ``storage.allow_nonfinite`` they are left on, as the only report of where
+    such values arise.
     """
     exp = experiment or prepare(cfg)
-    path = Path(out_dir) / exp.storage.file
     writer = HDF5Writer(
-        path,
+        Path(out_dir) / exp.storage.file,
         experiment=exp.name,
         attrs={
             "config_yaml": config_yaml,
@@ -85,51 +110,103 @@ def run_experiment(
         compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
     )
     system = exp.system
-    recorder = Recorder(writer, flush_interval=exp.storage.flush_interval, allow_nonfinite=exp.storage.allow_nonfinite)
-    recorder.attach(system.components, exp.recorded)
     start = time.perf_counter()
-    result: RunResult | None = None
     try:
-        try:
+        recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
+                            allow_nonfinite=exp.storage.allow_nonfinite)
+        recorder.attach(system.components, exp.recorded)
+        quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
+        with quiet:
             result = system.run(
-                exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=progress, recorder=recorder
+                exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
+                recorder=recorder,
             )
-        except KeyboardInterrupt:
-            return _abort(exp, writer, path, start, "interrupted", "interrupted by the user", "")
-        except Exception as exc:  # a failing component must not lose what was computed
-            message = f"{type(exc).__name__}: {exc}"
-            when = exc.time if isinstance(exc, SimulationError) else None
-            return _abort(exp, writer, path, start, "failed", message, _traceback.format_exc(), when)
+        signals.check()
         write_run_summary(writer, result)
         writer.close("complete")
+    except KeyboardInterrupt as exc:
+        return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
+    except (SystemExit, GeneratorExit) as exc:  # a component's: the run fails, the command goes on
+        return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
+    except Exception as exc:  # a failing component must not lose what was computed
+        message = str(exc) if isinstance(exc, ResultsWriteError) else f"{type(exc).__name__}: {exc}"
+        when = exc.time if isinstance(exc, SimulationError) else None
+        return _abort(exp, writer, start, "failed", message, _traceback.format_exc(), exc, when)
     finally:
         system.free()
     wall = time.perf_counter() - start
-    return RunOutcome(exp.name, "complete", path, exp.master.name, result, None, wall,
-                      final_values=writer.final_values())
+    return RunOutcome(exp.name, "complete", writer.path, exp.master.name, result, None, wall,
+                      final_values=writer.final_values(), file_status="complete")
+
+
+def _watching(progress: Progress | None) -> Progress:
+    """*progress* preceded by :func:`signals.check`, so an interrupt Python dropped still ends the run."""
+
+    def report(t: float) -> None:
+        signals.check()
+        if progress is not None:
+            progress(t)
+
+    return report
+
+
+def _failed_at(exp: Experiment) -> float:
+    """Where the components are: the time a run that stopped early reached."""
+    return max((c.t for c in exp.system.components.values()), default=exp.run.t0)
+
+
+def _exit_message(exc: SystemExit | GeneratorExit, exp: Experiment) -> str:
+    """``SystemExit: component 'x' called sys.exit(0) at t=...`` (the component when the traceback shows it)."""
+    culprit = _culprit(exc, exp)
+    if isinstance(exc, SystemExit):
+        what = f"called sys.exit({'' if exc.code is None else repr(exc.code)})"
+    else:
+        what = "raised GeneratorExit"
+    who = f"component {culprit!r}" if culprit else "the run"
+    return f"{type(exc).__name__}: {who} {what} at t={_failed_at(exp):.12g}"
+
+
+def _culprit(exc: BaseException, exp: Experiment) -> str | None:
+    """The outermost of the system's components whose method is on *exc*'s traceback."""
+    names = {id(c): name for name, c in exp.system.components.items()}
+    tb = exc.__traceback__
+    while tb is not None:
+        name = names.get(id(tb.tb_frame.f_locals.get("self")))
+        if name is not None:
+            return name
+        tb = tb.tb_next
+    return None
 
 
 def _abort(
     exp: Experiment,
     writer: HDF5Writer,
-    path: Path,
     start: float,
     status: str,
     message: str,
     trace: str,
+    cause: BaseException,
     failed_at: float | None = None,
 ) -> RunOutcome:
     """Close the file as *status* with what was computed; *failed_at* is the error's time when it names one."""
     system = exp.system
     if failed_at is None:
-        failed_at = max((c.t for c in system.components.values()), default=exp.run.t0)
+        failed_at = _failed_at(exp)
     try:
         writer.write_mode_switches(system.mode_switches())
         writer.write_stats(exp.master.stats.as_dict())
+    except ResultsWriteError as exc:
+        if exc is not cause:
+            message = f"{message} (and saving the partial results failed: {exc})"
     except Exception as exc:  # keep the original error; note that saving the rest failed too
         message = f"{message} (and saving the partial results failed: {type(exc).__name__}: {exc})"
     finally:
-        writer.close(status, error=message, traceback=trace)
+        path = writer.close(status, error=message, traceback=trace)
+    file_status = status
+    if path != writer.path:
+        file_status = "running"
+        harm = ", and may be unreadable" if writer.damaged else ", kept up to its last flush"
+        message = f"{message}; the results file is incomplete (status running{harm})"
     wall = time.perf_counter() - start
     return RunOutcome(exp.name, status, path, exp.master.name, None, message, wall, failed_at=failed_at,
-                      final_values=writer.final_values())
+                      final_values=writer.final_values(), cause=cause.with_traceback(None), file_status=file_status)
