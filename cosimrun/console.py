@@ -66,7 +66,7 @@ class Console:
                 f"{outcome.wall_time_s:.2f} s wall\n"
                 f"results: {outcome.path}"
             )
-        elif isinstance(outcome.cause, ResultsWriteError):  # one line: the error names the file
+        elif isinstance(getattr(outcome, "cause", None), ResultsWriteError):  # one line: the error names the file
             line = f"cosimrun: error: {outcome.error}"
             if outcome.file_status != "running":
                 line += f"; results up to the last flush kept in {outcome.path} (status {outcome.file_status})"

@@ -236,6 +236,11 @@ class HDF5Writer:
     def closed(self) -> bool:
         return self._file is None
 
+    @property
+    def damaged(self) -> bool:
+        """Whether the HDF5 library failed half-way through a write: the file on disk may be unreadable."""
+        return self._damaged
+
     def _dataset(self, group: h5py.Group, name: str, dtype: Any) -> h5py.Dataset:
         filters = dict(self._filters)
         if filters and np.dtype(dtype).kind in "iuf" and np.dtype(dtype).itemsize > 1:
@@ -593,9 +598,9 @@ class HDF5Writer:
         file keeps what its last flush wrote and is closed as *status*
         (``failed`` for ``complete``, the write error for a missing *error*); when
         even that cannot be written it stays ``<path>.partial`` with status
-        ``running``, and that path is returned. A write error during this close
-        is raised with the file still open, to be closed again as ``failed``.
-        Closing twice does nothing.
+        ``running``, and that path is returned. A write error while closing as
+        ``complete`` is raised with the file still open, to be closed again as
+        ``failed``. Closing twice does nothing.
         """
         if self._file is None:
             return self._left
@@ -605,12 +610,16 @@ class HDF5Writer:
             if traceback is None:
                 traceback = "".join(_traceback.format_exception(error))
             error = f"{type(error).__name__}: {error}"
-        if self._failed is not None:
-            return self._close_after_error(status, error, traceback)
-        with self._change():
-            self._check_room(self._pending + self._closing_bytes(error, traceback))
-            self._write_end(status, error, traceback)
-        return self._release()
+        if self._failed is None:
+            try:
+                with self._change():
+                    self._check_room(self._pending + self._closing_bytes(error, traceback))
+                    self._write_end(status, error, traceback)
+                return self._release()
+            except ResultsWriteError:
+                if status == "complete":
+                    raise
+        return self._close_after_error(status, error, traceback)
 
     def _closing_bytes(self, error: str | None, traceback: str | None) -> int:
         """Bytes closing may write: the end attributes and the reserve."""
