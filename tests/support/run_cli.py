@@ -1,6 +1,8 @@
 """Run the cosimrun command with the test-only component types registered.
 
-Usage: ``python tests/support/run_cli.py ARGS...`` (same arguments as ``cosimrun``).
+Usage: ``python tests/support/run_cli.py ARGS...`` (same arguments as ``cosimrun``). The
+test-only types are registered on import, so a sweep's local dask workers, which import
+this main module again, know them too.
 """
 
 import importlib.metadata
@@ -22,7 +24,8 @@ def entry_points(**params):
 
 importlib.metadata.entry_points = entry_points
 
-from cosimrun.cli import main  # noqa: E402
+if __name__ == "__main__":  # a sweep's dask workers import this module too (as __mp_main__): the types, not the run
+    from cosimrun.cli import main
 
-sys.argv = ["cosimrun", *sys.argv[1:]]
-main()
+    sys.argv = ["cosimrun", *sys.argv[1:]]
+    main()
