@@ -51,6 +51,16 @@ def interruption(signum: int | None) -> KeyboardInterrupt:
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+def request_stop(signum: int = signal.SIGTERM) -> None:
+    """End the runs in progress in this process as if *signum* had arrived, at their next :func:`check`.
+
+    For runs outside the main thread, which signals cannot interrupt (a dask
+    worker that is being closed); the process runs nothing afterwards.
+    """
+    global _received
+    _received = signum
+
+
 def check() -> None:
     """Raise the interrupt noted by the handlers, in case Python dropped it where it was raised."""
     if _received is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+import numpy as np
+
 from cosimrun.core import CoSimComponent, PortSpec, PortType
 
 INF = float("inf")
@@ -15,7 +17,8 @@ class Faulty(CoSimComponent):
 
     Parameters: ``fail_at`` raises ``RuntimeError``, ``exit_at`` calls ``sys.exit(exit_code)``,
     ``interrupt_at`` raises ``KeyboardInterrupt``, ``generator_exit_at`` raises ``GeneratorExit``,
-    ``nan_from`` outputs NaN from then on, ``sleep_per_step`` sleeps that long each step (for
+    ``nan_from`` outputs NaN from then on, ``overflow_from`` infinity from a numpy overflow
+    (which warns), ``sleep_per_step`` sleeps that long each step (for
     sending signals to a run in progress).
     """
 
@@ -24,7 +27,7 @@ class Faulty(CoSimComponent):
         self.output_specs = {"y": PortSpec("y", PortType.REAL, "out", "s")}
         self.parameters = {
             "fail_at": 1.0, "nan_from": INF, "exit_at": INF, "exit_code": 0, "interrupt_at": INF,
-            "generator_exit_at": INF, "sleep_per_step": 0.0,
+            "generator_exit_at": INF, "overflow_from": INF, "sleep_per_step": 0.0,
         }
 
     def _initialize_component(self, t0: float) -> None:
@@ -45,7 +48,10 @@ class Faulty(CoSimComponent):
             raise RuntimeError(f"sensor broke at t={end:g}")
 
     def _update_output_states(self, t=None, event_names=()) -> None:
-        self.outputs["y"].value = float("nan") if self.t >= self.parameters["nan_from"] else self.t
+        p, y = self.parameters, self.t
+        if self.t >= p["overflow_from"]:
+            y = float(np.float64(1e308) * np.float64(10.0))
+        self.outputs["y"].value = float("nan") if self.t >= p["nan_from"] else y
 
     def get_state(self) -> dict:
         return {}
