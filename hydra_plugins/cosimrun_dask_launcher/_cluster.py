@@ -3,6 +3,17 @@
 A local cluster's workers are forked from cosimrun's fork server
 (:mod:`._forkserver`) and run one job at a time, without dask's profiler and
 with slower monitors (``quiet_workers``). Imported when a sweep is launched.
+
+Whoever can talk to a dask scheduler can run code in its workers. A local
+cluster therefore listens on the loopback interface only (scheduler, workers
+and, unless an address with a host is given, the dashboard) and speaks TLS
+with credentials made for the sweep (:func:`sweep_security`): the scheduler
+and workers admit only clients holding the sweep's certificate, which lives in
+the driver's and the workers' memory only. Another user of the machine can
+reach the loopback ports but not run anything; the dashboard is read-only but
+shows the sweep's task names (``hydra.launcher.dashboard_address=null``: no
+dashboard). A ``cluster`` or an ``address`` is the user's to secure (dask's
+``distributed.comm.tls.*`` settings apply to the client made here).
 """
 
 from __future__ import annotations
@@ -67,11 +78,13 @@ def connect(launcher: DaskLauncher) -> Any:
         where = f"a local cluster of {n_workers} workers"
     _quiet_dask()
     launcher.client, launcher.cluster = client, cluster
-    dashboard = ""
-    if launcher.dashboard_address or launcher.address or launcher.cluster_config:
-        with contextlib.suppress(Exception):  # no dashboard (bokeh missing, disabled): no link
-            dashboard = f", dashboard {client.dashboard_link}"
-    log.info(f"dask: {where}{dashboard}")
+    link = ""
+    with contextlib.suppress(Exception):  # no dashboard (bokeh missing, disabled): no link
+        if launcher.address or launcher.cluster_config:
+            link = client.dashboard_link
+        elif launcher.dashboard_address:
+            link = _dashboard_link(cluster)
+    log.info(f"dask: {where}{f', dashboard {link}' if link else ''}")
     atexit.register(close, weakref.ref(launcher))
     return client
 
@@ -96,6 +109,49 @@ def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
     return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
 
 
+LOOPBACK = "127.0.0.1"
+"""Where a local cluster's scheduler, workers and (by default) dashboard listen."""
+
+
+def sweep_security() -> Any:
+    """TLS credentials made for one sweep: a self-signed key and certificate, in memory only.
+
+    Needs the ``cryptography`` package; without it the sweep stops with a
+    message rather than run an open cluster.
+    """
+    from distributed.security import Security
+
+    try:
+        return Security.temporary()
+    except ImportError as exc:
+        raise RuntimeError("a sweep's local dask cluster uses TLS with credentials made for the sweep, which "
+                           "needs the 'cryptography' package: pip install cryptography") from exc
+
+
+def loopback_dashboard(address: str | None) -> str | None:
+    """*address* with the loopback host when it names only a port (``:0``, ``8787``); ``None`` stays none."""
+    if address is None or str(address).strip() == "":
+        return None
+    text = str(address).strip()
+    if text.startswith(":"):
+        return f"{LOOPBACK}{text}"
+    if text.isdigit():
+        return f"{LOOPBACK}:{text}"
+    return text
+
+
+def _dashboard_link(cluster: Any) -> str:
+    """The dashboard's link at the address its server is bound to ("" without a dashboard)."""
+    from distributed.utils import format_dashboard_link
+
+    server = cluster.scheduler.services.get("dashboard")
+    if server is None:
+        return ""
+    host = server.address
+    shown = format_dashboard_link(LOOPBACK if host in ("0.0.0.0", "::") else host, server.port)
+    return f"{shown} (all interfaces)" if host in ("0.0.0.0", "::") else shown
+
+
 def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
     from distributed import LocalCluster
 
@@ -103,7 +159,10 @@ def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
         n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=launcher.dashboard_address,
+        host=LOOPBACK,
+        protocol="tls://",
+        security=sweep_security(),
+        dashboard_address=loopback_dashboard(launcher.dashboard_address),
         memory_limit=launcher.memory_limit,
         silence_logs=logging.ERROR,
         # a job whose worker died is reported to the driver at once; `retries` decides what follows
