@@ -6,12 +6,20 @@ expands the overrides and a launcher runs the jobs (the dask launcher in
 runs them one after the other in the driver process). Each job writes its own
 results file in its job directory (``<sweep dir>/<job number>/results.h5``).
 
+Before anything is written into the sweep directory the sweep claims its
+lock (:mod:`cosimrun.runner.lock`; cosimrun's sweeper does, for either
+launcher), so that a second sweep into it is refused; the lock is released
+when the command ends.
+
 The dask launcher composes the jobs on the driver
-(:mod:`cosimrun.runner.compose`), skips on a resume those whose results it can
-take over (:mod:`cosimrun.runner.resume`), and runs the others on workers with
-:func:`cosimrun.runner.worker.run_hydra_job`. The driver enters the outcomes in
-its ledger (:mod:`cosimrun.runner.ledger`), which keeps the sweep index
-(:mod:`cosimrun.runner.index`) that :mod:`cosimrun.runner.load` reads.
+(:mod:`cosimrun.runner.compose`), skips on a resume those whose results file
+verifies as complete and made from the same config (:mod:`cosimrun.runner.resume`),
+and runs the others on workers with :func:`cosimrun.runner.worker.run_hydra_job`.
+The driver enters the outcomes in its ledger (:mod:`cosimrun.runner.ledger`),
+which keeps the sweep index (:mod:`cosimrun.runner.index`) that
+:mod:`cosimrun.runner.load` reads; it rewrites the index while jobs run, stops
+jobs past ``hydra.launcher.timeout``, and takes a job whose worker died after
+it finished from its verified results file.
 
 Nothing here imports dask: the launcher owns that. Hydra is imported where it
 is used.

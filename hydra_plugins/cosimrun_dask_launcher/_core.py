@@ -12,6 +12,7 @@ returns and failed outcomes from :mod:`._returns`, the progress display from
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -199,7 +200,7 @@ class _Batch:
         running = {key: addr for addr, keys in self.client.processing().items() for key in keys}
         for future, (_, spec, attempt) in list(self.pending.items()):
             addr = running.get(future.key)
-            if addr is None:
+            if addr is None or future.done():  # waiting, or finished since: handled as it comes
                 continue
             if future not in self._started_at:
                 if worker.started(spec.job_dir, self.token, attempt):
@@ -222,8 +223,9 @@ class _Batch:
             return "restarted"
         except Exception as exc:  # no nanny, or it did not come back in time
             log.warning(f"could not restart dask worker {addr} ({type(exc).__name__}: {exc}); ending it")
+        with contextlib.suppress(Exception):  # gone already
             self.client.run(os._exit, 1, workers=[addr], wait=False)
-            return "ended"
+        return "ended"
 
     def _finished(self, future: Any) -> None:
         if future not in self.pending:  # a job entered already (timed out), whose task was cancelled
