@@ -176,9 +176,9 @@ def main() -> None:
             interrupted = exc
         finally:
             failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
-    if interrupted is not None:
-        print(f"cosimrun: {signals.message(interrupted)}", file=sys.stderr)
-        sys.exit(signals.exit_code(interrupted))
+        if interrupted is not None:
+            print(f"cosimrun: {signals.message(interrupted)}", file=sys.stderr)
+            sys.exit(signals.exit_code(interrupted))
     if failed:
         sys.exit(EXIT_FAILED)
 

@@ -98,7 +98,10 @@ def _unraisable(previous: Any) -> Any:
 
 @contextlib.contextmanager
 def handling() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as described above inside the block; nothing outside the main thread."""
+    """Handle SIGINT and SIGTERM as described above inside the block; nothing outside the main thread.
+
+    What the handlers noted (:func:`received`) is forgotten when the block ends.
+    """
     global _received
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -112,3 +115,4 @@ def handling() -> Iterator[None]:
         for s, previous in saved.items():
             signal.signal(s, previous)
         sys.unraisablehook = hook
+        _received = None

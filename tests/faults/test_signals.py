@@ -1,0 +1,202 @@
+"""SIGINT and SIGTERM: a run or a sweep ends ``interrupted`` with exit 130 or 143 and its files closed.
+
+The in-process tests check :mod:`cosimrun.runner.signals` itself: handlers installed and restored,
+an interrupt Python dropped in a finalizer not lost. The subprocess tests start the command, wait
+until its results file holds samples, send the signal and check the exit status, stderr and every
+file left behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+from cosimrun.runner import signals
+from cosimrun.runner.load import load_sweep
+from cosimrun.runner.run import prepare, run_experiment
+from cosimrun.storage import load_results
+
+RUN_CLI = Path(__file__).parents[1] / "support" / "run_cli.py"
+
+EXPERIMENT = """\
+# @package _global_
+name: slow
+run: {t0: 0.0, tf: 1000.0, dt: 0.1}
+storage: {flush_interval: 10}
+components:
+  src: {type: ramp, params: {slope: 1.0}}
+  bad: {type: faulty, params: {fail_at: 1.0e9, sleep_per_step: 0.01}}
+"""
+
+
+# ---------------------------------------------------------------------- the module
+def test_handlers_are_installed_in_the_block_and_restored_after() -> None:
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook
+    with signals.handling():
+        assert signal.getsignal(signal.SIGTERM) is not before[1]
+        with pytest.raises(signals.Terminated, match="^terminated by SIGTERM$"):
+            signal.raise_signal(signal.SIGTERM)
+        assert signals.received() == signal.SIGTERM
+        assert signals.exit_code() == 143
+        with pytest.raises(KeyboardInterrupt) as caught:
+            signal.raise_signal(signal.SIGINT)
+        assert type(caught.value) is KeyboardInterrupt and signals.exit_code(caught.value) == 130
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_outside_the_main_thread_nothing_is_installed() -> None:
+    seen = []
+
+    def body() -> None:
+        with signals.handling():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert seen == [before]
+
+
+def test_an_interrupt_dropped_in_a_finalizer_is_raised_again_by_check(capsys) -> None:
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGTERM)  # the handler raises in here, and Python drops it
+
+    with signals.handling():
+        Finalized()
+        gc.collect()
+        with pytest.raises(signals.Terminated):
+            signals.check()
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_run_checks_for_a_dropped_interrupt_at_its_progress_reports(tmp_path: Path) -> None:
+    cfg = {
+        "name": "ramp",
+        "run": {"t0": 0.0, "tf": 10.0, "dt": 0.01},
+        "components": {"src": {"type": "ramp", "params": {"slope": 1.0}}},
+    }
+    reports: list[float] = []
+
+    def progress(t: float) -> None:
+        reports.append(t)
+        if len(reports) == 3:
+            signals.request_stop(signal.SIGTERM)  # as the handler notes a signal whose exception was dropped
+
+    try:
+        outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg), progress=progress)
+    finally:
+        signals._received = None
+    assert outcome.status == "interrupted" and outcome.error == "terminated by SIGTERM"
+    assert len(reports) == 3
+    res = load_results(tmp_path / "results.h5")
+    assert res.status == "interrupted" and res.attrs["error"] == "terminated by SIGTERM"
+    assert 0 < len(res.history("src")["y"].time) < 1001
+
+
+# ---------------------------------------------------------------------- the command
+def start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """The command on the ``slow`` experiment (``-m`` goes first, as for ``cosimrun``)."""
+    config = tmp_path / "cfg" / "experiment"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "slow.yaml").write_text(EXPERIMENT)
+    multirun = [a for a in args if a == "-m"]
+    overrides = [a for a in args if a != "-m"]
+    return subprocess.Popen(
+        [sys.executable, str(RUN_CLI), *multirun, "--config-dir", str(tmp_path / "cfg"), "+experiment=slow",
+         *overrides],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def samples(path: Path) -> int:
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return int(f["components/src/time"].shape[0])
+    except (OSError, KeyError):
+        return 0
+
+
+def wait_for_samples(proc: subprocess.Popen[str], partial: Path, n: int = 20, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while samples(partial) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no samples in {partial}"
+        time.sleep(0.05)
+
+
+SIGNALS = [(signal.SIGINT, 130, "interrupted by the user"), (signal.SIGTERM, 143, "terminated by SIGTERM")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code", "error"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_a_single_run_interrupted(tmp_path, signum, code, error) -> None:
+    proc = start(tmp_path, "hydra.run.dir=out")
+    path = tmp_path / "out" / "results.h5"
+    wait_for_samples(proc, tmp_path / "out" / "results.h5.partial")
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("cosimrun: error: run interrupted at t="), err
+    assert lines[0].endswith(f" s: {error}") and lines[1] == f"partial results (interrupted): {path}"
+    res = load_results(path)
+    assert res.status == "interrupted" and res.attrs["error"] == error
+    t, y = res.history("src")["y"]
+    assert len(t) >= 20 and (y == t).all()
+    assert not (tmp_path / "out" / "results.h5.partial").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code", "error"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_a_sweep_with_the_basic_launcher_interrupted(tmp_path, signum, code, error) -> None:
+    sweep = tmp_path / "sweep"
+    proc = start(tmp_path, "-m", "hydra/launcher=basic", f"hydra.sweep.dir={sweep}", "components.src.params.slope=1,2")
+    wait_for_samples(proc, sweep / "0" / "results.h5.partial")
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.splitlines() == [
+        "sweep: 1 jobs, 0 complete, 0 failed, 1 interrupted",
+        f"index: {sweep / 'index.h5'}",
+        f"to finish it, run the same command with hydra.sweep.dir={sweep} hydra.launcher.resume=true",
+        f"cosimrun: {error}",
+    ]
+    res = load_results(sweep / "0" / "results.h5")
+    assert res.status == "interrupted" and res.attrs["error"] == error
+    assert len(res.history("src")["y"].time) >= 20
+    assert not list(sweep.glob("*/results.h5.partial")) and not (sweep / "1").exists()
+    assert list(load_sweep(sweep)["status"]) == ["interrupted"]
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_sweep_on_dask_interrupted(tmp_path) -> None:
+    """The driver cancels the jobs: the index says interrupted (the jobs' files are the workers' to close)."""
+    sweep = tmp_path / "sweep"
+    proc = start(tmp_path, "-m", f"hydra.sweep.dir={sweep}", "hydra.launcher.progress=false",
+                 "components.src.params.slope=1,2")
+    wait_for_samples(proc, sweep / "0" / "results.h5.partial")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-4:] == [
+        "sweep: 2 jobs, 0 complete, 0 failed, 2 interrupted",
+        f"index: {sweep / 'index.h5'}",
+        f"to finish it, run the same command with hydra.sweep.dir={sweep} hydra.launcher.resume=true",
+        "cosimrun: terminated by SIGTERM",
+    ]
+    assert list(load_sweep(sweep)["status"]) == ["interrupted", "interrupted"]
+    for job in sweep.glob("*/results.h5*"):
+        assert load_results(job).status in ("interrupted", "running")  # never complete
