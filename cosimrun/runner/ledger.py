@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
 from cosimrun.runner.lock import release_all
 from cosimrun.runner.outcome import JobOutcome
+from cosimrun.runner.signals import INTERRUPTED
 
 
 class SweepLedger:
@@ -67,7 +68,7 @@ class SweepLedger:
         if time.monotonic() >= self._next_write:
             self.flush()
 
-    def interrupt_pending(self, reason: str = "interrupted by the user") -> None:
+    def interrupt_pending(self, reason: str = INTERRUPTED) -> None:
         """Mark the jobs not finished yet as interrupted, *reason* (Ctrl-C, SIGTERM) as their error."""
         for num, o in self.outcomes.items():
             if o.status == "pending":

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cosimrun.runner import signals
 from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.ledger import ledger_for
 from cosimrun.runner.lock import claim
@@ -119,10 +120,10 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
             )
             if run.status != "complete":
                 outcome.traceback = _stored_traceback(run.path)
-            if run.status == "interrupted":
+            if run.status == "interrupted":  # the run recorded the interrupt (signals.message) and returned
                 stop = KeyboardInterrupt(outcome.error)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
-        outcome.status, outcome.error = "interrupted", str(exc) or "interrupted by the user"
+        outcome.status, outcome.error = "interrupted", signals.message(exc)
         stop = exc
     except Exception as exc:  # a config error or a bug: this job fails, the sweep goes on
         outcome.error, outcome.traceback = describe_exception(exc)

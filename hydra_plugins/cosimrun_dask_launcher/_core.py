@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
-from cosimrun.runner import worker
+from cosimrun.runner import signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
 from cosimrun.runner.lock import claim
@@ -81,7 +81,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.drain(block=True)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
         batch.cancel()
-        ledger.interrupt_pending(str(exc) or "interrupted by the user")
+        ledger.interrupt_pending(signals.message(exc))
         raise
     finally:
         batch.bar.close()

@@ -219,8 +219,13 @@ def _index_statuses(sweep_dir: Path) -> list[str]:
         return []
 
 
-def test_the_index_is_rewritten_while_a_job_hangs_and_ctrl_c_leaves_it_whole(
-    start_cosimrun, with_crash: list[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("signum", "code", "reason"),
+    [(signal.SIGINT, 130, "interrupted by the user"), (signal.SIGTERM, 143, "terminated by SIGTERM")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_the_index_is_rewritten_while_a_job_hangs_and_an_interrupt_leaves_it_whole(
+    start_cosimrun, with_crash: list[str], tmp_path: Path, signum: int, code: int, reason: str
 ) -> None:
     sweep_dir = tmp_path / "sweep"
     proc = start_cosimrun(
@@ -232,18 +237,43 @@ def test_the_index_is_rewritten_while_a_job_hangs_and_ctrl_c_leaves_it_whole(
         f"hydra.sweep.dir={sweep_dir}",
     )
     _wait_for(lambda: _index_statuses(sweep_dir) == ["pending", "complete"], what="job 1 complete in the index")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "sweep: 2 jobs, 1 complete, 0 failed, 1 interrupted" in err
     assert f"to finish it, run the same command with hydra.sweep.dir={sweep_dir} hydra.launcher.resume=true" in err
-    assert _lines(err)[-1].startswith("cosimrun: interrupted")  # the command's last line
+    assert _lines(err) == [f"cosimrun: {reason}"]
     df = load_sweep(sweep_dir)
     assert list(df["status"]) == ["interrupted", "complete"]
-    assert list(df["error"]) == ["the sweep was interrupted by the user", ""]
+    assert list(df["error"]) == [f"the sweep was {reason}", ""]
     assert _status(sweep_dir / "1" / "results.h5") == "complete"
     assert _status(sweep_dir / "0" / "results.h5.partial") == "running"  # its worker was stopped with the cluster
     assert not (sweep_dir / LOCK_FILE).exists()
+
+
+def test_sigterm_ends_a_sweep_on_the_basic_launcher_with_the_job_interrupted(
+    start_cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = start_cosimrun(
+        "-m",
+        *with_crash,
+        *QUICK,
+        "components.bomb.params.hang_at=0.1,100",  # job 0 hangs in the driver; job 1 never starts
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    _wait_for(lambda: (sweep_dir / "0" / "results.h5.partial").exists(), what="job 0 running")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "sweep: 1 jobs, 0 complete, 0 failed, 1 interrupted" in err
+    assert _lines(err) == ["cosimrun: terminated by SIGTERM"]
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["interrupted"] and list(df["error"]) == ["terminated by SIGTERM"]
+    assert _status(sweep_dir / "0" / "results.h5") == "interrupted"
+    assert not (sweep_dir / "1").exists() and not (sweep_dir / LOCK_FILE).exists()
 
 
 # ---------------------------------------------------------------------- refused settings
