@@ -72,8 +72,10 @@ def test_the_local_cluster_admits_only_the_sweeps_client(sweep: tuple[DaskLaunch
     launcher, client = sweep
     address = client.scheduler.address
     assert address.startswith("tls://127.0.0.1:")
-    workers = list(client.scheduler_info()["workers"])
-    assert len(workers) == 1 and all(w.startswith("tls://127.0.0.1:") for w in workers)
+    workers = client.scheduler_info()["workers"]
+    assert len(workers) == 1
+    assert all(w.startswith("tls://127.0.0.1:") and info["nanny"].startswith("tls://127.0.0.1:")
+               for w, info in workers.items())
     assert client.submit(sum, [40, 2], pure=False).result(timeout=60) == 42  # the sweep's client works
     proc = subprocess.run([sys.executable, "-c", INTRUDER, address], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -157,8 +157,8 @@ def test_limits_from_the_environment_are_checked(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(ex.ENV_MAX_DESCRIPTION, "lots")
     with pytest.raises(ConfigError) as info:
         ex.FMUSettings.from_environment()
-    assert str(info.value) == ("COSIMRUN_FMU_MAX_DESCRIPTION_SIZE: environment variable "
-                               "COSIMRUN_FMU_MAX_DESCRIPTION_SIZE='lots' is not a size such as 4GiB or 512MiB")
+    assert str(info.value) == ("environment variable COSIMRUN_FMU_MAX_DESCRIPTION_SIZE='lots' is not a size "
+                               "such as 4GiB or 512MiB")
     monkeypatch.setenv(ex.ENV_MAX_DESCRIPTION, "1.5 GB")
     monkeypatch.setenv(ex.ENV_MAX_AGE, "0")
     with pytest.raises(ConfigError, match=r"COSIMRUN_FMU_CACHE_MAX_AGE='0' is not a number of days > 0$"):
@@ -343,13 +343,14 @@ def test_stale_entries_and_leftovers_are_cleaned_on_use(isolated: Path, feedthro
     young_tmp_of_dead = _aged(isolated / f".tmp-{host}-{dead}-x2", 60)
     young_tmp_of_other_host = _aged(isolated / f".tmp-otherhost-{dead}-x3", 60)
     private_of_dead = _aged(isolated / f".private-{host}-{dead}-x4", 60)
-    private_of_me = _aged(isolated / f".private-{host}-{me}-x5", 3 * 3600)
+    private_of_me = _aged(isolated / f".private-{host}-{me}-x5", 3 * day)  # older than the age limit: in use
+    private_of_other_host = _aged(isolated / f".private-otherhost-{me}-x6", 3 * day)
     other = isolated / "notes.txt"
     other.write_text("not ours")
     entry = ex.cached_extraction(feedthrough_fmu)
     assert sorted(p.name for p in isolated.iterdir()) == sorted(
         [".lock", entry.name, recent.name, young_tmp_of_other_host.name, private_of_me.name, other.name])
-    assert not any(p.exists() for p in (stale, old_tmp, young_tmp_of_dead, private_of_dead))
+    assert not any(p.exists() for p in (stale, old_tmp, young_tmp_of_dead, private_of_dead, private_of_other_host))
 
 
 @pytest.mark.slow

@@ -20,9 +20,9 @@ writable copy (``private_copy: true``, or a second instance of an FMU that
 ``canBeInstantiatedOnlyOncePerProcess``) gets a ``<cache>/.private-*`` copy,
 removed when its last user is freed or at interpreter exit. Each use touches
 the entry; the first use in a process removes entries unused for
-``max_age_days`` and the ``.tmp-*`` directories and private copies of
-processes that are gone (or, from other hosts, older than an hour and
-``max_age_days``), so a killed process leaks nothing for long.
+``max_age_days``, and the ``.tmp-*`` directories and private copies of
+processes that are gone (``.tmp-*`` after an hour in any case), so a killed
+process leaks nothing for long.
 
 Settings come from the environment (:meth:`FMUSettings.from_environment`):
 ``COSIMRUN_FMU_MAX_UNPACKED_SIZE``, ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE``
@@ -77,11 +77,9 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str) -> int:
     """Bytes in *text*: ``2GiB``, ``512 MiB``, ``1.5GB``, ``1048576``; ``ValueError`` otherwise."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    match = _SIZE.fullmatch(str(text))
+    match = _SIZE.fullmatch(text)
     unit = match[2].lower() if match else ""
     if match is None or unit not in _UNITS:
         raise ValueError(f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
@@ -130,7 +128,7 @@ class FMUSettings:
                 value = -1
             if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
                 what = "a number of days > 0" if field == "max_age_days" else "a size such as 4GiB or 512MiB"
-                raise ConfigError(var, f"environment variable {var}={text!r} is not {what}")
+                raise ConfigError(None, f"environment variable {var}={text!r} is not {what}")
             values[field] = value
         if env.get(ENV_CACHE, "").strip():
             values["cache"] = Path(env[ENV_CACHE]).expanduser()
@@ -225,18 +223,18 @@ def _temp_dir(root: Path, kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{kind}-{_HOST}-{os.getpid()}-", dir=root))
 
 
-def _pid_gone(name: str) -> bool:
-    """Whether the process that made ``.kind-host-pid-xxxx`` is gone (``False`` when it ran on another host)."""
+def _owner_alive(name: str) -> bool | None:
+    """Whether the process that made ``.kind-host-pid-xxxx`` still runs (``None``: it ran on another host)."""
     try:
         host, pid, _ = name.split("-", 1)[1].rsplit("-", 2)
         if host != _HOST:
-            return False
+            return None
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return True
-    except (ValueError, OSError):
         return False
-    return False
+    except (ValueError, OSError):  # not our name pattern, or another user's process
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -260,9 +258,9 @@ def _locked(root: Path, exclusive: bool) -> Iterator[bool]:
 def _clean(root: Path, settings: FMUSettings) -> None:
     """Remove stale entries and the temporary dirs and private copies of dead processes (skipped when busy).
 
-    A ``.tmp-*`` extraction goes when its process is gone or after an hour (on
-    another host, the process cannot be asked), a ``.private-*`` copy when its
-    process is gone or after the cache's age limit.
+    A ``.tmp-*`` extraction goes when its process is gone or after an hour, a
+    ``.private-*`` copy when its process is gone (from another host, whose
+    processes cannot be asked: after the cache's age limit).
     """
     now = time.time()
     with _locked(root, exclusive=True) as ok:
@@ -273,12 +271,16 @@ def _clean(root: Path, settings: FMUSettings) -> None:
                 age = now - entry.lstat().st_mtime
             except OSError:
                 continue
-            name = entry.name
-            stale = (
-                (_ENTRY.fullmatch(name) and age > settings.max_age_days * 86400.0)
-                or (name.startswith(".tmp-") and (age > TMP_MAX_AGE_S or _pid_gone(name)))
-                or (name.startswith(".private-") and (_pid_gone(name) or age > settings.max_age_days * 86400.0))
-            )
+            name, max_age = entry.name, settings.max_age_days * 86400.0
+            if _ENTRY.fullmatch(name):
+                stale = age > max_age
+            elif name.startswith(".tmp-"):
+                stale = age > TMP_MAX_AGE_S or _owner_alive(name) is False
+            elif name.startswith(".private-"):
+                alive = _owner_alive(name)
+                stale = alive is False or (alive is None and age > max_age)
+            else:
+                stale = False
             if stale and entry.is_dir() and not entry.is_symlink():
                 _remove(entry)
 
