@@ -151,6 +151,22 @@ def test_oversized_model_description_is_refused_without_reading_it(tmp_path: Pat
     assert left_behind(tmp_path, fmu) == []
 
 
+def test_a_limit_met_at_extraction_names_the_component(isolated: Path, feedthrough_fmu: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    f = FMUComponent("plant")
+    f.set_parameters(path=str(feedthrough_fmu))
+    monkeypatch.setenv(ex.ENV_MAX_UNPACKED, "1KiB")  # lowered between loading the description and the run
+    with pytest.raises(FMULimitError) as info:
+        f.initialize(0.0)
+    size = sum(i.file_size for i in zipfile.ZipFile(feedthrough_fmu).infolist())
+    assert str(info.value) == (
+        f"FMU component 'plant' (feedthrough.fmu): FMU '{feedthrough_fmu}': its files unpack to "
+        f"{ex.format_size(size)}, above the limit of 1.0 KiB (1024 bytes); if you trust this FMU, raise the "
+        f"limit: COSIMRUN_FMU_MAX_UNPACKED_SIZE={-(-size // MiB)}MiB")
+    assert (info.value.component, info.value.time, info.value.limit) == ("plant", 0.0, 1024)
+    assert [p.name for p in isolated.iterdir()] == [".lock"]
+
+
 def test_limits_from_the_environment_are_checked(monkeypatch: pytest.MonkeyPatch, feedthrough_fmu: Path) -> None:
     monkeypatch.setenv(ex.ENV_MAX_DESCRIPTION, "1KiB")
     assert "modelDescription.xml is" in refused_at_path(feedthrough_fmu)
