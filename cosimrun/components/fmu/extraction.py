@@ -147,10 +147,8 @@ def _safe_name(name: str) -> PurePosixPath | None:
     """The relative path of zip entry *name*; ``None`` when it would leave the extraction directory."""
     if "\\" in name or ":" in name or name.startswith("/"):
         return None
-    parts = PurePosixPath(name).parts
-    if not parts or any(part == ".." for part in parts):
-        return None
-    return PurePosixPath(*[part for part in parts if part != "."])
+    relative = PurePosixPath(name)  # drops "." parts; "./" is the directory itself
+    return None if ".." in relative.parts else relative
 
 
 def check_archive(zf: zipfile.ZipFile, path: Path, settings: FMUSettings) -> None:
