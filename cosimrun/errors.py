@@ -12,11 +12,14 @@
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
     │   └── IncompatibleUnitsError
-    └── SimulationError             wrong during the run           component, time
-        ├── LoopConvergenceError
-        ├── EventLocalizationError
-        ├── NonFiniteValueError                                    port
-        └── FMUError
+    ├── SimulationError             wrong during the run           component, time
+    │   ├── LoopConvergenceError
+    │   ├── EventLocalizationError
+    │   ├── NonFiniteValueError                                    port
+    │   └── FMUError
+    │       └── FMULimitError       an FMU above a size limit      path, size, limit, setting
+    ├── ResultsWriteError           also an OSError                path, reason, errno
+    └── SweepDirectoryInUseError    another sweep holds the dir    path, holder
 
 ``ConfigError.key`` is the dotted path of the culprit *as far as the raiser knows
 it*: the engine names a parameter (``e``) or a master setting
@@ -42,6 +45,7 @@ __all__ = [
     "CosimrunError",
     "DuplicateNameError",
     "EventLocalizationError",
+    "FMULimitError",
     "FMUError",
     "IncompatibleUnitsError",
     "InvalidConnectionError",
@@ -51,7 +55,9 @@ __all__ = [
     "NameLookupError",
     "NonFiniteValueError",
     "PluginError",
+    "ResultsWriteError",
     "SimulationError",
+    "SweepDirectoryInUseError",
     "UnknownNameError",
     "did_you_mean",
     "suggest",

@@ -36,7 +36,8 @@ class DaskLauncherConf:
     memory_limit: str | None = "auto"
     """``LocalCluster`` memory limit per worker (a worker above it is restarted, its job retried)."""
     dashboard_address: str | None = ":0"
-    """``LocalCluster`` dashboard (``:0``: a free port, printed at start; ``null``: none)."""
+    """``LocalCluster`` dashboard (``:0``: a free port on 127.0.0.1, printed at start; ``host:port`` as given;
+    ``null``: none)."""
     quiet_workers: bool = True
     """``LocalCluster``: workers without dask's statistical profiler and with slower monitors (faster jobs)."""
     progress: bool = True

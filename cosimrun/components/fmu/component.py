@@ -25,8 +25,10 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
     variables by name), ``events`` (event name -> ``{port, direction, level,
     abs}``: indicator ``(|y| if abs else y) - level`` on an output), ``states``
     (variables that form the physical state; default: those with a
-    ``derivative``), ``tolerance`` (passed to ``fmi2SetupExperiment``) and
-    ``logging`` (FMU debug logging). See :mod:`cosimrun.components.fmu`.
+    ``derivative``), ``tolerance`` (passed to ``fmi2SetupExperiment``),
+    ``logging`` (FMU debug logging) and ``private_copy`` (run from a private,
+    writable copy of the extracted FMU instead of the shared read-only cache).
+    See :mod:`cosimrun.components.fmu`.
     """
 
     FIRST_PARAMETERS: ClassVar[tuple[str, ...]] = ("path",)
