@@ -159,6 +159,9 @@ BAD_INPUTS = [
     (["+experiment=pendulum_switch", "components.pendulum.initial_mode=linar"],
      "components.pendulum.initial_mode: unknown mode 'linar'; did you mean 'linear'"),
     (["+experiment=loop"], "components.a.initial.u: input a.u closes an algebraic loop"),
+    (["+experiment=pendulum_switch", "run.dt=1e-300"], "run.dt: 1e-300 makes 1e+301 macro steps"),
+    (["+experiment=pendulum_switch", "storage.file=.."], "storage.file: '..' must be a plain file name"),
+    (["+experiment=pendulum_switch", "storage.file=."], "storage.file: '.' must be a plain file name"),
 ]
 
 
@@ -169,6 +172,9 @@ def test_bad_input_gives_one_clear_line_and_no_complete_file(tmp_path, config_di
     line = one_error_line(proc)
     assert expected in line, line
     assert not list(tmp_path.rglob("*.h5")), "a config error must not leave a results file"
+    files = [f for f in tmp_path.rglob("*") if f.is_file() and f.parent != config_dir / "experiment"]
+    left = [f.relative_to(tmp_path) for f in files]
+    assert all(f.parts[:2] == ("out", ".hydra") or f == Path("out", "cosimrun.log") for f in left), left
 
 
 def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir) -> None:
