@@ -134,16 +134,21 @@ def test_entry_larger_than_declared_stops_the_extraction_without_leftovers(tmp_p
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [".lock"]  # no partial extraction
 
 
+def refused_with_peak_memory(fmu: Path) -> tuple[str, int]:
+    """The error line of reading *fmu* and the peak of Python memory allocated meanwhile."""
+    tracemalloc.start()
+    try:
+        line = refused_at_path(fmu)
+        return line, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_oversized_model_description_is_refused_without_reading_it(tmp_path: Path) -> None:
     size = 65 * MiB
     padded = XML.replace("<CoSimulation", " " * (size - len(XML)) + "<CoSimulation", 1)
     fmu = archive(tmp_path / "big.fmu", {"modelDescription.xml": padded}, xml=False)
-    tracemalloc.start()
-    try:
-        line = refused_at_path(fmu)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    line, peak = refused_with_peak_memory(fmu)
     assert line == (f"component 'x': parameter 'path': FMU '{fmu}': modelDescription.xml is 65.0 MiB ({size} "
                     "bytes), above the limit of 64.0 MiB (67108864 bytes); if you trust this FMU, raise the limit: "
                     "COSIMRUN_FMU_MAX_DESCRIPTION_SIZE=65MiB")
@@ -243,12 +248,7 @@ def test_billion_laughs_is_refused(tmp_path: Path) -> None:
         f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(9))
     fmu = archive(tmp_path / "lol.fmu", {"modelDescription.xml": _with_doctype(entities, "&j;", "attribute")},
                   xml=False)
-    tracemalloc.start()
-    try:
-        line = refused_at_path(fmu)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    line, peak = refused_with_peak_memory(fmu)
     assert line.startswith(f"component 'x': parameter 'path': '{fmu}': modelDescription.xml is not well-formed "
                            "XML: limit on input amplification factor")
     assert peak < 16 * MiB  # 10**9 expansions would need gigabytes
