@@ -216,16 +216,51 @@ class Results:
         return self._table("mode_switches", ("time", "component", "from_mode", "to_mode"))
 
 
+DEFAULT_FILE = "results.h5"
+"""The results file a run writes unless ``storage.file`` names another."""
+
+
 def load_results(path: str | os.PathLike[str], *, locking: bool | str = False) -> Results:
     """Open a results file; ``<path>.partial`` is used when only the unfinished file exists.
+
+    *path* may also be a run's directory: its ``results.h5`` is read, else the
+    one results file in it (a custom ``storage.file``), finished or ``.partial``.
 
     HDF5 file locking is off by default (*locking*) so that the file of a job
     still running can be read; such a read sees the state of the writer's last
     flush (read again for newer data).
     """
     path = Path(path)
+    if path.is_dir():
+        path = _results_in(path)
     if not path.exists() and partial_path(path).exists():
         path = partial_path(path)
     if not path.exists():
         raise FileNotFoundError(f"no results file {path}")
     return Results(path, locking=locking)
+
+
+def _results_in(directory: Path) -> Path:
+    """The results file of a run directory: ``results.h5``, else its only results file (by final name)."""
+    default = directory / DEFAULT_FILE
+    if default.exists() or partial_path(default).exists():
+        return default
+    names = sorted({p.name.removesuffix(_PARTIAL) for p in directory.iterdir() if _is_results_file(p)})
+    if len(names) == 1:
+        return directory / names[0]
+    found = f"found several: {', '.join(names)}" if names else "found none"
+    raise FileNotFoundError(
+        f"no results file in directory {directory}: looked for {DEFAULT_FILE} (or {DEFAULT_FILE}{_PARTIAL}) "
+        f"and for a single cosimrun results file, {found}"
+    )
+
+
+def _is_results_file(path: Path) -> bool:
+    """Whether *path* is a file with the root attribute ``format = cosimrun-results``."""
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return _py(f.attrs.get("format")) == FORMAT
+    except OSError:
+        return False
