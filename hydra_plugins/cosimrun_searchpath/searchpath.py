@@ -2,17 +2,61 @@
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from importlib.metadata import entry_points
+from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 CONFIG_GROUP = "cosimrun.configs"
 
+_warned: set[tuple[str, str, str]] = set()
+"""Entry points ``(name, value, distribution)`` already warned about: one warning per process each."""
+
 
 def config_packages() -> list[tuple[str, str]]:
-    """``(entry-point name, package)`` of every installed plugin config package."""
-    return sorted((ep.name, ep.value) for ep in entry_points(group=CONFIG_GROUP))
+    """``(entry-point name, package)`` of every installed plugin config package.
+
+    An entry point whose package cannot be found (a typo in the plugin's
+    metadata) would otherwise add nothing, silently: it is left out with one
+    warning naming the entry point, its distribution and the error.
+    """
+    packages = []
+    for ep in entry_points(group=CONFIG_GROUP):
+        problem = _problem(ep.value)
+        if problem is None:
+            packages.append((ep.name, ep.value))
+        else:
+            _warn(ep, problem)
+    return sorted(packages)
+
+
+def _problem(package: str) -> str | None:
+    """Why *package* cannot be a config package (a package Hydra reads as ``pkg://``); None when it can."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except Exception as exc:  # an invalid name, or a parent package that fails to import
+        return f"{type(exc).__name__}: {exc}"
+    if spec is None:
+        return f"ModuleNotFoundError: No module named {package!r}"
+    if spec.submodule_search_locations is None:
+        return f"{package!r} is a module, not a package"
+    return None
+
+
+def _warn(ep: Any, problem: str) -> None:
+    from cosimrun.plugins import distribution_name
+
+    dist = distribution_name(ep) or "an unknown distribution"
+    key = (ep.name, ep.value, dist)
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(
+        f"ignoring {CONFIG_GROUP} entry point '{ep.name} = {ep.value}' of {dist}: {problem}", stacklevel=3
+    )
 
 
 class CosimrunSearchPathPlugin(SearchPathPlugin):
