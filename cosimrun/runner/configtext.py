@@ -6,13 +6,20 @@ milliseconds for a Hydra job config, paid several times per sweep job (the
 same text with the C emitter and OmegaConf's string representer (a private
 API, see :mod:`cosimrun.runner._private`); without libyaml or that
 representer it is ``OmegaConf.to_yaml``. :func:`resolved` resolves a config
-once for both the plain container the run is built from and its YAML text;
+once for both the plain container the run is built from and its YAML text,
+with the relative file paths of its components made absolute
+(:func:`relocate_paths`, against :func:`experiment_dir`);
 :func:`task_overrides` gives a job's overrides as the user wrote them.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -50,14 +57,89 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=dumper, default_flow_style=False, allow_unicode=True, sort_keys=False)
 
 
-def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
-    """``(plain, text)``: *cfg* resolved once, as a plain dict and as ``OmegaConf.to_yaml(cfg, resolve=True)``."""
+def resolved(cfg: Any, base_dir: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], str]:
+    """``(plain, text)``: *cfg* resolved once, as a plain dict and as ``OmegaConf.to_yaml(cfg, resolve=True)``.
+
+    Relative component file paths are made absolute against *base_dir*, by
+    default the directory of the experiment's file when a Hydra job is running
+    (:func:`experiment_dir`), so that the text records the files the run reads.
+    """
     from omegaconf import OmegaConf
 
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if not isinstance(plain, dict):
         raise TypeError(f"expected a mapping config, got {type(plain).__name__}")
+    if base_dir is None:
+        base_dir = _running_experiment_dir()
+    if base_dir is not None:
+        plain = relocate_paths(plain, base_dir)
     return plain, dump(plain)
+
+
+PATH_PARAMETERS = {"fmu": "path", "table": "path"}
+"""Component type -> its parameter naming a file, which :func:`relocate_paths` resolves."""
+
+
+def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A copy of the plain config *cfg* whose relative component file paths are resolved against *base_dir*.
+
+    The parameters of :data:`PATH_PARAMETERS` are rewritten, also in the modes
+    of ``multi`` components. Absolute paths, ``~`` paths, ``example:NAME`` FMUs
+    and values that are not strings stay as they are (the component checks them).
+    """
+    out = copy.deepcopy(dict(cfg))
+    base = Path(base_dir).absolute()
+    for comp in (out.get("components") or {}).values():
+        if not isinstance(comp, dict):
+            continue
+        modes = comp.get("modes") if comp.get("type") == "multi" else None
+        for node in [comp, *(modes.values() if isinstance(modes, dict) else ())]:
+            name = PATH_PARAMETERS.get(node.get("type")) if isinstance(node, dict) else None
+            params = node.get("params") if name else None
+            if isinstance(params, dict) and _is_relative(params.get(name)):
+                params[name] = str(base / params[name])
+    return out
+
+
+def _is_relative(value: Any) -> bool:
+    """Whether *value* is a relative file path (not ``example:NAME``, ``~...`` or absolute)."""
+    return (isinstance(value, str) and bool(value) and not value.startswith(("example:", "~"))
+            and not Path(value).is_absolute())
+
+
+def experiment_dir(hydra_cfg: Any) -> Path | None:
+    """The directory of the file of the chosen experiment (``hydra.runtime.choices.experiment``), if it is a file.
+
+    The file is looked up as Hydra found it: in ``hydra.runtime.config_sources``
+    in order, the first holding ``experiment/<choice>.yaml`` (a directory, a
+    ``--config-dir``, a package such as a plugin's config package). None when
+    no experiment was chosen or it is not a file on disk (a structured config,
+    a zipped package).
+    """
+    choice = (hydra_cfg.runtime.get("choices") or {}).get("experiment")
+    if not choice:
+        return None
+    relative = f"experiment/{choice}.yaml"
+    for source in hydra_cfg.runtime.get("config_sources") or ():
+        if source.schema == "file":
+            file: Any = Path(source.path, relative)
+        elif source.schema == "pkg":
+            try:
+                file = resources.files(source.path).joinpath(relative)
+            except (ValueError, ModuleNotFoundError, TypeError):
+                continue
+        else:
+            continue
+        if file.is_file():
+            return Path(os.path.realpath(file)).parent if isinstance(file, os.PathLike) else None
+    return None
+
+
+def _running_experiment_dir() -> Path | None:
+    """:func:`experiment_dir` of the Hydra job in progress; None outside of one."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return experiment_dir(HydraConfig.get()) if HydraConfig.initialized() else None
 
 
 def task_overrides(hydra_cfg: Any) -> list[str]:

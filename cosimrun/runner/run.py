@@ -21,6 +21,7 @@ from cosimrun.errors import (
     SimulationError,
 )
 from cosimrun.runner import signals
+from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import write_run_summary
 from cosimrun.system import Recorder, RunResult
@@ -54,18 +55,34 @@ class RunOutcome:
         return self.status == "complete"
 
 
-def prepare(cfg: Mapping[str, Any]) -> Experiment:
-    """Build and initialize the experiment, turning structural errors into :class:`ConfigError`."""
+def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Experiment:
+    """Build and initialize the experiment, turning structural errors into :class:`ConfigError`.
+
+    Relative file paths of components (an FMU's or a table's ``path``) are
+    resolved against *base_dir* when it is given (see :func:`relocate_paths`),
+    else against the working directory when the component reads the file.
+    :func:`~cosimrun.runner.configtext.resolved` has already resolved them
+    against the experiment file's directory in a ``cosimrun`` run.
+    """
+    if base_dir is not None:
+        cfg = relocate_paths(cfg, base_dir)
     exp = build_experiment(cfg)
     try:
         exp.system.initialize(exp.run.t0, exp.master)
     except MissingInitialValueError as exc:
-        comp, _, name = exc.port.partition(".")
-        raise ConfigError(f"components.{comp}.initial.{name}", str(exc)) from None
+        raise _missing_initial_value(exc) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
     exp.recorded = recorded_ports(exp.system, exp.storage.record)
     return exp
+
+
+def _missing_initial_value(exc: MissingInitialValueError) -> ConfigError:
+    """The engine's error placed at its config key, with the override that sets the value instead of the API call."""
+    comp, _, name = exc.port.partition(".")
+    key = f"components.{comp}.initial.{name}"
+    reason, sep, _ = exc.message.rpartition("; ")  # the engine's hint names set_initial_value
+    return ConfigError(key, f"{reason if sep else exc.message}; set its initial value with +{key}=VALUE")
 
 
 def run_experiment(
