@@ -1,28 +1,23 @@
-"""Shared machinery of the builtin components: parameter rules, unit parameters, stateless base.
+"""Shared machinery of the builtin components: unit parameters, cross-parameter checks, stateless base.
 
-Parameters are checked by declarative rules (``RULES = {"length": Number(gt=0)}``);
-an invalid value raises ``ValueError`` naming the component, the parameter, the
-value and what would have been valid. Parameters that set port units are
-applied to the port specs right after :meth:`set_parameters` (allowed only
-before ``initialize`` or after ``reset``).
+Parameters are declared with the public :class:`cosimrun.parameters.Parameter`
+(``PARAMETERS = {"length": Parameter(float, unit="m", default=1.0, gt=0)}``),
+which checks each value as it is set. Checks that involve several parameters
+raise ``ValueError`` through :func:`parameter_error`. Parameters that set port
+units are applied to the port specs right after :meth:`set_parameters`
+(allowed only before ``initialize`` or after ``reset``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
-from collections.abc import Mapping
-from typing import Any, ClassVar
-
-import numpy as np
-import pint
+from typing import Any
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortSpec, PortState
-from cosimrun.core.units import Q_, UnitLike, parse_unit, unit_str
-from cosimrun.errors import suggest
+from cosimrun.core.units import UnitLike, unit_str
+from cosimrun.parameters import declared_parameters, value_in_unit
 
 TIME_RTOL = 1e-12
 """Relative tolerance for comparing times with breakpoints (one ulp of float noise from ``t + dt``)."""
@@ -43,160 +38,16 @@ def parameter_error(comp: CoSimComponent, name: str, requirement: str, value: An
     return ValueError(f"{where(comp)}: parameter {name!r} {requirement}, got {value!r}")
 
 
-# ---------------------------------------------------------------------------- rules
-class Rule:
-    """Checks (and coerces) one parameter value."""
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> Any:
-        raise NotImplementedError
-
-
-@dataclasses.dataclass(frozen=True)
-class Number(Rule):
-    """A finite real number within optional bounds; ``optional`` also accepts ``None``."""
-
-    gt: float | None = None
-    ge: float | None = None
-    lt: float | None = None
-    le: float | None = None
-    optional: bool = False
-    integer: bool = False
-
-    def requirement(self) -> str:
-        kind = "an integer" if self.integer else "a finite number"
-        parts = [f"{op} {bound:g}" for op, bound in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le))
-                 if bound is not None]
-        text = f"must be {kind}" + (f" {' and '.join(parts)}" if parts else "")
-        return text + (" (or null)" if self.optional else "")
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> float | int | None:
-        if value is None and self.optional:
-            return None
-        if isinstance(value, np.generic):
-            value = value.item()
-        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-        if ok and self.integer:
-            ok = float(value).is_integer()
-        if ok:
-            ok = ((self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
-                  and (self.lt is None or value < self.lt) and (self.le is None or value <= self.le))
-        if not ok:
-            raise parameter_error(comp, name, self.requirement(), value)
-        return int(value) if self.integer else float(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class Choice(Rule):
-    """One of a fixed set of strings (case-insensitive)."""
-
-    options: tuple[str, ...]
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> str:
-        key = value.strip().lower() if isinstance(value, str) else value
-        if key not in self.options:
-            hint = suggest(str(value), self.options)
-            raise parameter_error(comp, name, f"must be one of {', '.join(self.options)}{hint}", value)
-        return key
-
-
-@dataclasses.dataclass(frozen=True)
-class Flag(Rule):
-    """``True`` or ``False``."""
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> bool:
-        if isinstance(value, np.bool_):
-            value = bool(value)
-        if not isinstance(value, bool):
-            raise parameter_error(comp, name, "must be true or false", value)
-        return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Text(Rule):
-    """A non-empty string (or ``None`` when optional)."""
-
-    optional: bool = False
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> str | None:
-        if value is None and self.optional:
-            return None
-        if hasattr(value, "__fspath__"):
-            value = str(value)
-        if not isinstance(value, str) or not value.strip():
-            raise parameter_error(comp, name, "must be a non-empty string" + (" (or null)" if self.optional else ""),
-                                  value)
-        return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Unit(Rule):
-    """A unit string known to the shared registry, or ``None`` for a unit-less port."""
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> str | None:
-        if value is None:
-            return None
-        if isinstance(value, pint.Unit):
-            return unit_str(value)
-        if not isinstance(value, str):
-            raise parameter_error(comp, name, "must be a unit string such as 'm', 'deg' or 'N*m' (or null)", value)
-        try:
-            parse_unit(value)
-        except ValueError as exc:
-            raise parameter_error(comp, name, f"must be a known unit ({exc})", value) from None
-        return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Magnitude(Rule):
-    """A number in the unit of the related port, or a quantity (``"40 deg"``) converted at initialize."""
-
-    def check(self, comp: CoSimComponent, name: str, value: Any) -> Any:
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, str):
-            try:
-                q = Q_(value)
-            except Exception as exc:  # pint raises several unrelated types
-                raise parameter_error(comp, name, f"must be a number or a quantity like '40 deg' ({exc})",
-                                      value) from None
-            value = q if not q.unitless else q.magnitude
-        if isinstance(value, pint.Quantity):
-            if not math.isfinite(float(value.magnitude)):
-                raise parameter_error(comp, name, "must be finite", value)
-            return value
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise parameter_error(comp, name, "must be a finite number or a quantity like '40 deg'", value)
-        return float(value)
-
-
-def magnitude(comp: CoSimComponent, name: str, value: Any, unit: UnitLike) -> float:
-    """*value* (number or quantity) as a plain float in *unit*; ``ValueError`` on a dimension mismatch."""
-    if not isinstance(value, pint.Quantity):
-        return float(value)
-    try:
-        return float(value.to(unit if unit is not None else "dimensionless").magnitude)
-    except pint.DimensionalityError:
-        raise parameter_error(comp, name, f"must be convertible to the port unit {unit or 'dimensionless'!r}",
-                              str(value)) from None
-
-
 # ---------------------------------------------------------------------------- mixin
-class RuledParameters:
-    """Mixin for :class:`CoSimComponent` subclasses: rule-checked parameters and unit parameters.
+class UnitParameters:
+    """Mixin for :class:`CoSimComponent` subclasses: parameters that set port units, cross-parameter checks.
 
-    Subclasses set ``RULES`` and may override :meth:`_port_units` (port -> unit
-    from the current parameters) and :meth:`check_parameters` (checks that
-    involve several parameters; run by ``initialize`` and by the registry's
-    ``create_component`` when it is given parameters).
+    Subclasses declare ``PARAMETERS`` and may override :meth:`_port_units`
+    (port -> unit from the current parameters) and :meth:`check_parameters`
+    (checks that involve several parameters, calling ``super()``; run by
+    ``initialize`` and by the registry's ``create_component`` when it is given
+    parameters).
     """
-
-    RULES: ClassVar[Mapping[str, Rule]] = {}
-
-    def _validate_parameter(self, name: str, value: Any) -> Any:
-        rule = self.RULES.get(name)
-        if rule is not None:
-            return rule.check(self, name, value)  # type: ignore[arg-type]
-        return super()._validate_parameter(name, value)  # type: ignore[misc]
 
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name (see :meth:`CoSimComponent.set_parameters`) and update port units.
@@ -213,7 +64,14 @@ class RuledParameters:
             raise
 
     def check_parameters(self) -> None:
-        """Hook: raise ``ValueError`` when parameters are inconsistent with each other."""
+        """Raise ``ValueError`` when parameters are inconsistent with each other.
+
+        The base converts every parameter whose unit names another parameter
+        (``unit="{unit}"``), so a quantity of the wrong dimension fails here.
+        """
+        for name, declared in declared_parameters(type(self)).items():
+            if declared.unit_references:
+                value_in_unit(self, name)
 
     def _port_units(self) -> dict[str, UnitLike]:
         """Hook: ``{port: unit}`` for ports whose unit follows a parameter."""
@@ -264,7 +122,7 @@ def set_port_unit(comp: CoSimComponent, port: str, unit: UnitLike) -> None:
 
 
 # ---------------------------------------------------------------------------- stateless base
-class StatelessComponent(RuledParameters, CoSimComponent):
+class StatelessComponent(UnitParameters, CoSimComponent):
     """Base of memoryless components (sources and algebraic blocks): outputs are functions of t and inputs.
 
     Rollback is trivial (time and port values), so these components also take
@@ -312,8 +170,8 @@ def set_output(port: PortState, value: float, t: float | None) -> None:
     port.t_last = t
 
 
-class OdeBlock(RuledParameters, OdeComponent):
-    """Base of the builtin ODE components: parameter rules, cross-checks at initialize, cached parameters.
+class OdeBlock(UnitParameters, OdeComponent):
+    """Base of the builtin ODE components: unit parameters, cross-checks at initialize, cached parameters.
 
     Subclasses override :meth:`_refresh` to precompute constants from
     parameters; it runs after every :meth:`set_parameters` and at initialize.

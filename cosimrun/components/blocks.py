@@ -13,17 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components._base import (
-    Number,
-    OdeBlock,
-    StatelessComponent,
-    Unit,
-    parameter_error,
-    set_output,
-)
+from cosimrun.components._base import OdeBlock, StatelessComponent, parameter_error, set_output
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike, parse_unit, unit_str
+from cosimrun.parameters import Parameter
+
+INPUT_UNIT = Parameter("unit", doc="unit of the input (null: a plain number)")
+OUTPUT_UNIT = Parameter("unit", doc="unit of the output (null: see the description)")
+UNIT = Parameter("unit", doc="unit of the input and output ports (null: plain numbers)")
 
 
 def _real(name: str, direction: str, description: str) -> PortSpec:
@@ -33,13 +31,16 @@ def _real(name: str, direction: str, description: str) -> PortSpec:
 class Gain(StatelessComponent):
     """Gain ``y = k * u`` (direct feedthrough u -> y)."""
 
-    RULES = {"k": Number(), "input_unit": Unit(), "output_unit": Unit()}
+    PARAMETERS = {
+        "k": Parameter(float, default=1.0, doc="gain"),
+        "input_unit": INPUT_UNIT,
+        "output_unit": Parameter("unit", doc="unit of y (null: input_unit)"),
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self.input_specs["u"] = _real("u", "in", "input")
         self.output_specs["y"] = _real("y", "out", "k * u")
-        self.parameters.update(k=1.0, input_unit=None, output_unit=None)
         self.direct_feedthrough = {"y": {"u"}}
 
     def _port_units(self) -> dict[str, UnitLike]:
@@ -54,12 +55,14 @@ class Gain(StatelessComponent):
 class Sum(StatelessComponent):
     """Signed sum ``y = s1*u1 + s2*u2 + ...`` with signs like ``"+-"`` (direct feedthrough)."""
 
-    RULES = {"unit": Unit()}
+    PARAMETERS = {
+        "signs": Parameter(str, default="++", doc="one sign per input u1, u2, ...: a string like '+-' or a list"),
+        "unit": UNIT,
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self.output_specs["y"] = _real("y", "out", "signed sum of the inputs")
-        self.parameters.update(signs="++", unit=None)
         self._declare_inputs("++")
 
     def _validate_parameter(self, name: str, value: Any) -> Any:
@@ -106,19 +109,23 @@ class Sum(StatelessComponent):
 class Saturation(StatelessComponent):
     """Saturation ``y = min(max(u, lower), upper)`` (direct feedthrough u -> y)."""
 
-    RULES = {"lower": Number(), "upper": Number(), "unit": Unit()}
+    PARAMETERS = {
+        "lower": Parameter(float, default=-1.0, doc="lower limit (<= upper), in the port unit"),
+        "upper": Parameter(float, default=1.0, doc="upper limit, in the port unit"),
+        "unit": UNIT,
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self.input_specs["u"] = _real("u", "in", "input")
         self.output_specs["y"] = _real("y", "out", "u limited to [lower, upper]")
-        self.parameters.update(lower=-1.0, upper=1.0, unit=None)
         self.direct_feedthrough = {"y": {"u"}}
 
     def _port_units(self) -> dict[str, UnitLike]:
         return {"u": self.parameters["unit"], "y": self.parameters["unit"]}
 
     def check_parameters(self) -> None:
+        super().check_parameters()
         p = self.parameters
         if not p["lower"] <= p["upper"]:
             raise parameter_error(self, "lower", f"must be <= upper = {p['upper']!r}", p["lower"])
@@ -142,11 +149,14 @@ class Integrator(OdeBlock):
     ``output_unit`` defaults to ``input_unit`` times seconds (unit-less stays unit-less).
     """
 
-    RULES = {"k": Number(), "input_unit": Unit(), "output_unit": Unit()}
+    PARAMETERS = {
+        "k": Parameter(float, default=1.0, doc="gain"),
+        "input_unit": INPUT_UNIT,
+        "output_unit": Parameter("unit", doc="unit of y (null: input_unit * s)"),
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(k=1.0, input_unit=None, output_unit=None)
         self.add_state("y", None, 0.0, "integral of k * u")
         self.add_input("u", None, 0.0, "integrand")
 
@@ -162,11 +172,14 @@ class Integrator(OdeBlock):
 class FirstOrderLag(OdeBlock):
     """First-order lag ``T * dy/dt = k * u - y`` (state ``y``, initial value ``y0``; no feedthrough)."""
 
-    RULES = {"k": Number(), "time_constant": Number(gt=0), "unit": Unit()}
+    PARAMETERS = {
+        "k": Parameter(float, default=1.0, doc="static gain"),
+        "time_constant": Parameter(float, unit="s", default=1.0, gt=0, doc="time constant T"),
+        "unit": UNIT,
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(k=1.0, time_constant=1.0, unit=None)
         self.add_state("y", None, 0.0, "lagged output")
         self.add_input("u", None, 0.0, "input")
 

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cosimrun.components._base import Choice, Number, OdeBlock, Unit, parameter_error
+from cosimrun.components._base import OdeBlock, parameter_error
 from cosimrun.core.units import UnitLike
+from cosimrun.parameters import Parameter
 
 ANTI_WINDUP = ("clamping", "back_calculation", "none")
 
@@ -43,27 +44,24 @@ class PID(OdeBlock):
     ``max_substep``) below ``2 * tf`` for stability.
     """
 
-    RULES = {
-        "kp": Number(),
-        "ki": Number(),
-        "kd": Number(),
-        "tf": Number(gt=0, optional=True),
-        "N": Number(gt=0),
-        "u_min": Number(optional=True),
-        "u_max": Number(optional=True),
-        "anti_windup": Choice(ANTI_WINDUP),
-        "tt": Number(gt=0, optional=True),
-        "derivative_on": Choice(("error", "measurement")),
-        "input_unit": Unit(),
-        "output_unit": Unit(),
+    PARAMETERS = {
+        "kp": Parameter(float, default=1.0, doc="proportional gain"),
+        "ki": Parameter(float, default=0.0, doc="integral gain (per second)"),
+        "kd": Parameter(float, default=0.0, doc="derivative gain (seconds)"),
+        "tf": Parameter(float, unit="s", gt=0, doc="derivative filter time constant (null: kd / (kp * N))"),
+        "N": Parameter(float, default=10.0, gt=0, doc="derivative filter divisor for the default tf"),
+        "u_min": Parameter(float, doc="lower output limit, in output_unit (null: none)"),
+        "u_max": Parameter(float, doc="upper output limit, in output_unit (null: none)"),
+        "anti_windup": Parameter("choice", choices=ANTI_WINDUP, default="clamping", doc="anti-windup method"),
+        "tt": Parameter(float, unit="s", gt=0, doc="back-calculation tracking time (null: sqrt(Ti * Td))"),
+        "derivative_on": Parameter("choice", choices=("error", "measurement"), default="error",
+                                   doc="differentiate the error or -y (no kick on reference steps)"),
+        "input_unit": Parameter("unit", doc="unit of r and y (null: plain numbers)"),
+        "output_unit": Parameter("unit", doc="unit of u (null: a plain number)"),
     }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(
-            kp=1.0, ki=0.0, kd=0.0, tf=None, N=10.0, u_min=None, u_max=None,
-            anti_windup="clamping", tt=None, derivative_on="error", input_unit=None, output_unit=None,
-        )
         self.add_state("integral", None, 0.0, "integral term I", output=False)
         self.add_state("filter", None, 0.0, "state of the derivative filter", output=False)
         self.add_input("r", None, 0.0, "reference")
@@ -77,6 +75,7 @@ class PID(OdeBlock):
                 "u": p["output_unit"], "integral": p["output_unit"]}
 
     def check_parameters(self) -> None:
+        super().check_parameters()
         p = self.parameters
         lo, hi = p["u_min"], p["u_max"]
         if lo is not None and hi is not None and not lo <= hi:

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components._base import Number, OdeBlock, parameter_error
+from cosimrun.components._base import OdeBlock, parameter_error
+from cosimrun.parameters import Parameter
 
 
 class Pendulum(OdeBlock):
@@ -31,18 +32,17 @@ class Pendulum(OdeBlock):
     the same ports.
     """
 
-    RULES = {
-        "mass": Number(gt=0),
-        "length": Number(gt=0),
-        "damping": Number(ge=0),
-        "g": Number(ge=0),
-        "q_max": Number(gt=0, optional=True),
-        "restitution": Number(ge=0, le=1),
+    PARAMETERS = {
+        "mass": Parameter(float, unit="kg", default=1.0, gt=0, doc="point mass at the end of the rod"),
+        "length": Parameter(float, unit="m", default=1.0, gt=0, doc="rod length L"),
+        "damping": Parameter(float, unit="N*m*s/rad", default=0.0, ge=0, doc="viscous damping at the pivot"),
+        "g": Parameter(float, unit="m/s**2", default=9.81, ge=0, doc="gravitational acceleration"),
+        "q_max": Parameter(float, unit="rad", gt=0, doc="end stop at |q| = q_max (null: none)"),
+        "restitution": Parameter(float, default=0.5, ge=0, le=1, doc="end stop: omega -> -restitution * omega"),
     }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(mass=1.0, length=1.0, damping=0.0, g=9.81, q_max=None, restitution=0.5)
         self.add_state("q", "rad", 0.0, "angle from the downward vertical")
         self.add_state("omega", "rad/s", 0.0, "angular velocity")
         self.add_input("torque", "N*m", 0.0, "torque applied at the pivot")
@@ -55,6 +55,7 @@ class Pendulum(OdeBlock):
         return math.sin(q)
 
     def check_parameters(self) -> None:
+        super().check_parameters()
         p = self.parameters
         if p["q_max"] is not None and abs(p["q0"]) > p["q_max"]:
             raise parameter_error(self, "q0", f"must lie within the end stop |q0| <= q_max = {p['q_max']!r}",
@@ -118,17 +119,21 @@ class BouncingBall(OdeBlock):
     comes to rest on the floor (avoids the Zeno cascade of ever shorter bounces).
     """
 
-    RULES = {"g": Number(gt=0), "e": Number(ge=0, le=1), "v_rest": Number(ge=0)}
+    PARAMETERS = {
+        "g": Parameter(float, unit="m/s**2", default=9.81, gt=0, doc="gravitational acceleration"),
+        "e": Parameter(float, default=0.8, ge=0, le=1, doc="coefficient of restitution"),
+        "v_rest": Parameter(float, unit="m/s", default=1e-3, ge=0, doc="below this rebound speed the ball rests"),
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(g=9.81, e=0.8, v_rest=1e-3)
         self.add_state("h", "m", 1.0, "height above the floor")
         self.add_state("v", "m/s", 0.0, "vertical velocity (up positive)")
         self.add_state_event("bounce", lambda t, x, u: x[0], direction=-1, update=self._bounce)
         self.resting = False
 
     def check_parameters(self) -> None:
+        super().check_parameters()
         p = self.parameters
         if p["h0"] < 0:
             raise parameter_error(self, "h0", "must be >= 0 (above the floor)", p["h0"])
@@ -170,11 +175,14 @@ class MassSpringDamper(OdeBlock):
     ``mass_spring_damper_force``.
     """
 
-    RULES = {"mass": Number(gt=0), "stiffness": Number(ge=0), "damping": Number(ge=0)}
+    PARAMETERS = {
+        "mass": Parameter(float, unit="kg", default=1.0, gt=0, doc="mass m"),
+        "stiffness": Parameter(float, unit="N/m", default=1.0, ge=0, doc="spring to ground"),
+        "damping": Parameter(float, unit="N*s/m", default=0.0, ge=0, doc="damper to ground"),
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(mass=1.0, stiffness=1.0, damping=0.0)
         self.add_state("x", "m", 0.0, "position from the spring's rest position")
         self.add_state("v", "m/s", 0.0, "velocity")
         self.add_input("force", "N", 0.0, "external force on the mass")
@@ -202,17 +210,14 @@ class MassSpringDamperForce(OdeBlock):
     side of a two-mass co-simulation.
     """
 
-    RULES = {
-        "mass": Number(gt=0),
-        "stiffness": Number(ge=0),
-        "damping": Number(ge=0),
-        "coupling_stiffness": Number(ge=0),
-        "coupling_damping": Number(ge=0),
+    PARAMETERS = {
+        **MassSpringDamper.PARAMETERS,
+        "coupling_stiffness": Parameter(float, unit="N/m", default=1.0, ge=0, doc="spring to the other mass"),
+        "coupling_damping": Parameter(float, unit="N*s/m", default=0.0, ge=0, doc="damper to the other mass"),
     }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(mass=1.0, stiffness=1.0, damping=0.0, coupling_stiffness=1.0, coupling_damping=0.0)
         self.add_state("x", "m", 0.0, "position from the spring's rest position")
         self.add_state("v", "m/s", 0.0, "velocity")
         self.add_input("x_in", "m", 0.0, "position of the other mass")

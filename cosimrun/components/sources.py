@@ -2,8 +2,9 @@
 
 Every source has one output ``y`` whose unit is the parameter ``unit`` (``None``:
 a plain number). Magnitudes (``value``, ``initial``, ``amplitude``, ...) are
-numbers in that unit or quantities such as ``"40 deg"``, converted at
-initialize. Outputs are exact functions of time evaluated at the end of each
+numbers in that unit or quantities such as ``"40 deg"``, checked against it
+when the parameters are checked and converted at initialize; times are in
+seconds (or quantities such as ``"500 ms"``). Outputs are exact functions of time evaluated at the end of each
 step, and discontinuities and kinks are announced through
 :meth:`~cosimrun.core.component.CoSimComponent.next_time_event` so a master
 puts a communication point exactly on them. At a breakpoint the value after it
@@ -20,40 +21,34 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components._base import (
-    Choice,
-    Flag,
-    Magnitude,
-    Number,
-    StatelessComponent,
-    Text,
-    Unit,
-    magnitude,
-    parameter_error,
-    set_output,
-    time_tol,
-    where,
-)
+from cosimrun.components._base import StatelessComponent, parameter_error, set_output, time_tol, where
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike
 from cosimrun.errors import suggest
+from cosimrun.parameters import Parameter, value_in_unit
+
+
+def _magnitude(default: float, doc: str, unit: str = "{unit}") -> Parameter:
+    """A magnitude in the output unit: a number in it or a quantity such as ``"40 deg"``."""
+    return Parameter(float, unit=unit, default=default, doc=doc)
 
 
 class _Source(StatelessComponent):
     """Base of sources: output ``y`` in the unit given by parameter ``unit``."""
 
+    PARAMETERS = {"unit": Parameter("unit", doc="unit of the output y (null: a plain number)")}
+
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self.output_specs["y"] = PortSpec("y", PortType.REAL, "out", None, "source signal")
-        self.parameters["unit"] = None
 
     def _port_units(self) -> dict[str, UnitLike]:
         return {"y": self.parameters["unit"]}
 
-    def _mag(self, name: str, unit: UnitLike | None = None) -> float:
-        """Parameter *name* as a float in *unit* (default: the output unit)."""
-        return magnitude(self, name, self.parameters[name], unit or self.parameters["unit"])
+    def _mag(self, name: str) -> float:
+        """Parameter *name* as a float in its unit (the output unit, for magnitudes)."""
+        return value_in_unit(self, name)  # type: ignore[return-value]
 
     def value(self, t: float) -> float:
         """The output at time *t*."""
@@ -67,14 +62,7 @@ class _Source(StatelessComponent):
 class Constant(_Source):
     """Constant signal ``y = value``."""
 
-    RULES = {"unit": Unit(), "value": Magnitude()}
-
-    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
-        super().__init__(name, label, group)
-        self.parameters["value"] = 0.0
-
-    def check_parameters(self) -> None:
-        self._mag("value")
+    PARAMETERS = {"value": _magnitude(0.0, "the constant output")}
 
     def _setup(self) -> None:
         self._value = self._mag("value")
@@ -86,15 +74,11 @@ class Constant(_Source):
 class Step(_Source):
     """Step from ``initial`` to ``final`` at ``step_time`` (hit exactly through a time event)."""
 
-    RULES = {"unit": Unit(), "initial": Magnitude(), "final": Magnitude(), "step_time": Number()}
-
-    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
-        super().__init__(name, label, group)
-        self.parameters.update(initial=0.0, final=1.0, step_time=1.0)
-
-    def check_parameters(self) -> None:
-        self._mag("initial")
-        self._mag("final")
+    PARAMETERS = {
+        "initial": _magnitude(0.0, "output before step_time"),
+        "final": _magnitude(1.0, "output from step_time on"),
+        "step_time": Parameter(float, unit="s", default=1.0, doc="time of the step"),
+    }
 
     def _setup(self) -> None:
         self._initial, self._final = self._mag("initial"), self._mag("final")
@@ -111,32 +95,22 @@ class Step(_Source):
 class Ramp(_Source):
     """Ramp ``y = offset + slope * (t - start_time)`` between ``start_time`` and ``end_time`` (held outside)."""
 
-    RULES = {
-        "unit": Unit(),
-        "slope": Magnitude(),
-        "offset": Magnitude(),
-        "start_time": Number(),
-        "end_time": Number(optional=True),
+    PARAMETERS = {
+        "slope": _magnitude(1.0, "rate of change, in the output unit per second", unit="({unit}) / s"),
+        "offset": _magnitude(0.0, "output up to start_time"),
+        "start_time": Parameter(float, unit="s", default=0.0, doc="time the ramp starts"),
+        "end_time": Parameter(float, unit="s", doc="time the ramp ends (null: never)"),
     }
 
-    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
-        super().__init__(name, label, group)
-        self.parameters.update(slope=1.0, offset=0.0, start_time=0.0, end_time=None)
-
-    def _slope_unit(self) -> str:
-        unit = self.parameters["unit"]
-        return f"({unit}) / s" if unit is not None else "1 / s"
-
     def check_parameters(self) -> None:
-        self._mag("slope", self._slope_unit())
-        self._mag("offset")
+        super().check_parameters()
         p = self.parameters
         if p["end_time"] is not None and not p["end_time"] > p["start_time"]:
             raise parameter_error(self, "end_time", f"must be > start_time = {p['start_time']!r} (or null)",
                                   p["end_time"])
 
     def _setup(self) -> None:
-        self._slope = self._mag("slope", self._slope_unit())
+        self._slope = self._mag("slope")
         self._offset = self._mag("offset")
 
     def value(self, t: float) -> float:
@@ -155,26 +129,16 @@ class Ramp(_Source):
 class Sine(_Source):
     """Sine wave ``y = offset + amplitude * sin(2*pi*frequency*t + phase)``."""
 
-    RULES = {
-        "unit": Unit(),
-        "amplitude": Magnitude(),
-        "offset": Magnitude(),
-        "frequency": Number(ge=0),
-        "phase": Magnitude(),
+    PARAMETERS = {
+        "amplitude": _magnitude(1.0, "amplitude"),
+        "frequency": Parameter(float, unit="Hz", default=1.0, ge=0, doc="frequency"),
+        "phase": Parameter(float, unit="rad", default=0.0, doc="phase at t = 0"),
+        "offset": _magnitude(0.0, "mean value"),
     }
-
-    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
-        super().__init__(name, label, group)
-        self.parameters.update(amplitude=1.0, frequency=1.0, phase=0.0, offset=0.0)
-
-    def check_parameters(self) -> None:
-        self._mag("amplitude")
-        self._mag("offset")
-        self._mag("phase", "rad")
 
     def _setup(self) -> None:
         self._amplitude, self._offset = self._mag("amplitude"), self._mag("offset")
-        self._phase = self._mag("phase", "rad")
+        self._phase = self.parameters["phase"]
         self._omega = 2.0 * math.pi * self.parameters["frequency"]
 
     def value(self, t: float) -> float:
@@ -193,23 +157,22 @@ class Table(_Source):
     are resolved against the working directory at initialize.
     """
 
-    RULES = {
-        "unit": Unit(),
-        "path": Text(optional=True),
-        "time_column": Text(),
-        "value_column": Text(optional=True),
-        "interpolation": Choice(("linear", "previous")),
-        "time_events": Flag(),
+    PARAMETERS = {
+        "path": Parameter("path", doc="the CSV file (required)"),
+        "time_column": Parameter(str, default="time", doc="column of the times in seconds"),
+        "value_column": Parameter(str, doc="column of the values (null: 'value', else the only other column)"),
+        "interpolation": Parameter("choice", choices=("linear", "previous"), default="linear",
+                                   doc="between rows: linear, or hold the previous value"),
+        "time_events": Parameter(bool, default=True, doc="make every row time a time event"),
     }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(path=None, time_column="time", value_column=None, interpolation="linear",
-                               time_events=True)
         self._times: list[float] = []
         self._values: list[float] = []
 
     def check_parameters(self) -> None:
+        super().check_parameters()
         self._times, self._values = self._load()
 
     def _setup(self) -> None:

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.history import ComponentHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import DuplicateNameError, UnknownNameError
+from cosimrun.parameters import Parameter, declared_parameters
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
@@ -52,9 +53,14 @@ class CoSimComponent(ABC):
     """Abstract base class of all co-simulation components.
 
     Declare ports in ``__init__`` by filling ``input_specs``/``output_specs``
-    (name -> :class:`PortSpec`) and parameters in ``parameters``; everything
+    (name -> :class:`PortSpec`) and parameters in the class attribute
+    ``PARAMETERS`` (:class:`~cosimrun.parameters.Parameter`, checked by
+    :meth:`set_parameters`) or, unchecked, in ``parameters``; everything
     that depends on parameter values belongs in ``_initialize_component``.
     """
+
+    PARAMETERS: ClassVar[Mapping[str, Parameter]] = {}
+    """Declared parameters (merged with the bases'): they start at their defaults and are checked when set."""
 
     t: float = 0.0
     max_step: float | None = None
@@ -71,7 +77,7 @@ class CoSimComponent(ABC):
         self.output_specs: dict[str, PortSpec] = {}
         self.inputs: dict[str, PortState] = {}
         self.outputs: dict[str, PortState] = {}
-        self.parameters: dict[str, Any] = {}
+        self.parameters: dict[str, Any] = {name: p.default for name, p in declared_parameters(type(self)).items()}
         self.direct_feedthrough: dict[str, set[str]] = {}
         self.model_structure: dict[str, dict[str, list[str]]] = {}
         self.event_indicators: dict[str, EventIndicator] = {}
@@ -102,7 +108,11 @@ class CoSimComponent(ABC):
 
     # ------------------------------------------------------------------ parameters
     def set_parameters(self, **parameters: Any) -> None:
-        """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``."""
+        """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``.
+
+        Declared parameters are checked and converted by their :class:`~cosimrun.parameters.Parameter`
+        (a :class:`~cosimrun.errors.ConfigError`, also a ``ValueError``, keyed by the parameter).
+        """
         for name in parameters:
             if name not in self.parameters:
                 raise UnknownNameError("parameter", name, self.parameters, f"of component {self.name!r}")
@@ -119,8 +129,12 @@ class CoSimComponent(ABC):
         return {n: self.parameters[n] for n in names}
 
     def _validate_parameter(self, name: str, value: Any) -> Any:
-        """Hook: check (and possibly coerce) one parameter value; raise ``ValueError`` if invalid."""
-        return value
+        """Hook: check (and possibly coerce) one parameter value; raise ``ValueError`` if invalid.
+
+        The base class applies the parameter's declaration, if it has one.
+        """
+        declared = declared_parameters(type(self)).get(name)
+        return value if declared is None else declared.check(value, name)
 
     # ------------------------------------------------------------------ initialization
     def _initialize_ports_from_specs(self) -> None:

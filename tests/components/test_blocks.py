@@ -86,9 +86,10 @@ def test_first_order_lag_step_response():
 
 
 def test_lag_time_constant_validation():
-    with pytest.raises(ValueError, match=r"component 'lag' \(FirstOrderLag\): parameter 'time_constant' must be "
-                                         r"a finite number > 0, got 0"):
+    with pytest.raises(ValueError, match=r"^time_constant: must be a finite number > 0 \(in s\), got 0$"):
         FirstOrderLag("lag").set_parameters(time_constant=0)
+    lag = create_component("first_order_lag", "lag", {"time_constant": "250 ms"})
+    assert lag.parameters["time_constant"] == pytest.approx(0.25)
 
 
 def test_block_classes_declare_documented_ports():

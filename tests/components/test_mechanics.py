@@ -14,6 +14,7 @@ from cosimrun.components.mechanics import (
     MassSpringDamperForce,
     Pendulum,
 )
+from cosimrun.errors import ConfigError
 from cosimrun.masters import GaussSeidel, Hybrid
 from cosimrun.plugins import create_component
 from cosimrun.system import System
@@ -216,20 +217,29 @@ def test_two_mass_cosimulation_converges_to_monolithic():
 @pytest.mark.parametrize(
     ("cls", "params", "message"),
     [
-        (Pendulum, {"length": 0.0}, r"component 'x' \(Pendulum\): parameter 'length' must be a finite number > 0, "
-                                    r"got 0.0"),
-        (Pendulum, {"mass": -1}, r"parameter 'mass' must be a finite number > 0, got -1"),
-        (Pendulum, {"restitution": 1.5}, r"'restitution' must be a finite number >= 0 and <= 1, got 1.5"),
-        (Pendulum, {"q_max": 0}, r"'q_max' must be a finite number > 0 \(or null\), got 0"),
-        (LinearPendulum, {"damping": -0.1}, r"\(LinearPendulum\): parameter 'damping' must be a finite number >= 0"),
-        (BouncingBall, {"e": -0.1}, r"parameter 'e' must be a finite number >= 0 and <= 1"),
-        (MassSpringDamper, {"stiffness": math.nan}, r"parameter 'stiffness' must be a finite number >= 0, got nan"),
-        (MassSpringDamperForce, {"coupling_damping": True}, r"'coupling_damping' must be a finite number >= 0"),
+        (Pendulum, {"length": 0.0}, r"^length: must be a finite number > 0 \(in m\), got 0.0$"),
+        (Pendulum, {"mass": -1}, r"^mass: must be a finite number > 0 \(in kg\), got -1$"),
+        (Pendulum, {"mass": "-5 g"}, r"^mass: must be a finite number > 0 \(in kg\), got '-5 g' = -0.005 kg$"),
+        (Pendulum, {"length": "2 s"}, r"^length: '2 s' has units of time, not of length \(m\)$"),
+        (Pendulum, {"restitution": 1.5}, r"^restitution: must be a finite number >= 0 and <= 1, got 1.5$"),
+        (Pendulum, {"q_max": 0}, r"^q_max: must be a finite number > 0 \(in rad, or null\), got 0$"),
+        (LinearPendulum, {"damping": -0.1}, r"^damping: must be a finite number >= 0"),
+        (BouncingBall, {"e": -0.1}, r"^e: must be a finite number >= 0 and <= 1"),
+        (MassSpringDamper, {"stiffness": math.nan}, r"^stiffness: must be a finite number >= 0 \(in N/m\).*got nan"),
+        (MassSpringDamperForce, {"coupling_damping": True}, r"^coupling_damping: must be a finite number >= 0"),
     ],
 )
 def test_parameter_validation(cls, params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         cls("x").set_parameters(**params)
+    assert info.value.key == next(iter(params))
+
+
+def test_quantities_are_converted_to_the_declared_unit_when_set():
+    p = create_component("pendulum", "p", {"length": "80 cm", "mass": "500 g", "q_max": "45 deg"})
+    assert p.parameters["length"] == pytest.approx(0.8)
+    assert p.parameters["mass"] == pytest.approx(0.5)
+    assert p.parameters["q_max"] == pytest.approx(math.pi / 4)
 
 
 def test_unknown_parameter_lists_known_ones():

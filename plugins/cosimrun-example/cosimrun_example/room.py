@@ -2,30 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from cosimrun.core import OdeComponent
+from cosimrun.parameters import Parameter
 
 
 class Room(OdeComponent):
     """Heated room as one thermal mass (heating power -> air temperature in degC).
 
-    ``C dT/dt = P - (T - T_out) / R`` with heat capacity ``C`` [J/K], thermal
-    resistance to outside ``R`` [K/W] and outside temperature ``T_out`` [degC].
+    ``C dT/dt = P - (T - T_out) / R`` with heat capacity ``C``, thermal
+    resistance to outside ``R`` and outside temperature ``T_out``.
     """
+
+    PARAMETERS = {
+        "capacity": Parameter(float, unit="J/K", default=2.0e5, gt=0, doc="heat capacity C of the air and walls"),
+        "resistance": Parameter(float, unit="K/W", default=0.01, gt=0, doc="thermal resistance R to outside"),
+        "t_outside": Parameter(float, unit="degC", default=5.0, doc="outside temperature T_out"),
+    }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(capacity=2.0e5, resistance=0.01, t_outside=5.0)
         self.add_state("temperature", "degC", initial=15.0, description="air temperature")
         self.add_input("power", "W", description="heating power")
-
-    def _validate_parameter(self, name: str, value: Any) -> Any:
-        if name in ("capacity", "resistance") and not float(value) > 0:
-            raise ValueError(f"component {self.name!r}: parameter {name!r} must be > 0, got {value!r}")
-        return super()._validate_parameter(name, value)
 
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         p = self.parameters

@@ -38,3 +38,26 @@ def test_room_heating_experiment_runs_through_cosimrun(tmp_path) -> None:
     late = t > 5400.0
     assert np.all(np.abs(temp[late] - 21.0) < 0.2)  # settled on the new setpoint
     assert results.history("room")["temperature"].unit == "degC"
+
+
+def test_room_parameters_take_quantities_in_their_declared_units() -> None:
+    room = create_component("room", "room", {"capacity": "200 kJ/K", "t_outside": "278.15 K"})
+    assert math.isclose(room.parameters["capacity"], 2.0e5)
+    assert math.isclose(room.parameters["t_outside"], 5.0, abs_tol=1e-9)
+
+
+def test_room_parameter_errors_name_the_config_key() -> None:
+    from cosimrun.config.build import build_experiment
+    from cosimrun.errors import ConfigError
+
+    def error(params: dict) -> str:
+        try:
+            build_experiment({"components": {"room": {"type": "room", "params": params}}})
+        except ConfigError as exc:
+            return str(exc)
+        raise AssertionError("no error")
+
+    assert error({"t_outside": "2 s"}) == ("components.room.params.t_outside: '2 s' has units of time, not of "
+                                           "temperature (degC)")
+    assert error({"resistance": 0}).startswith("components.room.params.resistance: must be a finite number > 0 "
+                                               "(in K/W), got 0")
