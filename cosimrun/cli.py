@@ -3,13 +3,17 @@
 ``cosimrun +experiment=NAME [key=value ...]`` runs an experiment,
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
 ``cosimrun --list-components`` lists the installed component types, and
-``cosimrun -m ...`` expands a sweep. Mistakes in the config end with one line
-on stderr naming the key, and a non-zero exit code (see :mod:`cosimrun.exits`).
-SIGINT and SIGTERM end the runs as ``interrupted`` (:mod:`cosimrun.runner.signals`).
+``cosimrun -m ...`` expands a sweep. Mistakes in the command line or the config,
+Hydra's and YAML's included, end with one line on stderr naming the key (or
+file and line) and exit status 2 (see :mod:`cosimrun.exits` and
+:mod:`cosimrun.config.reporting`); ``HYDRA_FULL_ERROR=1`` shows Hydra's full
+report instead. SIGINT and SIGTERM end the runs as ``interrupted``
+(:mod:`cosimrun.runner.signals`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from importlib import resources
 from pathlib import Path
@@ -17,9 +21,33 @@ from typing import Any
 
 from cosimrun.exits import EXIT_FAILED, fail
 
+HELP = """\
+cosimrun: declarative co-simulation experiments (Hydra configs)
 
-def _group_options(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Options of a config group: cosimrun's own, plugin config packages', and ``--config-dir``'s."""
+usage:
+  cosimrun +experiment=NAME [KEY=VALUE ...]     run an experiment
+  cosimrun +experiment=NAME action=describe     print its structure; nothing runs
+  cosimrun +experiment=NAME --cfg job           print the composed config
+  cosimrun -m +experiment=NAME KEY=V1,V2 ...    sweep: one job per combination (on dask)
+  cosimrun --list-components [NAME]             the installed component types
+  cosimrun --version | --help | --hydra-help    versions, this help, Hydra's own options
+
+overrides (Hydra's syntax):
+  key=value        change a key: run.tf=5 components.ball.params.e=0.5 master=ijcsa
+  +key=value       add a key: +components.ball.initial.u=0
+                   or a component: '+components.tab={type: table, params: {path: t.csv}}'
+  ~key             remove a key: ~components.ctrl
+  --config-dir DIR experiments from DIR/experiment/*.yaml too
+
+experiments: $EXPERIMENTS
+masters:     $MASTERS
+
+Bad input ends with one line naming the key and exit status 2 (HYDRA_FULL_ERROR=1:
+Hydra's full report); a failed run exits with 1. See README.md."""
+
+
+def _group_roots(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[Any]:
+    """Folders of a config group in Hydra's search order: cosimrun's own, ``--config-dir``'s, plugin packages'."""
     from hydra_plugins.cosimrun_searchpath.searchpath import config_packages
 
     roots: list[Any] = []
@@ -28,14 +56,27 @@ def _group_options(group: str, config_dirs: list[str] | tuple[str, ...] = ()) ->
             roots.append(resources.files(package) / group)
         except ModuleNotFoundError:
             continue
-    roots += [Path(d) / group for d in config_dirs]
+    return roots[:1] + [Path(d) / group for d in config_dirs] + roots[1:]
+
+
+def _group_options(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Options of a config group: cosimrun's own, plugin config packages', and ``--config-dir``'s."""
     names: set[str] = set()
-    for root in roots:
+    for root in _group_roots(group, config_dirs):
         try:
             names.update(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
         except (FileNotFoundError, NotADirectoryError):
             continue
     return sorted(names)
+
+
+def _group_file(group: str, option: str, config_dirs: list[str] | tuple[str, ...] = ()) -> str | None:
+    """The file of a config group option, the first in Hydra's search order."""
+    for root in _group_roots(group, config_dirs):
+        candidate = root / f"{option}.yaml"
+        if candidate.is_file():
+            return str(candidate)
+    return None
 
 
 def _config_dirs(argv: list[str]) -> list[str]:
@@ -95,22 +136,30 @@ def _task(cfg: Any) -> Any:
 
         return sweep_job(cfg)
 
+    from cosimrun.config.reporting import config_error, remove_unused_dir
     from cosimrun.console import Console
-    from cosimrun.errors import ConfigError, ResultsWriteError
+    from cosimrun.errors import ResultsWriteError
     from cosimrun.runner import signals
     from cosimrun.runner.configtext import resolved, task_overrides
     from cosimrun.runner.run import prepare, run_experiment
 
-    plain, config_yaml = resolved(cfg)
-    try:
-        experiment = prepare(plain)
-    except ConfigError as exc:
-        fail(str(exc))
-    if experiment.action == "describe":
-        print(experiment.system.describe())
-        return 0
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
+    hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
+    try:
+        plain, config_yaml = resolved(cfg)
+        experiment = prepare(plain)
+    except Exception as exc:
+        error = config_error(exc)
+        if error is None:
+            raise
+        remove_unused_dir(out_dir, hydra_files)  # nothing ran: no run directory
+        fail(str(error))
+    if experiment.action == "describe":
+        print(experiment.system.describe())
+        experiment.system.free()
+        remove_unused_dir(out_dir, hydra_files)
+        return 0
     console = Console(experiment)
     try:
         outcome = run_experiment(
@@ -149,11 +198,64 @@ def register_hydra_plugins() -> None:
     Plugins.instance().register(CosimrunSweeper)  # and hydra/sweeper=cosimrun
 
 
+def version() -> str:
+    """``cosimrun X (Hydra Y)``: what ``cosimrun --version`` prints."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    from cosimrun import __version__
+
+    try:
+        hydra = installed("hydra-core")
+    except PackageNotFoundError:
+        hydra = "not installed"
+    return f"cosimrun {__version__} (Hydra {hydra})"
+
+
+def usage() -> str:
+    """What ``cosimrun --help`` prints: the commands and actions, the experiments and masters installed."""
+    return (HELP.replace("$EXPERIMENTS", ", ".join(_group_options("experiment")) or "none")
+            .replace("$MASTERS", ", ".join(_group_options("master"))))
+
+
+def _error_handler(argv: list[str]) -> Any:
+    """Hydra's errors about the command line or the config as one line and exit 2 (unless ``HYDRA_FULL_ERROR=1``)."""
+    from cosimrun.config.reporting import config_error, full_error_requested
+
+    dirs = _config_dirs(argv)
+
+    def handle(exc: Exception) -> None:
+        if full_error_requested():
+            return
+        error = config_error(exc, argv, lambda group, option: _group_file(group, option, dirs))
+        if error is not None:
+            fail(str(error))
+
+    return handle
+
+
+def _reporting(argv: list[str]) -> contextlib.AbstractContextManager[None]:
+    """Hydra's error reporting with cosimrun's one-line config errors; Hydra's own if its private API changed."""
+    from cosimrun.runner._private import RUN_AND_REPORT, PrivateAPIChanged, hydra_error_reporting
+
+    try:
+        RUN_AND_REPORT.get()
+    except PrivateAPIChanged:
+        return contextlib.nullcontext()
+    return hydra_error_reporting(_error_handler(argv))
+
+
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
     argv = sys.argv[1:]
     if "--list-components" in argv:
         print(list_components())
+        return
+    if "--version" in argv:
+        print(version())
+        return
+    if "--help" in argv or "-h" in argv:
+        print(usage())
         return
     _precheck(argv)
     from hydra_plugins.cosimrun_dask_launcher._forkserver import prestart
@@ -169,7 +271,7 @@ def main() -> None:
     sweep.mark_driver()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
     interrupted: KeyboardInterrupt | None = None
-    with signals.handling():
+    with signals.handling(), _reporting(argv):
         try:
             app()
         except KeyboardInterrupt as exc:  # a sweep's, or Hydra's before a run started

@@ -2,7 +2,9 @@
 
 Every error is a :class:`ConfigError` naming the offending key (``run.dt``,
 ``components.pendulum.params.length``, ``connections[2]`` ...), the value and
-what would be valid. A ``ConfigError`` from the engine or a component carries
+what would be valid. Every key is checked against the schema
+(:mod:`cosimrun.config.schema`, see :func:`known_keys`), whichever way it
+arrived: Hydra does not check keys added with ``+``. A ``ConfigError`` from the engine or a component carries
 its key relative to what raised it (a parameter ``e``, a setting
 ``time_tolerance``); the builder places it in the experiment with
 :meth:`ConfigError.within`.
@@ -12,10 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
+from cosimrun.config.schema import (
+    ComponentConfig,
+    ConnectionConfig,
+    CosimConfig,
+    ModelConfig,
+    MultiComponentConfig,
+    RunConfig,
+    StorageConfig,
+)
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import ConfigError, PluginError, UnknownNameError
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
@@ -25,7 +38,12 @@ from cosimrun.system import Connection, System
 MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJCSA, Hybrid)}
 """Master algorithms by config name."""
 
+DEFAULT_MASTER = "gauss_seidel"
+
 ACTIONS = ("run", "describe")
+
+RESULTS_SUFFIXES = (".h5", ".hdf5", ".nc")
+"""File name endings of ``storage.file``: the results are HDF5 (``.nc``: readable as netCDF-4)."""
 
 
 @dataclass
@@ -65,32 +83,106 @@ class Experiment:
 
 def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     """Validate *cfg* (a plain mapping, e.g. ``OmegaConf.to_container(cfg, resolve=True)``) and build it."""
+    cfg = _mapping("", cfg, "a mapping of the keys " + ", ".join(_fields(CosimConfig)))
+    check_keys("", cfg)
     action = str(cfg.get("action", "run"))
     if action not in ACTIONS:
         raise UnknownNameError("action", action, ACTIONS, key="action")
     name = str(cfg.get("name") or "unnamed")
-    run = build_run(cfg.get("run") or {})
-    system = System(name)
-    components = cfg.get("components") or {}
+    run = build_run(_mapping("run", cfg.get("run"), "{t0: 0.0, tf: 10.0, dt: 0.01}"))
+    storage = build_storage(_mapping("storage", cfg.get("storage"), "{file: results.h5, record: ['*']}"))
+    master = build_master(_mapping("master", cfg.get("master"), "{name: gauss_seidel, ...}"))
+    components = _mapping("components", cfg.get("components"), "{NAME: {type: TYPE, params: {...}}, ...}")
     if not components:
         raise ConfigError("components", "the experiment declares no components (select one with +experiment=NAME)")
+    system = System(name)
     for comp_name, comp_cfg in components.items():
-        system.add_component(build_component(f"components.{comp_name}", str(comp_name), comp_cfg or {}))
-    for i, item in enumerate(cfg.get("connections") or []):
+        system.add_component(build_component(f"components.{comp_name}", str(comp_name), comp_cfg))
+    for i, item in enumerate(_list("connections", cfg.get("connections"), "['a.y -> b.u']")):
         _connect(system, f"connections[{i}]", item)
-    for i, item in enumerate(cfg.get("events") or []):
+    for i, item in enumerate(_list("events", cfg.get("events"), "['ball.bounce -> counter']")):
         _connect_event(system, f"events[{i}]", item)
     for comp_name, comp_cfg in components.items():
-        for port, value in ((comp_cfg or {}).get("initial") or {}).items():
-            key = f"components.{comp_name}.initial.{port}"
+        key = f"components.{comp_name}.initial"
+        for port, value in _mapping(key, comp_cfg.get("initial"), "{INPUT: VALUE, ...}").items():
             try:
                 system.set_initial_value(f"{comp_name}.{port}", value)
             except (KeyError, ValueError, TypeError) as exc:
-                raise _placed(key, exc) from None
-    master = build_master(cfg.get("master") or {})
-    storage = build_storage(cfg.get("storage") or {})
+                raise _placed(f"{key}.{port}", exc) from None
     recorded = recorded_ports(system, storage.record)
     return Experiment(name, action, system, master, run, storage, recorded)
+
+
+def known_keys(path: str, node: Mapping[str, Any] | None = None) -> list[str] | None:
+    """The keys the config node at dotted *path* may hold (``""``: the top level); None where any name goes.
+
+    Read from the schema dataclasses (:mod:`cosimrun.config.schema`) and, for
+    ``master``, the settings of the master class the node names. *node* is the
+    node itself, where the keys depend on it (a component's ``type``, the
+    master's ``name``).
+    """
+    node = node if isinstance(node, Mapping) else {}
+    match path.split(".") if path else []:
+        case []:
+            return _fields(CosimConfig)
+        case ["run"]:
+            return _fields(RunConfig)
+        case ["storage"]:
+            return _fields(StorageConfig)
+        case ["master"]:
+            cls = MASTERS.get(str(node.get("name", DEFAULT_MASTER)))
+            return None if cls is None else ["name", *_fields(cls)]
+        case ["components", _]:
+            return _fields(MultiComponentConfig if node.get("type") == "multi" else ComponentConfig)
+        case ["components", _, "modes", _]:
+            return _fields(ModelConfig)
+    return None
+
+
+def unknown_key(path: str, key: str, node: Mapping[str, Any] | None = None) -> ConfigError:
+    """The error for *key*, which the node at *path* (see :func:`known_keys`) does not know."""
+    full = f"{path}.{key}" if path else str(key)
+    node = node if isinstance(node, Mapping) else {}
+    known = known_keys(path, node) or []
+    if path == "master" and str(node.get("name", DEFAULT_MASTER)) in MASTERS:
+        name = str(node.get("name", DEFAULT_MASTER))
+        return UnknownNameError("setting", key, [k for k in known if k != "name"], f"of the {name} master", key=full)
+    multi_only = set(_fields(MultiComponentConfig)) - set(_fields(ComponentConfig))
+    if path.startswith("components.") and path.count(".") == 1 and key in multi_only:
+        return ConfigError(full, f"only components of type multi have {key} (type is {node.get('type')!r})")
+    return UnknownNameError("key", key, known, f"in {path}" if path else "at the top level", key=full)
+
+
+def check_keys(path: str, node: Mapping[str, Any]) -> None:
+    """Raise :func:`unknown_key`'s error for the first key of *node* that its place *path* does not know."""
+    known = known_keys(path, node)
+    if known is None:
+        return
+    for key in node:
+        if str(key) not in known:
+            raise unknown_key(path, str(key), node)
+
+
+def _fields(schema: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(schema)]
+
+
+def _mapping(key: str, value: Any, example: str) -> Mapping[str, Any]:
+    """*value* if it is a mapping (``{}`` for None), else a :class:`ConfigError` showing *example*."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        what = f"{value!r} is not a mapping"
+        raise ConfigError(key or None, f"{what}; write it as {example}" if key else f"the config {what}")
+    return value
+
+
+def _list(key: str, value: Any, example: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ConfigError(key, f"{value!r} is not a list; write it as a list, e.g. {example}")
+    return list(value)
 
 
 MAX_MACRO_STEPS = 1e12
@@ -100,6 +192,7 @@ MAX_MACRO_STEPS = 1e12
 
 def build_run(run: Mapping[str, Any]) -> RunSettings:
     """Check ``run.t0``, ``run.tf``, ``run.dt``."""
+    check_keys("run", run)
     values = {}
     for key, default in (("t0", 0.0), ("tf", 10.0), ("dt", 0.01)):
         raw = run.get(key, default)
@@ -125,17 +218,24 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
 
 
 def build_component(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:
-    """Create one component (or a multi-model component) from its config node."""
+    """Create one component (or a multi-model component) from its config node at *key*.
+
+    A top-level component's node is checked against :class:`~cosimrun.config.schema.ComponentConfig`
+    (or ``MultiComponentConfig``), a mode's against ``ModelConfig``.
+    """
+    cfg = _mapping(key, cfg, "{type: TYPE, params: {NAME: VALUE, ...}}")
+    check_keys(key, cfg)
     type_name = cfg.get("type")
     if not type_name:
         raise ConfigError(f"{key}.type", "missing: every component needs a type (see cosimrun --list-components)")
+    if not isinstance(type_name, str):
+        raise ConfigError(f"{key}.type", f"{type_name!r} is not a component type name (see cosimrun --list-components)")
     if type_name == "multi":
         comp = _build_multi(key, name, cfg)
     else:
-        if cfg.get("modes") is not None:
-            raise ConfigError(f"{key}.modes", f"only components of type multi have modes (type is {type_name!r})")
-        comp = _create(key, name, str(type_name), cfg.get("params") or {})
-    for port, unit in (cfg.get("units") or {}).items():
+        params = _mapping(f"{key}.params", cfg.get("params"), "{NAME: VALUE, ...}")
+        comp = _create(key, name, type_name, params)
+    for port, unit in _mapping(f"{key}.units", cfg.get("units"), "{PORT: UNIT, ...}").items():
         _relabel(f"{key}.units.{port}", comp, str(port), unit)
     return comp
 
@@ -168,14 +268,14 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
 
 
 def _build_multi(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:
-    modes = cfg.get("modes") or {}
+    modes = _mapping(f"{key}.modes", cfg.get("modes"), "{MODE: {type: TYPE, params: {...}}, ...}")
     if not modes:
         raise ConfigError(f"{key}.modes", "a multi component needs at least one mode")
     if cfg.get("params"):
         raise ConfigError(f"{key}.params", "a multi component takes its parameters per mode (modes.<mode>.params)")
     models = {}
     for mode, mode_cfg in modes.items():
-        mode_cfg = mode_cfg or {}
+        mode_cfg = _mapping(f"{key}.modes.{mode}", mode_cfg, "{type: TYPE, params: {...}}")
         if mode_cfg.get("type") == "multi":
             raise ConfigError(f"{key}.modes.{mode}.type", "modes cannot themselves be multi components")
         models[str(mode)] = build_component(f"{key}.modes.{mode}", f"{name}_{mode}", mode_cfg)
@@ -224,9 +324,13 @@ def _connect(system: System, key: str, item: Any) -> None:
         if isinstance(item, str):
             system.connect(Connection.parse(item))
         elif isinstance(item, Mapping):
-            extra = set(item) - {"src", "dst"}
-            if extra or not {"src", "dst"} <= set(item):
-                raise ValueError(f"a connection mapping has exactly the keys src and dst, got {sorted(item)}")
+            known = _fields(ConnectionConfig)
+            for name in item:
+                if str(name) not in known:
+                    raise UnknownNameError("key", str(name), known, f"in {key}", key=f"{key}.{name}")
+            missing = [name for name in known if name not in item]
+            if missing:
+                raise ConfigError(key, f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
             system.connect(str(item["src"]), str(item["dst"]))
         else:
             raise ValueError(f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
@@ -245,44 +349,71 @@ def _connect_event(system: System, key: str, item: Any) -> None:
 
 
 def build_master(cfg: Mapping[str, Any]) -> Master:
-    """Create the master named ``cfg['name']`` with the remaining keys as settings."""
+    """Create the master named ``cfg['name']`` with the remaining keys as settings, each of its declared type."""
     settings = dict(cfg)
-    name = str(settings.pop("name", "gauss_seidel"))
+    name = str(settings.pop("name", DEFAULT_MASTER))
     cls = MASTERS.get(name)
     if cls is None:
         raise UnknownNameError("master", name, MASTERS, key="master")
-    fields = {f.name for f in dataclasses.fields(cls)}
-    for setting in settings:
-        if setting not in fields:
-            raise UnknownNameError("setting", setting, fields, f"of the {name} master", key=f"master.{setting}")
+    check_keys("master", cfg)
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # an annotation that does not resolve here: the master checks its settings
+        hints = {}
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for setting, value in settings.items():
+        settings[setting] = _typed(f"master.{setting}", value, hints.get(setting), defaults.get(setting))
     try:
         return cls(**settings)
     except (TypeError, ValueError) as exc:
         raise _placed("master", exc) from None
 
 
+TYPE_NAMES: dict[type, str] = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}
+"""How errors name the setting types the builder checks."""
+
+
+def _typed(key: str, value: Any, kind: Any, default: Any = dataclasses.MISSING) -> Any:
+    """*value* as the setting type *kind* (``float``, ``int``, ``bool``, ``str``; others pass), or a ConfigError."""
+    if kind not in TYPE_NAMES:
+        return value
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value, ok = int(value), True
+    if ok:
+        return value
+    example = "" if default is dataclasses.MISSING else f", e.g. {default!r}"
+    raise ConfigError(key, f"{value!r} is not {TYPE_NAMES[kind]}; expected {TYPE_NAMES[kind]}{example}")
+
+
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     """Check the storage settings."""
+    check_keys("storage", cfg)
     file = str(cfg.get("file") or "results.h5")
     if any(c in file for c in "/\\\0") or file in (".", "..") or file.strip() != file:
         raise ConfigError(
             "storage.file",
             f"{file!r} must be a plain file name such as results.h5 (it is written in the run directory)",
         )
+    if PurePath(file).suffix.lower() not in RESULTS_SUFFIXES:
+        raise ConfigError(
+            "storage.file",
+            f"{file!r} does not name an HDF5 file; end it in {', '.join(RESULTS_SUFFIXES)} (the results are HDF5)",
+        )
     record = cfg.get("record", ["*"])
-    record = [record] if isinstance(record, str) else list(record or [])
+    record = [record] if isinstance(record, str) else _list("storage.record", record, "['*'] or ['comp.port']")
     compression = cfg.get("compression", "gzip")
     if compression not in (None, "gzip", "lzf"):
         raise ConfigError("storage.compression", f"{compression!r} is not supported (valid: gzip, lzf, null)")
-    level = int(cfg.get("compression_level", 4))
+    level = _typed("storage.compression_level", cfg.get("compression_level", 4), int)
     if not 0 <= level <= 9:
         raise ConfigError("storage.compression_level", f"{level} is not in 0..9")
-    flush = int(cfg.get("flush_interval", 2000))
+    flush = _typed("storage.flush_interval", cfg.get("flush_interval", 2000), int)
     if flush < 1:
         raise ConfigError("storage.flush_interval", f"{flush} must be >= 1")
-    allow_nonfinite = cfg.get("allow_nonfinite", False)
-    if not isinstance(allow_nonfinite, bool):
-        raise ConfigError("storage.allow_nonfinite", f"{allow_nonfinite!r} is not true or false")
+    allow_nonfinite = _typed("storage.allow_nonfinite", cfg.get("allow_nonfinite", False), bool)
     return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite)
 
 

@@ -1,9 +1,14 @@
-"""Structured config schema of an experiment (registered in Hydra's ConfigStore).
+"""Structured config schema of an experiment: the one declaration of its known keys.
 
-The schema types what OmegaConf can type (run times, storage settings, the
-component table's fixed keys); component parameters and master settings are
-free-form here and validated by the builder against the component's and
-master's own declarations, with messages that name the key.
+The dataclasses below are registered in Hydra's ConfigStore (``cosimrun_schema``),
+which types the run times and storage settings, and they are what the builder
+(:mod:`cosimrun.config.build`) checks every key against, however it arrived
+(experiment file, override, ``+`` addition, ``--config-dir``): Hydra's struct
+mode does not close keys added with ``+``. Components are free-form for Hydra,
+so that a whole component can be added from the command line; the builder
+checks them against :class:`ComponentConfig` or :class:`MultiComponentConfig`.
+Component parameters and master settings are validated by the builder against
+the component's and master's own declarations.
 """
 
 from __future__ import annotations
@@ -24,21 +29,38 @@ class RunConfig:
 
 
 @dataclass
-class ComponentConfig:
-    """One component: its plugin ``type``, parameters, initial input values, unit relabels.
-
-    ``type: multi`` takes ``modes`` (name -> component config), ``initial_mode``,
-    a ``selector`` and ``hysteresis`` instead of ``params``.
-    """
+class ModelConfig:
+    """One model: a component's plugin ``type``, its parameters and unit relabels (also a mode of ``multi``)."""
 
     type: str = MISSING
     params: dict[str, Any] = field(default_factory=dict)
-    initial: dict[str, Any] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
-    modes: dict[str, Any] | None = None
+
+
+@dataclass
+class ComponentConfig(ModelConfig):
+    """One component: a model plus the initial values of its inputs."""
+
+    initial: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MultiComponentConfig(ComponentConfig):
+    """A ``type: multi`` component: ``modes`` (name -> :class:`ModelConfig`), the mode it starts in,
+    the ``selector`` that switches and a ``hysteresis``; its parameters are per mode."""
+
+    modes: dict[str, Any] = field(default_factory=dict)
     initial_mode: str | None = None
     selector: dict[str, Any] | None = None
     hysteresis: dict[str, Any] | None = None
+
+
+@dataclass
+class ConnectionConfig:
+    """A connection written as a mapping (``{src: a.y, dst: b.u}``) rather than ``"a.y -> b.u"``."""
+
+    src: str = MISSING
+    dst: str = MISSING
 
 
 @dataclass
@@ -46,6 +68,7 @@ class StorageConfig:
     """Where and what the run records."""
 
     file: str = "results.h5"
+    """The results file in the run directory: ``.h5``, ``.hdf5`` or ``.nc`` (HDF5 either way)."""
     record: list[str] = field(default_factory=lambda: ["*"])
     """Ports to record: ``"*"``, ``"comp"``, ``"comp.*"`` or ``"comp.port"``."""
     compression: str | None = "gzip"
@@ -65,7 +88,8 @@ class CosimConfig:
     action: str = "run"
     """``run`` the experiment or ``describe`` its structure without running."""
     run: RunConfig = field(default_factory=RunConfig)
-    components: dict[str, ComponentConfig] = field(default_factory=dict)
+    components: dict[str, Any] = field(default_factory=dict)
+    """Component name -> :class:`ComponentConfig` (or :class:`MultiComponentConfig`), checked by the builder."""
     connections: list[Any] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
     """Event connections ``"comp.event -> subscriber"``."""
