@@ -10,6 +10,14 @@ error for a job that does not compose. A launcher with a ``composer``
 attribute (cosimrun's dask launcher) is handed that composer, so the
 compositions are reused when the jobs are composed again.
 
+Before the first batch is launched, its first job is built as the run would
+build it (:func:`cosimrun.config.build.build_experiment`): when that fails with
+a config error (an unknown key, a bad parameter) and so does every other job
+of the batch, the error is common to the sweep, which stops at once with one
+line and exit status 2 rather than failing every job. A sweep that stops
+before launching anything removes what it wrote (its ``multirun.yaml``, its lock
+and the directory, when nothing else is there).
+
 It is also where a sweep takes its directory, whichever the launcher: the
 sweep lock (:mod:`cosimrun.runner.lock`) is claimed before anything is
 written there (Hydra's ``multirun.yaml`` included), and released by the
@@ -61,6 +69,8 @@ class CosimrunSweeper(Sweeper):
         self.composer: Any = None
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
+        self.launched = False
+        """Whether a batch has passed validation (and so was launched)."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.hydra_context, self.config = hydra_context, config
@@ -71,11 +81,19 @@ class CosimrunSweeper(Sweeper):
         return self.basic.launcher
 
     def sweep(self, arguments: list[str]) -> Any:
+        from cosimrun.config.reporting import remove_unused_dir
         from cosimrun.runner.lock import claim
 
         assert self.config is not None
-        claim(str(self.config.hydra.sweep.dir))
-        return self.basic.sweep(arguments)
+        sweep_dir = str(self.config.hydra.sweep.dir)
+        lock = claim(sweep_dir)
+        try:
+            return self.basic.sweep(arguments)
+        except BaseException:
+            if not self.launched:  # stopped before any job: leave nothing behind
+                lock.release()
+                remove_unused_dir(sweep_dir, ("multirun.yaml",))
+            raise
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         from cosimrun.runner.compose import JobComposer
@@ -87,3 +105,38 @@ class CosimrunSweeper(Sweeper):
                 self.launcher.composer = self.composer
         for overrides in batch:
             self.composer.validate(overrides)
+        if not self.launched and batch:
+            self._fail_if_common_config_error(batch)
+        self.launched = True
+
+    def _fail_if_common_config_error(self, batch: Sequence[Sequence[str]]) -> None:
+        """End the command (exit 2, one line) if every job of *batch* has a config error, as the first has."""
+        from cosimrun.exits import fail
+
+        error = self._config_error(batch[0])
+        if error is None or any(self._config_error(overrides) is None for overrides in batch[1:]):
+            return  # jobs with errors of their own fail as jobs; the others run
+        fail(str(error))
+
+    def _config_error(self, overrides: Sequence[str]) -> Any:
+        """The ConfigError that building the job with *overrides* raises, or None (also when it cannot be resolved)."""
+        from omegaconf import OmegaConf
+
+        from cosimrun.config.build import build_experiment
+        from cosimrun.errors import ConfigError
+        from cosimrun.runner.worker import hydra_config
+
+        config = self.composer.compose(overrides, 0).config
+        try:
+            with hydra_config(config):
+                task = OmegaConf.masked_copy(config, [str(key) for key in config if key != "hydra"])
+                plain = OmegaConf.to_container(task, resolve=True)
+        except Exception:  # an interpolation only the job can resolve: the job will say
+            return None
+        assert isinstance(plain, dict)
+        try:
+            experiment = build_experiment(plain)
+        except ConfigError as exc:
+            return exc
+        experiment.system.free()
+        return None
