@@ -141,15 +141,16 @@ class Parameter:
         """The parameters *unit* refers to in braces (``"{unit}"`` -> ``("unit",)``)."""
         return tuple(_UNIT_REFERENCE.findall(self.unit or ""))
 
-    def requirement(self) -> str:
-        """What a valid value is, e.g. ``"a number > 0 (in H) or a quantity such as '0.5 H'"``."""
+    def requirement(self, unit: str | None = None) -> str:
+        """What a valid value is, e.g. ``"a finite number > 0 (in H)"`` (*unit*: the resolved unit, if known)."""
+        unit = unit or self.unit
         notes = []
         if self.type in _NUMERIC:
             text = "a finite number" if self.type == "float" else "an integer"
             if self.bounds:
                 text += f" {self.bounds}"
-            if self.unit is not None:
-                notes.append(f"in {self.unit}")
+            if unit is not None:
+                notes.append(f"in {unit}")
         else:
             text = {
                 "bool": "true or false",
@@ -217,17 +218,19 @@ class Parameter:
             raise _Invalid(f"must be {self.requirement()}{how}, got {raw!r}")
         return self.within_bounds(value, raw)
 
-    def within_bounds(self, value: float, raw: Any) -> float | int:
-        """*value* (a finite number in *unit*) as ``float``/``int`` after checking integrality and bounds."""
+    def within_bounds(self, value: float, raw: Any, unit: str | None = None) -> float | int:
+        """*value* (a finite number in *unit*, default: the declared one) as ``float``/``int``, checked
+        for integrality and bounds; *raw* is the value as given, for the message."""
+        unit = unit or self.unit
         if self.type == "int" and not float(value).is_integer():
-            raise _Invalid(f"must be {self.requirement()}, got {raw!r}")
+            raise _Invalid(f"must be {self.requirement(unit)}, got {raw!r}")
         ok = ((self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
               and (self.lt is None or value < self.lt) and (self.le is None or value <= self.le))
         if not ok:
             shown = repr(raw)
             if not isinstance(raw, numbers.Real):
-                shown += f" = {value:g}" + (f" {self.unit}" if self.unit and not self.unit_references else "")
-            raise _Invalid(f"must be {self.requirement()}, got {shown}")
+                shown += f" = {value:g}" + (f" {unit}" if unit else "")
+            raise _Invalid(f"must be {self.requirement(unit)}, got {shown}")
         return int(value) if self.type == "int" else float(value)
 
     def resolve_unit(self, parameters: Mapping[str, Any]) -> str | None:
@@ -342,8 +345,8 @@ def value_in_unit(component: Any, name: str) -> float | None:
         return None
     unit = decl.resolve_unit(component.parameters)
     try:
-        if _is_quantity(value):
-            value = convert(value, unit, f"{value:~}")
-        return decl.within_bounds(float(value), value)
+        raw = f"{value:~}" if _is_quantity(value) else value
+        number = convert(value, unit, raw) if _is_quantity(value) else float(value)
+        return decl.within_bounds(number, raw, unit)
     except _Invalid as exc:
         raise ConfigError(name, exc.message) from None

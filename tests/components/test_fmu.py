@@ -580,8 +580,21 @@ def test_example_path_and_command_line_helpers(tmp_path: Path, monkeypatch: pyte
     assert (tmp_path / "out" / "pendulum.fmu").is_file()
     assert main(["info", str(tmp_path / "out" / "pendulum.fmu")]) == 0
     text = capsys.readouterr().out
-    assert "in  torque: real [N*m] (FMU unit 'N.m')" in text and "state: q, omega" in text
+    assert "in  torque: real [N*m]  (FMU unit 'N.m')" in text and "state: q, omega" in text
     assert main(["info", str(tmp_path / "missing.fmu")]) == 2
+
+
+def test_the_component_reference_of_an_fmu_file(pendulum_fmu: Path) -> None:
+    from cosimrun.reference import component_reference, describe_component
+
+    doc = describe_component(str(pendulum_fmu))
+    params = {p.name: p for p in doc.parameters}
+    assert params["path"].default == str(pendulum_fmu)
+    ports = {p.name: p for p in doc.ports}
+    assert (ports["torque"].direction, ports["torque"].type, ports["torque"].unit) == ("in", "real", "N*m")
+    assert ports["q"].direction == "out" and "state: q, omega" in doc.notes
+    assert (params["mass"].type, params["mass"].unit, params["mass"].doc) == ("float", "kg", "(tunable)")
+    assert component_reference(str(pendulum_fmu)).startswith(f"{doc.name}  ({pendulum_fmu}")
 
 
 def test_python_dash_m_runs_the_command_line(tmp_path: Path) -> None:

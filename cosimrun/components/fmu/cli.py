@@ -6,6 +6,7 @@ Run as ``python -m cosimrun.components.fmu ...`` (see ``__main__.py``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -13,34 +14,48 @@ from collections.abc import Sequence
 from cosimrun.components.fmu.build import EXAMPLES, build_example
 from cosimrun.components.fmu.component import FMUComponent
 from cosimrun.components.fmu.errors import FMUError
+from cosimrun.reference import ComponentDoc, ParameterDoc, format_reference, instance_parameters, instance_ports
+
+_PARAMETER_TYPES = {"Real": "float", "Integer": "int", "Enumeration": "int", "Boolean": "bool", "String": "str"}
 
 
-def describe(path: str | os.PathLike[str]) -> str:
-    """A text summary of the component an FMU file makes."""
+def fmu_reference(path: str | os.PathLike[str]) -> ComponentDoc:
+    """The reference of the component an FMU file makes: ports, parameters (own and the FMU's), notes."""
     comp = FMUComponent("fmu")
     comp.set_parameters(path=os.fspath(path))
     model = comp.model
     assert model is not None
     md = model.description
-    tool = md.generationTool or "unknown tool"
-    lines = [f"{model.label}: {md.modelName} (FMI {md.fmiVersion} co-simulation, {tool})",
-             f"  rollback: {'yes' if model.can_rollback else 'no (canGetAndSetFMUstate=false)'}",
-             "  ports:"]
-    for specs in (comp.input_specs, comp.output_specs):
-        for name, spec in specs.items():
-            var = comp._port_vars[name]
-            unit = f" [{spec.unit_name}]" if spec.unit_name else ""
-            raw = f" (FMU unit {var.fmu_unit!r})" if var.fmu_unit and var.fmu_unit != spec.unit_name else ""
-            lines.append(f"    {spec.direction:<3} {name}: {spec.type.value}{unit}{raw}")
-    lines.append("  parameters:")
-    for var in model.parameters:
-        unit = f" [{var.unit}]" if var.unit else ""
-        lines.append(f"    {var.name} = {var.start!r}{unit} ({var.variability})")
-    lines.append("  direct feedthrough:")
-    for out, ins in comp.direct_feedthrough.items():
-        lines.append(f"    {out} <- {', '.join(sorted(ins)) or 'none'}")
-    lines.append(f"  state: {', '.join(comp.state_names) or 'none declared'}")
-    return "\n".join(lines)
+    summary = f"{md.modelName}: FMI {md.fmiVersion} co-simulation FMU ({md.generationTool or 'unknown tool'})"
+    description = f"{summary}. {md.description}" if md.description else summary
+    fmu_vars = {var.name: var for var in model.parameters}
+    params = []
+    for entry in instance_parameters(comp):
+        var = fmu_vars.get(entry.name)
+        if var is None:
+            params.append(entry)
+            continue
+        bounds = " and ".join(f"{op} {v:g}" for op, v in ((">=", var.minimum), ("<=", var.maximum)) if v is not None)
+        doc = f"{var.description} ({var.variability})" if var.description else f"({var.variability})"
+        params.append(ParameterDoc(var.name, _PARAMETER_TYPES[var.type], var.unit, var.start, bounds, doc=doc))
+    ports = []
+    for port in instance_ports(comp):
+        var = comp._port_vars.get(port.name)
+        if var is not None and var.fmu_unit and var.fmu_unit != port.unit:
+            port = dataclasses.replace(port, doc=f"(FMU unit {var.fmu_unit!r}) {port.doc}".rstrip())
+        ports.append(port)
+    notes = (
+        f"rollback: {'yes' if model.can_rollback else 'no (canGetAndSetFMUstate=false)'}",
+        "direct feedthrough: " + ("; ".join(f"{out} <- {', '.join(sorted(ins)) or 'none'}"
+                                            for out, ins in comp.direct_feedthrough.items()) or "none"),
+        f"state: {', '.join(comp.state_names) or 'none declared'}",
+    )
+    return ComponentDoc(model.label, os.fspath(model.path), summary, description, tuple(params), tuple(ports), notes)
+
+
+def describe(path: str | os.PathLike[str]) -> str:
+    """A text summary of the component an FMU file makes (its :func:`fmu_reference` as text)."""
+    return format_reference(fmu_reference(path))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
