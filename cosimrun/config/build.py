@@ -327,10 +327,10 @@ def _connect(system: System, key: str, item: Any) -> None:
             known = _fields(ConnectionConfig)
             for name in item:
                 if str(name) not in known:
-                    raise UnknownNameError("key", str(name), known, f"in {key}", key=f"{key}.{name}")
+                    raise UnknownNameError("key", str(name), known, f"in {key}", key=str(name))
             missing = [name for name in known if name not in item]
             if missing:
-                raise ConfigError(key, f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
+                raise ValueError(f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
             system.connect(str(item["src"]), str(item["dst"]))
         else:
             raise ValueError(f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
