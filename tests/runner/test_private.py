@@ -45,3 +45,32 @@ def test_a_changed_private_api_is_reported_with_what_it_was_for() -> None:
     retyped = PrivateAPI("distributed.utils", "_forkserver_preload_set", checked_with="d", why="x", kind=str)
     with pytest.raises(PrivateAPIChanged, match="is a bool, not a str"):
         retyped.get()
+
+
+def test_hydra_error_reporting_hands_errors_to_the_handler_first_and_restores_hydras() -> None:
+    import hydra._internal.utils as utils
+
+    original = utils.run_and_report
+    seen: list[Exception] = []
+
+    def handle(exc: Exception) -> None:
+        seen.append(exc)
+        if isinstance(exc, KeyError):
+            raise SystemExit(2)
+
+    def boom(exc: Exception):
+        def func():
+            raise exc
+
+        return func
+
+    with _private.hydra_error_reporting(handle):
+        assert utils.run_and_report(lambda: 42) == 42
+        with pytest.raises(SystemExit) as stopped:
+            utils.run_and_report(boom(KeyError("x")))
+        assert stopped.value.code == 2
+        with pytest.raises(SystemExit) as reported:  # not handled: Hydra reports it and exits 1
+            utils.run_and_report(boom(ValueError("y")))
+        assert reported.value.code == 1
+    assert utils.run_and_report is original
+    assert [type(e) for e in seen] == [KeyError, ValueError]
