@@ -133,6 +133,8 @@ class _Batch:
             from distributed import as_completed
 
             self.client = self._connecting.result()
+            with contextlib.suppress(Exception):  # the ETA then infers how many jobs run at once
+                self.bar.workers = sum(self.client.nthreads().values()) or None
             assert self.launcher.hydra_context is not None
             self.state = worker.worker_state(self.launcher.hydra_context.callbacks)
             self.token = uuid.uuid4().hex
