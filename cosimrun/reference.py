@@ -109,7 +109,7 @@ def describe_component(name: str, registry: ComponentRegistry | None = None) -> 
     ep = registry.entry_point(name)
     dist = distribution_name(ep)
     source = f"{ep.value}, distribution {dist}" if dist else ep.value
-    summary, description = first_doc_line(cls), _first_paragraph(cls.__dict__.get("__doc__") or "")
+    summary, description = _ROLE.sub(r"\1", first_doc_line(cls)), _first_paragraph(cls.__dict__.get("__doc__") or "")
     if getattr(cls, "requires_models", False):
         notes = ("built from sub-components (modes); its ports and parameters are those of its modes",)
         return ComponentDoc(name, source, summary, description, (), (), notes)
