@@ -124,16 +124,15 @@ class CosimrunSweeper(Sweeper):
 
         from cosimrun.config.build import build_experiment
         from cosimrun.errors import ConfigError
+        from cosimrun.runner.configtext import resolved
         from cosimrun.runner.worker import hydra_config
 
         config = self.composer.compose(overrides, 0).config
         try:
-            with hydra_config(config):
-                task = OmegaConf.masked_copy(config, [str(key) for key in config if key != "hydra"])
-                plain = OmegaConf.to_container(task, resolve=True)
+            with hydra_config(config):  # as the job resolves it: relative paths against the experiment file's
+                plain, _ = resolved(OmegaConf.masked_copy(config, [str(key) for key in config if key != "hydra"]))
         except Exception:  # an interpolation only the job can resolve: the job will say
             return None
-        assert isinstance(plain, dict)
         try:
             experiment = build_experiment(plain)
         except ConfigError as exc:
