@@ -43,8 +43,8 @@ import math
 import os
 import time
 
-from cosimrun.components._base import Flag, Number
 from cosimrun.components.sources import Constant
+from cosimrun.parameters import Parameter
 
 
 class Crash(Constant):
@@ -56,11 +56,11 @@ class Crash(Constant):
     the results file was closed (a worker dying after its job finished).
     """
 
-    RULES = {**Constant.RULES, "crash_at": Number(), "hang_at": Number(), "exit_on_free": Flag()}
-
-    def __init__(self, name, label=None, group=None):
-        super().__init__(name, label, group)
-        self.parameters.update(crash_at=math.inf, hang_at=math.inf, exit_on_free=False)
+    PARAMETERS = {
+        "crash_at": Parameter(float, default=math.inf, doc="os._exit(17) once t >= crash_at"),
+        "hang_at": Parameter(float, default=math.inf, doc="sleep for an hour once t >= hang_at"),
+        "exit_on_free": Parameter(bool, default=False, doc="os._exit(17) when freed"),
+    }
 
     def value(self, t):
         if t >= self.parameters["crash_at"]:
