@@ -153,8 +153,10 @@ class Table(_Source):
     a column named ``value``, else the only other column). Lines starting with
     ``#`` are skipped. A time listed twice marks a jump. Before the first and
     after the last row the end values are held. With ``time_events`` every
-    row time is a time event, so breakpoints are hit exactly. Relative paths
-    are resolved against the working directory at initialize.
+    row time is a time event, so breakpoints are hit exactly. A relative path
+    in an experiment is made absolute against the experiment file's directory
+    by the runner (``cosimrun.runner.configtext.relocate_paths``); one left
+    relative is resolved against the working directory at initialize.
     """
 
     PARAMETERS = {
