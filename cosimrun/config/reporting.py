@@ -187,6 +187,8 @@ def _omegaconf_error(exc: Any, origin: tuple[str, str] | None) -> ConfigError:
                                           "'# @package _global_' as the first line of the file")
         parent = getattr(exc, "parent_node", None)
         node = OmegaConf.to_container(parent, resolve=False) if OmegaConf.is_dict(parent) else {}
+        if build.known_keys(path, node if isinstance(node, dict) else {}) is None:  # free-form: checked when built
+            return ConfigError(key, f"not in the config; add it with '+{key}=VALUE' (the builder checks it)")
         return build.unknown_key(path, name, node if isinstance(node, dict) else {})
     return ConfigError(key or None, f"{_plain(message)}{_expected(key)}")
 

@@ -102,6 +102,8 @@ CLI_CASES = [
      "components.ball.selector: only components of type multi have selector (type is 'bouncing_ball')", False),
     ("component-type", [*BALL, "components.ball.type=bouncing_bal"],
      "components.ball.type: unknown component type 'bouncing_bal'", True),
+    ("param-not-there", [*BALL, "components.ball.params.ee=1"],
+     "components.ball.params.ee: not in the config; add it with '+components.ball.params.ee=VALUE'", False),
     ("plus-param-unknown", [*BALL, "+components.ball.params.ee=1"],
      "components.ball.params.ee: unknown parameter 'ee' of component 'ball'; did you mean 'e'?", True),
     ("added-param-unknown", [*BALL, "+components.k={type: constant, params: {valu: 1}}"],
