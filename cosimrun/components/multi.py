@@ -34,6 +34,8 @@ from cosimrun.core.multi import Hysteresis, MultiComponent, SwitchRegions
 from cosimrun.core.units import Q_
 from cosimrun.errors import ConfigError, UnknownNameError, suggest, unknown_name
 
+HYSTERESIS_KEYS = ("dwell_time",)
+"""The keys of a ``hysteresis`` mapping (:class:`~cosimrun.core.multi.Hysteresis`)."""
 SELECTOR_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "threshold": ({"port", "above", "below", "upper"}, {"type", "lower", "abs"}),
     "regions": ({"port", "modes", "bounds"}, {"type", "abs"}),
@@ -103,11 +105,13 @@ class ConfiguredMultiComponent(MultiComponent):
     def _make_hysteresis(self, spec: Mapping[str, Any] | Hysteresis | float | None) -> Hysteresis | None:
         if spec is None or isinstance(spec, Hysteresis):
             return spec
+        if isinstance(spec, Mapping):
+            for key in spec:
+                if key not in HYSTERESIS_KEYS:
+                    raise UnknownNameError("key", key, HYSTERESIS_KEYS, f"in the hysteresis of {self.name!r}",
+                                           key=f"hysteresis.{key}")
         try:
             if isinstance(spec, Mapping):
-                unknown = set(spec) - {"dwell_time"}
-                if unknown:
-                    raise ValueError(f"unknown key(s) {sorted(unknown)} (valid: dwell_time)")
                 return Hysteresis(**spec)
             return Hysteresis(spec)
         except (TypeError, ValueError) as exc:

@@ -75,7 +75,7 @@ def test_selector_errors(selector, message):
 def test_spec_errors():
     with pytest.raises(ValueError, match=r"mode 'linear' needs a 'type'"):
         ConfiguredMultiComponent.from_specs("p", {"linear": {"params": {}}}, "linear")
-    with pytest.raises(ConfigError, match=r"^hysteresis: .*invalid hysteresis .*unknown key\(s\) \['dwell'\]"):
+    with pytest.raises(ConfigError, match=r"^hysteresis.dwell: unknown key 'dwell' .*; did you mean 'dwell_time'"):
         ConfiguredMultiComponent.from_specs("p", MODES, "linear", hysteresis={"dwell": 1})
     with pytest.raises(PluginError, match=r"unknown component type 'pendulumm'; did you mean 'pendulum'"):
         ConfiguredMultiComponent.from_specs("p", {"a": {"type": "pendulumm"}}, "a")

@@ -16,12 +16,10 @@ from cosimrun.runner import compose, resume, sweep, worker
 
 log = logging.getLogger(__name__)
 
-JOB = [
-    "+experiment=pendulum_switch",
-    "run.tf=0.05",
-    "components.ctrl.params.kp=41",
-    "+extra.out=${hydra:runtime.output_dir}",
-]
+SWEEP_JOB = ["+experiment=pendulum_switch", "run.tf=0.05", "components.ctrl.params.kp=41"]
+"""A job of cosimrun's own sweep task (whose configs are checked key by key)."""
+JOB = [*SWEEP_JOB, "+extra.out=${hydra:runtime.output_dir}"]
+"""A job of the test's own task, with a key of its own."""
 
 
 def _spec(tmp_path: Path, *hydra_overrides: str, job: list[str] = JOB) -> compose.JobSpec:
@@ -110,7 +108,7 @@ def test_a_failing_task_fails_the_same_way(tmp_path: Path) -> None:
 
 
 def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) -> None:
-    spec = _spec(tmp_path)
+    spec = _spec(tmp_path, job=SWEEP_JOB)
     state = worker.worker_state(_callbacks(spec))
     outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, uuid.uuid4().hex)
     assert outcome.status == "complete", outcome.error
@@ -121,7 +119,7 @@ def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) 
     assert resume.check_reuse(spec) == resume.Reuse(True)  # the stored config is the one the driver expects
     assert worker.written_since_start(spec.job_dir, spec.results_path)
 
-    changed = _spec(tmp_path, job=[*JOB, "components.ctrl.params.kd=7"])
+    changed = _spec(tmp_path, job=[*SWEEP_JOB, "components.ctrl.params.kd=7"])
     assert changed.results_path == spec.results_path
     assert resume.check_reuse(changed) == resume.Reuse(False, "rerun: configuration changed")
     worker.mark_started(spec.job_dir, "next", 1)  # a later attempt starts: the file is older than it
