@@ -245,11 +245,31 @@ def _reporting(argv: list[str]) -> contextlib.AbstractContextManager[None]:
     return hydra_error_reporting(_error_handler(argv))
 
 
+def _list_components(argv: list[str], flag: str) -> None:
+    """``--list-components``: the installed types; ``--list-components NAME`` (or ``=NAME``): one type's
+    reference (a builtin, a plugin's type or an FMU file)."""
+    name = flag.partition("=")[2]
+    if not name:
+        after = argv[argv.index(flag) + 1 :]
+        name = after[0] if after and not after[0].startswith("-") else ""
+    if not name:
+        print(list_components())
+        return
+    from cosimrun.errors import CosimrunError
+    from cosimrun.reference import component_reference
+
+    try:
+        print(component_reference(name))
+    except (CosimrunError, ValueError, OSError) as exc:
+        fail(f"--list-components {name}: {exc}")
+
+
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
     argv = sys.argv[1:]
-    if "--list-components" in argv:
-        print(list_components())
+    listing = [a for a in argv if a == "--list-components" or a.startswith("--list-components=")]
+    if listing:
+        _list_components(argv, listing[0])
         return
     if "--version" in argv:
         print(version())

@@ -149,9 +149,8 @@ def start_cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Iterator[Callab
 def with_crash(tmp_path: Path) -> list[str]:
     """Overrides adding component ``bomb`` of the test-only type ``crash`` (see :data:`CRASH_MODULE`).
 
-    Through a config file: an override cannot add an entry to the typed
-    ``components`` table. ``components.bomb.params.<crash_at|hang_at|exit_on_free>``
-    then set what goes wrong.
+    Through a config file, as a sweep's shared component would come.
+    ``components.bomb.params.<crash_at|hang_at|exit_on_free>`` then set what goes wrong.
     """
     conf = tmp_path / "conf" / "testing"
     conf.mkdir(parents=True)

@@ -53,6 +53,25 @@ def test_console_script_and_module_entry_points_work_from_any_directory(tmp_path
     assert proc.returncode == 0 and "pendulum_linear" in proc.stdout
 
 
+@pytest.mark.parametrize("flag", [["--list-components", "pendulum"], ["--list-components=pendulum"]])
+def test_list_components_with_a_name_prints_its_reference(tmp_path, flag) -> None:
+    proc = cosimrun(*flag, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("pendulum  (cosimrun.components.mechanics:Pendulum, distribution cosimrun)")
+    assert "    length: float [m] = 1.0, > 0  rod length L" in out
+    assert "    in  torque: real [N*m]" in out and "  ports:" in out
+    assert not list(tmp_path.iterdir())
+
+
+def test_list_components_with_an_unknown_name_is_one_line(tmp_path) -> None:
+    proc = cosimrun("--list-components", "pendlum", cwd=tmp_path)
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert line.startswith("cosimrun: error: --list-components pendlum: unknown component type 'pendlum'; "
+                           "did you mean 'pendulum'")
+
+
 def test_pendulum_switch_results(pendulum_run) -> None:
     proc, res = pendulum_run
     assert "pendulum_switch: complete" in proc.stdout and "results:" in proc.stdout
