@@ -52,7 +52,7 @@ class Crash(Constant):
 
     ``crash_at``: ends its process with os._exit(17) once t >= crash_at (kills a dask worker);
     ``hang_at``: sleeps for an hour once t >= hang_at (a hung job);
-    ``exit_on_free``: ends its process with os._exit(17) when the run frees it, which is after
+    ``exit_on_free``: ends its process with os._exit(17) when a run frees it, which is after
     the results file was closed (a worker dying after its job finished).
     """
 
@@ -70,7 +70,7 @@ class Crash(Constant):
         return super().value(t)
 
     def free(self):
-        if self.parameters["exit_on_free"]:
+        if self.parameters["exit_on_free"] and self.t > 0:  # after a run (not the sweeper's trial build)
             os._exit(17)
 '''
 
