@@ -141,6 +141,7 @@ def _task(cfg: Any) -> Any:
     from cosimrun.errors import ResultsWriteError
     from cosimrun.runner import signals
     from cosimrun.runner.configtext import resolved, task_overrides
+    from cosimrun.runner.joblog import log_outcome, warnings_logged
     from cosimrun.runner.run import prepare, run_experiment
 
     hydra_cfg = HydraConfig.get()
@@ -162,16 +163,18 @@ def _task(cfg: Any) -> Any:
         return 0
     console = Console(experiment)
     try:
-        outcome = run_experiment(
-            plain,
-            out_dir,
-            config_yaml=config_yaml,
-            overrides=task_overrides(hydra_cfg),
-            progress=console.progress,
-            experiment=experiment,
-        )
+        with warnings_logged():
+            outcome = run_experiment(
+                plain,
+                out_dir,
+                config_yaml=config_yaml,
+                overrides=task_overrides(hydra_cfg),
+                progress=console.progress,
+                experiment=experiment,
+            )
     except ResultsWriteError as exc:  # the file could not even be created
         fail(str(exc), EXIT_FAILED)
+    log_outcome(outcome)
     console.summary(outcome)
     if outcome.status == "interrupted":
         sys.exit(signals.exit_code(outcome.cause))

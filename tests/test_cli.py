@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -143,6 +144,17 @@ def config_dir(tmp_path) -> Path:
         "  b: {type: gain, params: {k: 0.5}}\n"
         "connections: ['a.y -> b.u', 'b.y -> a.u']\n"
     )
+    (exp / "loop_warns.yaml").write_text(
+        "# @package _global_\n"
+        "name: loop_warns\n"
+        "run: {t0: 0.0, tf: 1.0, dt: 0.1}\n"
+        "components:\n"
+        "  src: {type: ramp, params: {slope: 1.0}}\n"
+        "  s: {type: sum, params: {signs: '++'}, initial: {u2: 0.0}}\n"
+        "  a: {type: gain, params: {k: 4.0}}\n"
+        "connections: ['src.y -> s.u1', 'a.y -> s.u2', 's.y -> a.u']\n"
+        "master: {on_nonconvergence: warn}\n"
+    )
     (exp / "breaks.yaml").write_text(
         "# @package _global_\n"
         "name: breaks\n"
@@ -196,6 +208,21 @@ def test_bad_input_gives_one_clear_line_and_no_complete_file(tmp_path, config_di
     assert expected in line, line
     left = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if not p.is_relative_to(config_dir)]
     assert left == [], "a config error leaves no run directory"
+
+
+def test_warnings_are_one_line_on_stderr_and_kept_in_the_job_log(tmp_path, config_dir) -> None:
+    proc = cosimrun("--config-dir", str(config_dir), "+experiment=loop_warns", "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warning = ("RuntimeWarning: algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
+               "residual 1.68e+06 on input s.u2 (tolerance 1e-10); the run goes on from the best iterate "
+               "(further such solves are only counted)")
+    assert proc.stderr.splitlines() == [f"cosimrun: warning: {warning}"]
+    assert "| 10 unconverged loop solves |" in proc.stdout
+    log = (tmp_path / "out" / "cosimrun.log").read_text().splitlines()
+    assert len(log) == 2 and log[0].endswith(f"[cosimrun][WARNING] - {warning}")
+    results = re.escape(str(tmp_path / "out" / "results.h5"))
+    assert re.search(rf"\[cosimrun\]\[INFO\] - loop_warns: complete in [\d.]+ s; results: {results}$", log[1])
+    assert load_results(tmp_path / "out" / "results.h5").stats["unconverged_loop_solves"] == 10
 
 
 def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir) -> None:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from cosimrun.runner import signals
 from cosimrun.runner.configtext import resolved, task_overrides
+from cosimrun.runner.joblog import log_outcome, warnings_logged
 from cosimrun.runner.ledger import ledger_for
 from cosimrun.runner.lock import claim
 from cosimrun.runner.outcome import JobOutcome, describe_exception, results_attrs
@@ -103,13 +104,15 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
             print(f"#{num} {' '.join(overrides)}\n{experiment.system.describe()}")
             outcome.status = "complete"
         else:
-            run = run_experiment(
-                plain,
-                out_dir,
-                config_yaml=config_yaml,
-                overrides=overrides,
-                experiment=experiment,
-            )
+            with warnings_logged():
+                run = run_experiment(
+                    plain,
+                    out_dir,
+                    config_yaml=config_yaml,
+                    overrides=overrides,
+                    experiment=experiment,
+                )
+            log_outcome(run)
             outcome = replace(
                 outcome,
                 status=run.status,
