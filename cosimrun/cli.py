@@ -2,7 +2,7 @@
 
 ``cosimrun +experiment=NAME [key=value ...]`` runs an experiment,
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
-``cosimrun --list-components`` lists the installed component types, and
+``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference), and
 ``cosimrun -m ...`` expands a sweep. Mistakes in the command line or the config,
 Hydra's and YAML's included, end with one line on stderr naming the key (or
 file and line) and exit status 2 (see :mod:`cosimrun.exits` and
@@ -29,7 +29,7 @@ usage:
   cosimrun +experiment=NAME action=describe     print its structure; nothing runs
   cosimrun +experiment=NAME --cfg job           print the composed config
   cosimrun -m +experiment=NAME KEY=V1,V2 ...    sweep: one job per combination (on dask)
-  cosimrun --list-components [NAME]             the installed component types
+  cosimrun --list-components [NAME]             the installed component types, or one type's reference
   cosimrun --version | --help | --hydra-help    versions, this help, Hydra's own options
 
 overrides (Hydra's syntax):
