@@ -39,6 +39,18 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
+def _settled(root: Path, quiet: float = 0.5, timeout: float = 60) -> dict[str, tuple[int, int]]:
+    """:func:`_tree` of *root* once it stayed the same for *quiet* seconds."""
+    deadline = time.monotonic() + timeout
+    tree = _tree(root)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        tree, previous = _tree(root), tree
+        if tree == previous:
+            return tree
+    raise AssertionError(f"{root} kept changing for {timeout} s")
+
+
 def _wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -70,7 +82,7 @@ def test_a_second_sweep_is_refused_while_the_first_lives_and_takes_over_once_it_
         _wait_for(lambda: (sweep_dir / "0" / "results.h5.partial").exists(), what="the first sweep's job 0")
         holder = json.loads((sweep_dir / LOCK_FILE).read_text())
         assert holder["pid"] == first.pid and holder["host"] == socket.gethostname()
-        before = _tree(sweep_dir)
+        before = _settled(sweep_dir)  # job 0 hangs: nothing changes in the directory any more
 
         # the second sweep (dask launcher) is refused in one line and touches nothing
         second = cosimrun("-m", *DASK, "components.ball.params.e=0.7,0.8", f"hydra.sweep.dir={sweep_dir}")
