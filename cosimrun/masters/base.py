@@ -18,6 +18,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, did_you_mean, suggest
+from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
 from cosimrun.masters.extrapolation import mean_extrapolation
 from cosimrun.masters.stepsize import Clock
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from cosimrun.system.system import System
 
 LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
+PROBE_FRACTION = 1e-6
+"""Length of the probe after an event under masters without localization, as a fraction of the step."""
 ON_NONCONVERGENCE = ("raise", "warn")
 
 
@@ -45,6 +48,8 @@ class MasterStats:
     unconverged_loop_solves: int = 0
     """Loop solves that went on without converging (``on_nonconvergence="warn"``); only the first warns."""
     event_trial_steps: list[int] = field(default_factory=list)
+    event_handling: str = AT_COMMUNICATION_POINTS
+    """Where state events are handled: ``located`` (at their instants) or ``at communication points``."""
 
     @property
     def trial_steps_per_event(self) -> float:
@@ -100,8 +105,14 @@ class Master:
     on_nonconvergence: str = "raise"
     """``raise`` or ``warn`` when a loop does not converge: ``warn`` warns at the first such solve of a
     run and counts them all in ``stats.unconverged_loop_solves``."""
+    sign_tolerance: float = 1e-12
+    """Indicator values within this distance of zero count as zero (on the surface)."""
+    max_micro_steps: int = 100
+    """Most event iterations at one instant before the run stops (Zeno guard)."""
 
     name: ClassVar[str] = "master"
+    locates_events: ClassVar[bool] = False
+    """Whether state events are located between communication points (else handled at them)."""
 
     def __post_init__(self) -> None:
         self._check_choice("loop_solver", self.loop_solver, LOOP_SOLVERS)
@@ -109,8 +120,13 @@ class Master:
         for key in ("loop_tolerance", "fd_step", "relaxation"):
             self._check(key, getattr(self, key) > 0, "must be positive")
         self._check("max_loop_iterations", int(self.max_loop_iterations) >= 1, "must be >= 1")
-        self.stats = MasterStats()
+        self._check("sign_tolerance", self.sign_tolerance >= 0, "must be >= 0")
+        self._check("max_micro_steps", int(self.max_micro_steps) >= 1, "must be >= 1")
+        self.stats = self._new_stats()
         self.system: System | None = None
+
+    def _new_stats(self) -> MasterStats:
+        return MasterStats(event_handling=LOCATED if self.locates_events else AT_COMMUNICATION_POINTS)
 
     def _check(self, key: str, ok: bool, requirement: str) -> None:
         """Raise :class:`ConfigError` keyed by setting *key* unless *ok*."""
@@ -138,7 +154,7 @@ class Master:
 
         assert system.analysis is not None
         self.system = system
-        self.stats = MasterStats()
+        self.stats = self._new_stats()
         comps = system.components
         self.order: list[CoSimComponent] = [comps[n] for n in system.analysis.order]
         self.pushers: dict[str, Pusher] = {n: input_pusher(c) for n, c in comps.items()}
@@ -195,6 +211,12 @@ class Master:
             dst.value = src.value
         for dst, src, scale, offset in self._scaled:
             dst.value = scale * src.value + offset
+
+    def settle(self, t: float) -> None:
+        """Exchange, then re-evaluate direct feedthrough and solve loops at *t* (after a discontinuity)."""
+        self.exchange()
+        if self._resolution:
+            self.resolve(t)
 
     def push_all(self, t: float) -> None:
         """Push input port values into components that take inputs through ``set_inputs``."""
@@ -405,6 +427,16 @@ class ExplicitMaster(Master):
     def begin(self, t0: float) -> None:
         self._plan, lagging = self.stepping_plan(self.order, self.fresh_outputs)
         self._start_extrapolation(self.extrapolation, lagging, t0)
+        sources = [c for c in self.order if c.has_state_events]
+        self._events = StateEvents(self, sources) if sources else None
+        if self._events is not None:
+            notice_unlocated(sources)
+            probing = all(c.can_always_roll_back for c in sources)
+            self._probe_plan = self.stepping_plan(sources, fresh=False)[0] if probing else None
+            self._g: Indicators = self._events.indicators()
+            if self._probe_plan is not None:
+                self._events.probe(t0, self._g, sources, lambda t1: self._probe_step(t0, t1),
+                                   PROBE_FRACTION * self.clock.dt)
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         t, t1 = clock.time(a), clock.time(b)
@@ -416,6 +448,32 @@ class ExplicitMaster(Master):
         if self._resolution:
             self.resolve(t1)
         self.recorder.sample(t1)
+        if self._events is not None:
+            self._handle_events(t1, h)
         if self._lagging:
             self._sample_extrapolation(t1)
         return b
+
+    def _handle_events(self, t: float, h: float) -> None:
+        """Handle the events whose indicators crossed over the step of length *h* ending at *t*.
+
+        Modes may switch after the events; indicators left on their surface are
+        probed (when the sources can roll back) so that leaving and crossing
+        back within the next step is still seen.
+        """
+        events = self._events
+        assert events is not None
+        g_ref = events.reference(self._g, events.drain_hints(events.sources))
+        g = self._g = events.indicators()
+        crossings = events.crossings(g_ref, g)
+        if crossings:
+            g = self._g = events.handle(t, crossings)
+        if self.switch_modes(t):
+            g = self._g = events.indicators()
+        if crossings and self._probe_plan is not None:
+            events.probe(t, g, events.sources, lambda t1: self._probe_step(t, t1), PROBE_FRACTION * h)
+
+    def _probe_step(self, t: float, t1: float) -> Indicators:
+        assert self._events is not None
+        self.step_all(self._probe_plan, t, t1 - t)
+        return self._events.indicators()

@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import EventLocalizationError
 from cosimrun.masters.base import Master
+from cosimrun.masters.events import Crossing, Hints, Indicators, StateEvents
 from cosimrun.masters.stepsize import Clock
 
 ROOT_FINDERS = ("illinois", "bisection")
-
-Indicators = dict[str, dict[str, float]]
 
 
 @dataclass
@@ -37,21 +35,16 @@ class Hybrid(Master):
 
     time_tolerance: float = 1e-10
     """Width of the final bracket around an event instant, in seconds."""
-    sign_tolerance: float = 1e-12
-    """Indicator values within this distance of zero count as zero (on the surface)."""
-    max_micro_steps: int = 100
-    """Most event iterations at one instant before the run stops (Zeno guard)."""
     root_finder: str = "illinois"
     use_hints: bool = True
 
     name: ClassVar[str] = "hybrid"
+    locates_events: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_choice("root_finder", self.root_finder, ROOT_FINDERS)
         self._check("time_tolerance", self.time_tolerance > 0, "must be positive")
-        self._check("sign_tolerance", self.sign_tolerance >= 0, "must be >= 0")
-        self._check("max_micro_steps", int(self.max_micro_steps) >= 1, "must be >= 1")
 
     # ------------------------------------------------------------------ setup
     def begin(self, t0: float) -> None:
@@ -68,13 +61,9 @@ class Hybrid(Master):
         self._sources = [c for c in self._rollback if c.has_state_events]
         self._plan, _ = self.stepping_plan(self._rollback, fresh=True)
         self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
-        self._subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
-        for ev in self.system.event_connections:
-            self._subscribers.setdefault((ev.source, ev.event), []).append(self.system.components[ev.subscriber])
+        self._events = StateEvents(self, self._sources)
         self.hold_mode_switches(True)
-        self._g = self._indicators()
-        self._stand_ins: set[tuple[str, str]] = set()
-        self._probes: dict[tuple[str, str], float] = {}
+        self._g = self._events.indicators()
         self._switch_modes(t0)
         if self._sources:
             self._probe(t0, self._g)
@@ -83,72 +72,9 @@ class Hybrid(Master):
         self.hold_mode_switches(False)
 
     # ------------------------------------------------------------------ helpers
-    def _indicators(self) -> Indicators:
-        return {c.name: c.evaluate_event_indicators() for c in self._sources}
-
-    def _crossings(self, before: Indicators, after: Indicators) -> list[tuple[CoSimComponent, str]]:
-        """Indicators that crossed from *before* to *after*.
-
-        One compared from a stand-in (see :meth:`_reference`) must end strictly
-        past the surface: staying on it is not a crossing.
-        """
-        out = []
-        tol = self.sign_tolerance
-        for comp in self._sources:
-            for name in comp.detect_event_crossings(before[comp.name], after[comp.name], tol):
-                if (comp.name, name) in self._stand_ins and abs(after[comp.name][name]) <= tol:
-                    continue
-                out.append((comp, name))
-        return out
-
-    def _reference(self, g_a: Indicators, hints: dict[tuple[str, str], Any]) -> Indicators:
-        """Indicator values to compare trial steps against.
-
-        Right after an event an indicator may sit on its surface (sign 0), where
-        a step's end points cannot show a crossing, though the component may
-        leave the surface and cross back within one step (a ball bouncing faster
-        than the macro step). Such an indicator is compared from the side it
-        leaves towards: the value before the crossing when the component
-        reported a hint, else the value of the probe taken just after the event
-        (see :meth:`_probe`). One that stays on the surface cannot cross.
-        """
-        probes, self._probes = self._probes, {}
-        tol = self.sign_tolerance
-        self._stand_ins = set()
-        out: Indicators | None = None
-        for comp in self._sources:
-            for name, value in g_a[comp.name].items():
-                if abs(value) > tol:
-                    continue
-                hint = hints.get((comp.name, name))
-                if hint is not None and hint.indicator_before is not None and abs(hint.indicator_before) > tol:
-                    stand_in = hint.indicator_before
-                elif (comp.name, name) in probes:
-                    stand_in = probes[(comp.name, name)]
-                else:
-                    continue
-                if out is None:
-                    out = {c: dict(v) for c, v in g_a.items()}
-                out[comp.name][name] = stand_in
-                self._stand_ins.add((comp.name, name))
-        return g_a if out is None else out
-
     def _probe(self, t: float, g_now: Indicators) -> None:
-        """Note which side indicators on their surface at *t* leave towards.
-
-        A short trial step (``1000 * time_tolerance``), rolled back at once,
-        tells e.g. a ball that bounced (leaving upwards, so coming down again is
-        an event) from a clock that passed its threshold (moving on).
-        """
-        tol = self.sign_tolerance
-        on_surface = [(c.name, n) for c in self._sources for n, v in g_now[c.name].items() if abs(v) <= tol]
-        if not on_surface:
-            return
-        saved = self.checkpoint(self._rollback)
-        g_probe = self._trial(t, t + 1000.0 * self.time_tolerance)
-        self._drain_hints()
-        self.roll_back(saved, t)
-        self._probes = {key: g_probe[key[0]][key[1]] for key in on_surface if abs(g_probe[key[0]][key[1]]) > tol}
+        """Probe indicators on their surface at *t* with a short trial (``1000 * time_tolerance``)."""
+        self._events.probe(t, g_now, self._rollback, lambda t1: self._trial(t, t1), 1000.0 * self.time_tolerance)
 
     def _trial(self, t: float, t1: float) -> Indicators:
         self.step_all(self._plan, t, t1 - t)
@@ -156,16 +82,10 @@ class Hybrid(Master):
         if self._resolution:
             self.resolve(t1)
         self.stats.trial_steps += 1
-        return self._indicators()
+        return self._events.indicators()
 
-    def _drain_hints(self) -> dict[tuple[str, str], Any]:
-        hints = {}
-        for comp in self._rollback:
-            for hint in comp.get_internal_event_hints():
-                key = (comp.name, hint.event_name)
-                if key not in hints or hint.t_after < hints[key].t_after:
-                    hints[key] = hint
-        return hints
+    def _drain_hints(self) -> Hints:
+        return self._events.drain_hints(self._rollback)
 
     # ------------------------------------------------------------------ stepping
     def advance(self, clock: Clock, a: int, b: int) -> int:
@@ -174,19 +94,19 @@ class Hybrid(Master):
         passive_in = [p.value for p in self._passive_inputs]
         g_b = self._trial(t, clock.time(b))
         hints = self._drain_hints()
-        g_a = self._reference(self._g, hints)
-        crossings = self._crossings(g_a, g_b) if self._sources else []
+        g_a = self._events.reference(self._g, hints)
+        crossings = self._events.crossings(g_a, g_b) if self._sources else []
         if not crossings:
             self._accept(t, clock.time(b), passive_in)
             self._g = g_b
             self._switch_modes(clock.time(b))
             return b
         trials_before = self.stats.trial_steps
-        hi, g_hi, crossings = self._localize(clock, a, b, g_a, g_b, crossings, hints, saved)
+        hi, _, crossings = self._localize(clock, a, b, g_a, g_b, crossings, hints, saved)
         t_e = clock.time(hi)
         self._accept(t, t_e, passive_in)
         self.stats.event_trial_steps.append(self.stats.trial_steps - trials_before)
-        self._g = self._handle(t_e, crossings, g_hi)
+        self._g = self._handle(t_e, crossings)
         self._switch_modes(t_e)
         return hi
 
@@ -210,7 +130,7 @@ class Hybrid(Master):
 
     def _switch_modes(self, t: float) -> None:
         if self.switch_modes(t):
-            self._g = self._indicators()
+            self._g = self._events.indicators()
 
     def _localize(
         self,
@@ -248,7 +168,7 @@ class Hybrid(Master):
             self.roll_back(saved, t_a)
             g_tau = self._trial(t_a, clock.time(tau))
             self._drain_hints()
-            found = self._crossings(g_a, g_tau)
+            found = self._events.crossings(g_a, g_tau)
             if found:
                 hi, g_hi, crossings, at_hi = tau, g_tau, found, True
                 if target not in [(c.name, n) for c, n in found]:
@@ -300,35 +220,8 @@ class Hybrid(Master):
         margin = max(self.time_tolerance, 1e-3 * width)
         return [clock.ticks(root - margin), clock.ticks(root + margin)]
 
-    def _handle(self, t_e: float, crossings: list[tuple[CoSimComponent, str]], g_now: Indicators) -> Indicators:
-        """Handle events at *t_e* in micro steps until no indicator crosses again."""
-        recorder = self.recorder
-        self._stand_ins = set()
-        micro = 1
-        while crossings:
-            if micro > self.max_micro_steps:
-                names = ", ".join(f"{c.name}.{n}" for c, n in crossings)
-                raise EventLocalizationError(
-                    f"more than {self.max_micro_steps} event iterations at t={t_e:.12g} ({names}): "
-                    "an event cascade that does not settle"
-                )
-            by_comp: dict[str, tuple[CoSimComponent, list[str]]] = {}
-            for comp, name in crossings:
-                by_comp.setdefault(comp.name, (comp, []))[1].append(name)
-                recorder.event(t_e, micro - 1, comp.name, name)
-                self.stats.events += 1
-                for sub in self._subscribers.get((comp.name, name), ()):
-                    by_comp.setdefault(sub.name, (sub, []))[1].append(name)
-            before = self._indicators()
-            for comp, names in by_comp.values():
-                comp.handle_event(names, t_e, micro)
-            self.exchange()
-            if self._resolution:
-                self.resolve(t_e)
-            recorder.sample(t_e, micro)
-            after = self._indicators()
-            crossings = self._crossings(before, after)
-            g_now = after
-            micro += 1
+    def _handle(self, t_e: float, crossings: list[Crossing]) -> Indicators:
+        """Handle events at *t_e* in micro steps (see :meth:`StateEvents.handle`), then probe."""
+        g_now = self._events.handle(t_e, crossings)
         self._probe(t_e, g_now)
         return g_now

@@ -108,5 +108,8 @@ class IJCSA(GaussSeidel):
         if self._resolution:
             self.resolve(t1)
         self.recorder.sample(t1)
-        self.switch_modes(t1)
+        if self._events is not None:
+            self._handle_events(t1, t1 - t)
+        else:
+            self.switch_modes(t1)
         return b
