@@ -15,6 +15,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import h5py
 import pytest
@@ -34,12 +35,16 @@ def _status(path: Path) -> str:
         return str(f.attrs["status"])
 
 
-def _tree(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under *root*: relative path -> (size, mtime in ns)."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+def _tree(root: Path) -> dict[str, Any]:
+    """Every file under *root*: relative path -> (size, mtime in ns); the lock file by its content (its
+    holder touches it every 30 s as a sign of life)."""
+    def seen(p: Path) -> Any:
+        return p.read_bytes() if p.name == LOCK_FILE else (p.stat().st_size, p.stat().st_mtime_ns)
+
+    return {str(p.relative_to(root)): seen(p) for p in root.rglob("*") if p.is_file()}
 
 
-def _settled(root: Path, quiet: float = 0.5, timeout: float = 60) -> dict[str, tuple[int, int]]:
+def _settled(root: Path, quiet: float = 0.5, timeout: float = 60) -> dict[str, Any]:
     """:func:`_tree` of *root* once it stayed the same for *quiet* seconds."""
     deadline = time.monotonic() + timeout
     tree = _tree(root)
