@@ -28,11 +28,12 @@ class ConsoleFormatter(logging.Formatter):
 
 @contextlib.contextmanager
 def warnings_logged() -> Iterator[None]:
-    """Inside the block, a warning that Python shows goes to the ``cosimrun`` logger as one line."""
+    """Inside the block, a warning that Python shows goes to the ``cosimrun`` logger as one line
+    (named by its category unless it is a plain ``UserWarning``, such as the masters' notices)."""
     previous = warnings.showwarning
 
     def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-        log.warning(f"{category.__name__}: {message}")
+        log.warning(str(message) if category is UserWarning else f"{category.__name__}: {message}")
 
     warnings.showwarning = show
     try:
