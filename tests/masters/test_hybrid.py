@@ -521,6 +521,8 @@ def test_multi_model_pendulum_switches_at_located_crossings_under_hybrid():
         assert q_at[1] == q_at[0] and w_at[1] == w_at[0]
 
 
+# the notice of a master that handles events at communication points is expected here
+@pytest.mark.filterwarnings("ignore:events are handled at communication points")
 def test_multi_model_pendulum_switches_at_communication_points_under_gauss_seidel():
     system, multi = pendulum_system()
     result = system.run(0.0, 3.0, 0.01, master=GaussSeidel())
