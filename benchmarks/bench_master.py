@@ -15,7 +15,9 @@ each master. Side by side, in one process:
 Targets (issue): cosimrun <= 0.8 us per component-step and >= 3x faster than
 syssimx. A bouncing-ball event section (trial steps per event, target <= 8)
 runs when ``cosimrun.masters.Hybrid`` and ``cosimrun.core.ode.OdeComponent``
-exist. ``--profile`` adds a cProfile breakdown of the N=100 ring.
+exist, with an indicator held over 1 ms internal steps (as an FMU output; target
+<= ceil(log2(dt / tolerance)) + 4 trial steps per event) next to it.
+``--profile`` adds a cProfile breakdown of the N=100 ring.
 
 Usage::
 
@@ -436,6 +438,73 @@ def bouncing_ball(args: argparse.Namespace) -> None:
     print(f"  events {stats.events} (analytic {len(exact)}), trial steps {stats.trial_steps}, "
           f"trial steps per event {per_event:.2f} [{'ok' if per_event <= TARGET_TRIALS_PER_EVENT else 'MISS'}], "
           f"max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
+    held_indicator(Hybrid)
+
+
+def held_indicator(hybrid: Any) -> None:
+    """Trial steps per event on an indicator held over internal steps of 1 ms (as an FMU output)."""
+    tol, dt, tf, hold, level0, drop = 1e-10, 0.01, 1.0, 1e-3, 0.97, 0.0613
+    bound = math.ceil(math.log2(dt / tol)) + 4
+
+    class Held(CoSimComponent):
+        """``y = exp(-t_k) - level`` at the last internal step ``t_k``; each event lowers ``level``."""
+
+        def __init__(self, name: str) -> None:
+            CoSimComponent.__init__(self, name)
+            self.output_specs = {"y": PortSpec("y", PortType.REAL, "out")}
+            self.add_event_indicator("low", lambda c: c.y, direction=-1)
+
+        def _value(self, t: float) -> float:
+            return math.exp(-math.floor(t / hold) * hold) - self.level
+
+        def _initialize_component(self, t0: float) -> None:
+            self.level = level0
+            self.y = self._value(t0)
+
+        def _do_step_internal(self, t: float, dt: float) -> None:
+            self.y = self._value(t + dt)
+
+        def _update_output_states(self, t: float | None = None, event_names: Any = None) -> None:
+            self.outputs["y"].value = self.y
+
+        def _handle_events_internal(self, event_names: Any, t: float) -> None:
+            self.level -= drop
+            self.y = self._value(t)
+
+        def get_state(self) -> dict[str, Any]:
+            return {"level": {"value": self.level, "unit": None}}
+
+        def set_state(self, state: dict[str, Any], t: float) -> None:
+            self.level = float(state["level"]["value"])
+
+        def snapshot_state(self) -> Any:
+            return self.level, self.y
+
+        def restore_state(self, snapshot: Any, t: float) -> None:
+            self.level, self.y = snapshot
+            self.t = t
+
+    exact, level = [], level0
+    while -math.log(level) < tf:
+        exact.append(math.ceil(-math.log(level) / hold) * hold)
+        level -= drop
+    system = System("held")
+    system.add_component(Held("held"))
+    try:
+        start = TIMER()
+        result = system.run(0.0, tf, dt, master=hybrid(time_tolerance=tol))
+        seconds = TIMER() - start
+    except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
+        print(f"  held indicator failed: {type(exc).__name__}: {exc}")
+        return
+    stats = result.stats
+    found = [when.t for when, _comp, _name in result.events]
+    err = max((abs(a - b) for a, b in zip(found, exact, strict=False)), default=float("nan"))
+    per_event = stats.trial_steps_per_event
+    worst = max(stats.event_trial_steps, default=0)
+    print(f"  held indicator (1 ms internal step, dt={dt:g}): events {stats.events} (expected {len(exact)}), "
+          f"trial steps per event {per_event:.2f} (max {worst}, bound {bound}) "
+          f"[{'ok' if worst <= bound else 'MISS'}], max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
 
 
 # ---------------------------------------------------------------------------------------- profile

@@ -6,8 +6,13 @@ indicators are compared before and after. Without a crossing the step is
 accepted. With one, every component is rolled back and re-stepped to trial
 times chosen by a bracketing root finder on the earliest crossing indicator
 (Illinois regula falsi, started from the components' internal event hints when
-they report any) until the bracket is narrower than ``time_tolerance``; the
-event instant is the bracket's right end, where the crossing has happened.
+they report any, safeguarded by bisection: whenever the bracket falls behind
+bisection's pace by more than ``SLACK_STEPS`` steps the next step bisects, and
+once a trial repeats an end's indicator value every step does, so an indicator
+that is piecewise constant in time, such as an FMU output held over its
+internal steps, costs about as many steps as bisection) until the bracket is
+narrower than ``time_tolerance``; the event instant is the bracket's right end,
+where the crossing has happened.
 Events are then handled at ``(t, 1), (t, 2), ...`` until no indicator crosses
 again, at most ``max_micro_steps`` times.
 
@@ -27,6 +32,17 @@ from cosimrun.masters.events import Crossing, Hints, Indicators, StateEvents
 from cosimrun.masters.stepsize import Clock
 
 ROOT_FINDERS = ("illinois", "bisection")
+SLACK_STEPS = 3
+"""Trial steps a localization may spend beyond bisection's count before it must keep bisection's pace."""
+
+
+def _on_budget(width0: int, width: int, step: int) -> bool:
+    """Whether trial *step* may be one that does not shrink the bracket of *width* (from *width0*).
+
+    The bracket after trial step ``k`` stays within ``width0 / 2**(k - SLACK_STEPS)``, so a
+    localization takes at most ``SLACK_STEPS`` steps more than bisection, whatever the indicator.
+    """
+    return width * 2 ** max(0, step - SLACK_STEPS) <= width0
 
 
 @dataclass
@@ -143,7 +159,13 @@ class Hybrid(Master):
         hints: dict[tuple[str, str], Any],
         saved: Any,
     ) -> tuple[int, Indicators, list[tuple[CoSimComponent, str]]]:
-        """Shrink ``[a, b]`` around the earliest crossing; return (tick, indicators there, crossings)."""
+        """Shrink ``[a, b]`` around the earliest crossing; return (tick, indicators there, crossings).
+
+        Trial points are hint guesses, then Illinois secant points, each only while the bracket
+        keeps within bisection's pace plus ``SLACK_STEPS`` steps (see :func:`_on_budget`) and no
+        trial has repeated an end's indicator value (flat: secant points carry no information),
+        else the bracket's midpoint.
+        """
         t_a = clock.time(a)
         lo, hi = a, b
         g_lo, g_hi = g_a, g_b
@@ -157,18 +179,25 @@ class Hybrid(Master):
         retained = 0
         at_hi = True
         tol_ticks = max(1, int(self.time_tolerance / clock.tick))
+        width0, steps, flat = hi - lo, 0, False
         while hi - lo > tol_ticks:
-            if guesses:
-                tau = guesses.pop(0)
-            elif self.root_finder == "bisection" or f_lo == f_hi or f_lo * f_hi > 0:
+            tau = None
+            if not flat and _on_budget(width0, hi - lo, steps + 1):
+                while guesses and tau is None:
+                    guess = guesses.pop(0)
+                    tau = guess if lo < guess < hi else None
+                if tau is None and self.root_finder != "bisection" and f_lo != f_hi and f_lo * f_hi <= 0:
+                    tau = lo + round((hi - lo) * (f_lo / (f_lo - f_hi)))
+            if tau is None:
                 tau = lo + (hi - lo) // 2
-            else:
-                tau = lo + round((hi - lo) * (f_lo / (f_lo - f_hi)))
             tau = min(max(tau, lo + 1), hi - 1)
+            steps += 1
             self.roll_back(saved, t_a)
             g_tau = self._trial(t_a, clock.time(tau))
             self._drain_hints()
             found = self._events.crossings(g_a, g_tau)
+            value = g_tau[target[0]][target[1]]
+            flat = flat or value in (g_lo[target[0]][target[1]], g_hi[target[0]][target[1]])
             if found:
                 hi, g_hi, crossings, at_hi = tau, g_tau, found, True
                 if target not in [(c.name, n) for c, n in found]:
