@@ -6,6 +6,7 @@ helpers), so the system/master tests do not depend on ``cosimrun.core.ode``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from cosimrun import CoSimComponent, PortSpec, PortType
@@ -291,3 +292,13 @@ def two_mass_rhs(p: dict[str, float]):
         return [v1, (-p["k1"] * x1 + f) / p["m1"], v2, (-p["k2"] * x2 - f) / p["m2"]]
 
     return rhs
+
+
+def bounce_times(n: int, h0: float, e: float, g: float) -> list[float]:
+    """Analytic instants of a ball's first *n* impacts, dropped from rest at *h0* with restitution *e*:
+    t1 = sqrt(2 h0 / g), t_{k+1} = t_k + 2 e^k v1 / g."""
+    v1 = math.sqrt(2 * g * h0)
+    times = [math.sqrt(2 * h0 / g)]
+    for k in range(1, n):
+        times.append(times[-1] + 2 * e**k * v1 / g)
+    return times

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import h5py
+import helpers
 import numpy as np
 import pytest
 import yaml
@@ -30,12 +31,8 @@ MASTERS = {"jacobi": Jacobi, "gauss_seidel": GaussSeidel, "ijcsa": IJCSA}
 
 
 def bounce_times(n: int) -> list[float]:
-    """Analytic instants of the first *n* impacts from rest at *H0*."""
-    v1 = math.sqrt(2 * G * H0)
-    times = [math.sqrt(2 * H0 / G)]
-    for k in range(1, n):
-        times.append(times[-1] + 2 * E**k * v1 / G)
-    return times
+    """Analytic instants of the first *n* impacts of the ball of these tests."""
+    return helpers.bounce_times(n, H0, E, G)
 
 
 def ball_system() -> tuple[System, BouncingBall]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 
@@ -202,12 +203,8 @@ class Drive(OdeComponent):
 
 # ---------------------------------------------------------------------------- helpers
 def bounce_times(n: int) -> list[float]:
-    """Analytic instants of the first *n* bounces: t1 = sqrt(2 h0/g), t_{k+1} = t_k + 2 e^k v1 / g."""
-    v1 = math.sqrt(2 * G * H0)
-    times = [math.sqrt(2 * H0 / G)]
-    for k in range(1, n):
-        times.append(times[-1] + 2 * E**k * v1 / G)
-    return times
+    """Analytic instants of the first *n* impacts of the ball of these tests."""
+    return helpers.bounce_times(n, H0, E, G)
 
 
 def ball_system(**params: Any) -> System:
