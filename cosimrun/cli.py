@@ -91,8 +91,8 @@ def _config_dirs(argv: list[str]) -> list[str]:
 
 
 def _precheck(argv: list[str]) -> None:
-    """Catch unknown experiments and masters before Hydra turns them into a long report."""
-    from cosimrun.errors import suggest
+    """Catch unknown experiments and masters at once, a sweep's values included, before any job is composed."""
+    from cosimrun.errors import unknown_option
 
     dirs = _config_dirs(argv)
     if any(arg.startswith("hydra.searchpath") for arg in argv):
@@ -108,7 +108,7 @@ def _precheck(argv: list[str]) -> None:
             for value in values.split(","):
                 value = value.strip()
                 if value and valid and value not in valid:
-                    fail(f"{group}: unknown {group} {value!r}{suggest(value, valid)} (available: {', '.join(valid)})")
+                    fail(str(unknown_option(group, value, valid)))
 
 
 def list_components() -> str:

@@ -62,6 +62,7 @@ __all__ = [
     "did_you_mean",
     "suggest",
     "unknown_name",
+    "unknown_option",
 ]
 
 
@@ -224,6 +225,13 @@ def unknown_name(kind: str, name: Any, known: Iterable[str], where: str = "") ->
     where = f" {where}" if where else ""
     listing = ", ".join(known) if len(known) <= 30 else ", ".join(known[:30]) + ", ..."
     return f"unknown {kind} {name!r}{where}{suggest(str(name), known)} (known: {listing or 'none'})"
+
+
+def unknown_option(group: str, option: str, options: Iterable[str]) -> ConfigError:
+    """``<group>: unknown <group> '<option>'; did you mean ...? (available: ...)`` for a config group option
+    (an experiment, a master)."""
+    options = sorted(str(o) for o in options)
+    return ConfigError(group, f"unknown {group} {option!r}{suggest(option, options)} (available: {', '.join(options)})")
 
 
 class SweepDirectoryInUseError(CosimrunError):

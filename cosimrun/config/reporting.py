@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cosimrun.config import build, schema
-from cosimrun.errors import ConfigError, suggest
+from cosimrun.errors import ConfigError, unknown_option
 
 GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 
@@ -157,10 +157,9 @@ def _grammar_error(exc: BaseException, argv: Sequence[str]) -> ConfigError:
 def _missing_option(exc: Any) -> ConfigError:
     missing = str(exc.missing_cfg_file or "")
     group, _, option = missing.rpartition("/")
-    options = sorted(str(o) for o in exc.options or ())
+    options = list(exc.options or ())
     if group and options:
-        return ConfigError(group, f"unknown {group} {option!r}{suggest(option, options)} (available: "
-                                  f"{', '.join(options)})")
+        return unknown_option(group, option, options)
     return ConfigError(group or None, " ".join(line.strip() for line in str(exc).splitlines() if line.strip()))
 
 
