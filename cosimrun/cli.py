@@ -2,8 +2,9 @@
 
 ``cosimrun +experiment=NAME [key=value ...]`` runs an experiment,
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
-``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference), and
-``cosimrun -m ...`` expands a sweep. Mistakes in the command line or the config,
+``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference),
+``cosimrun -m ...`` expands a sweep, and ``cosimrun plot|report|compare|export ...``
+look at results (:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
 Hydra's and YAML's included, end with one line on stderr naming the key (or
 file and line) and exit status 2 (see :mod:`cosimrun.exits` and
 :mod:`cosimrun.config.reporting`); ``HYDRA_FULL_ERROR=1`` shows Hydra's full
@@ -30,6 +31,10 @@ usage:
   cosimrun +experiment=NAME --cfg job           print the composed config
   cosimrun -m +experiment=NAME KEY=V1,V2 ...    sweep: one job per combination (on dask)
   cosimrun --list-components [NAME]             the installed component types, or one type's reference
+  cosimrun plot RESULTS|SWEEP_DIR [PORTS ...]   figures of a run (one panel per unit) or a sweep
+  cosimrun report RESULTS|SWEEP_DIR [-o FILE]   one self-contained HTML page of a run or a sweep
+  cosimrun compare A B [--rtol R] [--atol A]    compare two runs, or a run with a CSV reference
+  cosimrun export RESULTS [--format F] [-o DIR] CSV per component, Parquet or MATLAB .mat
   cosimrun --version | --help | --hydra-help    versions, this help, Hydra's own options
 
 overrides (Hydra's syntax):
@@ -270,6 +275,10 @@ def _list_components(argv: list[str], flag: str) -> None:
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
     argv = sys.argv[1:]
+    from cosimrun.post import commands
+
+    if commands.is_command(argv):
+        commands.main(argv)
     listing = [a for a in argv if a == "--list-components" or a.startswith("--list-components=")]
     if listing:
         _list_components(argv, listing[0])
