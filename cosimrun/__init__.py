@@ -39,6 +39,7 @@ _LAZY = {
     "Hysteresis": ".core",
     "StateAdapter": ".core",
     "OdeComponent": ".core",
+    "DaeComponent": ".core",
     "EquationComponent": ".core",
     "CosimrunError": ".errors",
     "ConfigError": ".errors",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from cosimrun.core import (
         ComponentHistory,
         CoSimComponent,
+        DaeComponent,
         DenseTime,
         EquationComponent,
         Event,
@@ -97,6 +99,7 @@ __all__ = [
     "ComponentHistory",
     "ConfigError",
     "CosimrunError",
+    "DaeComponent",
     "DenseTime",
     "EquationComponent",
     "Event",

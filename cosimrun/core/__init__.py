@@ -30,6 +30,7 @@ _LAZY = {
     "INTEGRATORS": ".ode",
     "OdeComponent": ".ode",
     "StateEvent": ".ode",
+    "DaeComponent": ".dae",
     "PortSpec": ".ports",
     "PortState": ".ports",
     "PortType": ".ports",
@@ -40,6 +41,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from cosimrun.core.component import CoSimComponent
+    from cosimrun.core.dae import DaeComponent
     from cosimrun.core.equations import EquationComponent
     from cosimrun.core.events import DenseTime, Event, EventIndicator, InternalEventInfo
     from cosimrun.core.history import ComponentHistory, PortHistory, SystemHistory
@@ -57,6 +59,7 @@ __all__ = [
     "INTEGRATORS",
     "CoSimComponent",
     "ComponentHistory",
+    "DaeComponent",
     "DenseTime",
     "EquationComponent",
     "Event",

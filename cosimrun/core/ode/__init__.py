@@ -17,21 +17,25 @@ A subclass of :class:`OdeComponent` declares its ports in ``__init__``::
 Values reach the model as plain floats in the ports' own units: ``x`` in state
 declaration order, ``u`` in input declaration order. Inputs are held constant
 over a macro step (zero-order hold). The integrator is chosen by parameter:
-``integrator="rk4"`` (fixed step, ``substeps`` sub-steps per macro step) or an
+``integrator="rk4"`` (fixed step, ``substeps`` sub-steps per macro step), an
 adaptive scipy method (``"rk45"``, ``"rk23"``, ``"dop853"``, ``"radau"``,
-``"bdf"``, ``"lsoda"``) with ``rtol``/``atol``; ``max_substep`` bounds the
+``"bdf"``, ``"lsoda"``) or SUNDIALS CVODE's BDF for stiff models (``"cvode"``,
+scikit-sundae) with ``rtol``/``atol``; ``max_substep`` bounds the
 integrator's own step for every method. Rollback, physical state transfer with
 unit conversion and internal event hints for state events come for free.
 
 The package, one job per module (a new integrator is a new module and one
 line in the registry):
 
-* :mod:`~cosimrun.core.ode.component`: :class:`OdeComponent`;
+* :mod:`~cosimrun.core.ode.component`: :class:`OdeComponent` and its base
+  :class:`ContinuousComponent`, which :class:`~cosimrun.core.dae.DaeComponent` shares;
 * :mod:`~cosimrun.core.ode.base`: the :class:`Integrator` interface, the
   integrator parameters and the state-event tracking integrators share;
 * :mod:`~cosimrun.core.ode.registry`: :data:`INTEGRATORS`;
 * :mod:`~cosimrun.core.ode.rk4`: fixed-step RK4 with sub-steps;
-* :mod:`~cosimrun.core.ode.scipy_adaptive`: the adaptive scipy solvers.
+* :mod:`~cosimrun.core.ode.scipy_adaptive`: the adaptive scipy solvers;
+* :mod:`~cosimrun.core.ode.sundials`: what the SUNDIALS solvers share (CVODE here, IDA for DAEs);
+* :mod:`~cosimrun.core.ode.cvode`: CVODE's BDF.
 """
 
 from cosimrun.core.ode.base import (
@@ -42,12 +46,13 @@ from cosimrun.core.ode.base import (
     StateFunction,
     StateUpdate,
 )
-from cosimrun.core.ode.component import OdeComponent
+from cosimrun.core.ode.component import ContinuousComponent, OdeComponent
 from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.ode.scipy_adaptive import ADAPTIVE_METHODS, HINT_SAFETY
 
 __all__ = [
     "ADAPTIVE_METHODS",
+    "ContinuousComponent",
     "HINT_SAFETY",
     "INTEGRATORS",
     "INTEGRATOR_DEFAULTS",

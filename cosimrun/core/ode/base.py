@@ -1,4 +1,4 @@
-"""The integrator interface of :class:`~cosimrun.core.ode.OdeComponent` and the state-event tracking it shares.
+"""The integrator interface of ODE and DAE components and the state-event tracking the integrators share.
 
 An integrator advances the component's state over one macro step with the
 inputs held. It is one subclass of :class:`Integrator` in its own module,
@@ -18,7 +18,7 @@ import numpy as np
 from cosimrun.core.events import crossed
 
 if TYPE_CHECKING:
-    from cosimrun.core.ode.component import OdeComponent
+    from cosimrun.core.ode.component import ContinuousComponent
 
 StateFunction = Callable[[float, np.ndarray, np.ndarray], float]
 """``g(t, x, u) -> float``: a state event indicator."""
@@ -62,7 +62,7 @@ class Tracker:
 
 
 class Integrator(ABC):
-    """One integration method of an :class:`OdeComponent`; the component makes it from ``INTEGRATORS``.
+    """One integration method of a :class:`ContinuousComponent` (an ODE's from ``INTEGRATORS``, or a DAE's IDA).
 
     A subclass reads its settings in :meth:`configure`, allocates work arrays
     in :meth:`start` and implements :meth:`integrate`, which reports crossings
@@ -71,7 +71,7 @@ class Integrator(ABC):
     it is kept in rollback snapshots, so it must be an immutable value.
     """
 
-    def __init__(self, component: OdeComponent, name: str) -> None:
+    def __init__(self, component: ContinuousComponent, name: str) -> None:
         self.component = component
         self.name = name
         """The ``integrator`` parameter value that chose this method."""
@@ -79,9 +79,11 @@ class Integrator(ABC):
         self.max_substep = math.inf
 
     def configure(self, parameters: Mapping[str, Any]) -> None:
-        """Take the settings from the integrator parameters (every key of ``INTEGRATOR_DEFAULTS``)."""
+        """Take the settings from the solver parameters (``rtol``, ``atol``, ``max_substep`` and the method's own)."""
         max_substep = parameters["max_substep"]
         self.max_substep = math.inf if max_substep is None else max_substep
+        self.rtol: float = parameters["rtol"]
+        self.atol: float | np.ndarray = parameters["atol"]
 
     def start(self, n_states: int) -> None:
         """Prepare a run of *n_states* states; the memory starts empty."""

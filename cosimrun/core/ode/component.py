@@ -1,7 +1,13 @@
-"""OdeComponent: states, inputs and outputs, parameters, rollback, events and the model hooks.
+"""Components with continuous states: declarations, parameters, rollback, events, the model hooks; OdeComponent.
 
-Integration itself is delegated to the :class:`~cosimrun.core.ode.base.Integrator`
-that the ``integrator`` parameter names in :data:`~cosimrun.core.ode.registry.INTEGRATORS`.
+:class:`ContinuousComponent` holds what every model with continuous states
+shares, whatever its equations: states, inputs and outputs with units, the
+tolerance and initial-state parameters, rollback, physical state, state events
+and the pre/post-integrate hooks. Integration is delegated to an
+:class:`~cosimrun.core.ode.base.Integrator`. :class:`OdeComponent` is the one
+for ``dx/dt = derivatives(t, x, u)``, with the integrator that the
+``integrator`` parameter names in :data:`~cosimrun.core.ode.registry.INTEGRATORS`;
+:class:`~cosimrun.core.dae.DaeComponent` is the one for residuals.
 """
 
 from __future__ import annotations
@@ -34,14 +40,16 @@ class _Snapshot:
     extra: Any
 
 
-class OdeComponent(CoSimComponent):
-    """Base class for models given as ``dx/dt = derivatives(t, x, u)``.
+class ContinuousComponent(CoSimComponent):
+    """Base class of models with continuous states advanced by an :class:`Integrator`.
 
     Declare in ``__init__`` with :meth:`add_state`, :meth:`add_input`,
     :meth:`add_output` and :meth:`add_state_event`; update ``self.parameters``
-    (do not replace the dict: it already holds the integrator parameters and
-    the initial-state parameters ``f"{state}0"``). Implement :meth:`derivatives`
-    and, for explicit outputs, :meth:`compute_outputs`.
+    (do not replace the dict: it already holds the solver parameters and
+    the initial-state parameters ``f"{state}0"``). For explicit outputs
+    implement :meth:`compute_outputs`. A subclass says which solver parameters
+    it has (:meth:`_solver_defaults`) and which integrator it uses
+    (:meth:`_integrator_for`), and defines the model equations that integrator calls.
 
     Direct feedthrough: state outputs never depend on inputs. For explicit
     outputs, declare it with ``add_output(..., feedthrough=...)``; outputs left
@@ -60,12 +68,13 @@ class OdeComponent(CoSimComponent):
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self.parameters.update(INTEGRATOR_DEFAULTS)
+        self.parameters.update(self._solver_defaults())
         self._state_specs: list[PortSpec] = []
         self._state_index: dict[str, int] = {}
         self._state_outputs: list[str] = []
         self._initial_params: dict[str, int] = {}
         self._initial_defaults: dict[str, float] = {}
+        self._initial_fixed: dict[int, float] = {}
         self._input_names: list[str] = []
         self._input_defaults: dict[str, float] = {}
         self._output_names: list[str] = []
@@ -78,9 +87,7 @@ class OdeComponent(CoSimComponent):
         self._alg_ports: list[PortState] = []
         self._has_pre = False
         self._has_post = False
-        method = INTEGRATOR_DEFAULTS["integrator"]
-        self._integrator: Integrator = INTEGRATORS[method](self, method)
-        self._compile_integrator()
+        self._integrator: Integrator = self._configured_integrator(None)
 
     # ------------------------------------------------------------------ declaration
     def add_state(
@@ -90,25 +97,31 @@ class OdeComponent(CoSimComponent):
         initial: float = 0.0,
         description: str | None = None,
         output: bool = True,
+        parameter: bool = True,
     ) -> int:
         """Declare a continuous state; returns its index in ``x``.
 
-        The initial value becomes parameter ``f"{name}0"``; with ``output=True``
+        The initial value becomes parameter ``f"{name}0"`` (with ``parameter=False``
+        it stays *initial*, for a state whose initial value the subclass derives
+        from other parameters in :meth:`_initial_state`); with ``output=True``
         the state is also an output port *name*.
         """
         self._check_declarable(name)
         spec = PortSpec(name, PortType.REAL, "out", unit, description)
         param = f"{name}0"
-        if param in self.parameters:
+        if parameter and param in self.parameters:
             raise ValueError(f"component {self.name!r}: initial-state parameter {param!r} of state {name!r} "
                              "clashes with an existing parameter")
         index = len(self._state_specs)
         self._state_specs.append(spec)
         self._state_index[name] = index
-        self._initial_params[param] = index
         if output:
             self.output_specs[name] = spec
             self._state_outputs.append(name)
+        if not parameter:
+            self._initial_fixed[index] = self._to_state_unit(initial, spec, "initial value")
+            return index
+        self._initial_params[param] = index
         value = self._validate_parameter(param, initial)
         self.parameters[param] = value
         self._initial_defaults[param] = value
@@ -202,10 +215,6 @@ class OdeComponent(CoSimComponent):
         return self._x if self.is_initialized else self._initial_state()
 
     # ------------------------------------------------------------------ model hooks
-    @abstractmethod
-    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """``dx/dt`` at time *t*; must not modify *x* or *u*."""
-
     def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
         """Values of the explicit outputs in declaration order (a scalar if there is one)."""
         if self._output_names:
@@ -233,18 +242,6 @@ class OdeComponent(CoSimComponent):
 
     # ------------------------------------------------------------------ parameters
     def _validate_parameter(self, name: str, value: Any) -> Any:
-        if name == "integrator":
-            key = str(value).strip().lower() if isinstance(value, str) else value
-            if key not in INTEGRATORS:
-                hint = suggest(str(value), INTEGRATORS)
-                raise ValueError(f"component {self.name!r}: unknown integrator {value!r}{hint}"
-                                 f" (valid: {', '.join(INTEGRATORS)})")
-            return key
-        if name == "substeps":
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
-                    or not (math.isfinite(value) and value >= 1 and value == int(value)):
-                raise ValueError(f"component {self.name!r}: substeps must be an integer >= 1, got {value!r}")
-            return int(value)
         if name == "rtol":
             return self._positive(name, value)
         if name == "atol":
@@ -301,21 +298,37 @@ class OdeComponent(CoSimComponent):
         super().set_parameters(**parameters)
         self._compile_integrator()
 
+    @abstractmethod
+    def _solver_defaults(self) -> Mapping[str, Any]:
+        """The solver parameters (``rtol``, ``atol``, ``max_substep`` and any others) with their defaults."""
+
+    @abstractmethod
+    def _integrator_for(self, settings: Mapping[str, Any], current: Integrator | None) -> Integrator:
+        """The integrator for the solver *settings*: *current* (``None`` at construction) when it fits."""
+
+    def _configured_integrator(self, current: Integrator | None) -> Integrator:
+        settings = {name: self.parameters.get(name, default) for name, default in self._solver_defaults().items()}
+        integrator = self._integrator_for(settings, current)
+        integrator.configure(settings)
+        return integrator
+
     def _compile_integrator(self) -> None:
         """Configure the integrator the parameters choose; a change of method starts without memory."""
-        settings = {name: self.parameters.get(name, default) for name, default in INTEGRATOR_DEFAULTS.items()}
-        method = settings["integrator"]
-        if method != self._integrator.name:
-            self._integrator = INTEGRATORS[method](self, method)
-        self._integrator.configure(settings)
+        self._integrator = self._configured_integrator(self._integrator)
 
     def _initial_state(self) -> np.ndarray:
-        return np.array([self.parameters[f"{s.name}0"] for s in self._state_specs], dtype=float)
+        """The state at ``initialize``: the initial-state parameters (fixed values for states without one).
+
+        A subclass whose initial state follows from other parameters overrides it.
+        """
+        params, fixed = self.parameters, self._initial_fixed
+        return np.array([fixed[i] if i in fixed else params[f"{s.name}0"] for i, s in enumerate(self._state_specs)],
+                        dtype=float)
 
     # ------------------------------------------------------------------ lifecycle
     def _initialize_component(self, t0: float) -> None:
         params = self.parameters
-        for name, default in (*INTEGRATOR_DEFAULTS.items(), *self._initial_defaults.items()):
+        for name, default in (*self._solver_defaults().items(), *self._initial_defaults.items()):
             params[name] = self._validate_parameter(name, params.get(name, default))
         self._compile_integrator()
         self._x = self._initial_state()
@@ -325,8 +338,8 @@ class OdeComponent(CoSimComponent):
         self._alg_ports = [self.outputs[n] for n in self._output_names]
         self._integrator.start(len(self._state_specs))
         cls = type(self)
-        self._has_pre = cls.pre_integrate is not OdeComponent.pre_integrate
-        self._has_post = cls.post_integrate is not OdeComponent.post_integrate
+        self._has_pre = cls.pre_integrate is not ContinuousComponent.pre_integrate
+        self._has_post = cls.post_integrate is not ContinuousComponent.post_integrate
 
     def reset(self) -> None:
         """Forget time and history; inputs return to their declared defaults."""
@@ -436,8 +449,7 @@ class OdeComponent(CoSimComponent):
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:
         """``{state: {'value': float, 'unit': str | None}}`` in declaration order."""
-        x = self.x
-        return {s.name: {"value": float(x[i]), "unit": s.unit_name} for i, s in enumerate(self._state_specs)}
+        return self._physical_state(self._state_specs, self.x.tolist())
 
     def set_state(self, state: Mapping[str, Any], t: float) -> None:
         """Set every state from ``{name: {'value': v, 'unit': u}}`` (unit optional) at time *t*.
@@ -445,18 +457,39 @@ class OdeComponent(CoSimComponent):
         Values may also be plain numbers (in the state's unit) or pint quantities.
         Before ``initialize`` the values become the initial-state parameters.
         """
+        values = self._state_values(state, self._state_specs)
+        if not self.is_initialized:
+            for index, (spec, value) in enumerate(zip(self._state_specs, values, strict=True)):
+                if index in self._initial_fixed:
+                    self._initial_fixed[index] = value
+                else:
+                    self.parameters[f"{spec.name}0"] = value
+            return
+        self._jump(values, t)
+
+    @staticmethod
+    def _physical_state(specs: Sequence[PortSpec], values: Sequence[float]) -> dict[str, Any]:
+        """*values* as a physical state ``{name: {'value', 'unit'}}`` of the quantities *specs* declare."""
+        return {s.name: {"value": float(v), "unit": s.unit_name} for s, v in zip(specs, values, strict=True)}
+
+    def _state_values(self, state: Mapping[str, Any], specs: Sequence[PortSpec]) -> list[float]:
+        """The values of a physical *state* for the quantities *specs* declare, each in its spec's unit.
+
+        Every quantity must be given, and nothing else; an entry is ``{'value': v, 'unit': u}``
+        (unit optional), a plain number in the spec's unit or a pint quantity.
+        """
         if not isinstance(state, Mapping):
             raise TypeError(f"component {self.name!r}: set_state expects a mapping, got {type(state).__name__}")
-        names = self.state_names
+        names = [s.name for s in specs]
         for key in state:
-            if key not in self._state_index:
+            if key not in names:
                 raise UnknownNameError("state", key, names, f"of component {self.name!r}")
         missing = [n for n in names if n not in state]
         if missing:
             raise MissingNameError(f"component {self.name!r}: set_state is missing state(s) {', '.join(missing)} "
                                    f"(expected: {', '.join(names)})")
         values = []
-        for spec in self._state_specs:
+        for spec in specs:
             entry = state[spec.name]
             if isinstance(entry, Mapping):
                 if "value" not in entry:
@@ -464,12 +497,48 @@ class OdeComponent(CoSimComponent):
                 values.append(self._to_state_unit(entry["value"], spec, "set_state value", entry.get("unit", ...)))
             else:
                 values.append(self._to_state_unit(entry, spec, "set_state value"))
-        if not self.is_initialized:
-            for spec, value in zip(self._state_specs, values, strict=True):
-                self.parameters[f"{spec.name}0"] = value
-            return
-        self._x[:] = values
+        return values
+
+    def _jump(self, x: Sequence[float] | np.ndarray, t: float) -> None:
+        """Make *x* the state at time *t* (after ``initialize``): the integrator forgets, outputs follow."""
+        self._x[:] = x
         self.t = float(t)
         self._integrator.forget()
         self._after_set_state(self.t)
         self._update_output_states(self.t, NO_EVENTS)
+
+
+class OdeComponent(ContinuousComponent):
+    """Base class for models given as ``dx/dt = derivatives(t, x, u)``.
+
+    Declared like every :class:`ContinuousComponent` (states, inputs, outputs,
+    state events); implement :meth:`derivatives`. The integrator is chosen by
+    the parameter ``integrator`` (see :data:`~cosimrun.core.ode.registry.INTEGRATORS`),
+    with ``substeps``, ``rtol``, ``atol`` and ``max_substep``.
+    """
+
+    @abstractmethod
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``dx/dt`` at time *t*; must not modify *x* or *u*."""
+
+    def _solver_defaults(self) -> Mapping[str, Any]:
+        return INTEGRATOR_DEFAULTS
+
+    def _integrator_for(self, settings: Mapping[str, Any], current: Integrator | None) -> Integrator:
+        method = settings["integrator"]
+        return current if current is not None and current.name == method else INTEGRATORS[method](self, method)
+
+    def _validate_parameter(self, name: str, value: Any) -> Any:
+        if name == "integrator":
+            key = str(value).strip().lower() if isinstance(value, str) else value
+            if key not in INTEGRATORS:
+                hint = suggest(str(value), INTEGRATORS)
+                raise ValueError(f"component {self.name!r}: unknown integrator {value!r}{hint}"
+                                 f" (valid: {', '.join(INTEGRATORS)})")
+            return key
+        if name == "substeps":
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
+                    or not (math.isfinite(value) and value >= 1 and value == int(value)):
+                raise ValueError(f"component {self.name!r}: substeps must be an integer >= 1, got {value!r}")
+            return int(value)
+        return super()._validate_parameter(name, value)

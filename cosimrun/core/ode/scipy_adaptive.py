@@ -7,8 +7,7 @@ sweep's driver) must not pay for importing scipy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,14 +40,6 @@ class ScipyAdaptive(Integrator):
     Event crossings are bracketed tightly around the root of the dense output
     (:meth:`refine_bracket`).
     """
-
-    rtol: float
-    atol: float | np.ndarray
-
-    def configure(self, parameters: Mapping[str, Any]) -> None:
-        super().configure(parameters)
-        self.rtol = parameters["rtol"]
-        self.atol = parameters["atol"]
 
     def integrate(self, t: float, dt: float, x: np.ndarray, u: np.ndarray) -> None:
         t_end = t + dt
