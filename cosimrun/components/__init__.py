@@ -25,6 +25,7 @@ TYPES: dict[str, str] = {
     "pid": "cosimrun.components.control:PID",
     "pendulum": "cosimrun.components.mechanics:Pendulum",
     "pendulum_linear": "cosimrun.components.mechanics:LinearPendulum",
+    "pendulum_dae": "cosimrun.components.mechanics:CartesianPendulum",
     "bouncing_ball": "cosimrun.components.mechanics:BouncingBall",
     "mass_spring_damper": "cosimrun.components.mechanics:MassSpringDamper",
     "mass_spring_damper_force": "cosimrun.components.mechanics:MassSpringDamperForce",

@@ -1,7 +1,8 @@
-"""Mechanical models: pendulum (nonlinear and linearized), bouncing ball, mass-spring-dampers.
+"""Mechanical models: pendulum (nonlinear, linearized, Cartesian DAE), bouncing ball, mass-spring-dampers.
 
-All are :class:`~cosimrun.core.ode.OdeComponent` models in SI units, so they
-support rollback, physical state transfer and the ``integrator`` parameters;
+All but the Cartesian pendulum (a :class:`~cosimrun.core.dae.DaeComponent`)
+are :class:`~cosimrun.core.ode.OdeComponent` models; all are in SI units and
+support rollback, physical state transfer and the solver parameters;
 initial values are the parameters ``<state>0`` (numbers in the state's unit or
 quantities like ``"30 deg"``). Impacts (end stop, floor) are state events whose
 update is applied by ``handle_event`` (the hybrid master locates them).
@@ -10,13 +11,32 @@ update is applied by ``handle_event`` (the hybrid master locates them).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from cosimrun.components._base import OdeBlock, parameter_error
+from cosimrun.components._base import OdeBlock, UnitParameters, parameter_error
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.dae import DaeComponent
 from cosimrun.parameters import Parameter
+
+
+def check_q0_within_end_stop(comp: CoSimComponent) -> None:
+    """Raise when the initial angle ``q0`` lies beyond the end stop ``q_max`` (of either pendulum form)."""
+    p = comp.parameters
+    if p["q_max"] is not None and abs(p["q0"]) > p["q_max"]:
+        raise parameter_error(comp, "q0", f"must lie within the end stop |q0| <= q_max = {p['q_max']!r}", p["q0"])
+
+
+def end_stop_distance(q_max: float | None, q: float) -> float:
+    """The end-stop indicator ``|q| - q_max`` (constant -1 without an end stop)."""
+    return -1.0 if q_max is None else abs(q) - q_max
+
+
+def end_stop_rebound(parameters: Mapping[str, Any], q: float, omega: float) -> tuple[float, float]:
+    """The end stop's impact: ``q`` on the stop, ``omega -> -restitution * omega``."""
+    return math.copysign(parameters["q_max"], q), -parameters["restitution"] * omega
 
 
 class Pendulum(OdeBlock):
@@ -56,10 +76,7 @@ class Pendulum(OdeBlock):
 
     def check_parameters(self) -> None:
         super().check_parameters()
-        p = self.parameters
-        if p["q_max"] is not None and abs(p["q0"]) > p["q_max"]:
-            raise parameter_error(self, "q0", f"must lie within the end stop |q0| <= q_max = {p['q_max']!r}",
-                                  p["q0"])
+        check_q0_within_end_stop(self)
 
     def _refresh(self) -> None:
         p = self.parameters
@@ -80,14 +97,12 @@ class Pendulum(OdeBlock):
         return 0.5 * m * length**2 * w**2 + m * p["g"] * length * (1.0 - math.cos(q))
 
     def _end_stop_indicator(self, t: float, x: np.ndarray, u: np.ndarray) -> float:
-        q_max = self.parameters["q_max"]
-        return -1.0 if q_max is None else abs(x[0]) - q_max
+        return end_stop_distance(self.parameters["q_max"], x[0])
 
     def _end_stop_update(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        q_max = self.parameters["q_max"]
-        if q_max is None:
+        if self.parameters["q_max"] is None:
             return x
-        return np.array([math.copysign(q_max, x[0]), -self.parameters["restitution"] * x[1]])
+        return np.array(end_stop_rebound(self.parameters, x[0], x[1]))
 
 
 class LinearPendulum(Pendulum):
@@ -238,3 +253,131 @@ class MassSpringDamperForce(OdeBlock):
 
     def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
         return (self._force(x, u),)
+
+
+class CartesianPendulum(UnitParameters, DaeComponent):
+    """Pendulum in Cartesian coordinates as an index-1 DAE (torque -> q, omega); a drop-in twin of ``pendulum``.
+
+    The mass at ``(x, y)`` (pivot at the origin, y up, velocity ``(vx, vy)``)
+    hangs on a rod of length ``L`` that pulls it towards the pivot with the
+    force ``F`` (tension; the algebraic state)::
+
+        x' = vx                      m vx' = -F x / L - s y
+        y' = vy                      m vy' = -F y / L - m g + s x
+        0  = x vx' + y vy' + vx^2 + vy^2
+
+    where ``s = (torque - damping * omega) / L^2`` turns the pivot torque into
+    a force normal to the rod. The last equation is the rod constraint
+    ``x^2 + y^2 = L^2`` differentiated twice (index reduction to index 1 at the
+    acceleration level); the position and velocity constraints are not
+    enforced, so they drift at the level of the tolerances
+    (:meth:`constraint_residuals`). Ports, parameters, the end stop and the
+    physical state (``q`` from the downward vertical, ``omega``) are those of
+    ``pendulum``, so either can stand in for the other as a mode of a multi component.
+    """
+
+    PARAMETERS = {
+        **Pendulum.PARAMETERS,
+        "q0": Parameter(float, unit="rad", default=0.0, doc="initial angle from the downward vertical"),
+        "omega0": Parameter(float, unit="rad/s", default=0.0, doc="initial angular velocity"),
+    }
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        for state, unit, description in (("x", "m", "horizontal position of the mass"),
+                                         ("y", "m", "vertical position of the mass (pivot at 0, up positive)"),
+                                         ("vx", "m/s", "horizontal velocity"), ("vy", "m/s", "vertical velocity")):
+            self.add_state(state, unit, 0.0, description, output=False, parameter=False)
+        self.add_state("force", "N", 0.0, "rod tension", output=False, parameter=False, algebraic=True)
+        self.add_input("torque", "N*m", 0.0, "torque applied at the pivot")
+        self.add_output("q", "rad", "angle from the downward vertical", feedthrough=False)
+        self.add_output("omega", "rad/s", "angular velocity", feedthrough=False)
+        self.add_state_event("end_stop", self._end_stop_indicator, direction=1, update=self._end_stop_update)
+        self._angle_specs = [self.output_specs["q"], self.output_specs["omega"]]
+        self._q_ref = 0.0
+        self._refresh()
+
+    def set_parameters(self, **parameters: Any) -> None:
+        super().set_parameters(**parameters)
+        self._refresh()
+
+    def check_parameters(self) -> None:
+        super().check_parameters()
+        check_q0_within_end_stop(self)
+
+    def _refresh(self) -> None:
+        p = self.parameters
+        self._m, self._length, self._g, self._d = p["mass"], p["length"], p["g"], p["damping"]
+        self._inv_l2 = 1.0 / self._length**2
+
+    def _initialize_component(self, t0: float) -> None:
+        self.check_parameters()
+        self._refresh()
+        self._q_ref = self.parameters["q0"]
+        super()._initialize_component(t0)
+
+    # ------------------------------------------------------------------ angle form <-> Cartesian form
+    def angle_state(self, y: np.ndarray) -> tuple[float, float]:
+        """``(q, omega)`` of the Cartesian state *y*; ``q`` continues the last reported angle (no wrap at pi)."""
+        x, z, vx, vy = y[:4].tolist()
+        q = self._q_ref + math.remainder(math.atan2(x, -z) - self._q_ref, math.tau)
+        return q, (x * vy - z * vx) / (x * x + z * z)
+
+    def cartesian_state(self, q: float, omega: float) -> np.ndarray:
+        """The consistent Cartesian state (on the rod, rod tension included) of the angle-form state."""
+        length, s, c = self._length, math.sin(q), math.cos(q)
+        force = self._m * (length * omega * omega + self._g * c)
+        return np.array([length * s, -length * c, length * omega * c, length * omega * s, force])
+
+    def constraint_residuals(self) -> tuple[float, float]:
+        """``(x^2 + y^2 - L^2, x vx + y vy)``: the drift of the position and velocity constraints."""
+        x, z, vx, vy = self.x[:4].tolist()
+        return x * x + z * z - self._length**2, x * vx + z * vy
+
+    def _initial_state(self) -> np.ndarray:
+        return self.cartesian_state(self.parameters["q0"], self.parameters["omega0"])
+
+    def get_state(self) -> dict[str, Any]:
+        """``{'q': ..., 'omega': ...}`` as for ``pendulum`` (rad, rad/s)."""
+        q, omega = self.angle_state(self.x) if self.is_initialized else (self.parameters["q0"],
+                                                                           self.parameters["omega0"])
+        return self._physical_state(self._angle_specs, (q, omega))
+
+    def set_state(self, state: Mapping[str, Any], t: float) -> None:
+        """Set ``q`` and ``omega`` (the angle form's physical state); before ``initialize`` they become q0, omega0."""
+        q, omega = self._state_values(state, self._angle_specs)
+        if not self.is_initialized:
+            self.parameters.update(q0=q, omega0=omega)
+            return
+        self._q_ref = q
+        self._jump(self.cartesian_state(q, omega), t)
+
+    # ------------------------------------------------------------------ model
+    def residuals(self, t: float, y: np.ndarray, yp: np.ndarray, u: np.ndarray, res: np.ndarray) -> None:
+        x, z, vx, vy, force = y.tolist()
+        xd, zd, ax, ay, _ = yp.tolist()
+        m, inv_l2 = self._m, self._inv_l2
+        s = (float(u[0]) - self._d * (x * vy - z * vx) * inv_l2) * inv_l2
+        pull = force / self._length
+        res[:] = (xd - vx, zd - vy, m * ax + pull * x + s * z, m * ay + pull * z + m * self._g - s * x,
+                  x * ax + z * ay + vx * vx + vy * vy)
+
+    def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
+        q, omega = self.angle_state(x)
+        self._q_ref = q
+        return q, omega
+
+    def _end_stop_indicator(self, t: float, x: np.ndarray, u: np.ndarray) -> float:
+        return end_stop_distance(self.parameters["q_max"], self.angle_state(x)[0])
+
+    def _end_stop_update(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        if self.parameters["q_max"] is None:
+            return x
+        self._q_ref, omega = end_stop_rebound(self.parameters, *self.angle_state(x))
+        return self.cartesian_state(self._q_ref, omega)
+
+    def _snapshot_extra(self) -> Any:
+        return self._q_ref
+
+    def _restore_extra(self, extra: Any) -> None:
+        self._q_ref = float(extra)
