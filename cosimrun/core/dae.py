@@ -79,7 +79,7 @@ class Ida(SundialsIntegrator):
         self.finish_step(result)
 
     def finish_step(self, result: Any) -> None:
-        yp = result.yp.copy()
+        yp = result.yp  # the result's own copy
         yp.flags.writeable = False
         self.memory = yp
 
