@@ -115,6 +115,17 @@ def test_max_substep_bounds_the_internal_steps():
     assert bounded.x == pytest.approx(free.x, rel=1e-4)
 
 
+def test_tolerances_may_change_between_steps():
+    comp = VanDerPol("v", mu=1.0)
+    comp.set_parameters(integrator="cvode")
+    comp.initialize(0.0)
+    comp.do_step(0.0, 0.5)
+    comp.set_parameters(rtol=1e-10, atol=1e-12)  # a new solver, started from the current state
+    comp.do_step(0.5, 0.5)
+    ref = solve_ivp(lambda t, y: comp.derivatives(t, y, None), (0.0, 1.0), [2.0, 0.0], rtol=1e-12, atol=1e-12).y[:, -1]
+    assert comp.x == pytest.approx(ref, rel=1e-5)
+
+
 def test_events_are_reported_as_hints_and_located_by_the_hybrid_master():
     ball = Ball("b")
     ball.set_parameters(integrator="cvode", rtol=1e-10, atol=1e-12)

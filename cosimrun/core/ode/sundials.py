@@ -55,6 +55,7 @@ class SundialsIntegrator(Integrator):
     def configure(self, parameters: Mapping[str, Any]) -> None:
         super().configure(parameters)
         self.solver: Any = None
+        self.t_last = math.nan  # a new solver starts from the component's state
 
     def start(self, n_states: int) -> None:
         super().start(n_states)
