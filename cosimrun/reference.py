@@ -34,7 +34,7 @@ TABLE_END = "<!-- components:end -->"
 
 ODE_PARAMETERS: dict[str, Parameter] = {
     "integrator": Parameter("choice", choices=tuple(INTEGRATORS), default="rk4",
-                            doc="integration method: fixed-step rk4 or an adaptive scipy method"),
+                            doc="integration method: fixed-step rk4, an adaptive scipy method, or cvode (BDF, stiff)"),
     "substeps": Parameter(int, default=10, ge=1, doc="rk4 steps per macro step"),
     "rtol": Parameter(float, default=1e-6, gt=0, doc="relative tolerance of the adaptive methods"),
     "atol": Parameter(float, default=1e-9, gt=0, doc="absolute tolerance of the adaptive methods (or one per state)"),
@@ -125,10 +125,10 @@ def describe_component(name: str, registry: ComponentRegistry | None = None) -> 
 
 def instance_parameters(comp: Any) -> tuple[ParameterDoc, ...]:
     """The parameters of a constructed component: declared ones, then the rest with their current values."""
-    from cosimrun.core.ode import OdeComponent
+    from cosimrun.core.ode import ContinuousComponent, OdeComponent
 
     declared = declared_parameters(type(comp))
-    states = comp.get_state() if isinstance(comp, OdeComponent) else {}
+    states = comp.get_state() if isinstance(comp, ContinuousComponent) else {}
     docs = []
     for name, value in comp.parameters.items():
         if name in declared:
