@@ -17,7 +17,8 @@
     │   ├── EventLocalizationError
     │   ├── NonFiniteValueError                                    port
     │   └── FMUError
-    │       └── FMULimitError       an FMU above a size limit      path, size, limit, setting
+    │       ├── FMULimitError       an FMU above a size limit      path, size, limit, setting
+    │       └── StepDiscarded       a step ended early (discard)   last_successful_time
     ├── ResultsWriteError           also an OSError                path, reason, errno
     └── SweepDirectoryInUseError    another sweep holds the dir    path, holder
 
@@ -57,6 +58,7 @@ __all__ = [
     "PluginError",
     "ResultsWriteError",
     "SimulationError",
+    "StepDiscarded",
     "SweepDirectoryInUseError",
     "UnknownNameError",
     "did_you_mean",
@@ -254,6 +256,20 @@ class FMULimitError(FMUError):
                  component: str | None = None, time: float | None = None) -> None:
         super().__init__(message, component=component, time=time)
         self.path, self.size, self.limit, self.setting = path, size, limit, setting
+
+
+class StepDiscarded(FMUError):
+    """An FMU's ``fmi2DoStep`` returned ``fmi2Discard`` after reaching ``last_successful_time`` inside the step.
+
+    ``time`` is the step's start. The FMU is left at ``last_successful_time``
+    (time and outputs), so a master can make that instant the communication
+    point of every component and go on, as FMI 2.0 describes; uncaught, it
+    ends the run like any :class:`FMUError`.
+    """
+
+    def __init__(self, message: str, *, component: str, time: float, last_successful_time: float) -> None:
+        super().__init__(message, component=component, time=time)
+        self.last_successful_time = last_successful_time
 
 
 class ResultsWriteError(CosimrunError, OSError):

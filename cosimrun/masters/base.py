@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
-from cosimrun.errors import ConfigError, did_you_mean, suggest
+from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
 from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
 from cosimrun.masters.extrapolation import mean_extrapolation
 from cosimrun.masters.stepsize import Clock
@@ -31,6 +31,9 @@ LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
 PROBE_FRACTION = 1e-6
 """Length of the probe after an event under masters without localization, as a fraction of the step."""
 ON_NONCONVERGENCE = ("raise", "warn")
+DISCARD_EVENT = "discard"
+"""The event recorded when an FMU ended a step early (``fmi2Discard``) and the step was cut there."""
+VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 
 
 @dataclass
@@ -50,6 +53,8 @@ class MasterStats:
     event_trial_steps: list[int] = field(default_factory=list)
     event_handling: str = AT_COMMUNICATION_POINTS
     """Where state events are handled: ``located`` (at their instants) or ``at communication points``."""
+    discards: int = 0
+    """Steps an FMU ended early (``fmi2Discard``), each cut at its last successful time (a ``discard`` event)."""
 
     @property
     def trial_steps_per_event(self) -> float:
@@ -69,6 +74,45 @@ Checkpoint = tuple[list[tuple[CoSimComponent, Any]], list[Any]]
 """Component snapshots and port values to roll back to (see :meth:`Master.checkpoint`)."""
 Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float]]]
 """A component, its input pusher and the ``(dst, src, scale, offset)`` links it reads before stepping."""
+
+
+class StepCut(Exception):
+    """Raised from inside a tentative step to take the step again from its start up to ``tick``.
+
+    The hybrid master signals so when an FMU ends a trial step early
+    (``fmi2Discard``): :meth:`Master.run` then advances again over the shorter
+    interval, with everything rolled back to the step's start.
+    """
+
+    def __init__(self, tick: int) -> None:
+        super().__init__(tick)
+        self.tick = tick
+
+
+def may_discard(comp: CoSimComponent) -> bool:
+    """Whether *comp*'s ``do_step`` may end early with :class:`~cosimrun.errors.StepDiscarded`.
+
+    FMU components declare it (``may_discard``); no other component ends a step early.
+    """
+    return getattr(comp, "may_discard", False) is True
+
+
+def fixed_step_only(comp: CoSimComponent) -> bool:
+    """Whether *comp* must always step by one step size (an FMU without variable communication step sizes)."""
+    return getattr(comp, "fixed_step_only", False) is True
+
+
+def cut_guard(plan: list[Step]) -> list[CoSimComponent]:
+    """The components of *plan* a step must checkpoint so that it can be cut where an FMU ends it early.
+
+    Those stepped before the last FMU that may discard, and that FMU itself when
+    it reads fresh outputs of components stepped before it (Gauss-Seidel): it
+    is stepped again with the inputs of the shorter step. Only those that can
+    roll back; the others fail the run if a cut needs them back.
+    """
+    last = max((i for i, (c, _, _) in enumerate(plan) if may_discard(c)), default=-1)
+    before = plan[:last + 1] if last >= 0 and plan[last][2] else plan[:max(last, 0)]
+    return [c for c, _, _ in before if c.can_always_roll_back]
 
 
 def input_pusher(comp: CoSimComponent) -> Pusher:
@@ -187,6 +231,8 @@ class Master:
         self._ports = [p for c in comps.values() for p in (*c.inputs.values(), *c.outputs.values())]
         self._switchers = [c for c in comps.values() if isinstance(c, ModeSwitching)]
         self._timed = [c for c in comps.values() if c.max_step is not None or c.has_time_events]
+        self._fixed = [c for c in self.order if fixed_step_only(c)]
+        self._step_open = False
         self._lagging: list[Link] = []
         self._ex_times: list[float] = []
         self._ex_values: list[list[float]] = []
@@ -328,6 +374,8 @@ class Master:
             if span > most:
                 parts = math.ceil(span / most * (1.0 - 1e-12))
                 b = a + max(1, round(span / parts))
+        if self._fixed and self._off_grid(clock, a, b):
+            raise self._variable_step_error(self._fixed[0], clock.time(a), clock.time(b), self._cut_by(clock, a, b))
         return b
 
     def run(
@@ -346,10 +394,16 @@ class Master:
         report = stride
         try:
             recorder.sample(t0)
+            self._check_fixed_steps(clock)
             self.begin(t0)
             try:
                 while a < end:
-                    a = self.advance(clock, a, self.next_point(clock, a))
+                    b = self.next_point(clock, a)
+                    self._step_open = True
+                    try:
+                        a = self.advance(clock, a, b)
+                    except StepCut as cut:
+                        a = self._advance_cut(clock, a, cut)
                     self.stats.macro_steps += 1
                     if progress is not None and a >= report:
                         report = a + stride
@@ -359,6 +413,15 @@ class Master:
         finally:
             recorder.flush()
         return self.stats
+
+    def _advance_cut(self, clock: Clock, a: int, cut: StepCut) -> int:
+        """Advance from *a* again, up to the tick of *cut* (and shorter again if another cut comes)."""
+        while True:
+            self._step_open = True
+            try:
+                return self.advance(clock, a, cut.tick)
+            except StepCut as again:
+                cut = again
 
     def begin(self, t0: float) -> None:  # noqa: B027 (optional hook)
         """Hook called before the first step."""
@@ -400,6 +463,155 @@ class Master:
                 self.resolve(t)
         return switched
 
+    # ------------------------------------------------------------------ steps ended early (fmi2Discard)
+    def _cut_step(
+        self, plan: list[Step], t: float, t_end: float, exc: StepDiscarded, saved: Checkpoint | None,
+        *, extrapolate: bool = False,
+    ) -> tuple[int, float, str]:
+        """Cut a step of *plan* from *t* to *t_end* at the last successful time of the FMU that discarded (*exc*).
+
+        As FMI 2.0 describes, that instant becomes the communication point of
+        every component of *plan*: the components stepped before the FMU are
+        rolled back to *saved* (taken at *t*) and, like those not stepped yet,
+        stepped from *t* to it (lagging inputs extrapolated again over the
+        shorter step with *extrapolate*). The FMU stays where it stopped, unless
+        it read fresh outputs of components rolled back (Gauss-Seidel) and is
+        in *saved*: it is then stepped again with the others, from their
+        outputs of the shorter step. Another FMU that discards on the way cuts
+        the step again (the first is then rolled back too, and takes up its own
+        discard in a later step). Returns the tick and time reached and the
+        name of the FMU whose last successful time that is; a component that
+        would have to roll back and cannot, or one that only takes fixed steps,
+        ends the run with one line saying why (see :func:`cut_guard`).
+        """
+        snaps = {id(c): snap for c, snap in saved[0]} if saved is not None else {}
+        rest, moved_before, reached = plan, [], t_end
+        while True:
+            k = self._discarder([c for c, _, _ in rest], exc)
+            fmu, fresh, target = rest[k][0], rest[k][2], exc.last_successful_time
+            moved = [*moved_before, *(c for c, _, _ in rest[:k])]
+            tick = self._check_cut(fmu, exc, reached, moved, snaps)
+            stays = not (moved and fresh and id(fmu) in snaps)
+            back = moved if stays else [*moved, fmu]
+            if back:
+                assert saved is not None
+                for comp in back:
+                    try:
+                        comp.restore_state(snaps[id(comp)], t)
+                    except (ValueError, NotImplementedError) as err:
+                        raise self._cut_error(fmu, exc, reached, f"component {comp.name!r} cannot roll back to "
+                                                                 f"t={t:.12g} ({err})") from exc
+                for port, value in zip(self._ports, saved[1], strict=True):
+                    port.value = value
+                if stays:
+                    fmu.refresh_outputs(target)
+                self.stats.rollbacks += 1
+            if extrapolate and self._lagging:
+                self._extrapolate(t, target - t)
+            rest = [step for step in plan if step[0] is not fmu] if stays else plan
+            try:
+                self.step_all(rest, t, target - t)
+                return tick, target, fmu.name
+            except StepDiscarded as again:
+                exc, moved_before, reached = again, [fmu] if stays else [], target
+
+    @staticmethod
+    def _discarder(components: list[CoSimComponent], exc: StepDiscarded) -> int:
+        """Position among *components* of the FMU that raised *exc*; one not among them fails the run."""
+        for i, comp in enumerate(components):
+            if comp.name == exc.component and may_discard(comp):
+                return i
+        raise FMUError(f"{exc}; the run cannot continue: cosimrun makes an FMU's last successful time the "
+                       "communication point only for FMU components of the system itself (not one inside a "
+                       "multi-model component)", component=exc.component, time=exc.time) from exc
+
+    def _check_cut(self, fmu: CoSimComponent, exc: StepDiscarded, reached: float, moved: list[CoSimComponent],
+                   snaps: dict[int, Any]) -> int:
+        """The tick of *exc*'s last successful time, if every component can be brought there; else fail the run."""
+        target = exc.last_successful_time
+        for comp in moved:
+            if id(comp) not in snaps:
+                raise self._cut_error(fmu, exc, reached, (
+                    f"component {comp.name!r} was already stepped to t={reached:.12g} and cannot roll back "
+                    f"(supports_rollback is False) to be stepped to t={target:.12g} with the others"))
+        for comp in self._fixed:
+            raise self._cut_error(fmu, exc, reached, (
+                f"FMU component {comp.name!r} cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), "
+                f"so it cannot be stepped to t={target:.12g} with the others"))
+        clock = self.clock
+        tick = clock.mark(target)
+        if tick <= clock.ticks(exc.time):
+            raise self._cut_error(fmu, exc, reached, "that is the step's start to the clock's resolution")
+        return tick
+
+    @staticmethod
+    def _cut_error(fmu: CoSimComponent, exc: StepDiscarded, end: float, why: str) -> FMUError:
+        """The one-line failure of a step that cannot be cut at *exc*'s last successful time."""
+        return FMUError(
+            f"FMU component {fmu.name!r} ended the step from t={exc.time:.12g} to {end:.12g} early at "
+            f"t={exc.last_successful_time:.12g} (fmi2Discard, its last successful time); the run cannot continue: "
+            f"{why}", component=fmu.name, time=exc.time)
+
+    def _note_discard(self, t: float, name: str) -> None:
+        """Record the ``discard`` event of FMU *name* at the accepted instant *t* (its last successful time)."""
+        self.recorder.event(t, 0, name, DISCARD_EVENT)
+        self.stats.discards += 1
+
+    # ------------------------------------------------------------------ FMUs that take fixed steps only
+    def _check_fixed_steps(self, clock: Clock) -> None:
+        """Refuse, before the first step, a run that would certainly step a fixed-step FMU by another step size.
+
+        Such an FMU (``canHandleVariableCommunicationStepSize`` false) steps by
+        ``run.dt`` only: the end time must be on the grid and no component may
+        split the steps (``max_step``). Whatever else would cut a step (a time
+        event, a state event the master locates, another FMU's discard) fails
+        the run at that moment (:meth:`_variable_step_error`).
+        """
+        if not self._fixed:
+            return
+        head = (f"FMU component {self._fixed[0].name!r} cannot handle variable communication step sizes "
+                f"({VARIABLE_STEP_FLAG}), so every step must be run.dt={clock.dt:.12g}")
+        if self._off_grid(clock, clock.end - clock.resolution, clock.end):
+            t_end = clock.time(clock.end)
+            last = t_end - clock.time(clock.grid_index(clock.end) * clock.resolution)
+            raise ConfigError(None, f"{head}, but run.tf={t_end:.12g} is not on the grid run.t0 + k*run.dt (the last "
+                                    f"step would be {last:.6g}); choose run.tf on the grid")
+        for comp in self.order:
+            if comp.max_step is not None and comp.max_step < clock.dt * (1.0 - 1e-9):
+                raise ConfigError(None, f"{head}, but component {comp.name!r} steps by at most "
+                                        f"max_step={comp.max_step:.12g}; choose run.dt <= {comp.max_step:.12g}")
+
+    @staticmethod
+    def _off_grid(clock: Clock, a: int, b: int) -> bool:
+        """Whether the step between ticks *a* and *b* is not one grid interval (to one tick)."""
+        res = clock.resolution
+        r = a % res
+        return min(r, res - r) > 1 or abs(b - a - res) > 1
+
+    def _cut_by(self, clock: Clock, a: int, b: int) -> str:
+        """What makes the step from tick *a* end at *b* (for :meth:`_variable_step_error`)."""
+        t = clock.time(a)
+        for comp in self._timed:
+            te = comp.next_time_event(t)
+            if te is not None and abs(clock.ticks(te) - b) <= clock.snap:
+                return f"the time event of component {comp.name!r} at t={te:.12g}"
+        return "the master's step schedule"
+
+    def _require_fixed_step(self, components: list[CoSimComponent], t: float, t1: float, why: str) -> None:
+        """Fail the run if stepping *components* from *t* to *t1* is not a grid step for a fixed-step FMU among them."""
+        clock = self.clock
+        fixed = [c for c in components if fixed_step_only(c)]
+        if fixed and self._off_grid(clock, clock.ticks(t), clock.ticks(t1)):
+            raise self._variable_step_error(fixed[0], t, t1, why)
+
+    def _variable_step_error(self, comp: CoSimComponent, t: float, t1: float, why: str) -> FMUError:
+        """The one-line failure of a step from *t* to *t1* that fixed-step FMU *comp* cannot take (*why*: the cause)."""
+        name = comp.name
+        return FMUError(
+            f"FMU component {name!r} cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}) and "
+            f"steps by run.dt={self.clock.dt:.12g} only, but {why} would step it from t={t:.12g} to {t1:.12g}",
+            component=name, time=t)
+
     def advance(self, clock: Clock, a: int, b: int) -> int:
         """Advance from tick *a* towards *b*; return the tick reached."""
         raise NotImplementedError
@@ -425,29 +637,51 @@ class ExplicitMaster(Master):
         self._check_choice("extrapolation", self.extrapolation, (0, 1, 2))
 
     def begin(self, t0: float) -> None:
-        self._plan, lagging = self.stepping_plan(self.order, self.fresh_outputs)
+        self._plan, lagging = self.stepping_plan(self._step_order(), self.fresh_outputs)
+        self._guarded = cut_guard(self._plan)
         self._start_extrapolation(self.extrapolation, lagging, t0)
         sources = [c for c in self.order if c.has_state_events]
         self._events = StateEvents(self, sources) if sources else None
         if self._events is not None:
             notice_unlocated(sources)
-            probing = all(c.can_always_roll_back for c in sources)
+            probing = all(c.can_always_roll_back and not fixed_step_only(c) for c in sources)
             self._probe_plan = self.stepping_plan(sources, fresh=False)[0] if probing else None
+            self._probe_guarded = cut_guard(self._probe_plan) if probing else []
             self._g: Indicators = self._events.indicators()
             if self._probe_plan is not None:
                 self._events.probe(t0, self._g, sources, lambda t1: self._probe_step(t0, t1),
                                    PROBE_FRACTION * self.clock.dt)
+
+    def _step_order(self) -> list[CoSimComponent]:
+        """The order components step in: the priority order, with fresh outputs (Gauss-Seidel).
+
+        Without them (Jacobi) every component steps from the last exchange, so
+        the order changes no result: FMUs that may end a step early go first,
+        and nothing stepped before one of them needs a checkpoint (only FMUs
+        stepped before a second such FMU).
+        """
+        if self.fresh_outputs:
+            return list(self.order)
+        return sorted(self.order, key=lambda c: not may_discard(c))
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
         t, t1 = clock.time(a), clock.time(b)
         h = t1 - t
         if self._lagging:
             self._extrapolate(t, h)
-        self.step_all(self._plan, t, h)
+        saved = self.checkpoint(self._guarded) if self._guarded else None
+        discarded = None
+        try:
+            self.step_all(self._plan, t, h)
+        except StepDiscarded as exc:
+            b, t1, discarded = self._cut_step(self._plan, t, t1, exc, saved, extrapolate=True)
+            h = t1 - t
         self.exchange()
         if self._resolution:
             self.resolve(t1)
         self.recorder.sample(t1)
+        if discarded is not None:
+            self._note_discard(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
         if self._lagging:
@@ -474,6 +708,11 @@ class ExplicitMaster(Master):
             events.probe(t, g, events.sources, lambda t1: self._probe_step(t, t1), PROBE_FRACTION * h)
 
     def _probe_step(self, t: float, t1: float) -> Indicators:
+        """Step the event sources from *t* to *t1* for a probe (cut short where an FMU ends it early)."""
         assert self._events is not None
-        self.step_all(self._probe_plan, t, t1 - t)
+        saved = self.checkpoint(self._probe_guarded) if self._probe_guarded else None
+        try:
+            self.step_all(self._probe_plan, t, t1 - t)
+        except StepDiscarded as exc:
+            self._cut_step(self._probe_plan, t, t1, exc, saved)
         return self._events.indicators()

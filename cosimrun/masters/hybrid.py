@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.masters.base import Master
+from cosimrun.errors import StepDiscarded
+from cosimrun.masters.base import Checkpoint, Master, StepCut, may_discard
 from cosimrun.masters.events import Crossing, Hints, Indicators, StateEvents
 from cosimrun.masters.stepsize import Clock
+
+if TYPE_CHECKING:
+    from cosimrun.system.system import System
 
 ROOT_FINDERS = ("illinois", "bisection")
 SLACK_STEPS = 3
@@ -93,7 +97,15 @@ class Hybrid(Master):
         self._events.probe(t, g_now, self._rollback, lambda t1: self._trial(t, t1), 1000.0 * self.time_tolerance)
 
     def _trial(self, t: float, t1: float) -> Indicators:
-        self.step_all(self._plan, t, t1 - t)
+        """Step the rollback components from *t* to *t1* (see :meth:`_cut_trial` for an FMU that ends it early)."""
+        if self._fixed:
+            self._require_fixed_step(self._rollback, t, t1, "locating or probing a state event")
+        guard = self._cut_guard if self._cut_guard is not None else self._prepare_cuts()
+        saved = self._trial_saved = self.checkpoint(guard) if guard else None
+        try:
+            self.step_all(self._plan, t, t1 - t)
+        except StepDiscarded as exc:
+            self._cut_trial(t, t1, exc, saved)
         self.exchange()
         if self._resolution:
             self.resolve(t1)
@@ -127,22 +139,42 @@ class Hybrid(Master):
         return hi
 
     def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
-        """Step the passive components over the accepted interval; *t1* is an accepted sample."""
+        """Step the passive components over the accepted interval; *t1* is an accepted sample.
+
+        A passive FMU that ends its step early cuts the step (see :meth:`_cut_accept`).
+        """
+        self._step_open = False
         if self._passive:
+            if self._fixed:
+                self._require_fixed_step(self._passive, t, t1, "accepting a step up to a state event")
+            if self._cut_guard is None:
+                self._prepare_cuts()
             now = [p.value for p in self._passive_inputs]
             for port, value in zip(self._passive_inputs, passive_in, strict=True):
                 port.value = value
-            for comp in self._passive:
-                push = self.pushers[comp.name]
-                if push is not None:
-                    push(t)
-                comp.do_step(t, t1 - t)
+            ahead, stepped = self._ahead, []
+            try:
+                for comp in self._passive_order:
+                    if ahead is not None and comp is ahead[0]:
+                        self._catch_up(ahead, t1)
+                        continue
+                    push = self.pushers[comp.name]
+                    if push is not None:
+                        push(t)
+                    comp.do_step(t, t1 - t)
+                    stepped.append(comp)
+            except StepDiscarded as exc:
+                self._cut_accept(t, t1, exc, stepped)
+            self._ahead = None
             for port, value in zip(self._passive_inputs, now, strict=True):
                 port.value = value
             self.exchange()
             if self._resolution:
                 self.resolve(t1)
         self.recorder.sample(t1)
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == t1:
+            self._note_discard(t1, pending[1])
 
     def _switch_modes(self, t: float) -> None:
         if self.switch_modes(t):
@@ -254,3 +286,77 @@ class Hybrid(Master):
         g_now = self._events.handle(t_e, crossings)
         self._probe(t_e, g_now)
         return g_now
+
+    # ------------------------------------------------------------------ steps ended early (fmi2Discard)
+    def setup(self, system: System) -> None:
+        super().setup(system)
+        self._cut_guard: list[CoSimComponent] | None = None
+        self._passive_order: list[CoSimComponent] = []
+        self._trial_saved: Checkpoint | None = None
+        self._ahead: tuple[CoSimComponent, StepDiscarded, float] | None = None
+        self._pending: tuple[float, str] | None = None
+
+    def _prepare_cuts(self) -> list[CoSimComponent]:
+        """What a trial checkpoints so that an FMU ending a step early can be handled (once per run).
+
+        A step is cut by taking it again up to the FMU's last successful time,
+        from its start: a trial therefore checkpoints the rollback components
+        up to the last FMU among them that may discard, or all of them when a
+        passive FMU (no rollback) may discard, since those step after the
+        trial is accepted. Passive components step from the inputs at the
+        step's start, so their order changes nothing: such FMUs step first.
+        """
+        plan = [c for c, _, _ in self._plan]
+        self._passive_order = sorted(self._passive, key=lambda c: not may_discard(c))
+        if any(may_discard(c) for c in self._passive):
+            self._cut_guard = plan
+        else:
+            self._cut_guard = plan[:max((i + 1 for i, c in enumerate(plan) if may_discard(c)), default=0)]
+        return self._cut_guard
+
+    def _cut_trial(self, t: float, t1: float, exc: StepDiscarded, saved: Checkpoint | None) -> None:
+        """An FMU ended a trial step from *t* to *t1* early, at its last successful time.
+
+        While the step is open (nothing accepted yet), everything goes back to
+        *t* and :class:`StepCut` makes :meth:`Master.run` take the step again
+        up to that instant, with events located inside it as usual; the
+        ``discard`` event is recorded when the instant is accepted. A probe
+        after an accepted instant is only cut short there.
+        """
+        if not self._step_open:
+            self._cut_step(self._plan, t, t1, exc, saved)
+            return
+        plan = [c for c, _, _ in self._plan]
+        fmu = plan[self._discarder(plan, exc)]
+        tick = self._check_cut(fmu, exc, t1, [], {})
+        assert saved is not None  # the trial checkpointed every component up to that FMU
+        self.roll_back(saved, t)
+        self._cut_at(tick, fmu.name)
+
+    def _cut_accept(self, t: float, t1: float, exc: StepDiscarded, stepped: list[CoSimComponent]) -> None:
+        """A passive FMU ended its step from *t* to the accepted *t1* early: take the step again up to there.
+
+        The rollback components go back to *t* (the last trial's checkpoint);
+        the FMU, which cannot roll back, stays where it stopped until the step
+        taken again reaches it (see :meth:`_catch_up`). Passive components
+        stepped before it cannot roll back: the run then fails.
+        """
+        fmu = self._passive_order[self._discarder(self._passive_order, exc)]
+        tick = self._check_cut(fmu, exc, t1, stepped, {})
+        if self._trial_saved is not None:
+            self.roll_back(self._trial_saved, t)
+        self._ahead = (fmu, exc, t1)
+        self._cut_at(tick, fmu.name)
+
+    def _catch_up(self, ahead: tuple[CoSimComponent, StepDiscarded, float], t1: float) -> None:
+        """The passive FMU that ended the step early is already at the accepted *t1*: read its outputs there."""
+        fmu, exc, end = ahead
+        if self.clock.ticks(t1) != self.clock.ticks(exc.last_successful_time):
+            raise self._cut_error(fmu, exc, end, (
+                f"a state event was located at t={t1:.12g} before that, and the FMU cannot roll back to it"))
+        fmu.refresh_outputs(t1)
+
+    def _cut_at(self, tick: int, name: str) -> None:
+        """Note FMU *name*'s discard for the instant of *tick* and take the open step again up to it."""
+        self._pending = (self.clock.time(tick), name)
+        raise StepCut(tick)

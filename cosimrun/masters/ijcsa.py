@@ -7,7 +7,9 @@ step's end, ``x``, are the unknowns; every component steps from the
 snapshot at ``t`` with each input held at the mean ``(u(t) + x) / 2`` (the
 mean of the linear interpolant over the step), the residual is the outputs'
 mismatch with ``x`` at ``t + dt``, and Newton updates ``x`` with rollback
-between trials until the residual is below ``step_tolerance``.
+between trials until the residual is below ``step_tolerance``. An FMU that ends
+a trial early (``fmi2Discard``) makes its last successful time the step's end,
+and the iteration starts again over the shorter step.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import ClassVar
 import numpy as np
 
 from cosimrun.core.ports import PortType
-from cosimrun.errors import LoopConvergenceError
+from cosimrun.errors import LoopConvergenceError, StepDiscarded
+from cosimrun.masters.base import Checkpoint
 from cosimrun.masters.gauss_seidel import GaussSeidel
 from cosimrun.masters.stepsize import Clock
 
@@ -64,9 +67,33 @@ class IJCSA(GaussSeidel):
     def advance(self, clock: Clock, a: int, b: int) -> int:
         if not self.iterate_steps:
             return super().advance(clock, a, b)
-        t, t1 = clock.time(a), clock.time(b)
+        t = clock.time(a)
         saved = self.checkpoint(self.order)
         u_now = np.array([lk.dst.value for lk in self._iface])
+        discarded = None
+        while True:
+            t1 = clock.time(b)
+            try:
+                self._iterate(saved, u_now, t, t1)
+                break
+            except StepDiscarded as exc:
+                fmu = self.order[self._discarder(self.order, exc)]
+                b = self._check_cut(fmu, exc, t1, [], {})
+                discarded = fmu.name
+        self.exchange()
+        if self._resolution:
+            self.resolve(t1)
+        self.recorder.sample(t1)
+        if discarded is not None:
+            self._note_discard(t1, discarded)
+        if self._events is not None:
+            self._handle_events(t1, t1 - t)
+        else:
+            self.switch_modes(t1)
+        return b
+
+    def _iterate(self, saved: Checkpoint, u_now: np.ndarray, t: float, t1: float) -> None:
+        """Newton on the interface values at *t1*, every trial stepping all components from *saved* (at *t*)."""
 
         def residual(x: np.ndarray) -> np.ndarray:
             self.roll_back(saved, t)
@@ -104,12 +131,3 @@ class IJCSA(GaussSeidel):
                 jac[:, j] = (residual(xp) - r) / step
             x = x - np.linalg.solve(jac, r)
             self.stats.newton_iterations += 1
-        self.exchange()
-        if self._resolution:
-            self.resolve(t1)
-        self.recorder.sample(t1)
-        if self._events is not None:
-            self._handle_events(t1, t1 - t)
-        else:
-            self.switch_modes(t1)
-        return b

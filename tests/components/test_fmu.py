@@ -37,6 +37,7 @@ from cosimrun.components.mechanics import BouncingBall, Pendulum
 from cosimrun.components.sources import Ramp, Sine
 from cosimrun.config.build import ConfigError, build_experiment
 from cosimrun.core.units import compile_conversion
+from cosimrun.errors import StepDiscarded
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid
 from cosimrun.runner.run import prepare, run_experiment
 from cosimrun.storage import load_results
@@ -69,6 +70,11 @@ def norollback_fmu(fmu_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def ball_fmu(fmu_dir: Path) -> Path:
     return builders.bouncing_ball(fmu_dir)
+
+
+@pytest.fixture(scope="session")
+def discard_fmu(fmu_dir: Path) -> Path:
+    return builders.discard(fmu_dir)
 
 
 @pytest.fixture(scope="session")
@@ -440,7 +446,48 @@ def test_discard_names_the_fmu_the_time_and_the_status(feedthrough_fmu: Path) ->
     # Gauss-Seidel: the ramp steps first, so the step from 0.5 sees u = 6
     assert "fmi2DoStep from t=0.5 with step 0.1 returned fmi2Discard" in text
     assert "last successful time 0.5" in text and "input u=6 exceeds u_max=5" in text
+    assert not isinstance(info.value, StepDiscarded)  # it reached no further than the step's start
     s.free()
+
+
+def test_a_step_ended_early_leaves_the_fmu_at_its_last_successful_time(discard_fmu: Path) -> None:
+    f = fmu("f", discard_fmu, t_discard=0.25)
+    f.initialize(0.0)
+    f.inputs["u"].value = 2.0
+    f.do_step(0.0, 0.1)
+    f.do_step(0.1, 0.1)
+    with pytest.raises(StepDiscarded) as info:
+        f.do_step(0.2, 0.1)
+    exc = info.value
+    assert (exc.component, exc.time, exc.last_successful_time) == ("f", 0.2, 0.25)
+    assert str(exc).startswith("FMU component 'f' (discard.fmu): fmi2DoStep from t=0.2 with step 0.1 returned "
+                               "fmi2Discard (last successful time 0.25); FMU log: [Discard] the step from t=0.2")
+    assert f.t == 0.25 and f.outputs["x"].value == pytest.approx(1.5)  # x = 1 + 2 * 0.25, read there
+    t, _ = f.get_history_arrays()
+    assert t.tolist() == [0.0, 0.1, 0.2]  # nothing recorded at a time no master accepted
+    f.do_step(0.25, 0.05)  # on from there
+    assert f.outputs["x"].value == pytest.approx(1.6) and f.outputs["discards"].value == 1
+    f.free()
+
+
+def test_a_fixed_step_fmu_takes_the_size_of_its_first_step_only(fmu_dir: Path) -> None:
+    f = fmu("f", builders.discard(fmu_dir, variable_step=False))
+    assert f.fixed_step_only and not f.may_discard and f.fixed_step is None
+    f.initialize(0.0)
+    f.do_step(0.0, 0.1)
+    f.do_step(0.1, 0.30000000000000004 - 0.2)  # the same step, to rounding
+    assert f.fixed_step == 0.1
+    with pytest.raises(FMUError) as info:
+        f.do_step(0.2, 0.05)
+    assert str(info.value) == (
+        "FMU component 'f' (discard_fixed.fmu): the FMU cannot handle variable communication step sizes "
+        "(canHandleVariableCommunicationStepSize=false), so every step must be 0.1 like its first, but it was asked "
+        "to step from t=0.2 with 0.05")
+    f.reset()
+    f.initialize(0.0)
+    f.do_step(0.0, 0.05)  # a new instance learns its step afresh
+    assert f.fixed_step == 0.05
+    f.free()
 
 
 # ---------------------------------------------------------------------------- resources

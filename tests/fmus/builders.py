@@ -57,6 +57,19 @@ def bouncing_ball(directory: Path) -> Path:
     return _c_fmu(directory, "bouncing_ball", "bouncing_ball", (HERE / "bouncing_ball.xml").read_text())
 
 
+def discard(directory: Path, *, variable_step: bool = True, rollback: bool = True,
+            reports_time: bool = True) -> Path:
+    """``x' = u``; a step across parameter ``t_discard`` ends there with ``fmi2Discard`` (outputs x, h_min, h_max,
+    discards). Variants: ``canHandleVariableCommunicationStepSize`` false, no FMU state, and no
+    ``fmi2LastSuccessfulTime``."""
+    identifier = "discard" + ("" if variable_step else "_fixed") + ("" if rollback else "_norollback") \
+        + ("" if reports_time else "_notime")
+    xml = (HERE / "discard.xml").read_text().format(identifier=identifier, variable=str(variable_step).lower(),
+                                                     rollback=str(rollback).lower())
+    return _c_fmu(directory, identifier, "discard", xml,
+                  defines={"CAN_GET_SET_STATE": int(rollback), "REPORTS_LAST_SUCCESSFUL_TIME": int(reports_time)})
+
+
 def pythonfmu_gain(directory: Path, handle_state: bool) -> Path:
     """The pythonfmu gain model, with or without FMU-state support."""
     from pythonfmu.builder import FmuBuilder

@@ -51,7 +51,12 @@ How it works:
   initialization mode, sets the inputs and exits it. **do_step** sets all
   inputs, calls ``fmi2DoStep`` and reads all outputs; a ``fmi2Discard``,
   ``fmi2Error`` or ``fmi2Fatal`` raises :class:`FMUError` naming the component,
-  the FMU, the time, the step and the status with the FMU's last log messages.
+  the FMU, the time, the step and the status with the FMU's last log messages,
+  except a ``fmi2Discard`` whose ``fmi2LastSuccessfulTime`` lies inside the
+  step: that raises :class:`~cosimrun.errors.StepDiscarded`, and the masters
+  make that instant a communication point of every component and go on (see
+  :class:`FMUComponent`). An FMU with ``canHandleVariableCommunicationStepSize``
+  false is stepped by one step size only.
 * **Loops**: direct feedthrough is declared from the model description before
   ``initialize`` returns, so the base class never perturbs an FMU. Loop
   iteration (:meth:`evaluate_outputs`) sets the inputs and reads the outputs

@@ -29,6 +29,33 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
     ``logging`` (FMU debug logging) and ``private_copy`` (run from a private,
     writable copy of the extracted FMU instead of the shared read-only cache).
     See :mod:`cosimrun.components.fmu`.
+
+    **A step ended early.** FMI 2.0 lets ``fmi2DoStep`` return ``fmi2Discard``
+    after computing only part of the step; the master may then ask for
+    ``fmi2LastSuccessfulTime`` and simulate up to there. ``do_step`` raises
+    :class:`~cosimrun.errors.StepDiscarded` when that time lies inside the step,
+    with the component's time and outputs there and nothing recorded, and
+    every master makes that instant the communication point of all
+    components: those stepped past it roll back and step to it, the others
+    step to it, and the run goes on from there with a ``discard`` event in
+    its event log and ``stats.discards`` counted. A discard the run cannot
+    follow (no last successful time, none past the step's start, an FMU that
+    asks to terminate, a component that would have to roll back and cannot)
+    fails the run with one line saying why.
+
+    **FMUs that cannot handle variable communication step sizes**
+    (``canHandleVariableCommunicationStepSize="false"``, the default of FMI
+    2.0 when the attribute is missing) are stepped by ``run.dt`` only, as the
+    standard requires: a run that certainly breaks that (``run.tf`` off the
+    grid ``t0 + k*dt``, a component's ``max_step`` below ``dt``) is refused
+    before its first step, and whatever would cut a step during the run (a
+    time event, a state event the hybrid master locates, another FMU's
+    discard) fails it at that moment, naming the cause. cosimrun neither moves
+    such an event to the grid nor drops the last partial step silently (FMPy's
+    ``simulate_fmu`` keeps such an FMU on its grid and ends before a partial
+    last step): a ``complete`` run took every step it was asked for. The
+    component itself takes one step size only, that of its first step
+    (:attr:`fixed_step`), also when used on its own.
     """
 
     FIRST_PARAMETERS: ClassVar[tuple[str, ...]] = ("path",)

@@ -27,6 +27,8 @@ FMI2_COSIMULATION = 1
 """``fmi2CoSimulation`` (the ``fmi2Type`` passed to ``fmi2Instantiate``)."""
 FMI2_LAST_SUCCESSFUL_TIME = 2
 """``fmi2LastSuccessfulTime`` (an ``fmi2StatusKind``)."""
+FMI2_TERMINATED = 3
+"""``fmi2Terminated`` (an ``fmi2StatusKind``)."""
 
 
 # ------------------------------------------------------------------ log messages
@@ -121,10 +123,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi2FreeFMUstate": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_void_p)]),
     "fmi2DoStep": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]),
     "fmi2GetRealStatus": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(ctypes.c_double)]),
+    "fmi2GetBooleanStatus": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(ctypes.c_int)]),
 }
 """The FMI 2.0 functions cosimrun calls, with their C signatures."""
 
-_OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus")
+_OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
 
 
 def raw_functions(dll: Any) -> dict[str, Any]:

@@ -10,19 +10,36 @@ step machinery of :class:`~cosimrun.core.component.CoSimComponent`
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
 from cosimrun.components.fmu.errors import FMUError, status_name
-from cosimrun.components.fmu.fmi2 import C_TYPES, FMI2_LAST_SUCCESSFUL_TIME, GETTERS, SETTERS, fast_functions, from_c
+from cosimrun.components.fmu.fmi2 import (
+    C_TYPES,
+    FMI2_LAST_SUCCESSFUL_TIME,
+    FMI2_TERMINATED,
+    GETTERS,
+    SETTERS,
+    fast_functions,
+    from_c,
+)
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ports import PortState
+from cosimrun.errors import StepDiscarded
+
+VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 
 
 class FMUStepping(FMUBase):
-    """Stepping: ``do_step`` written out around the compiled step, and output reads between steps."""
+    """Stepping: ``do_step`` written out around the compiled step, and output reads between steps.
+
+    A step the FMU ends early with ``fmi2Discard`` raises :class:`StepDiscarded`
+    (see :meth:`_step_failed`); an FMU with ``canHandleVariableCommunicationStepSize``
+    false is only ever stepped by one step size (see :attr:`fixed_step`).
+    """
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
@@ -30,6 +47,24 @@ class FMUStepping(FMUBase):
         self._pull_all: Callable[[], None] = _nothing
         self._push_on_read = False
         self._fast_step: Callable[[float, float], None] = self._not_running
+        self.fixed_step: float | None = None
+        """The one step size of an FMU that cannot handle variable steps: that of its first step since it was
+        instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
+
+    @property
+    def fixed_step_only(self) -> bool:
+        """True when the FMU declares ``canHandleVariableCommunicationStepSize`` false: all its steps have one size."""
+        return self.model is not None and not self.model.variable_step
+
+    @property
+    def may_discard(self) -> bool:
+        """Whether ``do_step`` may end early with :class:`StepDiscarded`, leaving the FMU at its last successful time.
+
+        Masters keep what they need to bring the other components to that
+        instant. A fixed-step FMU cannot go on from there, so its discards are
+        failures (``False``).
+        """
+        return self.model is not None and self.model.variable_step
 
     def _bind(self) -> None:
         """Compile the per-step input push and output pull.
@@ -97,7 +132,29 @@ class FMUStepping(FMUBase):
                     step_failed(status, t, dt)
                 pull_all()
 
-        self._fast_step = step
+        self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
+
+    def _keep_fixed_step(self, step: Callable[[float, float], None]) -> Callable[[float, float], None]:
+        """*step*, refusing any step size other than the first (:attr:`fixed_step`) with a clear FMUError.
+
+        Two step sizes count as one when they differ by rounding only: the
+        difference of two grid times ``t0 + k*dt`` is ``dt`` to a few ulp of ``t``.
+        """
+        self.fixed_step = None
+
+        def fixed(t: float, dt: float) -> None:
+            h = self.fixed_step
+            if h is None:
+                self.fixed_step = dt
+            elif abs(dt - h) > 1e-9 * h + 4.0 * math.ulp(abs(t) + h):
+                raise self._error(
+                    f"the FMU cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), so every "
+                    f"step must be {h:.12g} like its first, but it was asked to step from t={t:.12g} with {dt:.12g}",
+                    t,
+                )
+            step(t, dt)
+
+        return fixed
 
     def _unbind(self) -> None:
         """Drop the step path of a freed instance: stepping refuses until the next ``_bind``."""
@@ -112,17 +169,53 @@ class FMUStepping(FMUBase):
         return self._error(f"{fname} returned {status_name(status)} at t={self.t:.12g}", self.t)
 
     def _step_failed(self, status: int, t: float, dt: float) -> None:
-        detail = ""
-        if status == 2:
-            try:
-                last = ctypes.c_double()
-                inst = self._instance
-                assert inst is not None
-                if inst.f["fmi2GetRealStatus"](inst.c, FMI2_LAST_SUCCESSFUL_TIME, ctypes.byref(last)) <= 1:
-                    detail = f" (last successful time {last.value:.12g})"
-            except Exception:
-                pass
-        raise self._error(f"fmi2DoStep from t={t:.12g} with step {dt:.6g} returned {status_name(status)}{detail}", t)
+        """Raise for an ``fmi2DoStep`` that did not return OK or Warning (or return: the step counts as done).
+
+        ``fmi2Discard`` with a last successful time ``t_last`` inside the step
+        (``t < t_last < t + dt``, as FMI 2.0 lets an FMU end a step early) raises
+        :class:`StepDiscarded` with the component's time and outputs at
+        ``t_last``, nothing recorded: the master decides whether that instant
+        becomes a communication point. A ``t_last`` within rounding (a few ulp)
+        of ``t + dt`` is the step done. Any other discard (no last successful
+        time, none past ``t``, an FMU asking to terminate, a fixed-step FMU that
+        could not step on from ``t_last``), ``fmi2Error`` and ``fmi2Fatal``
+        raise :class:`FMUError`.
+        """
+        message = f"fmi2DoStep from t={t:.12g} with step {dt:.6g} returned {status_name(status)}"
+        last = self._status_value("fmi2GetRealStatus", FMI2_LAST_SUCCESSFUL_TIME, ctypes.c_double) if status == 2 \
+            else None
+        if last is None or not math.isfinite(last):
+            raise self._error(message, t)
+        message += f" (last successful time {last:.12g})"
+        end = t + dt
+        eps = 4.0 * math.ulp(max(abs(t), abs(end)))
+        if self._status_value("fmi2GetBooleanStatus", FMI2_TERMINATED, ctypes.c_int):
+            raise self._error(f"{message}; the FMU asks to terminate the simulation (fmi2Terminated)", t)
+        if abs(last - end) <= eps:
+            return
+        if not t + eps < last < end:
+            raise self._error(message, t)
+        if self.fixed_step_only:
+            raise self._error(f"{message}; it cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), "
+                              "so it cannot step on from there", t)
+        self.t = last
+        self._pull_all()
+        raise StepDiscarded(f"{self._where()}: {message}{self._log_tail()}", component=self.name, time=t,
+                            last_successful_time=last)
+
+    def _status_value(self, function: str, kind: int, c_type: Any) -> Any:
+        """The value ``fmi2Get*Status(kind)`` reports (``None`` when the FMU does not provide it)."""
+        inst = self._instance
+        fn = inst.f.get(function) if inst is not None else None
+        if fn is None:
+            return None
+        value = c_type()
+        try:
+            if fn(inst.c, kind, ctypes.byref(value)) > 1:
+                return None
+        except Exception:  # a status query must not hide the step's own failure
+            return None
+        return value.value
 
     def _read_outputs(self) -> None:
         """Read every output from the FMU now, between steps.

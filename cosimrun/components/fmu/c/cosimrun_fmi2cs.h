@@ -2,7 +2,9 @@
  *
  * A model file defines MODEL_GUID and N_REAL, N_INTEGER, N_BOOLEAN (the sizes of
  * its value-reference tables; String variables are not supported), optionally
- * CAN_GET_SET_STATE (default 1), includes this header and implements
+ * CAN_GET_SET_STATE (default 1) and REPORTS_LAST_SUCCESSFUL_TIME (default 1: after a
+ * step that returned fmi2Discard, fmi2LastSuccessfulTime is s->time: the step's start
+ * unless model_step moved it to where it stopped), includes this header and implements
  *   static void model_defaults(ModelState *s);                       start values
  *   static void model_update(ModelState *s);                         outputs and derivatives
  *   static fmi2Status model_step(Instance *m, double t, double h);   advance the states by h
@@ -27,6 +29,9 @@
 #endif
 #ifndef CAN_GET_SET_STATE
 #define CAN_GET_SET_STATE 1
+#endif
+#ifndef REPORTS_LAST_SUCCESSFUL_TIME
+#define REPORTS_LAST_SUCCESSFUL_TIME 1
 #endif
 
 typedef struct {
@@ -295,7 +300,7 @@ FMI2_Export fmi2Status fmi2GetStatus(fmi2Component c, const fmi2StatusKind s, fm
 }
 
 FMI2_Export fmi2Status fmi2GetRealStatus(fmi2Component c, const fmi2StatusKind s, fmi2Real *value) {
-    if (s != fmi2LastSuccessfulTime) return fmi2Discard;
+    if (s != fmi2LastSuccessfulTime || !REPORTS_LAST_SUCCESSFUL_TIME) return fmi2Discard;
     *value = INSTANCE->s.time;
     return fmi2OK;
 }
