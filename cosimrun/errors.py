@@ -15,6 +15,7 @@
     ├── SimulationError             wrong during the run           component, time
     │   ├── LoopConvergenceError
     │   ├── EventLocalizationError
+    │   │   └── ZenoError           events accumulating in time     indicator
     │   ├── NonFiniteValueError                                    port
     │   └── FMUError
     │       ├── FMULimitError       an FMU above a size limit      path, size, limit, setting
@@ -61,6 +62,7 @@ __all__ = [
     "StepDiscarded",
     "SweepDirectoryInUseError",
     "UnknownNameError",
+    "ZenoError",
     "did_you_mean",
     "suggest",
     "unknown_name",
@@ -194,6 +196,14 @@ class LoopConvergenceError(SimulationError):
 
 class EventLocalizationError(SimulationError):
     """Events could not be handled (for example an endless cascade at one instant)."""
+
+
+class ZenoError(EventLocalizationError):
+    """One indicator's events accumulate in time (a Zeno run); ``indicator`` names it."""
+
+    def __init__(self, message: str, *, component: str, time: float, indicator: str) -> None:
+        super().__init__(message, component=component, time=time)
+        self.indicator = indicator
 
 
 class NonFiniteValueError(SimulationError):

@@ -129,9 +129,17 @@ class LinearPendulum(Pendulum):
 class BouncingBall(OdeBlock):
     """Ball falling under gravity and bouncing on the floor h = 0 (outputs h, v).
 
-    ``h' = v, v' = -g``; the event ``bounce`` (indicator ``h``, falling) sets
-    ``h = 0, v -> -e * v``. When the rebound speed is below ``v_rest`` the ball
-    comes to rest on the floor (avoids the Zeno cascade of ever shorter bounces).
+    ``h' = v, v' = -g``; the event ``bounce`` (indicator ``h``, falling)
+    reverses and damps the impact velocity, ``v -> -e * v``. The event is
+    handled a little after the impact (up to ``time_tolerance`` under the hybrid
+    master, up to one step under the others), with the ball below the floor;
+    the update traces the flight back to the impact and gives the state the
+    rebound has at the instant of handling (after further bounces, when the
+    rebound flights are shorter than the delay), so handling late shifts no
+    later bounce. When the rebound speed is below ``v_rest`` the ball comes to rest
+    on the floor (its rest state, ending the Zeno accumulation of ever shorter
+    bounces; with ``v_rest = 0`` the hybrid master stops the run with a
+    ``ZenoError`` instead).
     """
 
     PARAMETERS = {
@@ -165,11 +173,20 @@ class BouncingBall(OdeBlock):
         return np.array([x[1], -self.parameters["g"]])
 
     def _bounce(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        v = -self.parameters["e"] * x[1]
-        if v <= self.parameters["v_rest"]:
-            self.resting = True
-            return np.zeros(2)
-        return np.array([0.0, v])
+        g = self.parameters["g"]
+        h, v = float(x[0]), float(x[1])
+        v_impact = -math.sqrt(max(v * v + 2.0 * g * min(h, 0.0), 0.0))
+        late = max((v_impact - v) / g, 0.0)
+        while True:
+            v_rebound = -self.parameters["e"] * v_impact
+            if v_rebound <= self.parameters["v_rest"]:
+                self.resting = True
+                return np.zeros(2)
+            flight = 2.0 * v_rebound / g
+            if flight >= late:
+                return np.array([v_rebound * late - 0.5 * g * late * late, v_rebound - g * late])
+            late -= flight
+            v_impact = -v_rebound
 
     def _snapshot_extra(self) -> Any:
         return self.resting

@@ -65,6 +65,11 @@ class CoSimComponent(ABC):
     t: float = 0.0
     max_step: float | None = None
     """Largest communication step this component accepts (``None``: any)."""
+    interpolates_inputs: ClassVar[bool] = False
+    """Whether the component evaluates an input as the polynomial ``value + d1 (s - t) + d2 (s - t)**2 / 2``
+    over a step from ``t`` (``PortState.derivatives``). The master then gives it the extrapolated (or, under
+    Gauss-Seidel, interpolated) inputs' value and derivatives at the step start; a component that does not
+    gets each input's mean over the step, held."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         if not isinstance(name, str) or not name or "." in name or "/" in name:
@@ -350,7 +355,7 @@ class CoSimComponent(ABC):
         return {name: ind.evaluate(self) for name, ind in self.event_indicators.items()}
 
     def detect_event_crossings(
-        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
+        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 0.0
     ) -> list[str]:
         """Names of the indicators that crossed zero between *previous* and *current*."""
         return [

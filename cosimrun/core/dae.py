@@ -67,7 +67,7 @@ class Ida(SundialsIntegrator):
         residuals = comp.residuals
 
         def resfn(t: float, y: np.ndarray, yp: np.ndarray, res: np.ndarray) -> None:
-            residuals(t, y, yp, self.u, res)
+            residuals(t, y, yp, self.inputs(t), res)
 
         algebraic = comp.algebraic_indices
         return IDA(self.guard(resfn), algebraic_idx=list(algebraic) or None, calc_initcond="yp0", **self.options())

@@ -228,7 +228,8 @@ class EquationComponent(OdeComponent):
         if self.dt <= 0.0:
             super()._do_step_internal(t, dt)
             return
-        u = self._gather_inputs()
+        u_step = self._gather_inputs()
+        u_at = self._input_polynomial(t, u_step)
         x = self._x
         t_end = t + dt
         tol = self._tolerance(t_end)
@@ -239,6 +240,7 @@ class EquationComponent(OdeComponent):
             if self._pending is None:
                 t_k = self._t0 + self._k_sample * self.dt
                 if t_k < t_end - tol:
+                    u = u_step if u_at is None else u_at(t_k)
                     if len(x):
                         self._pending = self._discrete_update(t_k, x, u)
                         self._t_commit = self._t0 + (self._k_sample + 1) * self.dt

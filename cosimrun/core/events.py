@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cosimrun.core.component import CoSimComponent
 
 
-def _sign(value: float, tol: float = 1e-10) -> int:
+def _sign(value: float, tol: float = 0.0) -> int:
     """Sign of *value*, with ``|value| <= tol`` counted as zero."""
     if value > tol:
         return 1
@@ -19,18 +19,18 @@ def _sign(value: float, tol: float = 1e-10) -> int:
     return 0
 
 
-def crossed(before: float, after: float, direction: int = 0, tol: float = 1e-10) -> bool:
+def crossed(before: float, after: float, direction: int = 0, tol: float = 0.0) -> bool:
     """True when an indicator crossed zero from *before* to *after*.
 
-    A crossing leaves a strictly signed value: a step that starts on the surface
-    (sign 0, e.g. right after the event was handled) does not fire again.
-    ``direction`` +1 accepts rising crossings only, -1 falling only, 0 both.
+    A crossing goes from a strictly signed value to one strictly past zero:
+    reaching zero is not crossing it (an indicator on its surface has no side
+    yet, and one that touches zero and turns back fires nothing), so an event
+    located at a crossing has its indicator past zero. Values within *tol* of
+    zero count as zero. ``direction`` +1 accepts rising crossings only, -1
+    falling only, 0 both.
     """
     s0 = _sign(before, tol)
-    if s0 == 0:
-        return False
-    s1 = _sign(after, tol)
-    if s1 == s0:
+    if s0 == 0 or _sign(after, tol) != -s0:
         return False
     if direction == 0:
         return True

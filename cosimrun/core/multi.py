@@ -643,7 +643,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         return values
 
     def detect_event_crossings(
-        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 1e-10
+        self, previous: dict[str, float], current: dict[str, float], sign_tolerance: float = 0.0
     ) -> list[str]:
         """Crossings of the active model's indicators and of the boundary indicators."""
         names = []

@@ -174,6 +174,9 @@ class PortState:
     spec: PortSpec
     value: PortValue | None = None
     t_last: float | None = None
+    derivatives: tuple[float, ...] = ()
+    """An input's first, second, ... time derivatives at the start of the coming step, set by the master
+    for components that interpolate inputs (see ``CoSimComponent.interpolates_inputs``); empty: held."""
     _validate: Any = field(default=None, repr=False, compare=False)
     _real: bool = field(default=False, repr=False, compare=False)
 
@@ -224,3 +227,4 @@ class PortState:
         """Return to the type's default value and forget the timestamp."""
         self.value = self.spec.default
         self.t_last = None
+        self.derivatives = ()

@@ -1,6 +1,6 @@
 """Master algorithms that advance a `System` in time."""
 
-from cosimrun.errors import EventLocalizationError, LoopConvergenceError
+from cosimrun.errors import EventLocalizationError, LoopConvergenceError, ZenoError
 from cosimrun.masters.base import Master, MasterStats
 from cosimrun.masters.gauss_seidel import GaussSeidel
 from cosimrun.masters.hybrid import Hybrid
@@ -16,4 +16,5 @@ __all__ = [
     "LoopConvergenceError",
     "Master",
     "MasterStats",
+    "ZenoError",
 ]

@@ -19,7 +19,7 @@ from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
 from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
-from cosimrun.masters.extrapolation import mean_extrapolation
+from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolation
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
@@ -72,8 +72,9 @@ class MasterStats:
 Pusher = Callable[[float], None] | None
 Checkpoint = tuple[list[tuple[CoSimComponent, Any]], list[Any]]
 """Component snapshots and port values to roll back to (see :meth:`Master.checkpoint`)."""
-Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float]]]
-"""A component, its input pusher and the ``(dst, src, scale, offset)`` links it reads before stepping."""
+Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float, bool]]]
+"""A component, its input pusher and the ``(dst, src, scale, offset, line)`` links it reads before stepping
+(``line``: as the line from the value at the step start, see :meth:`Master.stepping_plan`)."""
 
 
 class StepCut(Exception):
@@ -149,8 +150,9 @@ class Master:
     on_nonconvergence: str = "raise"
     """``raise`` or ``warn`` when a loop does not converge: ``warn`` warns at the first such solve of a
     run and counts them all in ``stats.unconverged_loop_solves``."""
-    sign_tolerance: float = 1e-12
-    """Indicator values within this distance of zero count as zero (on the surface)."""
+    sign_tolerance: float = 0.0
+    """Indicator values within this distance of zero count as zero (on the surface): only for indicators
+    with numerical noise around zero; events are located in time whatever it is."""
     max_micro_steps: int = 100
     """Most event iterations at one instant before the run stops (Zeno guard)."""
 
@@ -288,15 +290,23 @@ class Master:
 
     # ------------------------------------------------------------------ extrapolation
     def _start_extrapolation(self, order: int, links: list[Link], t0: float) -> None:
+        assert self.system is not None
         self._lagging = [lk for lk in links if lk.dst.spec.type is PortType.REAL] if order > 0 else []
         self._ex_order = order
         self._ex_times = [t0]
         self._ex_values = [[lk.dst.value] for lk in self._lagging]
+        components = self.system.components
+        self._ex_taylor = [components[lk.connection.dst_component].interpolates_inputs for lk in self._lagging]
 
     def _extrapolate(self, t: float, h: float) -> None:
+        """Give each lagging input the polynomial through its latest samples: as value and derivatives to a
+        component that interpolates inputs, as its mean over the step to any other."""
         times = self._ex_times
-        for lk, values in zip(self._lagging, self._ex_values, strict=True):
-            lk.dst.value = mean_extrapolation(times, values, t, h)
+        for lk, values, taylor in zip(self._lagging, self._ex_values, self._ex_taylor, strict=True):
+            if taylor:
+                lk.dst.value, lk.dst.derivatives = taylor_extrapolation(times, values)
+            else:
+                lk.dst.value = mean_extrapolation(times, values, t, h)
 
     def _sample_extrapolation(self, t: float) -> None:
         keep = self._ex_order + 1
@@ -307,31 +317,40 @@ class Master:
             del values[:-keep]
 
     # ------------------------------------------------------------------ stepping
-    def stepping_plan(self, components: list[CoSimComponent], fresh: bool) -> tuple[list[Step], list[Link]]:
+    def stepping_plan(self, components: list[CoSimComponent], fresh: bool,
+                      interpolate: bool = False) -> tuple[list[Step], list[Link]]:
         """What stepping *components* in order needs, and the links that lag.
 
         With *fresh*, each component first reads the links from components
         stepped before it (Gauss-Seidel); every other link lags, holding the
-        value of the last exchange.
+        value of the last exchange. With *interpolate*, a component that
+        interpolates inputs gets a fresh input as the line from its value at the
+        step start to the producer's at the step end, instead of the end value held.
         """
         assert self.system is not None
         position = {c.name: i for i, c in enumerate(components)}
-        reads: dict[str, list[tuple[Any, Any, float, float]]] = {c.name: [] for c in components}
+        reads: dict[str, list[tuple[Any, Any, float, float, bool]]] = {c.name: [] for c in components}
         lagging = []
         for lk in self.system.links:
             src, dst = lk.connection.src_component, lk.connection.dst_component
             if fresh and src in position and dst in position and position[src] < position[dst]:
-                reads[dst].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset))
+                consumer = components[position[dst]]
+                line = interpolate and lk.dst.spec.type is PortType.REAL and consumer.interpolates_inputs
+                reads[dst].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset, line))
             else:
                 lagging.append(lk)
         return [(c, self.pushers[c.name], reads[c.name]) for c in components], lagging
 
     @staticmethod
     def step_all(plan: list[Step], t: float, h: float) -> None:
-        """Step every component of *plan* from *t* to *t + h*, reading its fresh links first."""
+        """Step every component of *plan* from *t* to *t + h*, reading its fresh links first (see
+        :meth:`stepping_plan`: the end value, or the line to it from the value at the step start)."""
         for comp, push, fresh in plan:
-            for dst, src, scale, offset in fresh:
-                dst.value = scale * src.value + offset
+            for dst, src, scale, offset, line in fresh:
+                if line:
+                    dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+                else:
+                    dst.value = scale * src.value + offset
             if push is not None:
                 push(t)
             comp.do_step(t, h)
@@ -621,10 +640,14 @@ class Master:
 class ExplicitMaster(Master):
     """Non-iterative masters: one pass over the components per macro step.
 
-    ``extrapolation`` (0, 1 or 2) replaces each lagging real input by the mean
-    over the step of the polynomial through its latest 1, 2 or 3
-    communication-point values, lifting the coupling error by one order in
-    ``dt`` per degree.
+    ``extrapolation`` (0, 1 or 2) replaces each lagging real input by the
+    polynomial through its latest 1, 2 or 3 communication-point values: a
+    component that interpolates inputs (ODE, DAE and equation components)
+    evaluates it inside its integrator, any other gets its mean over the step.
+    The global coupling error is then of order ``p + 1`` in ``dt`` (held
+    inputs: order ``p + 1`` for ``p <= 1``). With ``extrapolation >= 1`` under
+    Gauss-Seidel, a fresh input is the line from its value at the step start to
+    the producer's at the step end (order 2) instead of the end value held.
     """
 
     extrapolation: int = 0
@@ -637,7 +660,8 @@ class ExplicitMaster(Master):
         self._check_choice("extrapolation", self.extrapolation, (0, 1, 2))
 
     def begin(self, t0: float) -> None:
-        self._plan, lagging = self.stepping_plan(self._step_order(), self.fresh_outputs)
+        self._plan, lagging = self.stepping_plan(self._step_order(), self.fresh_outputs,
+                                                 interpolate=self.extrapolation >= 1)
         self._guarded = cut_guard(self._plan)
         self._start_extrapolation(self.extrapolation, lagging, t0)
         sources = [c for c in self.order if c.has_state_events]
@@ -647,10 +671,7 @@ class ExplicitMaster(Master):
             probing = all(c.can_always_roll_back and not fixed_step_only(c) for c in sources)
             self._probe_plan = self.stepping_plan(sources, fresh=False)[0] if probing else None
             self._probe_guarded = cut_guard(self._probe_plan) if probing else []
-            self._g: Indicators = self._events.indicators()
-            if self._probe_plan is not None:
-                self._events.probe(t0, self._g, sources, lambda t1: self._probe_step(t0, t1),
-                                   PROBE_FRACTION * self.clock.dt)
+            self._depart(t0, self._events.indicators(), self.clock.dt)
 
     def _step_order(self) -> list[CoSimComponent]:
         """The order components step in: the priority order, with fresh outputs (Gauss-Seidel).
@@ -691,21 +712,29 @@ class ExplicitMaster(Master):
     def _handle_events(self, t: float, h: float) -> None:
         """Handle the events whose indicators crossed over the step of length *h* ending at *t*.
 
-        Modes may switch after the events; indicators left on their surface are
-        probed (when the sources can roll back) so that leaving and crossing
-        back within the next step is still seen.
+        Modes may switch after the events; the indicators are then re-armed
+        with the side each departs towards (see :meth:`StateEvents.depart`), so
+        that leaving and crossing back within the next step is still seen.
         """
         events = self._events
         assert events is not None
-        g_ref = events.reference(self._g, events.drain_hints(events.sources))
-        g = self._g = events.indicators()
+        g_ref = events.reference(events.drain_hints(events.sources))
+        g = events.indicators()
         crossings = events.crossings(g_ref, g)
         if crossings:
-            g = self._g = events.handle(t, crossings)
+            g = events.handle(t, crossings)
         if self.switch_modes(t):
-            g = self._g = events.indicators()
-        if crossings and self._probe_plan is not None:
-            events.probe(t, g, events.sources, lambda t1: self._probe_step(t, t1), PROBE_FRACTION * h)
+            g = events.indicators()
+        if crossings:
+            self._depart(t, g, h)
+        else:
+            events.arm(g)
+
+    def _depart(self, t: float, g: Indicators, h: float) -> None:
+        """Re-arm the indicators at *t*, probing over ``PROBE_FRACTION * h`` when the sources can roll back."""
+        assert self._events is not None
+        trial = None if self._probe_plan is None else (lambda t1: self._probe_step(t, t1))
+        self._events.depart(t, g, self._events.sources, trial, PROBE_FRACTION * h, h, h)
 
     def _probe_step(self, t: float, t1: float) -> Indicators:
         """Step the event sources from *t* to *t1* for a probe (cut short where an FMU ends it early)."""

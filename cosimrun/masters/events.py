@@ -1,9 +1,17 @@
-"""State events shared by every master: indicator snapshots, crossings, subscribers, micro steps.
+"""State events shared by every master: armed indicator sides, crossings, subscribers, micro steps.
+
+An indicator is *armed* with the side of zero it is on: the sign of its last
+nonzero value at an accepted instant, or after an event the side it departs
+towards. A crossing is a strict change of sign against that side, so an
+indicator that reaches zero and turns back is no event, one that passes zero is
+one however briefly it stays past it, and no band on indicator values decides
+where an event is (``sign_tolerance``, 0 by default, only treats noise around
+zero as zero).
 
 A master that locates events (hybrid) hands the located instant to
 :meth:`StateEvents.handle`; masters that do not (Jacobi, Gauss-Seidel, IJCSA)
-compare the indicators before and after each macro step and hand the
-communication point to the same method, so events are handled the same way
+compare the indicators after each macro step against their armed sides and hand
+the communication point to the same method, so events are handled the same way
 everywhere, only up to one step late without localization.
 """
 
@@ -14,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import EventLocalizationError
+from cosimrun.errors import EventLocalizationError, ZenoError
 
 if TYPE_CHECKING:
     from cosimrun.masters.base import Master
@@ -25,41 +33,85 @@ Crossing = tuple[CoSimComponent, str]
 """A component and the name of one of its indicators that crossed zero."""
 Hints = dict[tuple[str, str], Any]
 """The earliest internal event hint by ``(component, event)``."""
+Trial = Callable[[float], Indicators]
+"""Steps the event sources from the current instant to a later time and returns their indicators."""
 
 LOCATED = "located"
 AT_COMMUNICATION_POINTS = "at communication points"
 UNLOCATED_NOTICE = "events are handled at communication points, up to dt late; use master=hybrid to locate them"
+PROBE_GROWTH = 16
+"""Factor by which a departure probe grows while an indicator stays exactly on its surface."""
 
 
 class StateEvents:
-    """The event sources of one run and what every master does with their indicators."""
+    """The event sources of one run, the sides their indicators are armed with, and event handling.
 
-    def __init__(self, master: Master, sources: list[CoSimComponent]) -> None:
+    *min_interval* and *zeno_events* guard against a Zeno accumulation: when
+    one indicator fires *zeno_events* times in a row, each less than
+    *min_interval* after the one before, the run stops with :class:`ZenoError`
+    (0 disables the guard).
+    """
+
+    def __init__(self, master: Master, sources: list[CoSimComponent], *, min_interval: float = 0.0,
+                 zeno_events: int = 0) -> None:
         assert master.system is not None
         self.master = master
         self.sources = sources
         self.subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
         for ev in master.system.event_connections:
             self.subscribers.setdefault((ev.source, ev.event), []).append(master.system.components[ev.subscriber])
-        self.stand_ins: set[tuple[str, str]] = set()
-        self.probes: dict[tuple[str, str], float] = {}
+        self.armed: Indicators = {}
+        self.fired: set[tuple[str, str]] = set()
+        """The indicators handled at the last event instant."""
+        self.min_interval = min_interval
+        self.zeno_events = zeno_events
+        self._runs: dict[tuple[str, str], tuple[float, int]] = {}
 
     def indicators(self) -> Indicators:
         """Current indicator values of every source."""
         return {c.name: c.evaluate_event_indicators() for c in self.sources}
 
-    def crossings(self, before: Indicators, after: Indicators) -> list[Crossing]:
-        """Indicators that crossed from *before* to *after*.
+    def _signed(self, value: float) -> bool:
+        return abs(value) > self.master.sign_tolerance
 
-        One compared from a stand-in (see :meth:`reference`) must end strictly
-        past the surface: staying on it is not a crossing.
+    def arm(self, g: Indicators) -> None:
+        """Arm each indicator with the side of its value in *g*, taken at an accepted instant.
+
+        An indicator exactly on its surface keeps the side it had (it touched
+        zero without crossing); a new one (a mode switch added it) has none yet.
         """
+        armed = {}
+        for comp in self.sources:
+            old = self.armed.get(comp.name, {})
+            armed[comp.name] = {n: v if self._signed(v) else old.get(n, 0.0) for n, v in g[comp.name].items()}
+        self.armed = armed
+
+    def reference(self, hints: Hints) -> Indicators:
+        """The armed sides to compare a step's end against.
+
+        An indicator with no side yet (on its surface since an event, its
+        departure unknown) takes the side its component's internal hint says it
+        left towards before crossing back within the step, if there is one.
+        """
+        out: Indicators | None = None
+        for comp in self.sources:
+            for name, value in self.armed[comp.name].items():
+                if value != 0.0:
+                    continue
+                hint = hints.get((comp.name, name))
+                if hint is None or hint.indicator_before is None or not self._signed(hint.indicator_before):
+                    continue
+                if out is None:
+                    out = {c: dict(v) for c, v in self.armed.items()}
+                out[comp.name][name] = hint.indicator_before
+        return self.armed if out is None else out
+
+    def crossings(self, before: Indicators, after: Indicators) -> list[Crossing]:
+        """Indicators whose value in *after* is strictly past zero from their side in *before*, in their direction."""
         out = []
         tol = self.master.sign_tolerance
         for comp in self.sources:
             for name in comp.detect_event_crossings(before[comp.name], after[comp.name], tol):
-                if (comp.name, name) in self.stand_ins and abs(after[comp.name][name]) <= tol:
-                    continue
                 out.append((comp, name))
         return out
 
@@ -74,65 +126,68 @@ class StateEvents:
                     hints[key] = hint
         return hints
 
-    def reference(self, g_a: Indicators, hints: Hints) -> Indicators:
-        """Indicator values to compare a step's end against.
-
-        Right after an event an indicator may sit on its surface (sign 0), where
-        a step's end points cannot show a crossing, though the component may
-        leave the surface and cross back within one step (a ball bouncing faster
-        than the macro step). Such an indicator is compared from the side it
-        leaves towards: the value before the crossing when the component
-        reported a hint, else the value of the probe taken just after the event
-        (see :meth:`probe`). One that stays on the surface cannot cross.
-        """
-        probes, self.probes = self.probes, {}
-        tol = self.master.sign_tolerance
-        self.stand_ins = set()
-        out: Indicators | None = None
-        for comp in self.sources:
-            for name, value in g_a[comp.name].items():
-                if abs(value) > tol:
-                    continue
-                hint = hints.get((comp.name, name))
-                if hint is not None and hint.indicator_before is not None and abs(hint.indicator_before) > tol:
-                    stand_in = hint.indicator_before
-                elif (comp.name, name) in probes:
-                    stand_in = probes[(comp.name, name)]
-                else:
-                    continue
-                if out is None:
-                    out = {c: dict(v) for c, v in g_a.items()}
-                out[comp.name][name] = stand_in
-                self.stand_ins.add((comp.name, name))
-        return g_a if out is None else out
-
-    def probe(
-        self, t: float, g_now: Indicators, components: list[CoSimComponent], trial: Callable[[float], Indicators],
-        length: float,
+    def depart(
+        self, t: float, g_now: Indicators, components: list[CoSimComponent] | None, trial: Trial | None,
+        length: float, longest: float, window: float,
     ) -> None:
-        """Note which side indicators on their surface at *t* leave towards.
+        """Arm the indicators after the events at *t* (or at the start) with the side each departs towards.
 
-        A short trial step of *length* over *components* (``trial(t1)`` steps
-        them from *t* to ``t1`` and returns the indicators), rolled back at
-        once, tells e.g. a ball that bounced (leaving upwards, so coming down
-        again is an event) from a clock that passed its threshold (moving on).
+        Indicators that fired at *t* or sit exactly on their surface are
+        probed: *components* take a trial step of *length* (``trial(t1)``),
+        growing ``PROBE_GROWTH`` times up to *longest* while one stays on its
+        surface, and are rolled back. One on its surface departs to the probe's
+        side; one the probe shows across zero (an event handler that reversed
+        its motion) departs to that side unless that crossing is itself an
+        event; one heading back to zero that the probe's secant says gets there
+        within *window* is armed across likewise. Without a *trial* (sources
+        that cannot roll back), signed values arm as they are and the rest take
+        their side from the next step's hints or end.
         """
-        tol = self.master.sign_tolerance
-        on_surface = [(c.name, n) for c in self.sources for n, v in g_now[c.name].items() if abs(v) <= tol]
-        if not on_surface:
+        self.arm(g_now)
+        keys = [(c, n) for c in self.sources for n, v in g_now[c.name].items()
+                if (c.name, n) in self.fired or not self._signed(v)]
+        if not keys:
+            return
+        if trial is None or components is None:
+            for comp, name in keys:
+                if not self._signed(g_now[comp.name][name]):
+                    self.armed[comp.name][name] = 0.0
             return
         master = self.master
         saved = master.checkpoint(components)
-        g_probe = trial(t + length)
-        self.drain_hints(components)
-        master.roll_back(saved, t)
-        self.probes = {key: g_probe[key[0]][key[1]] for key in on_surface if abs(g_probe[key[0]][key[1]]) > tol}
+        while True:
+            g_probe = trial(t + length)
+            self.drain_hints(components)
+            master.roll_back(saved, t)
+            if length >= longest or all(self._signed(g_probe[c.name][n]) for c, n in keys):
+                break
+            length = min(longest, length * PROBE_GROWTH)
+        for comp, name in keys:
+            self.armed[comp.name][name] = self._departure(comp, name, g_now[comp.name][name],
+                                                          g_probe[comp.name][name], length, window)
+
+    def _departure(self, comp: CoSimComponent, name: str, now: float, probe: float, length: float,
+                   window: float) -> float:
+        """The side an indicator at *now* departs towards, given its value *probe* after *length*."""
+        if not self._signed(now):
+            return probe if self._signed(probe) else 0.0
+        if not self._signed(probe):
+            return now
+        if (now > 0) != (probe > 0):
+            across = probe
+        elif abs(probe) < abs(now) and length * now / (now - probe) <= window:
+            across = -now
+        else:
+            return now
+        tol = self.master.sign_tolerance
+        return now if comp.detect_event_crossings({name: now}, {name: across}, tol) else across
 
     def handle(self, t_e: float, crossings: list[Crossing]) -> Indicators:
         """Handle events at *t_e* in micro steps until no indicator crosses again; the indicators after."""
         master = self.master
         recorder = master.recorder
-        self.stand_ins = set()
+        self.fired = {(c.name, n) for c, n in crossings}
+        self._guard_zeno(t_e)
         micro = 1
         g_now = self.indicators() if not crossings else {}
         while crossings:
@@ -140,7 +195,7 @@ class StateEvents:
                 names = ", ".join(f"{c.name}.{n}" for c, n in crossings)
                 raise EventLocalizationError(
                     f"more than {master.max_micro_steps} event iterations at t={t_e:.12g} ({names}): "
-                    "an event cascade that does not settle"
+                    "an event cascade that does not settle", time=t_e
                 )
             by_comp: dict[str, tuple[CoSimComponent, list[str]]] = {}
             for comp, name in crossings:
@@ -156,8 +211,26 @@ class StateEvents:
             recorder.sample(t_e, micro)
             g_now = self.indicators()
             crossings = self.crossings(before, g_now)
+            self.fired.update((c.name, n) for c, n in crossings)
             micro += 1
         return g_now
+
+    def _guard_zeno(self, t_e: float) -> None:
+        """Count, per indicator, events less than ``min_interval`` apart; raise at ``zeno_events`` in a row."""
+        if not self.zeno_events:
+            return
+        for key in self.fired:
+            last = self._runs.get(key)
+            run = last[1] + 1 if last is not None and t_e - last[0] < self.min_interval else 1
+            self._runs[key] = (t_e, run)
+            if run >= self.zeno_events:
+                comp, name = key
+                raise ZenoError(
+                    f"component {comp!r}: event indicator {name!r} fired {run} times in a row less than "
+                    f"{self.min_interval:.3g} s apart, up to t={t_e:.12g} (a Zeno accumulation: give the component "
+                    "a rest state, or change master.min_event_interval or master.zeno_events)",
+                    component=comp, time=t_e, indicator=name,
+                )
 
 
 def notice_unlocated(sources: list[CoSimComponent]) -> None:

@@ -1,11 +1,29 @@
-"""Input extrapolation over a macro step.
+"""Input extrapolation over a macro step: the polynomial through an input's latest samples.
 
-A component holds its inputs constant over a step, so the master passes the
-*mean* of the extrapolating polynomial over ``[t, t + h]``: for a component that
-integrates its input this equals feeding the polynomial itself.
+A component that interpolates inputs (``CoSimComponent.interpolates_inputs``)
+gets the polynomial itself, as its value and derivatives at the step start
+(:func:`taylor_extrapolation`), and evaluates it inside its integrator; the
+coupling then has the polynomial's order. Any other component holds its inputs
+over a step, so it gets the polynomial's *mean* over ``[t, t + h]``
+(:func:`mean_extrapolation`), which for a component that integrates its input
+equals feeding the polynomial, to one order less.
 """
 
 from __future__ import annotations
+
+
+def _newton(times: list[float], values: list[float]) -> tuple[float, float, float]:
+    """``(vc, d1, d2)`` of the Newton form around the newest sample: ``vc + d1 (s - tc) + d2 (s - tc)(s - tb)``."""
+    n = len(values)
+    if n == 1:
+        return values[-1], 0.0, 0.0
+    if n == 2:
+        (t0, t1), (v0, v1) = times, values
+        return v1, (v1 - v0) / (t1 - t0), 0.0
+    (ta, tb, tc), (va, vb, vc) = times[-3:], values[-3:]
+    d_cb = (vc - vb) / (tc - tb)
+    d_ba = (vb - va) / (tb - ta)
+    return vc, d_cb, (d_cb - d_ba) / (tc - ta)
 
 
 def mean_extrapolation(times: list[float], values: list[float], t: float, h: float) -> float:
@@ -14,20 +32,26 @@ def mean_extrapolation(times: list[float], values: list[float], t: float, h: flo
     ``times``/``values`` hold the latest samples, newest last, with ``times[-1] == t``;
     1, 2 or 3 samples give order 0, 1 or 2.
     """
-    n = len(values)
-    if n == 1:
-        return values[-1]
-    if n == 2:
-        (t0, t1), (v0, v1) = times, values
-        slope = (v1 - v0) / (t1 - t0)
-        return v1 + slope * (t + 0.5 * h - t1)
-    (ta, tb, tc), (va, vb, vc) = times[-3:], values[-3:]
-    # Newton form around tc: p(s) = vc + d1*(s - tc) + d2*(s - tc)*(s - tb)
-    d_cb = (vc - vb) / (tc - tb)
-    d_ba = (vb - va) / (tb - ta)
-    d2 = (d_cb - d_ba) / (tc - ta)
-    d1 = d_cb
-    # mean of (s - tc) over [t, t+h] with t == tc is h/2; of (s - tc)(s - tb) is h^2/3 + (tc - tb) h/2
+    vc, d1, d2 = _newton(times, values)
+    tc = times[-1]
+    tb = times[-2] if len(times) > 1 else tc
+    # mean of (s - tc) over [t, t+h] is (t - tc) + h/2; of (s - tc)(s - tb) is below
     mean1 = (t - tc) + 0.5 * h
     mean2 = (t - tc) * (t - tb) + 0.5 * h * ((t - tc) + (t - tb)) + h * h / 3.0
     return vc + d1 * mean1 + d2 * mean2
+
+
+def taylor_extrapolation(times: list[float], values: list[float]) -> tuple[float, tuple[float, ...]]:
+    """Value and derivatives at the newest sample of the polynomial through ``(times, values)``.
+
+    ``(value, ())`` from one sample, ``(value, (slope,))`` from two,
+    ``(value, (first, second))`` from three: the input over the coming step is
+    ``value + first (s - t) + second (s - t)**2 / 2``.
+    """
+    vc, d1, d2 = _newton(times, values)
+    n = len(values)
+    if n == 1:
+        return vc, ()
+    if n == 2:
+        return vc, (d1,)
+    return vc, (d1 + d2 * (times[-1] - times[-2]), 2.0 * d2)

@@ -1,8 +1,10 @@
 """Hybrid master: state events located by rollback, handled at superdense time.
 
 Each macro step is first taken as a trial: rollback-capable components step in
-priority order (fresh outputs used at once, as in Gauss-Seidel) and their event
-indicators are compared before and after. Without a crossing the step is
+priority order (fresh outputs used at once, as in Gauss-Seidel) and every event
+indicator at its end is compared with the side of zero it is armed with (see
+:mod:`cosimrun.masters.events`), so no sign change goes without an event,
+however short the excursion. Without a crossing the step is
 accepted. With one, every component is rolled back and re-stepped to trial
 times chosen by a bracketing root finder on the earliest crossing indicator
 (Illinois regula falsi, started from the components' internal event hints when
@@ -12,9 +14,16 @@ once a trial repeats an end's indicator value every step does, so an indicator
 that is piecewise constant in time, such as an FMU output held over its
 internal steps, costs about as many steps as bisection) until the bracket is
 narrower than ``time_tolerance``; the event instant is the bracket's right end,
-where the crossing has happened.
+where the indicator is strictly past zero: each event is located at most
+``time_tolerance`` after its crossing.
 Events are then handled at ``(t, 1), (t, 2), ...`` until no indicator crosses
-again, at most ``max_micro_steps`` times.
+again, at most ``max_micro_steps`` times, and the indicators are re-armed with
+the side each departs towards (a probe step of ``time_tolerance``, longer while
+one stays exactly on its surface). An indicator that fires ``zeno_events`` times
+in a row, each less than ``min_event_interval`` after the last, is a Zeno
+accumulation: the run stops with :class:`~cosimrun.errors.ZenoError` unless the
+component reaches a rest state of its own first (the bouncing ball's
+``v_rest``).
 
 Components that cannot roll back step once per accepted step, from the inputs
 at its start; they cannot host event indicators.
@@ -29,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import StepDiscarded
 from cosimrun.masters.base import Checkpoint, Master, StepCut, may_discard
-from cosimrun.masters.events import Crossing, Hints, Indicators, StateEvents
+from cosimrun.masters.events import Hints, Indicators, StateEvents
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
@@ -57,6 +66,11 @@ class Hybrid(Master):
     """Width of the final bracket around an event instant, in seconds."""
     root_finder: str = "illinois"
     use_hints: bool = True
+    min_event_interval: float | None = None
+    """Events of one indicator closer together than this count towards a Zeno accumulation, and the
+    departure after an event is judged over this span; default ``1000 * time_tolerance``."""
+    zeno_events: int = 10
+    """Events in a row, each closer than ``min_event_interval`` to the last, that stop the run."""
 
     name: ClassVar[str] = "hybrid"
     locates_events: ClassVar[bool] = True
@@ -65,6 +79,14 @@ class Hybrid(Master):
         super().__post_init__()
         self._check_choice("root_finder", self.root_finder, ROOT_FINDERS)
         self._check("time_tolerance", self.time_tolerance > 0, "must be positive")
+        if self.min_event_interval is not None:
+            self._check("min_event_interval", self.min_event_interval > 0, "must be positive")
+        self._check("zeno_events", int(self.zeno_events) >= 2, "must be >= 2")
+
+    @property
+    def event_interval(self) -> float:
+        """``min_event_interval``, or its default ``1000 * time_tolerance``."""
+        return 1000.0 * self.time_tolerance if self.min_event_interval is None else self.min_event_interval
 
     # ------------------------------------------------------------------ setup
     def begin(self, t0: float) -> None:
@@ -81,20 +103,21 @@ class Hybrid(Master):
         self._sources = [c for c in self._rollback if c.has_state_events]
         self._plan, _ = self.stepping_plan(self._rollback, fresh=True)
         self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
-        self._events = StateEvents(self, self._sources)
+        self._events = StateEvents(self, self._sources, min_interval=self.event_interval,
+                                   zeno_events=int(self.zeno_events))
         self.hold_mode_switches(True)
-        self._g = self._events.indicators()
         self._switch_modes(t0)
         if self._sources:
-            self._probe(t0, self._g)
+            self._depart(t0, self._events.indicators())
 
     def finish(self) -> None:
         self.hold_mode_switches(False)
 
     # ------------------------------------------------------------------ helpers
-    def _probe(self, t: float, g_now: Indicators) -> None:
-        """Probe indicators on their surface at *t* with a short trial (``1000 * time_tolerance``)."""
-        self._events.probe(t, g_now, self._rollback, lambda t1: self._trial(t, t1), 1000.0 * self.time_tolerance)
+    def _depart(self, t: float, g_now: Indicators) -> None:
+        """Re-arm the indicators at *t* (see :meth:`StateEvents.depart`) from probes of ``time_tolerance`` on."""
+        self._events.depart(t, g_now, self._rollback, lambda t1: self._trial(t, t1), self.time_tolerance,
+                            self.clock.dt, self.event_interval)
 
     def _trial(self, t: float, t1: float) -> Indicators:
         """Step the rollback components from *t* to *t1* (see :meth:`_cut_trial` for an FMU that ends it early)."""
@@ -122,11 +145,15 @@ class Hybrid(Master):
         passive_in = [p.value for p in self._passive_inputs]
         g_b = self._trial(t, clock.time(b))
         hints = self._drain_hints()
-        g_a = self._events.reference(self._g, hints)
-        crossings = self._events.crossings(g_a, g_b) if self._sources else []
+        if not self._sources:
+            self._accept(t, clock.time(b), passive_in)
+            self.switch_modes(clock.time(b))
+            return b
+        g_a = self._events.reference(hints)
+        crossings = self._events.crossings(g_a, g_b)
         if not crossings:
             self._accept(t, clock.time(b), passive_in)
-            self._g = g_b
+            self._events.arm(g_b)
             self._switch_modes(clock.time(b))
             return b
         trials_before = self.stats.trial_steps
@@ -134,8 +161,10 @@ class Hybrid(Master):
         t_e = clock.time(hi)
         self._accept(t, t_e, passive_in)
         self.stats.event_trial_steps.append(self.stats.trial_steps - trials_before)
-        self._g = self._handle(t_e, crossings)
-        self._switch_modes(t_e)
+        g_now = self._events.handle(t_e, crossings)
+        if self.switch_modes(t_e):
+            g_now = self._events.indicators()
+        self._depart(t_e, g_now)
         return hi
 
     def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
@@ -177,8 +206,9 @@ class Hybrid(Master):
             self._note_discard(t1, pending[1])
 
     def _switch_modes(self, t: float) -> None:
-        if self.switch_modes(t):
-            self._g = self._events.indicators()
+        """Switch modes at the accepted instant *t*; arm the indicators of the modes now active."""
+        if self.switch_modes(t) and self._sources:
+            self._events.arm(self._events.indicators())
 
     def _localize(
         self,
@@ -269,23 +299,22 @@ class Hybrid(Master):
         return best
 
     def _hint_guesses(self, target: tuple[str, str], hints, clock: Clock) -> list[int]:
-        """Trial ticks from an internal hint: its interpolated root, then a point just across it."""
+        """Trial ticks from an internal hint: just before and after its interpolated root, then its ends.
+
+        Guesses outside the bracket reached by then are skipped, so the hint's
+        ends close the bracket around the root when the interpolation missed it.
+        """
         hint = hints.get(target)
         if hint is None:
             return []
+        ends = [clock.ticks(hint.t_after), clock.ticks(hint.t_before)]
         g0, g1 = hint.indicator_before, hint.indicator_after
         width = hint.t_after - hint.t_before
         if g0 is None or g1 is None or g0 == g1:
-            return [clock.ticks(hint.t_before), clock.ticks(hint.t_after)]
+            return ends
         root = hint.t_before + width * g0 / (g0 - g1)
         margin = max(self.time_tolerance, 1e-3 * width)
-        return [clock.ticks(root - margin), clock.ticks(root + margin)]
-
-    def _handle(self, t_e: float, crossings: list[Crossing]) -> Indicators:
-        """Handle events at *t_e* in micro steps (see :meth:`StateEvents.handle`), then probe."""
-        g_now = self._events.handle(t_e, crossings)
-        self._probe(t_e, g_now)
-        return g_now
+        return [clock.ticks(root - margin), clock.ticks(root + margin), *ends]
 
     # ------------------------------------------------------------------ steps ended early (fmi2Discard)
     def setup(self, system: System) -> None:

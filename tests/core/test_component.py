@@ -392,8 +392,9 @@ def test_evaluate_and_detect_crossings():
     # rising: 'empty' only fires when falling, 'full' only when rising
     prev, cur = {"empty": -1.0, "full": -0.5, "half": -1.0}, {"empty": 1.0, "full": 0.5, "half": 1.0}
     assert comp.detect_event_crossings(prev, cur) == ["full", "half"]
-    # starting within tolerance of the surface: no event
-    assert comp.detect_event_crossings({"half": 1e-12}, {"half": -1.0}) == []
+    # any strictly signed start counts (no band by default); starting on the surface never fires
+    assert comp.detect_event_crossings({"half": 1e-12}, {"half": -1.0}) == ["half"]
+    assert comp.detect_event_crossings({"half": 0.0}, {"half": -1.0}) == []
     assert comp.detect_event_crossings({"half": 1e-3}, {"half": -1.0}, sign_tolerance=1e-2) == []
     assert comp.detect_event_crossings({"half": 1e-3}, {"half": -1.0}, sign_tolerance=1e-4) == ["half"]
     # indicators missing from either dict are skipped

@@ -9,9 +9,8 @@ def test_sign_with_tolerance():
     assert _sign(1.0) == 1
     assert _sign(-1.0) == -1
     assert _sign(0.0) == 0
-    assert _sign(1e-11) == 0  # inside the default tolerance 1e-10
-    assert _sign(-1e-11) == 0
-    assert _sign(2e-10) == 1
+    assert _sign(1e-300) == 1  # no band by default: only zero is zero
+    assert _sign(-1e-300) == -1
     assert _sign(0.05, tol=0.1) == 0
     assert _sign(-0.2, tol=0.1) == -1
     assert _sign(0.1, tol=0.1) == 0  # the boundary counts as zero
@@ -28,10 +27,10 @@ def test_sign_with_tolerance():
         (1.0, -1.0, 1, False),  # falling rejected by +1
         (1.0, 2.0, 0, False),  # no change of sign
         (-1.0, -0.5, 0, False),
-        (1.0, 0.0, 0, True),  # landing on the surface is a crossing
-        (1.0, 0.0, -1, True),
-        (1.0, 0.0, 1, False),
-        (-1.0, 0.0, 1, True),
+        (1.0, 0.0, 0, False),  # reaching the surface is not crossing it
+        (1.0, 0.0, -1, False),
+        (-1.0, 0.0, 1, False),
+        (1e-300, -1e-300, -1, True),  # any strictly signed values: no band by default
         (0.0, -1.0, 0, False),  # starting on the surface never fires
         (0.0, 1.0, 1, False),
         (0.0, 0.0, 0, False),
@@ -42,13 +41,13 @@ def test_crossed_directions(before, after, direction, expected):
 
 
 def test_crossed_honours_sign_tolerance():
-    # a start within tolerance of zero counts as on the surface: no event
-    assert not crossed(1e-12, -1.0, 0)
+    # with a tolerance, a start within it of zero counts as on the surface: no event
+    assert crossed(1e-12, -1.0, 0)
     assert not crossed(0.05, -1.0, 0, tol=0.1)
     assert crossed(0.2, -1.0, 0, tol=0.1)
-    # an end within tolerance counts as having reached the surface
-    assert crossed(1.0, -1e-12, -1)
-    assert crossed(1.0, 0.05, 0, tol=0.1)
+    # and an end within it has only reached the surface, not crossed it
+    assert not crossed(1.0, 0.05, 0, tol=0.1)
+    assert crossed(1.0, -0.2, 0, tol=0.1)
     assert not crossed(1.0, 0.2, 0, tol=0.1)
 
 

@@ -26,8 +26,8 @@ StateFunction = Callable[[float, np.ndarray, np.ndarray], float]
 StateUpdate = Callable[[float, np.ndarray, np.ndarray], "np.ndarray | Sequence[float] | None"]
 """``update(t, x, u) -> x_new``: the state right after an event (``None``: unchanged)."""
 
-SIGN_TOLERANCE = 1e-10
-"""Indicator values within this of zero count as zero (as in :func:`crossed`)."""
+SIGN_TOLERANCE = 0.0
+"""Indicator values within this of zero count as zero (as in :func:`crossed`): exact zero only."""
 
 INTEGRATOR_DEFAULTS: dict[str, Any] = {
     "integrator": "rk4",

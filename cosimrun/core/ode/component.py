@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pint
@@ -64,10 +64,19 @@ class ContinuousComponent(CoSimComponent):
     (call ``super()`` to keep the updates) and modify :attr:`x` in place.
     Other discrete state kept in attributes must be saved for rollback by
     overriding :meth:`_snapshot_extra` and :meth:`_restore_extra`.
+
+    Inputs: an input whose port carries derivatives (``PortState.derivatives``,
+    set by the master) is the polynomial ``value + d1 (s - t) + d2 (s - t)**2 / 2``
+    over the step from ``t``; the integrator evaluates it at its own times
+    (:attr:`input_at`), so the coupling keeps the extrapolation's order.
     """
+
+    interpolates_inputs: ClassVar[bool] = True
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
+        self.input_at: Callable[[float], np.ndarray] | None = None
+        """The inputs as a function of time over the current step, when any varies (else ``None``: held)."""
         self.parameters.update(self._solver_defaults())
         self._state_specs: list[PortSpec] = []
         self._state_index: dict[str, int] = {}
@@ -388,13 +397,33 @@ class ContinuousComponent(CoSimComponent):
         return result
 
     # ------------------------------------------------------------------ stepping
+    def _input_polynomial(self, t: float, u: np.ndarray) -> Callable[[float], np.ndarray] | None:
+        """The inputs over a step from *t* as a function of time, when a port carries derivatives."""
+        orders = [p.derivatives for p in self._in_ports]
+        if not any(orders):
+            return None
+        n = max(len(d) for d in orders)
+        d = np.zeros((n, len(u)))
+        for i, derivs in enumerate(orders):
+            d[: len(derivs), i] = derivs
+        u0 = u.copy()
+        d1, d2 = d[0], (0.5 * d[1] if n > 1 else None)
+
+        def input_at(s: float) -> np.ndarray:
+            tau = s - t
+            return u0 + tau * d1 if d2 is None else u0 + tau * (d1 + tau * d2)
+
+        return input_at
+
     def _do_step_internal(self, t: float, dt: float) -> None:
         u = self._gather_inputs()
         x = self._x
+        self.input_at = self._input_polynomial(t, u)
         if self._has_pre:
             self._override(self.pre_integrate(t, x, u), "pre_integrate")
         if len(x):
             self._integrator.integrate(t, dt, x, u)
+        self.input_at = None
         if self._has_post:
             self._override(self.post_integrate(t + dt, x, u), "post_integrate")
 

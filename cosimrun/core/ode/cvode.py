@@ -24,7 +24,7 @@ class Cvode(SundialsIntegrator):
         derivatives = self.component.derivatives
 
         def rhsfn(t: float, y: np.ndarray, yp: np.ndarray) -> None:
-            yp[:] = derivatives(t, y, self.u)
+            yp[:] = derivatives(t, y, self.inputs(t))
 
         return CVODE(self.guard(rhsfn), method="BDF", **self.options())
 
@@ -32,4 +32,4 @@ class Cvode(SundialsIntegrator):
         self.call(f"cannot start CVODE at t={t!r}", t, self.solver.init_step, t, x)
 
     def rate(self, t: float, y: np.ndarray, result: Any) -> np.ndarray:
-        return np.asarray(self.component.derivatives(t, y, self.u), dtype=float)
+        return np.asarray(self.component.derivatives(t, y, self.inputs(t)), dtype=float)

@@ -41,6 +41,8 @@ class RK4(Integrator):
         s2, s3, s4, acc = self.buffers
         multiply, add = np.multiply, np.add
         trackers = self.start_trackers(t, x, u)
+        u_at = comp.input_at
+        u1 = u2 = u4 = u
         k1 = f(t, x, u)
         if np.shape(k1) != x.shape:
             raise ValueError(f"component {comp.name!r}: derivatives returned shape {np.shape(k1)}, "
@@ -48,17 +50,19 @@ class RK4(Integrator):
         last = n_sub - 1
         for i in range(n_sub):
             ti = t + i * h
+            if u_at is not None:
+                u1, u2, u4 = u4, u_at(ti + h2), u_at(ti + h)
             if i:
-                k1 = f(ti, x, u)
+                k1 = f(ti, x, u1)
             multiply(k1, h2, out=s2)
             s2 += x
-            k2 = f(ti + h2, s2, u)
+            k2 = f(ti + h2, s2, u2)
             multiply(k2, h2, out=s3)
             s3 += x
-            k3 = f(ti + h2, s3, u)
+            k3 = f(ti + h2, s3, u2)
             multiply(k3, h, out=s4)
             s4 += x
-            k4 = f(ti + h, s4, u)
+            k4 = f(ti + h, s4, u4)
             add(k2, k3, out=acc)
             acc *= 2.0
             acc += k1
@@ -69,4 +73,4 @@ class RK4(Integrator):
                 t_next = t + dt if i == last else t + (i + 1) * h
                 for tr in trackers:
                     if not tr.done:
-                        self.track(tr, t_next, float(tr.event.function(t_next, x, u)))
+                        self.track(tr, t_next, float(tr.event.function(t_next, x, u4)))

@@ -48,9 +48,14 @@ class ScipyAdaptive(Integrator):
             return
         comp = self.component
         deriv = comp.derivatives
+        u_at = comp.input_at
 
-        def fun(s: float, y: np.ndarray) -> np.ndarray:
-            return deriv(s, y, u)
+        if u_at is None:
+            def fun(s: float, y: np.ndarray) -> np.ndarray:
+                return deriv(s, y, u)
+        else:
+            def fun(s: float, y: np.ndarray) -> np.ndarray:
+                return deriv(s, y, u_at(s))
 
         first = self.memory
         first = min(first, span) if first is not None and first > 0 else None
@@ -77,9 +82,10 @@ class ScipyAdaptive(Integrator):
                                    f"[{t!r}, {t_end!r}] at t={solver.t!r}: {message}")
             if trackers:
                 ts, ys = solver.t, solver.y
+                us = u if u_at is None else u_at(ts)
                 for tr in trackers:
                     if not tr.done:
-                        self.track(tr, ts, float(tr.event.function(ts, ys, u)), refine)
+                        self.track(tr, ts, float(tr.event.function(ts, ys, us)), refine)
         np.copyto(x, solver.y)
         candidates = [h for h in (h_before, getattr(solver, "h_abs", None)) if h is not None and h > 0]
         self.memory = float(max(candidates)) if candidates else None

@@ -121,7 +121,7 @@ class SundialsIntegrator(Integrator):
         functions = [ev.function for ev in self.events]
 
         def values(t: float, y: np.ndarray, out: np.ndarray) -> None:
-            u = self.u
+            u = self.inputs(t)
             for i, func in enumerate(functions):
                 out[i] = func(t, y, u)
 
@@ -174,9 +174,15 @@ class SundialsIntegrator(Integrator):
         return f"component {self.component.name!r}: {what}: {reason}{detail}"
 
     # ------------------------------------------------------------------ stepping
+    def inputs(self, t: float) -> np.ndarray:
+        """The inputs at *t*: held over the step, or the master's polynomial (``component.input_at``)."""
+        u_at = self.component.input_at
+        return self.u if u_at is None else u_at(t)
+
     def continues(self, t: float, x: np.ndarray, u: np.ndarray) -> bool:
-        """Whether a step from *t* may continue the solver's history (see the class docstring)."""
-        return (abs(t - self.t_last) <= TIME_RTOL * max(1.0, abs(t))
+        """Whether a step from *t* may continue the solver's history (see the class docstring); inputs that
+        vary over the step (a polynomial from the master) start anew at every step."""
+        return (self.component.input_at is None and abs(t - self.t_last) <= TIME_RTOL * max(1.0, abs(t))
                 and np.array_equal(x, self.y_last) and np.array_equal(u, self.u_last))
 
     def begin(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
