@@ -58,16 +58,18 @@ def bouncing_ball(directory: Path) -> Path:
 
 
 def discard(directory: Path, *, variable_step: bool = True, rollback: bool = True,
-            reports_time: bool = True) -> Path:
+            reports_time: bool = True, interpolate: bool = False) -> Path:
     """``x' = u``; a step across parameter ``t_discard`` ends there with ``fmi2Discard`` (outputs x, h_min, h_max,
-    discards). Variants: ``canHandleVariableCommunicationStepSize`` false, no FMU state, and no
-    ``fmi2LastSuccessfulTime``."""
+    discards, du1). Variants: ``canHandleVariableCommunicationStepSize`` false, no FMU state, no
+    ``fmi2LastSuccessfulTime``, and ``canInterpolateInputs`` (u integrated as the polynomial of its derivatives)."""
     identifier = "discard" + ("" if variable_step else "_fixed") + ("" if rollback else "_norollback") \
-        + ("" if reports_time else "_notime")
+        + ("" if reports_time else "_notime") + ("_interpolating" if interpolate else "")
     xml = (HERE / "discard.xml").read_text().format(identifier=identifier, variable=str(variable_step).lower(),
-                                                     rollback=str(rollback).lower())
+                                                     rollback=str(rollback).lower(),
+                                                     interpolate=str(interpolate).lower())
     return _c_fmu(directory, identifier, "discard", xml,
-                  defines={"CAN_GET_SET_STATE": int(rollback), "REPORTS_LAST_SUCCESSFUL_TIME": int(reports_time)})
+                  defines={"CAN_GET_SET_STATE": int(rollback), "REPORTS_LAST_SUCCESSFUL_TIME": int(reports_time),
+                           "INPUT_DERIVATIVES": int(interpolate)})
 
 
 def pythonfmu_gain(directory: Path, handle_state: bool) -> Path:

@@ -1,13 +1,15 @@
-/* Test FMU: x' = u, integrated exactly (u is held over a step). A step that would cross
+/* Test FMU: x' = u, integrated exactly over a step with u held, or (built with INPUT_DERIVATIVES)
+ * as the polynomial u + du1 (s - t) + du2 (s - t)^2 / 2 of fmi2SetRealInputDerivatives; output
+ * du1 is the first derivative given for the last step. A step that would cross
  * t_discard ends there: the FMU advances exactly to t_discard and returns fmi2Discard, and
  * fmi2LastSuccessfulTime reports t_discard (FMI 2.0's early end of a communication step).
  * Outputs h_min and h_max are the smallest and largest step sizes asked for; discards counts
  * the steps ended early.
  */
 #define MODEL_GUID "cosimrun-test-discard-1"
-#define N_REAL 5
+#define N_REAL 6
 #define N_INTEGER 1
-enum { U, X, T_DISCARD, H_MIN, H_MAX };
+enum { U, X, T_DISCARD, H_MIN, H_MAX, DU1 };
 enum { DISCARDS };
 #include "cosimrun_fmi2cs.h"
 
@@ -19,19 +21,24 @@ static void model_defaults(ModelState *s) {
 
 static void model_update(ModelState *s) { (void)s; }
 
+static double integral(const ModelState *s, double h) {
+    return h * (s->r[U] + h * (s->du[0][U] / 2.0 + h * s->du[1][U] / 6.0));
+}
+
 static fmi2Status model_step(Instance *m, double t, double h) {
     ModelState *s = &m->s;
     double t_discard = s->r[T_DISCARD];
+    s->r[DU1] = s->du[0][U];
     if (h < s->r[H_MIN]) s->r[H_MIN] = h;
     if (h > s->r[H_MAX]) s->r[H_MAX] = h;
     if (t < t_discard && t_discard < t + h) {
-        s->r[X] += s->r[U] * (t_discard - t);
+        s->r[X] += integral(s, t_discard - t);
         s->time = t_discard;
         s->i[DISCARDS] += 1;
         log_message(m, fmi2Discard, "logStatusDiscard", "the step from t=%g with h=%g ends at t_discard=%g", t, h,
                     t_discard);
         return fmi2Discard;
     }
-    s->r[X] += s->r[U] * h;
+    s->r[X] += integral(s, h);
     return fmi2OK;
 }

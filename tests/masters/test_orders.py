@@ -88,3 +88,39 @@ def test_observed_global_order_is_at_least_p_plus_one(scheme: str, reference) ->
     order = observed_order(errors)
     assert order >= expected - 0.2, (scheme, errors, order)
     assert all(math.isfinite(e) and e > 0 for e in errors)
+
+
+# ---------------------------------------------------------------------------- FMUs that interpolate inputs
+@pytest.fixture(scope="module")
+def integrator_fmus(tmp_path_factory: pytest.TempPathFactory):
+    from fmus import builders  # tests/fmus, built with gcc
+
+    root = tmp_path_factory.mktemp("fmus")
+    return builders.discard(root, interpolate=True), builders.discard(root)
+
+
+@pytest.mark.parametrize("interpolating", [True, False], ids=["canInterpolateInputs", "held"])
+def test_an_fmu_that_interpolates_inputs_gets_their_derivatives(integrator_fmus, interpolating: bool) -> None:
+    """A ramp u = 2 t into an FMU integrating x' = u: with canInterpolateInputs the FMU receives du/dt = 2 through
+    fmi2SetRealInputDerivatives (from the second step on, when two samples define the line); otherwise it gets
+    the line's mean over each step, held. Both integrate the ramp exactly after the first step, which holds
+    u = 0 (one sample: order 0): x = 1 + t**2 - 0.05**2."""
+    from helpers import Ramp
+
+    from cosimrun.components.fmu import FMUComponent
+
+    path = integrator_fmus[0 if interpolating else 1]
+    system = System("ramp_into_fmu")
+    system.add_component(Ramp("src", slope=2.0, unit="m/s"))
+    fmu = FMUComponent("f")
+    fmu.set_parameters(path=str(path))
+    system.add_component(fmu)
+    system.connect("src.y -> f.u")
+    system.run(0.0, 0.5, 0.05, master=Jacobi(extrapolation=1))
+    assert fmu.interpolates_inputs is interpolating
+    t, du1 = system.history.get_port_trajectory("f", "du1")
+    _, x = system.history.get_port_trajectory("f", "x")
+    t = np.asarray(t)
+    np.testing.assert_allclose(x[1:], 1.0 + t[1:] ** 2 - 0.05**2, rtol=0, atol=1e-12)
+    expected = np.where(t > 0.051, 2.0, 0.0) if interpolating else np.zeros(len(t))
+    np.testing.assert_array_equal(du1, expected)

@@ -34,6 +34,11 @@ class FMUBase(CoSimComponent):
         return self.model.label if self.model is not None else "no FMU"
 
     @property
+    def interpolates_inputs(self) -> bool:  # type: ignore[override]
+        """True when the FMU declares ``canInterpolateInputs``: it gets input derivatives before each step."""
+        return self.model is not None and self.model.can_interpolate_inputs
+
+    @property
     def supports_rollback(self) -> bool:
         """True when the FMU declares ``canGetAndSetFMUstate``."""
         return self.model is not None and self.model.can_rollback

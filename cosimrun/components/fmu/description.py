@@ -142,6 +142,8 @@ class FMUModel:
     can_rollback: bool
     only_once_per_process: bool
     variable_step: bool
+    can_interpolate_inputs: bool = False
+    """``canInterpolateInputs``: the FMU takes input derivatives (``fmi2SetRealInputDerivatives``)."""
 
     @property
     def label(self) -> str:
@@ -305,6 +307,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         can_rollback=bool(cs.canGetAndSetFMUstate),
         only_once_per_process=bool(cs.canBeInstantiatedOnlyOncePerProcess),
         variable_step=bool(cs.canHandleVariableCommunicationStepSize),
+        can_interpolate_inputs=bool(cs.canInterpolateInputs),
     )
     _MODEL_CACHE[key] = model
     return model

@@ -90,6 +90,8 @@ class FMUStepping(FMUBase):
             group = _group(outs, kinds)
             if group is not None:
                 pullers.append(_make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        if self.interpolates_inputs and _group(ins, ("Real",)) is not None:
+            pushers.append(_make_derivative_pusher(self._slave.dll, c, *_group(ins, ("Real",)), self._call_failed))
         self._push_all = push_all = _chain(pushers)
         self._pull_all = pull_all = _chain(pullers)
         self._push_on_read = any(self.direct_feedthrough.values())
@@ -310,6 +312,30 @@ def _make_pusher(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[Por
             status = fn(c, vr, size, buf)
             if status > 1:
                 raise failed(fname, status)
+    return push
+
+
+def _make_derivative_pusher(dll: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int,
+                            failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
+    """A function that gives the FMU the first and second derivatives of its real inputs (zero where a port
+    has none) in one ``fmi2SetRealInputDerivatives`` call."""
+    fn = dll["fmi2SetRealInputDerivatives"]
+    fn.restype = ctypes.c_int
+    size = ctypes.c_size_t(2 * n)
+    vrs = (ctypes.c_uint * (2 * n))(*vr, *vr)
+    orders = (ctypes.c_int * (2 * n))(*([1] * n + [2] * n))
+    values = (ctypes.c_double * (2 * n))()
+    fname = "fmi2SetRealInputDerivatives"
+
+    def push() -> None:
+        for i, port in enumerate(ports):
+            d = port.derivatives
+            values[i] = d[0] if d else 0.0
+            values[n + i] = d[1] if len(d) > 1 else 0.0
+        status = fn(c, vrs, size, orders, values)
+        if status > 1:
+            raise failed(fname, status)
+
     return push
 
 

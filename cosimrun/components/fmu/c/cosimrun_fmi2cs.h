@@ -2,7 +2,10 @@
  *
  * A model file defines MODEL_GUID and N_REAL, N_INTEGER, N_BOOLEAN (the sizes of
  * its value-reference tables; String variables are not supported), optionally
- * CAN_GET_SET_STATE (default 1) and REPORTS_LAST_SUCCESSFUL_TIME (default 1: after a
+ * CAN_GET_SET_STATE (default 1), INPUT_DERIVATIVES (default 0: 1 stores the first and
+ * second derivatives given by fmi2SetRealInputDerivatives in s->du[0] and s->du[1] at
+ * the input's value reference, for a model that declares canInterpolateInputs) and
+ * REPORTS_LAST_SUCCESSFUL_TIME (default 1: after a
  * step that returned fmi2Discard, fmi2LastSuccessfulTime is s->time: the step's start
  * unless model_step moved it to where it stopped), includes this header and implements
  *   static void model_defaults(ModelState *s);                       start values
@@ -33,10 +36,14 @@
 #ifndef REPORTS_LAST_SUCCESSFUL_TIME
 #define REPORTS_LAST_SUCCESSFUL_TIME 1
 #endif
+#ifndef INPUT_DERIVATIVES
+#define INPUT_DERIVATIVES 0
+#endif
 
 typedef struct {
     double time;
     double r[N_REAL + 1];
+    double du[2][N_REAL + 1];
     int i[N_INTEGER + 1];
     fmi2Boolean b[N_BOOLEAN + 1];
 } ModelState;
@@ -258,9 +265,22 @@ FMI2_Export fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2V
 
 FMI2_Export fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
                                                    const fmi2Integer order[], const fmi2Real value[]) {
+#if INPUT_DERIVATIVES
+    CHECK_VR("Real", N_REAL)
+    for (size_t k = 0; k < nvr; k++) {
+        if (order[k] < 1 || order[k] > 2) {
+            log_message(INSTANCE, fmi2Error, "logStatusError", "input derivative of order %d not supported",
+                        (int)order[k]);
+            return fmi2Error;
+        }
+        INSTANCE->s.du[order[k] - 1][vr[k]] = value[k];
+    }
+    return fmi2OK;
+#else
     (void)vr; (void)nvr; (void)order; (void)value;
     log_message(INSTANCE, fmi2Error, "logStatusError", "input derivatives are not supported");
     return fmi2Error;
+#endif
 }
 
 FMI2_Export fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
