@@ -697,6 +697,14 @@ class ExplicitMaster(Master):
         except StepDiscarded as exc:
             b, t1, discarded = self._cut_step(self._plan, t, t1, exc, saved, extrapolate=True)
             h = t1 - t
+        self._end_step(t1, h, discarded)
+        if self._lagging:
+            self._sample_extrapolation(t1)
+        return b
+
+    def _end_step(self, t1: float, h: float, discarded: str | None) -> None:
+        """After the components stepped to *t1* (by *h*): exchange, record the sample, note a discard by the FMU
+        named *discarded*, handle the events seen over the step."""
         self.exchange()
         if self._resolution:
             self.resolve(t1)
@@ -705,9 +713,6 @@ class ExplicitMaster(Master):
             self._note_discard(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
-        if self._lagging:
-            self._sample_extrapolation(t1)
-        return b
 
     def _handle_events(self, t: float, h: float) -> None:
         """Handle the events whose indicators crossed over the step of length *h* ending at *t*.

@@ -80,15 +80,8 @@ class IJCSA(GaussSeidel):
                 fmu = self.order[self._discarder(self.order, exc)]
                 b = self._check_cut(fmu, exc, t1, [], {})
                 discarded = fmu.name
-        self.exchange()
-        if self._resolution:
-            self.resolve(t1)
-        self.recorder.sample(t1)
-        if discarded is not None:
-            self._note_discard(t1, discarded)
-        if self._events is not None:
-            self._handle_events(t1, t1 - t)
-        else:
+        self._end_step(t1, t1 - t, discarded)
+        if self._events is None:
             self.switch_modes(t1)
         return b
 
