@@ -62,7 +62,7 @@ class Console:
             line = (
                 f"{outcome.experiment}: complete | master {outcome.master} | "
                 f"{result.stats.macro_steps} steps | {result.stats.events} events | "
-                f"{len(result.mode_switches)} mode switches{_unconverged(result.stats)} | "
+                f"{len(result.mode_switches)} mode switches{_notable(result.stats)} | "
                 f"{outcome.wall_time_s:.2f} s wall\n"
                 f"results: {outcome.path}"
             )
@@ -79,7 +79,11 @@ class Console:
         print(line, file=self.stream if not outcome.ok else sys.stdout)
 
 
-def _unconverged(stats: Any) -> str:
-    """`` | N unconverged loop solves`` when a run went on past loops that did not converge."""
-    n = stats.unconverged_loop_solves
-    return f" | {n} unconverged loop solve{'s' if n != 1 else ''}" if n else ""
+def _notable(stats: Any) -> str:
+    """`` | N unconverged loop solves`` when a run went on past loops that did not converge, and
+    `` | N discards`` when FMUs ended steps early (``fmi2Discard``)."""
+    parts = []
+    for count, what in ((stats.unconverged_loop_solves, "unconverged loop solve"), (stats.discards, "discard")):
+        if count:
+            parts.append(f" | {count} {what}{'s' if count != 1 else ''}")
+    return "".join(parts)

@@ -344,7 +344,7 @@ connections:
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "COSIMRUN_FMU_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr
-    assert "discarding: complete" in proc.stdout
+    assert "discarding: complete" in proc.stdout and " | 1 discard | " in proc.stdout
     res = load_results(tmp_path / "run")
     assert res.status == "complete"
     assert res.events[["time", "micro", "component", "event"]].values.tolist() == [[0.55, 0, "f", "discard"]]
