@@ -18,6 +18,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
+from cosimrun.masters.coupling_error import CouplingError, CouplingErrorEstimate
 from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
 from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolation
 from cosimrun.masters.stepsize import Clock
@@ -201,6 +202,10 @@ class Master:
         assert system.analysis is not None
         self.system = system
         self.stats = self._new_stats()
+        self.coupling_errors: list[CouplingError] = []
+        """Estimated coupling error per coupled real input, after a run that completed its steps."""
+        self._coupling: CouplingErrorEstimate | None = None
+        self._ex_order = 0
         comps = system.components
         self.order: list[CoSimComponent] = [comps[n] for n in system.analysis.order]
         self.pushers: dict[str, Pusher] = {n: input_pusher(c) for n, c in comps.items()}
@@ -415,6 +420,7 @@ class Master:
             recorder.sample(t0)
             self._check_fixed_steps(clock)
             self.begin(t0)
+            self._start_coupling_estimate(t0)
             try:
                 while a < end:
                     b = self.next_point(clock, a)
@@ -427,11 +433,23 @@ class Master:
                     if progress is not None and a >= report:
                         report = a + stride
                         progress(clock.time(a))
+                if self._coupling is not None:
+                    self.coupling_errors = self._coupling.result()
             finally:
                 self.finish()
         finally:
             recorder.flush()
         return self.stats
+
+    def _start_coupling_estimate(self, t0: float) -> None:
+        """Estimate the coupling error of every connection into a real input (see :mod:`.coupling_error`)."""
+        assert self.system is not None
+        real = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
+        self._coupling = CouplingErrorEstimate(real, self._coupling_kinds(real), self._ex_order, t0) if real else None
+
+    def _coupling_kinds(self, links: list[Link]) -> list[str]:
+        """How each of *links* reaches its consumer over a step (see :mod:`.coupling_error`): held here."""
+        return ["held"] * len(links)
 
     def _advance_cut(self, clock: Clock, a: int, cut: StepCut) -> int:
         """Advance from *a* again, up to the tick of *cut* (and shorter again if another cut comes)."""
@@ -709,10 +727,31 @@ class ExplicitMaster(Master):
         if self._resolution:
             self.resolve(t1)
         self.recorder.sample(t1)
+        coupling = self._coupling
+        if coupling is not None:
+            coupling.sample(t1)
         if discarded is not None:
             self._note_discard(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
+            if coupling is not None:
+                coupling.rebase()
+
+    def _coupling_kinds(self, links: list[Link]) -> list[str]:
+        """Fresh inputs: ``line`` or ``held`` (their end value); lagging ones: ``taylor``/``mean`` when
+        extrapolated, else ``held``."""
+        fresh = {id(entry[0]): entry[4] for _, _, reads in self._plan for entry in reads}
+        taylor = {id(lk.dst): use for lk, use in zip(self._lagging, self._ex_taylor, strict=True)}
+        kinds = []
+        for lk in links:
+            key = id(lk.dst)
+            if key in fresh:
+                kinds.append("line" if fresh[key] else "held")
+            elif key in taylor:
+                kinds.append("taylor" if taylor[key] else "mean")
+            else:
+                kinds.append("held")
+        return kinds
 
     def _handle_events(self, t: float, h: float) -> None:
         """Handle the events whose indicators crossed over the step of length *h* ending at *t*.

@@ -14,6 +14,8 @@ netCDF-style like a results file::
     final.<comp>.<port>       the port's last recorded value
     wall_time_s  float64      the simulation's wall time (NaN when it did not run)
     job_time_s   float64      the whole job's wall time on its worker
+    coupling_error_max float64 the run's largest estimated coupling error relative to its input's range
+                              (``/coupling_error`` of the results file; NaN without coupled real inputs)
     path         str          results file relative to the sweep directory ("" if none)
     error, traceback, worker  str
     attempts     int64        how often the job was started (0: reused by a resume)
@@ -55,6 +57,7 @@ _BASE_COLUMNS = (
     "overrides",
     "wall_time_s",
     "job_time_s",
+    "coupling_error_max",
     "path",
     "error",
     "traceback",
@@ -157,6 +160,7 @@ def write_index(
     columns.update(
         wall_time_s=[float(o.wall_time_s) for o in rows],
         job_time_s=[float(o.job_time_s) for o in rows],
+        coupling_error_max=[float(o.coupling_error_max) for o in rows],
         path=[_relative(o.path, root) for o in rows],
         error=[o.error for o in rows],
         traceback=[o.traceback for o in rows],

@@ -42,6 +42,8 @@ class JobOutcome:
     """Wall time of the simulation itself (as the run measured it; NaN when it did not run)."""
     job_time_s: float = math.nan
     """Wall time of the whole job on its worker (set up, run, write, summarize)."""
+    coupling_error_max: float = math.nan
+    """The run's largest estimated coupling error relative to its input's range (NaN when it has none)."""
     summaries: dict[str, Any] = field(default_factory=dict)
     """``{"comp.port": last recorded value}``."""
     attempts: int = 1
@@ -124,6 +126,20 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+def largest_coupling_error(path: str | os.PathLike[str]) -> float:
+    """The largest ``relative`` of a results file's ``/coupling_error`` (NaN without estimates or file)."""
+    path = Path(path)
+    if not path.exists() and partial_path(path).exists():
+        path = partial_path(path)
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            table = f.get("coupling_error")
+            values = table["relative"][:] if table is not None and "relative" in table else np.zeros(0)
+    except (OSError, KeyError):
+        return math.nan
+    return float(np.max(values)) if len(values) else math.nan
+
+
 def _port_kind(ds: h5py.Dataset) -> str:
     """A stored port's type: its ``port_type`` attribute, else guessed from the dataset (files of other writers)."""
     kind = ds.attrs.get("port_type")
@@ -150,6 +166,7 @@ def outcome_from_file(num: int, overrides: Sequence[str], path: str | os.PathLik
         traceback=text.get("traceback", ""),
         wall_time_s=float(attrs.get("wall_time_s", math.nan)),
         summaries=final_values(path),
+        coupling_error_max=largest_coupling_error(path),
         attempts=0,
         reused=True,
     )

@@ -42,7 +42,7 @@ from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.joblog import log_outcome, warnings_logged
 from cosimrun.runner.ledger import ledger_for
 from cosimrun.runner.lock import claim
-from cosimrun.runner.outcome import JobOutcome, describe_exception, results_attrs
+from cosimrun.runner.outcome import JobOutcome, describe_exception, largest_coupling_error, results_attrs
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -120,6 +120,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
                 error=run.error or "",
                 wall_time_s=run.wall_time_s,
                 summaries=run.final_values,
+                coupling_error_max=largest_coupling_error(run.path),
             )
             if run.status != "complete":
                 outcome.traceback = _stored_traceback(run.path)

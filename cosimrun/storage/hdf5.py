@@ -79,6 +79,12 @@ CLOSE_RESERVE = 256 * 1024
 _ERRNO = re.compile(r"errno = (\d+)")
 
 
+TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection"}
+"""The dimension of each table group."""
+COUPLING_NUMBERS = ("max", "rms", "time_of_max", "range", "relative")
+"""The numeric columns of ``/coupling_error`` (besides ``connection`` and ``unit``)."""
+
+
 def partial_path(path: str | os.PathLike[str]) -> Path:
     """The name a results file has while it is being written: ``<path>.partial``."""
     path = Path(path)
@@ -221,6 +227,10 @@ class HDF5Writer:
         switches = f.create_group("mode_switches", track_order=True)
         self._columns(switches, "switch", {"time": np.float64, "component": _STR, "from_mode": _STR, "to_mode": _STR})
         switches["time"].attrs["units"] = "s"
+        coupling = f.create_group("coupling_error", track_order=True)
+        self._columns(coupling, "connection", {"connection": _STR, "unit": _STR, **dict.fromkeys(COUPLING_NUMBERS,
+                                                                                                  np.float64)})
+        coupling["time_of_max"].attrs["units"] = "s"
         f.create_group("stats", track_order=True)
         f.flush()
 
@@ -553,11 +563,24 @@ class HDF5Writer:
             self.flush()
         return len(cols["time"])
 
+    def write_coupling_error(self, rows: Iterable[Any]) -> int:
+        """Store the estimated coupling error per connection (``CouplingError`` objects) in ``/coupling_error``."""
+        rows = list(rows)
+        self._append_table(
+            "coupling_error",
+            {
+                "connection": _strings([r.connection for r in rows]),
+                "unit": _strings([r.unit or "" for r in rows]),
+                **{k: np.array([float(getattr(r, k)) for r in rows], dtype=np.float64) for k in COUPLING_NUMBERS},
+            },
+        )
+        return len(rows)
+
     def _append_table(self, group_name: str, columns: Mapping[str, np.ndarray]) -> None:
         n = len(next(iter(columns.values())))
         if not n:
             return
-        dim = f"/{group_name}/{'event' if group_name == 'events' else 'switch'}"
+        dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
         start = self.file[dim].shape[0]
         with self._change():
             self._check_room(self._pending + sum(v.nbytes for v in columns.values()) + 32 * n + CLOSE_RESERVE)
@@ -778,6 +801,7 @@ def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
     """Write what a run adds to its samples and events: mode switches, statistics (plus the
     simulation's ``wall_time_s`` in ``/stats``) and the root attributes ``system, master, t0, tf, dt``."""
     writer.write_mode_switches(result.mode_switches, flush=False)
+    writer.write_coupling_error(result.coupling_errors)
     stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
     writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
     writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)

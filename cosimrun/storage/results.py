@@ -215,6 +215,21 @@ class Results:
         """Columns ``time, component, from_mode, to_mode``."""
         return self._table("mode_switches", ("time", "component", "from_mode", "to_mode"))
 
+    @cached_property
+    def coupling_error(self) -> pd.DataFrame:
+        """The estimated coupling error per connection into a real input: columns ``connection, unit, max, rms,
+        time_of_max, range, relative`` (``relative`` = ``max`` / ``range``), largest relative first; empty for
+        a run that did not complete or was written before the estimates existed."""
+        from cosimrun.storage.hdf5 import COUPLING_NUMBERS
+
+        with self._open() as f:
+            present = "coupling_error" in f
+        if not present:
+            import pandas as pd
+
+            return pd.DataFrame({c: [] for c in ("connection", "unit", *COUPLING_NUMBERS)})
+        return self._table("coupling_error", ("connection", "unit", *COUPLING_NUMBERS))
+
 
 DEFAULT_FILE = "results.h5"
 """The results file a run writes unless ``storage.file`` names another."""

@@ -88,6 +88,8 @@ class RunResult:
     dt: float
     wall_time_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    coupling_errors: list[Any] = field(default_factory=list)
+    """The master's estimated coupling error per coupled real input (``CouplingError``), largest first."""
 
 
 class System:
@@ -328,6 +330,7 @@ class System:
             tf=tf,
             dt=dt,
             wall_time_s=_time.perf_counter() - start,
+            coupling_errors=sorted(getattr(master, "coupling_errors", []), key=lambda e: -e.relative),
         )
 
     def mode_switches(self) -> list[ModeSwitch]:
