@@ -43,7 +43,8 @@ def test_progress_bar_only_on_a_terminal_and_after_the_delay() -> None:
 def test_summary_of_a_complete_and_of_a_failed_run(capsys) -> None:
     stats = SimpleNamespace(macro_steps=100, events=3, unconverged_loop_solves=0, discards=0)
     done = SimpleNamespace(ok=True, experiment="demo", master="hybrid", wall_time_s=1.5, path=Path("r.h5"),
-                           result=SimpleNamespace(stats=stats, mode_switches=[1, 2]), status="complete")
+                           result=SimpleNamespace(stats=stats, mode_switches=[1, 2], coupling_errors=[]),
+                           status="complete")
     Console(experiment()).summary(done)
     out = capsys.readouterr().out
     assert "demo: complete | master hybrid | 100 steps | 3 events | 2 mode switches | 1.50 s wall" in out
