@@ -433,19 +433,21 @@ class Master:
                     if progress is not None and a >= report:
                         report = a + stride
                         progress(clock.time(a))
-                if self._coupling is not None:
-                    self.coupling_errors = self._coupling.result()
             finally:
                 self.finish()
         finally:
             recorder.flush()
+        if self._coupling is not None:
+            self.coupling_errors = self._coupling.result()
         return self.stats
 
     def _start_coupling_estimate(self, t0: float) -> None:
         """Estimate the coupling error of every connection into a real input (see :mod:`.coupling_error`)."""
         assert self.system is not None
         real = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
-        self._coupling = CouplingErrorEstimate(real, self._coupling_kinds(real), self._ex_order, t0) if real else None
+        self._coupling = CouplingErrorEstimate(real, self._coupling_kinds(real), self._ex_order) if real else None
+        if self._coupling is not None:
+            self.recorder.watch(self._coupling.take)
 
     def _coupling_kinds(self, links: list[Link]) -> list[str]:
         """How each of *links* reaches its consumer over a step (see :mod:`.coupling_error`): held here."""
@@ -727,15 +729,10 @@ class ExplicitMaster(Master):
         if self._resolution:
             self.resolve(t1)
         self.recorder.sample(t1)
-        coupling = self._coupling
-        if coupling is not None:
-            coupling.sample(t1)
         if discarded is not None:
             self._note_discard(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
-            if coupling is not None:
-                coupling.rebase()
 
     def _coupling_kinds(self, links: list[Link]) -> list[str]:
         """Fresh inputs: ``line`` or ``held`` (their end value); lagging ones: ``taylor``/``mean`` when

@@ -18,12 +18,15 @@ did. How the input was given decides the comparison (the *kind* of the link):
     ``extrapolation >= 1``): the interpolation error ``h**2 / 8 |y''|``, with
     ``y''`` from the last three samples (0 on the first step).
 
-Samples are gathered at each accepted communication point (the values the
-inputs hold after the exchange, before events are handled; :meth:`rebase` takes
-the values after the events as the next step's start) and processed with numpy
-in chunks, so a step costs one list of the link values. The result per
-connection is the largest and the RMS estimate over the run, where the largest
-was, and the range of the input, which :attr:`CouplingError.relative` divides by.
+The estimate is computed from what the run records: the recorder hands each
+block of recorded real samples to :meth:`CouplingErrorEstimate.take`, which
+applies each link's unit conversion and reads, per communication point, the
+value before events there (micro 0: the end of the step) and after them (the
+start of the next), so a step costs nothing beyond the recording itself. The
+result per connection is the largest and the RMS estimate over the run, where
+the largest was, and the range of the input, which :attr:`CouplingError.relative`
+divides by; a connection whose producer's port is not recorded
+(``storage.record``) is not estimated.
 """
 
 from __future__ import annotations
@@ -64,84 +67,105 @@ class CouplingError:
 
 
 class CouplingErrorEstimate:
-    """Gathers a run's samples of the coupled real inputs and estimates their coupling errors (see the module)."""
+    """Estimates the coupling errors of a run from the samples its recorder takes (see the module).
 
-    def __init__(self, links: list[Link], kinds: list[str], order: int, t0: float) -> None:
+    :meth:`take` receives each block of recorded real samples (the recorder
+    calls it as it hands the block over), so a step costs nothing beyond the
+    recording itself; a link whose producer's port is not recorded is not
+    estimated. :meth:`result` gives the estimates after the last block.
+    """
+
+    def __init__(self, links: list[Link], kinds: list[str], order: int) -> None:
         for kind in kinds:
             if kind not in KINDS:
                 raise ValueError(f"unknown coupling kind {kind!r} (valid: {', '.join(KINDS)})")
         self.links = links
-        self.ports = [lk.dst for lk in links]
         self.order = order
         self._kinds = np.array(kinds)
+        self._sources = [(lk.connection.src_component, lk.connection.src_port) for lk in links]
+        self._scale = np.array([lk.conversion.scale for lk in links])
+        self._offset = np.array([lk.conversion.offset for lk in links])
+        self._columns: np.ndarray | None = None
         n = len(links)
-        first = [p.value for p in self.ports]
-        self._t: list[float] = [t0]
-        self._end: list[list[float]] = [first]
-        self._start: list[list[float]] = [first]
+        self._t = np.zeros(0)
+        self._end = np.zeros((0, n))
+        self._start = np.zeros((0, n))
+        """Per communication point: its time, the inputs' values before events there, and after them."""
         self._done = 0
-        """Rows of the buffer already processed (the context of the next chunk)."""
         self._base = 0
-        """Index over the run of the buffer's first row."""
+        """Index over the run of the first buffered communication point."""
+        self._pending_t = np.zeros(0)
+        self._pending = np.zeros((0, n))
+        """Samples of the last instant of the last block, which the next block may continue (events)."""
         self._max = np.zeros(n)
-        self._at = np.full(n, t0)
+        self._at = np.zeros(n)
         self._sumsq = np.zeros(n)
         self._count = 0
-        self._lo = np.array(first, dtype=float) if n else np.zeros(0)
-        self._hi = self._lo.copy()
+        self._lo = np.full(n, np.inf)
+        self._hi = np.full(n, -np.inf)
 
-    def sample(self, t: float) -> None:
-        """The inputs' values at the end of an accepted step ending at *t* (after the exchange)."""
-        values = [p.value for p in self.ports]
-        self._t.append(t)
-        self._end.append(values)
-        self._start.append(values)
-        if len(self._t) - self._done > CHUNK:
-            self._process()
-
-    def rebase(self) -> None:
-        """Events at the last sample changed the inputs: their values now start the next step."""
-        self._start[-1] = [p.value for p in self.ports]
+    def take(self, times: np.ndarray, block: np.ndarray, names: list[tuple[str, str]]) -> None:
+        """A block of recorded real samples: *times* (rows in superdense order), *block* (one column per port
+        named in *names* as ``(component, port)``)."""
+        if self._columns is None:
+            index = {name: i for i, name in enumerate(names)}
+            self._columns = np.array([index.get(src, -1) for src in self._sources], dtype=int)
+        if not len(times):
+            return
+        cols = self._columns
+        values = block[:, np.maximum(cols, 0)] * self._scale + self._offset
+        t = np.concatenate([self._pending_t, times])
+        v = np.concatenate([self._pending, values])
+        last = t[-1]
+        keep = t == last
+        self._pending_t, self._pending = t[keep], v[keep]
+        self._add(t[~keep], v[~keep])
 
     def result(self) -> list[CouplingError]:
-        """The estimates per connection over the samples so far."""
+        """The estimates of every link whose producer's port was recorded, over the samples so far."""
+        self._add(self._pending_t, self._pending)
+        self._pending_t = self._pending_t[:0]
+        self._pending = self._pending[:0]
         self._process()
+        recorded = self._columns >= 0 if self._columns is not None else np.zeros(len(self.links), dtype=bool)
         rms = np.sqrt(self._sumsq / self._count) if self._count else np.zeros(len(self.links))
         return [
             CouplingError(str(lk.connection), lk.dst.spec.unit_name, float(self._max[i]), float(rms[i]),
                           float(self._at[i]), float(self._hi[i] - self._lo[i]))
-            for i, lk in enumerate(self.links)
+            for i, lk in enumerate(self.links) if recorded[i] and self._count
         ]
 
     # ------------------------------------------------------------------ chunks
+    def _add(self, t: np.ndarray, v: np.ndarray) -> None:
+        """Samples of whole instants: the first of each instant ends a step, the last starts the next."""
+        if not len(t):
+            return
+        first = np.r_[True, t[1:] != t[:-1]]
+        last = np.r_[t[1:] != t[:-1], True]
+        self._t = np.concatenate([self._t, t[first]])
+        self._end = np.concatenate([self._end, v[first]])
+        self._start = np.concatenate([self._start, v[last]])
+        self._lo = np.minimum(self._lo, v.min(axis=0))
+        self._hi = np.maximum(self._hi, v.max(axis=0))
+        if len(self._t) - self._done > CHUNK:
+            self._process()
+
     def _process(self) -> None:
         rows = len(self._t)
-        if rows - self._done <= 0 or not self.links:
-            self._trim()
-            return
-        t = np.array(self._t)
-        end = np.array(self._end, dtype=float)
-        start = np.array(self._start, dtype=float)
         new = np.arange(max(self._done, 1), rows)
         if len(new):
-            e = self._estimates(t, start, end, new)
+            e = self._estimates(self._t, self._start, self._end, new)
             self._count += len(new)
             self._sumsq += np.einsum("ij,ij->j", e, e)
             best = np.argmax(e, axis=0)
-            larger = e[best, np.arange(e.shape[1])] > self._max
-            self._max = np.where(larger, e[best, np.arange(e.shape[1])], self._max)
-            self._at = np.where(larger, t[new][best], self._at)
-            self._lo = np.minimum(self._lo, np.minimum(end[new].min(axis=0), start[new].min(axis=0)))
-            self._hi = np.maximum(self._hi, np.maximum(end[new].max(axis=0), start[new].max(axis=0)))
+            worst = e[best, np.arange(e.shape[1])]
+            larger = worst > self._max
+            self._max = np.where(larger, worst, self._max)
+            self._at = np.where(larger, self._t[new][best], self._at)
         self._done = rows
-        self._trim()
-
-    def _trim(self) -> None:
-        """Keep the last ``CONTEXT`` processed rows as the history of the next chunk."""
-        drop = max(0, len(self._t) - CONTEXT)
-        drop = min(drop, self._done)
+        drop = max(0, rows - CONTEXT)
         if drop:
-            del self._t[:drop], self._end[:drop], self._start[:drop]
+            self._t, self._end, self._start = self._t[drop:], self._end[drop:], self._start[drop:]
             self._done -= drop
             self._base += drop
 

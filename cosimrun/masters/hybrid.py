@@ -147,14 +147,12 @@ class Hybrid(Master):
         hints = self._drain_hints()
         if not self._sources:
             self._accept(t, clock.time(b), passive_in)
-            self._sample_coupling(clock.time(b))
             self.switch_modes(clock.time(b))
             return b
         g_a = self._events.reference(hints)
         crossings = self._events.crossings(g_a, g_b)
         if not crossings:
             self._accept(t, clock.time(b), passive_in)
-            self._sample_coupling(clock.time(b))
             self._events.arm(g_b)
             self._switch_modes(clock.time(b))
             return b
@@ -162,19 +160,12 @@ class Hybrid(Master):
         hi, _, crossings = self._localize(clock, a, b, g_a, g_b, crossings, hints, saved)
         t_e = clock.time(hi)
         self._accept(t, t_e, passive_in)
-        self._sample_coupling(t_e)
         self.stats.event_trial_steps.append(self.stats.trial_steps - trials_before)
         g_now = self._events.handle(t_e, crossings)
         if self.switch_modes(t_e):
             g_now = self._events.indicators()
         self._depart(t_e, g_now)
-        if self._coupling is not None:
-            self._coupling.rebase()
         return hi
-
-    def _sample_coupling(self, t: float) -> None:
-        if self._coupling is not None:
-            self._coupling.sample(t)
 
     def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
         """Step the passive components over the accepted interval; *t1* is an accepted sample.

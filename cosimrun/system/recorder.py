@@ -19,7 +19,7 @@ values). The check is one vectorized pass per block, not a cost per step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -131,6 +131,7 @@ class Recorder:
         self._micro: dict[int, int] = {}
         self._events: list[EventRow] = []
         self._n = 0
+        self._watchers: list[Callable[[np.ndarray, np.ndarray, list[tuple[str, str]]], None]] = []
 
     def attach(
         self, components: Mapping[str, CoSimComponent], selection: Mapping[str, Sequence[str]] | None = None
@@ -177,6 +178,12 @@ class Recorder:
         self._n = 0
         self._micro = {}
 
+    def watch(self, take: Callable[[np.ndarray, np.ndarray, list[tuple[str, str]]], None]) -> None:
+        """Also hand every block of recorded real samples to ``take(times, block, names)`` (``names``: the
+        ``(component, port)`` of each column) as it is flushed: how the master's coupling-error estimate sees the
+        run without a cost per step."""
+        self._watchers.append(take)
+
     @property
     def attached(self) -> bool:
         """Whether :meth:`attach` selected the ports yet."""
@@ -213,6 +220,10 @@ class Recorder:
         bad = None if self.allow_nonfinite else self._first_nonfinite(n)
         if bad is not None:
             n = bad[0]
+        if n and self._watchers and self._checked:
+            block, names = self._checked[0]
+            for take in self._watchers:
+                take(self._times[:n], block[:n], names)
         if n:
             time = self._times[:n].copy()
             micro = None

@@ -132,3 +132,18 @@ def test_a_sweep_index_has_the_largest_estimate_per_job(cosimrun, tmp_path: Path
         table = load_results(tmp_path / "sweep" / row["path"]).coupling_error
         assert row["coupling_error_max"] == pytest.approx(table["relative"].max()), run
     assert df["coupling_error_max"].iloc[1] < df["coupling_error_max"].iloc[0] / 10  # extrapolation 1 vs 0
+
+
+def test_a_connection_whose_producer_is_not_recorded_is_not_estimated(tmp_path: Path) -> None:
+    cfg = {
+        "name": "sine",
+        "run": {"t0": 0.0, "tf": T_END, "dt": H},
+        "master": {"name": "jacobi"},
+        "components": {"src": {"type": "sine"}, "int": {"type": "integrator"}},
+        "connections": ["src.y -> int.u"],
+        "storage": {"record": ["int"]},
+    }
+    outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg))
+    assert outcome.ok, outcome.error
+    assert outcome.result.coupling_errors == []
+    assert load_results(outcome.path).coupling_error.empty
