@@ -14,7 +14,8 @@ component, and no underscore name:
 - ports: ``inputs``/``outputs`` (``PortState.value`` read and written directly),
   ``needs_set_inputs`` (then input values go in through ``set_inputs``);
 - stepping: ``do_step(t, dt)``, ``refresh_outputs(t)`` (outputs from the current
-  inputs and state, without advancing: direct feedthrough and algebraic loops);
+  inputs and state, without advancing: direct feedthrough and algebraic loops),
+  ``steps_in_parallel`` (``do_step`` may run on another thread);
 - time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
 - rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
   ``restore_state(snapshot, t)``;
@@ -70,6 +71,13 @@ class CoSimComponent(ABC):
     over a step from ``t`` (``PortState.derivatives``). The master then gives it the extrapolated (or, under
     Gauss-Seidel, interpolated) inputs' value and derivatives at the step start; a component that does not
     gets each input's mean over the step, held."""
+    steps_in_parallel: ClassVar[bool] = False
+    """Whether ``do_step`` may run on another thread, concurrently with other components' steps (the masters'
+    ``parallel`` setting). Declare it only for a component whose step is thread-safe (it touches its own state
+    and ports only, and no process-wide state such as ``sys.stdout``) and does its work with the GIL released
+    (in C, through ctypes or an extension that releases it): the steps of Python code cannot overlap, so
+    threads would only add their cost. FMU components declare it; every other builtin component steps on
+    the main thread."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         if not isinstance(name, str) or not name or "." in name or "/" in name:

@@ -10,6 +10,7 @@ fixed. The step loop then only moves plain numbers.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,6 +25,7 @@ from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolat
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
+    from cosimrun.masters.parallel import ParallelStepper
     from cosimrun.system.connection import Link
     from cosimrun.system.recorder import Recorder
     from cosimrun.system.system import System
@@ -56,6 +58,12 @@ class MasterStats:
     """Where state events are handled: ``located`` (at their instants) or ``at communication points``."""
     discards: int = 0
     """Steps an FMU ended early (``fmi2Discard``), each cut at its last successful time (a ``discard`` event)."""
+    parallel_threads: int = 1
+    """Components that could step at once (the ``parallel`` setting; 1: serial stepping)."""
+    parallel_steps: int = 0
+    """Component-steps taken concurrently with others (see :mod:`cosimrun.masters.parallel`)."""
+    plan_steps: int = 0
+    """Component-steps of the stepping plans while ``parallel`` was on: the base of ``parallel_fraction``."""
 
     @property
     def trial_steps_per_event(self) -> float:
@@ -67,7 +75,13 @@ class MasterStats:
         out = asdict(self)
         out.pop("event_trial_steps")
         out["trial_steps_per_event"] = self.trial_steps_per_event
+        out["parallel_fraction"] = self.parallel_fraction
         return out
+
+    @property
+    def parallel_fraction(self) -> float:
+        """Share of the plans' component-steps taken concurrently with others (0 with ``parallel`` off)."""
+        return self.parallel_steps / self.plan_steps if self.plan_steps else 0.0
 
 
 Pusher = Callable[[float], None] | None
@@ -117,6 +131,35 @@ def cut_guard(plan: list[Step]) -> list[CoSimComponent]:
     return [c for c, _, _ in before if c.can_always_roll_back]
 
 
+def thread_count(setting: Any) -> int | None:
+    """How many components may step at once under the ``parallel`` setting *setting*; ``None`` if it is invalid.
+
+    ``false``: 1 (serial); ``threads``: one per core (``os.cpu_count()``); an integer N >= 1: N (the main
+    thread and N - 1 pool threads).
+    """
+    if setting is False:
+        return 1
+    if setting == "threads":
+        return os.cpu_count() or 1
+    if isinstance(setting, int) and not isinstance(setting, bool) and setting >= 1:
+        return setting
+    return None
+
+
+def step_serially(plan: list[Step], t: float, h: float) -> None:
+    """Step every component of *plan* in order from *t* to *t + h*, reading its fresh links first (see
+    :meth:`Master.stepping_plan`: the end value, or the line to it from the value at the step start)."""
+    for comp, push, fresh in plan:
+        for dst, src, scale, offset, line in fresh:
+            if line:
+                dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+            else:
+                dst.value = scale * src.value + offset
+        if push is not None:
+            push(t)
+        comp.do_step(t, h)
+
+
 def input_pusher(comp: CoSimComponent) -> Pusher:
     """``None`` when port writes suffice, else a function pushing port values through ``set_inputs``.
 
@@ -156,6 +199,10 @@ class Master:
     with numerical noise around zero; events are located in time whatever it is."""
     max_micro_steps: int = 100
     """Most event iterations at one instant before the run stops (Zeno guard)."""
+    parallel: bool | int | str = False
+    """Step independent thread-safe components (FMUs) of one priority level concurrently: ``false``, ``threads``
+    (one thread per core) or the number of threads N >= 1; results are bitwise those of serial stepping (see
+    :mod:`cosimrun.masters.parallel`)."""
 
     name: ClassVar[str] = "master"
     locates_events: ClassVar[bool] = False
@@ -169,8 +216,11 @@ class Master:
         self._check("max_loop_iterations", int(self.max_loop_iterations) >= 1, "must be >= 1")
         self._check("sign_tolerance", self.sign_tolerance >= 0, "must be >= 0")
         self._check("max_micro_steps", int(self.max_micro_steps) >= 1, "must be >= 1")
+        self._check("parallel", thread_count(self.parallel) is not None,
+                    f"must be false, threads or an integer >= 1{suggest(str(self.parallel), ['threads'])}")
         self.stats = self._new_stats()
         self.system: System | None = None
+        self._stepper: ParallelStepper | None = None
 
     def _new_stats(self) -> MasterStats:
         return MasterStats(event_handling=LOCATED if self.locates_events else AT_COMMUNICATION_POINTS)
@@ -346,19 +396,13 @@ class Master:
                 lagging.append(lk)
         return [(c, self.pushers[c.name], reads[c.name]) for c in components], lagging
 
-    @staticmethod
-    def step_all(plan: list[Step], t: float, h: float) -> None:
-        """Step every component of *plan* from *t* to *t + h*, reading its fresh links first (see
-        :meth:`stepping_plan`: the end value, or the line to it from the value at the step start)."""
-        for comp, push, fresh in plan:
-            for dst, src, scale, offset, line in fresh:
-                if line:
-                    dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
-                else:
-                    dst.value = scale * src.value + offset
-            if push is not None:
-                push(t)
-            comp.do_step(t, h)
+    def step_all(self, plan: list[Step], t: float, h: float) -> None:
+        """Step every component of *plan* from *t* to *t + h* (see :func:`step_serially`); with ``parallel`` on,
+        independent components concurrently, with the same results (see :mod:`cosimrun.masters.parallel`)."""
+        if self._stepper is None:
+            step_serially(plan, t, h)
+        else:
+            self._stepper.step(plan, t, h)
 
     # ------------------------------------------------------------------ time loop
     def next_point(self, clock: Clock, a: int) -> int:
@@ -419,6 +463,7 @@ class Master:
         try:
             recorder.sample(t0)
             self._check_fixed_steps(clock)
+            self._start_parallel()
             self.begin(t0)
             self._start_coupling_estimate(t0)
             try:
@@ -436,10 +481,25 @@ class Master:
             finally:
                 self.finish()
         finally:
+            self._stop_parallel()
             recorder.flush()
         if self._coupling is not None:
             self.coupling_errors = self._coupling.result()
         return self.stats
+
+    def _start_parallel(self) -> None:
+        """Start the run's threads when ``parallel`` allows more than one (see :meth:`step_all`)."""
+        threads = thread_count(self.parallel)
+        if threads is not None and threads > 1:
+            from cosimrun.masters.parallel import ParallelStepper
+
+            self._stepper = ParallelStepper(threads, self.stats)
+
+    def _stop_parallel(self) -> None:
+        """Stop the run's threads and wait for them (at the end of every run, also one that failed)."""
+        stepper, self._stepper = self._stepper, None
+        if stepper is not None:
+            stepper.close()
 
     def _start_coupling_estimate(self, t0: float) -> None:
         """Estimate the coupling error of every connection into a real input (see :mod:`.coupling_error`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
@@ -40,6 +40,11 @@ class FMUStepping(FMUBase):
     (see :meth:`_step_failed`); an FMU with ``canHandleVariableCommunicationStepSize``
     false is only ever stepped by one step size (see :attr:`fixed_step`).
     """
+
+    steps_in_parallel: ClassVar[bool] = True
+    """A step is three calls into the FMU's library through ctypes function pointers of a ``CDLL`` (as FMPy
+    loads it), which release the GIL, around a few lines of Python on this instance's own ports and buffers;
+    the FMU's log messages come back through a ctypes callback, which takes the GIL again."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)

@@ -1,0 +1,173 @@
+"""Parallel stepping benchmark: wall time of ``parallel: threads`` against serial stepping, side by side.
+
+2, 4 and 8 FMUs in one priority level (no connections between them), each
+doing a fixed amount of C work per ``fmi2DoStep`` (a busy loop of
+floating-point operations, ``benchmarks/fmus/busy.c``; the iterations per µs
+are calibrated first), stepped by Jacobi. Each cell runs serially and with
+``parallel: threads`` in turn (best of ``--repeat``) and checks that both
+recorded exactly the same values. Columns:
+
+* ``µs/step``: the measured wall time of one FMU step run serially (C work plus
+  cosimrun's own cost per step, a few µs);
+* ``serial``, ``parallel``: wall time of the run, in ms;
+* ``speedup``: serial / parallel;
+* ``in parallel``: the share of component-steps the stepper ran concurrently in the
+  fastest parallel run (``stats.parallel_fraction``): batches too short to gain stay serial.
+
+Targets (issue 17), on 2 cores: speedup >= 1.8 for >= 200 µs per step, and at
+most 10 % slower (speedup >= 0.9) for 10 µs.
+
+Usage::
+
+    python benchmarks/bench_parallel.py                        # 2, 4, 8 FMUs x 10, 50, 200, 1000 µs
+    python benchmarks/bench_parallel.py --sizes 2 --works 200 --repeat 5
+    python benchmarks/bench_parallel.py --fixed-step           # FMUs that never end a step early
+
+Benchmarks are never run as tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosimrun.components.fmu import FMUComponent, build_c_fmu
+from cosimrun.masters import GaussSeidel, Jacobi
+from cosimrun.system import System
+
+HERE = Path(__file__).resolve().parent
+MASTERS = {"jacobi": Jacobi, "gauss_seidel": GaussSeidel}
+
+
+def build_busy_fmu(directory: Path, variable_step: bool) -> Path:
+    """``benchmarks/fmus/busy.c`` as an FMU (``canHandleVariableCommunicationStepSize`` as *variable_step*)."""
+    identifier = "busy" if variable_step else "busy_fixed"
+    xml = (HERE / "fmus" / "busy.xml").read_text().format(identifier=identifier, variable=str(variable_step).lower())
+    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                       source=(HERE / "fmus" / "busy.c").read_text())
+
+
+def busy(name: str, path: Path, iterations: int) -> FMUComponent:
+    comp = FMUComponent(name)
+    comp.set_parameters(path=str(path), start={"iterations": iterations})
+    return comp
+
+
+def step_time(path: Path, iterations: int, steps: int) -> float:
+    """Wall time of one serial ``do_step`` of a busy FMU on its own, best of three, in seconds."""
+    comp = busy("calibrate", path, iterations)
+    comp.initialize(0.0)
+    comp.record_history = False
+    best = float("inf")
+    try:
+        for _ in range(3):
+            t, start = comp.t, time.perf_counter()
+            for _ in range(steps):
+                comp.do_step(t, 1e-3)
+                t = comp.t
+            best = min(best, (time.perf_counter() - start) / steps)
+    finally:
+        comp.free()
+    return best
+
+
+def calibrate(path: Path) -> tuple[float, float]:
+    """``(seconds per loop iteration, seconds per step without work)`` of the busy FMU on this machine."""
+    base = step_time(path, 0, 2000)
+    loaded = step_time(path, 200_000, 40)
+    return (loaded - base) / 200_000, base
+
+
+def run_once(path: Path, n: int, iterations: int, steps: int, master: str, parallel: Any) -> tuple[float, Any]:
+    """Wall time of one run of *n* busy FMUs over *steps* steps, and its result."""
+    system = System("bench")
+    for i in range(n):
+        system.add_component(busy(f"f{i}", path, iterations))
+    dt = 1e-3
+    chosen = MASTERS[master](parallel=parallel)
+    try:
+        system.initialize(0.0, chosen)
+        start = time.perf_counter()
+        result = system.run(0.0, steps * dt, dt, master=chosen)
+        return time.perf_counter() - start, result
+    finally:
+        system.free()
+
+
+def same_records(a: Any, b: Any) -> bool:
+    """Whether two runs recorded exactly the same times and values."""
+    for comp, history in a.history.get_all_histories().items():
+        other = b.history.get_component_history(comp)
+        for port, ports in history.get_all_histories().items():
+            mine, theirs = ports.slice(0, len(ports)), other.get_port_history(port)
+            if not all(np.array_equal(x, y) for x, y in zip(mine, theirs.slice(0, len(theirs)), strict=True)):
+                return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2,4,8", help="numbers of FMUs (default 2,4,8)")
+    parser.add_argument("--works", default="10,50,200,1000", help="C work per doStep in µs (default 10,50,200,1000)")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs each way (default 3)")
+    parser.add_argument("--budget", type=float, default=0.4, help="serial seconds per run, about (default 0.4)")
+    parser.add_argument("--threads", default="threads", help="the parallel setting (default threads)")
+    parser.add_argument("--master", default="jacobi", choices=sorted(MASTERS))
+    parser.add_argument("--fixed-step", action="store_true",
+                        help="FMUs with canHandleVariableCommunicationStepSize=false (no step can end early)")
+    args = parser.parse_args(argv)
+    setting: Any = args.threads if args.threads == "threads" else int(args.threads)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    works = [float(w) for w in args.works.split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="cosimrun-bench-parallel-") as tmp:
+        os.environ.setdefault("COSIMRUN_FMU_CACHE", str(Path(tmp) / "cache"))
+        path = build_busy_fmu(Path(tmp), variable_step=not args.fixed_step)
+        per_iteration, overhead = calibrate(path)
+        print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}; "
+              f"master {args.master}, parallel={setting}; FMUs {'fixed-step' if args.fixed_step else 'variable-step'}"
+              f"; busy loop {per_iteration * 1e9:.2f} ns per iteration, FMU step without work "
+              f"{overhead * 1e6:.1f} µs; best of {args.repeat}\n")
+        header = (f"{'FMUs':>4}  {'work µs':>7}  {'µs/step':>7}  {'steps':>6}  {'serial ms':>9}  {'parallel ms':>11}  "
+                  f"{'speedup':>7}  {'in parallel':>11}  {'same bits':>9}  check")
+        print(header)
+        print("-" * len(header))
+        missed = 0
+        for work in works:
+            iterations = max(0, round(work * 1e-6 / per_iteration))
+            for n in sizes:
+                steps = int(min(20_000, max(100, args.budget / (n * (work * 1e-6 + overhead)))))
+                serial = parallel = float("inf")
+                same, fraction = True, 0.0
+                for _ in range(args.repeat):  # interleaved, so that load changes hit both alike
+                    wall_s, ref = run_once(path, n, iterations, steps, args.master, False)
+                    wall_p, res = run_once(path, n, iterations, steps, args.master, setting)
+                    serial = min(serial, wall_s)
+                    if wall_p < parallel:
+                        parallel, fraction = wall_p, res.stats.parallel_fraction
+                    same = same and same_records(res, ref)
+                speedup = serial / parallel
+                if work >= 200:
+                    check = "ok" if speedup >= 1.8 else "MISSED (>= 1.8x)"
+                elif work <= 10:
+                    check = "ok" if speedup >= 0.9 else "MISSED (>= 0.9x)"
+                else:
+                    check = "-"
+                missed += check.startswith("MISSED") or not same
+                print(f"{n:>4}  {work:>7g}  {serial / (n * steps) * 1e6:>7.1f}  {steps:>6}  {serial * 1e3:>9.1f}  "
+                      f"{parallel * 1e3:>11.1f}  {speedup:>6.2f}x  {fraction:>10.0%}  {'yes' if same else 'NO':>9}  "
+                      f"{check}")
+        print("\ntargets (2 cores): >= 1.8x for >= 200 µs per step, >= 0.9x (at most 10 % slower) for 10 µs; "
+              f"{'all met' if not missed else f'{missed} missed'}")
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,382 @@
+"""Parallel stepping (``parallel``): bitwise the results of serial stepping, the same failures, no thread left.
+
+The systems mix FMUs (``tests/fmus``: ``discard.c``, ``x' = u`` ending a step
+early at ``t_discard``; ``feedthrough.c``, ``y = k u``) with Python ODE
+components, under every master. The test FMUs step in microseconds, so the
+stepper would keep them on the main thread (parallel stepping could not pay
+off): the runs compared here force every batch of two or more FMUs onto the
+threads (``Batch.parallel_now``), while the policy itself is tested apart.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
+
+from cosimrun.components.fmu import FMUComponent
+from cosimrun.components.mechanics import BouncingBall
+from cosimrun.config.build import build_master
+from cosimrun.core.ode import OdeComponent
+from cosimrun.errors import ConfigError, FMUError
+from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, parallel
+from cosimrun.masters.base import thread_count
+from cosimrun.runner.run import run_experiment
+from cosimrun.system import System
+
+pytestmark = pytest.mark.filterwarnings("ignore:events are handled at communication points")
+DT, TF = 0.1, 1.0
+MASTERS: dict[str, Callable[..., Master]] = {
+    "jacobi": Jacobi,
+    "jacobi_extrapolated": lambda **kw: Jacobi(extrapolation=1, **kw),
+    "gauss_seidel": GaussSeidel,
+    "gauss_seidel_lines": lambda **kw: GaussSeidel(extrapolation=1, **kw),
+    "ijcsa": IJCSA,
+    "hybrid": Hybrid,
+}
+
+
+@pytest.fixture(autouse=True)
+def fmu_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extraction cache of these tests (never the user's)."""
+    monkeypatch.setenv("COSIMRUN_FMU_CACHE", str(tmp_path_factory.getbasetemp() / "fmu-cache"))
+
+
+@pytest.fixture(scope="module")
+def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("parallel-fmus")
+    return {
+        "discard": builders.discard(directory),
+        "interpolating": builders.discard(directory, interpolate=True),
+        "passive": builders.discard(directory, rollback=False),
+        "feedthrough": builders.feedthrough(directory),
+    }
+
+
+@pytest.fixture
+def always_parallel(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """Every batch of two or more FMUs steps on the threads; the names of the threads that stepped FMUs.
+
+    Each FMU step first waits 0.2 ms with the GIL released, as a longer C step
+    would, so that the pool threads take their share of the steps.
+    """
+    monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
+    names: set[str] = set()
+    do_step = FMUComponent.do_step
+
+    def slow_step(self: FMUComponent, t: float, dt: float) -> None:
+        names.add(threading.current_thread().name)
+        threading.Event().wait(2e-4)
+        do_step(self, t, dt)
+
+    monkeypatch.setattr(FMUComponent, "do_step", slow_step)
+    return names
+
+
+class Spring(OdeComponent):
+    """``v' = -x``; with an FMU's ``x' = v`` an oscillator (*unit*: of ``v``)."""
+
+    def __init__(self, name: str, v0: float = 0.5, unit: str = "m/s") -> None:
+        super().__init__(name)
+        self.add_state("v", unit, initial=v0)
+        self.add_input("x", "m")
+
+    def derivatives(self, t, x, u):
+        return np.array([-u[0]])
+
+
+def fmu(name: str, path: Path, **params: Any) -> FMUComponent:
+    comp = FMUComponent(name)
+    comp.set_parameters(path=str(path), **params)
+    return comp
+
+
+def mixed_system(fmus: dict[str, Path], *, discards: bool, passive: bool = False, kind: str = "discard") -> System:
+    """Springs driving FMUs (``x' = v``) and driven by them, a feedthrough FMU and a bouncing ball (events).
+
+    With *discards*, ``f1`` and ``f3`` end the step from 0.5 early (at 0.53 and 0.57); with *passive*, an FMU
+    without FMU state joins them (it cannot be stepped speculatively, nor be the hybrid master's trial).
+    """
+    system = System("mixed")
+    late = {"t_discard": 0.53} if discards else {}
+    later = {"t_discard": 0.57} if discards else {}
+    for comp in (Spring("s1"), Spring("s2", v0=-0.3), Spring("pull", unit="N"), fmu("f1", fmus[kind], **late),
+                 fmu("f2", fmus[kind]), fmu("f3", fmus[kind], **later), fmu("g", fmus["feedthrough"], k=3.0),
+                 BouncingBall("ball")):
+        system.add_component(comp)
+    system.components["ball"].set_parameters(h0=1.3)  # the bounce at 0.515 s, in the step the FMUs cut
+    for link in ("f1.x -> s1.x", "s1.v -> f1.u", "f2.x -> s2.x", "s2.v -> f2.u", "s1.v -> f3.u", "f3.x -> pull.x",
+                 "pull.v -> g.u"):
+        system.connect(link)
+    if passive:
+        system.add_component(fmu("p", fmus["passive"]))
+        system.connect("s2.v -> p.u")
+    return system
+
+
+def run(system: System, master: Master) -> Any:
+    try:
+        return system.run(0.0, TF, DT, master=master)
+    finally:
+        system.free()
+
+
+def recorded(result: Any) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:
+    """Every recorded array: ``(time, values, micro)`` by component and port."""
+    out = {}
+    for comp, history in result.history.get_all_histories().items():
+        for port, ports in history.get_all_histories().items():
+            out[comp, port] = ports.slice(0, len(ports))
+    return out
+
+
+def assert_bitwise_equal(result: Any, reference: Any) -> None:
+    got, expected = recorded(result), recorded(reference)
+    assert got.keys() == expected.keys()
+    for key, arrays in expected.items():
+        for name, a, b in zip(("time", "values", "micro"), got[key], arrays, strict=True):
+            assert np.array_equal(a, b), f"{key} {name}"
+    assert result.events == reference.events
+    assert result.mode_switches == reference.mode_switches
+
+
+def serial_stats(result: Any) -> dict[str, Any]:
+    stats = result.stats.as_dict()
+    for key in ("parallel_threads", "parallel_steps", "plan_steps", "parallel_fraction"):
+        stats.pop(key)
+    return stats
+
+
+def step_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("cosimrun-step")]
+
+
+# ---------------------------------------------------------------------------- the same bits as serial stepping
+@pytest.mark.parametrize("discards", [False, True], ids=["steps", "discards"])
+@pytest.mark.parametrize("name", list(MASTERS))
+def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
+    name: str, discards: bool, fmus: dict[str, Path], always_parallel: set[str]
+) -> None:
+    kind = "interpolating" if name.endswith(("lines", "extrapolated")) else "discard"
+    reference = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name]())
+    assert always_parallel == {"MainThread"}
+    result = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name](parallel=2))
+    assert always_parallel == {"MainThread", "cosimrun-step-0"}
+    assert_bitwise_equal(result, reference)
+    assert serial_stats(result) == serial_stats(reference)
+    assert result.stats.parallel_steps > 0 and result.stats.parallel_threads == 2
+    assert reference.stats.parallel_steps == reference.stats.plan_steps == 0
+    events = [e for _, _, e in result.events]
+    assert events.count("bounce") == 1 and events.count("discard") == (2 if discards else 0)
+    assert not step_threads()
+
+
+@pytest.mark.parametrize("name", ["jacobi", "gauss_seidel", "hybrid"])
+def test_an_fmu_without_fmu_state_steps_on_the_main_thread_where_it_cannot_be_undone(
+    name: str, fmus: dict[str, Path], always_parallel: set[str]
+) -> None:
+    reference = run(mixed_system(fmus, discards=False, passive=True), MASTERS[name]())
+    master = MASTERS[name](parallel="threads")
+    result = run(mixed_system(fmus, discards=False, passive=True), master)
+    assert_bitwise_equal(result, reference)
+    assert result.stats.parallel_steps > 0
+
+
+def test_jacobi_batches_every_fmu_and_snapshots_those_after_the_first_that_may_discard(
+    fmus: dict[str, Path],
+) -> None:
+    system = mixed_system(fmus, discards=False, passive=True)
+    master = Jacobi(parallel=2)
+    system.initialize(0.0, master)
+    try:
+        segments = parallel.split_plan(master.stepping_plan(master._step_order(), fresh=False)[0])
+    finally:
+        system.free()
+    (steps, batch), = segments
+    names = [c.name for c, _, _ in steps]
+    assert names[:4] == ["f1", "f2", "f3", "p"]  # Jacobi steps the FMUs that may end a step early first
+    assert [names[i] for i in batch.pooled] == ["f1", "f2", "f3", "g"]  # p cannot be restored: main thread
+    assert [names[i] for i in batch.speculative] == ["f2", "f3", "g"]
+
+
+def test_gauss_seidel_batches_hold_no_fresh_link_between_their_members(fmus: dict[str, Path]) -> None:
+    system = mixed_system(fmus, discards=False)
+    master = GaussSeidel(parallel=2)
+    system.initialize(0.0, master)
+    try:
+        segments = parallel.split_plan(master.stepping_plan(master.order, fresh=True)[0])
+        levels = system.analysis.levels
+    finally:
+        system.free()
+    assert [c.name for steps, _ in segments for c, _, _ in steps] == system.analysis.order
+    level = {name: k for k, names in enumerate(levels) for name in names}
+    assert [[c.name for c, _, _ in steps] for steps, batch in segments if batch is not None] == [["f1", "f2", "f3"]]
+    for steps, batch in segments:
+        if batch is None:
+            continue
+        members = {id(p) for c, _, _ in steps for p in c.outputs.values()}
+        assert not any(id(src) in members for _, _, fresh in steps for _, src, _, _, _ in fresh)
+        assert len({level[c.name] for c, _, _ in steps}) == 1  # within one priority level
+        assert len(batch.pooled) >= 2
+
+
+# ---------------------------------------------------------------------------- failures
+def failing_config(fmu_path: Path, master: str, parallel_setting: Any) -> dict[str, Any]:
+    """Two feedthrough FMUs, both failing the first step they take with u = 6 > u_max = 5, and a Python ramp."""
+    fmu_params = {"path": str(fmu_path), "u_max": 5.0}
+    return {
+        "name": "failing",
+        "run": {"t0": 0.0, "tf": 1.0, "dt": 0.1},
+        "components": {
+            "ramp": {"type": "ramp", "params": {"slope": 10.0, "unit": "N"}},
+            "a": {"type": "fmu", "params": fmu_params},
+            "b": {"type": "fmu", "params": fmu_params},
+        },
+        "connections": ["ramp.y -> a.u", "ramp.y -> b.u"],
+        "master": {"name": master, "parallel": parallel_setting},
+    }
+
+
+@pytest.mark.parametrize("master", ["jacobi", "gauss_seidel", "hybrid"])
+def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
+    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: set[str]
+) -> None:
+    outcomes = {}
+    for setting in (False, 2):
+        outcome = run_experiment(failing_config(fmus["feedthrough"], master, setting), tmp_path / str(setting))
+        with h5py.File(outcome.path) as f:
+            outcomes[setting] = (outcome.status, outcome.failed_at, type(outcome.cause), str(outcome.cause),
+                                 f.attrs["status"], f.attrs["error"])
+            assert f["stats"].attrs["parallel_threads"] == (setting or 1)
+    assert outcomes[2] == outcomes[False]
+    status, _, cause, _, file_status, error = outcomes[2]
+    assert (status, file_status, cause) == ("failed", "failed", FMUError)  # exit status 1
+    assert error.startswith("FMUError: FMU component 'a' (feedthrough.fmu): fmi2DoStep from t=")
+    assert "returned fmi2Discard" in error  # both fail: the first in plan order is the one reported
+    assert not step_threads()
+
+
+def test_an_exception_in_a_worker_thread_is_raised_as_it_is_and_the_threads_end(
+    fmus: dict[str, Path], always_parallel: set[str]
+) -> None:
+    """Not an FMU's error: any exception, raised with its type, message and traceback, the first in plan order."""
+    failed_on: list[str] = []
+
+    def system() -> System:
+        system = System("s")
+        for name in ("a", "b", "c"):
+            comp = system.add_component(fmu(name, fmus["discard"]))
+            if name != "a":
+                comp.do_step = failing(comp)
+        return system
+
+    def failing(comp: FMUComponent) -> Callable[[float, float], None]:
+        def do_step(t: float, dt: float) -> None:
+            FMUComponent.do_step(comp, t, dt)
+            if t >= 0.3 - 1e-12:
+                failed_on.append(threading.current_thread().name)
+                raise ZeroDivisionError(f"{comp.name} at t={t:.3g}")
+
+        return do_step
+
+    errors = []
+    for setting in (False, 3):
+        with pytest.raises(ZeroDivisionError) as info:
+            run(system(), Jacobi(parallel=setting))
+        errors.append(str(info.value))
+        assert info.value.__traceback__ is not None
+    assert errors == ["b at t=0.3"] * 2
+    assert any(name.startswith("cosimrun-step") for name in failed_on)
+    assert not step_threads()
+
+
+# ---------------------------------------------------------------------------- settings
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "master.parallel: must be false, threads or an integer >= 1, got 0"),
+    ("abc", "master.parallel: must be false, threads or an integer >= 1, got 'abc'"),
+    ("thread", "master.parallel: must be false, threads or an integer >= 1; did you mean 'threads'?, got 'thread'"),
+    (True, "master.parallel: must be false, threads or an integer >= 1, got True"),
+    (1.5, "master.parallel: must be false, threads or an integer >= 1, got 1.5"),
+])
+def test_an_invalid_parallel_setting_is_one_config_error_naming_the_key(value: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_master({"name": "jacobi", "parallel": value})
+    assert str(info.value) == message and "\n" not in message
+    assert info.value.key == "master.parallel"
+
+
+def test_parallel_settings_and_thread_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert [thread_count(v) for v in (False, 1, 4, "threads")] == [1, 1, 4, 6]
+    for name in ("jacobi", "gauss_seidel", "ijcsa", "hybrid"):
+        assert build_master({"name": name, "parallel": "threads"}).parallel == "threads"
+        assert build_master({"name": name}).parallel is False
+
+
+# ---------------------------------------------------------------------------- statistics and the policy
+def test_stats_say_how_much_of_the_stepping_ran_in_parallel(fmus: dict[str, Path], always_parallel: None) -> None:
+    system = System("s")
+    system.add_component(Spring("s1"))
+    for name in ("a", "b", "c"):
+        system.add_component(fmu(name, fmus["discard"]))
+    system.connect("s1.v -> a.u")
+    result = run(system, Jacobi(parallel=2))
+    stats = result.stats.as_dict()
+    steps = round(TF / DT)
+    assert stats["parallel_threads"] == 2 and stats["plan_steps"] == 4 * steps
+    assert stats["parallel_steps"] == 3 * steps and stats["parallel_fraction"] == 0.75
+    off = run(mixed_system(fmus, discards=False), Jacobi()).stats.as_dict()
+    assert (off["parallel_threads"], off["parallel_steps"], off["parallel_fraction"]) == (1, 0, 0.0)
+
+
+def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
+    def steps(batch: parallel.Batch, serial: float, concurrent: float, n: int) -> list[bool]:
+        """*n* choices, each step measured (when timed) as taking *serial* or *concurrent* seconds."""
+        choices = []
+        for _ in range(n):
+            choices.append(batch.parallel_now())
+            if batch.timed:
+                batch.measured(choices[-1], concurrent if choices[-1] else serial)
+        return choices
+
+    window, timed = parallel.WINDOW, parallel.TIMED
+    probes = timed // 2  # the timed steps taken the slower way, per window
+    short = parallel.Batch([], [], [0, 1], [])
+    assert not any(steps(short, parallel.MIN_BATCH_S / 2, 0.0, 3 * window))  # too short to gain: never tried
+    batch = parallel.Batch([], [], [0, 1], [])
+    choices = steps(batch, 1e-3, 0.6e-3, 31 * window)
+    assert choices[:timed + 1] == [False, True] * probes + [True]  # each way timed alternately, then the faster
+    assert choices[window:window + timed + 1] == [False, True] * probes + [True]  # again at the next window
+    assert choices.count(False) == 5 * probes  # windows of 100, 200, 400, 800, 1600 steps: probes cost little
+    choices = steps(batch, 1e-3, 1.5e-3, 2 * parallel.MAX_WINDOW)  # parallel became slower: seen at a window's end
+    assert (batch.serial_s, batch.parallel_s) == (1e-3, 1.5e-3)
+    assert choices[-window:].count(True) <= probes
+    noisy = parallel.Batch([], [], [0, 1], [])  # one-sided noise: the least time of a window counts
+    choices = []
+    for k in range(3 * window):
+        choices.append(noisy.parallel_now())
+        noisy.measured(choices[-1], (0.6e-3 if k % 2 else 5e-3) if choices[-1] else 1e-3)
+    assert noisy.parallel_s == 0.6e-3 and choices.count(False) == 2 * probes
+
+
+def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) -> None:
+    """Without forcing: FMUs whose steps take long enough are stepped in parallel after a first measured step."""
+
+    class Slow(FMUComponent):
+        def do_step(self, t: float, dt: float) -> None:
+            threading.Event().wait(2e-3)  # releases the GIL, like a long C step
+            super().do_step(t, dt)
+
+    system = System("s")
+    for name in ("a", "b"):
+        comp = Slow(name)
+        comp.set_parameters(path=str(fmus["discard"]))
+        system.add_component(comp)
+    result = run(system, Jacobi(parallel=2))
+    assert result.stats.parallel_steps >= 2 * (round(TF / DT) - 3)  # not the first (serial) step, nor a probe
