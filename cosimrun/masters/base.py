@@ -216,8 +216,10 @@ class Master:
         self._check("max_loop_iterations", int(self.max_loop_iterations) >= 1, "must be >= 1")
         self._check("sign_tolerance", self.sign_tolerance >= 0, "must be >= 0")
         self._check("max_micro_steps", int(self.max_micro_steps) >= 1, "must be >= 1")
-        self._check("parallel", thread_count(self.parallel) is not None,
-                    f"must be false, threads or an integer >= 1{suggest(str(self.parallel), ['threads'])}")
+        if thread_count(self.parallel) is None:
+            value, close = self.parallel, did_you_mean(str(self.parallel), ["threads"])
+            raise ConfigError("parallel", f"{value!r} is not valid{suggest(str(value), ['threads'])} (valid: false, "
+                                          "threads or an integer >= 1)", suggestion=close[0] if close else None)
         self.stats = self._new_stats()
         self.system: System | None = None
         self._stepper: ParallelStepper | None = None

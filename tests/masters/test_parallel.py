@@ -298,17 +298,18 @@ def test_an_exception_in_a_worker_thread_is_raised_as_it_is_and_the_threads_end(
 
 # ---------------------------------------------------------------------------- settings
 @pytest.mark.parametrize(("value", "message"), [
-    (0, "master.parallel: must be false, threads or an integer >= 1, got 0"),
-    ("abc", "master.parallel: must be false, threads or an integer >= 1, got 'abc'"),
-    ("thread", "master.parallel: must be false, threads or an integer >= 1; did you mean 'threads'?, got 'thread'"),
-    (True, "master.parallel: must be false, threads or an integer >= 1, got True"),
-    (1.5, "master.parallel: must be false, threads or an integer >= 1, got 1.5"),
+    (0, "0 is not valid"),
+    ("abc", "'abc' is not valid"),
+    ("thread", "'thread' is not valid; did you mean 'threads'?"),
+    (True, "True is not valid"),
+    (1.5, "1.5 is not valid"),
 ])
 def test_an_invalid_parallel_setting_is_one_config_error_naming_the_key(value: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         build_master({"name": "jacobi", "parallel": value})
-    assert str(info.value) == message and "\n" not in message
-    assert info.value.key == "master.parallel"
+    assert str(info.value) == f"master.parallel: {message} (valid: false, threads or an integer >= 1)"
+    assert info.value.key == "master.parallel" and "\n" not in str(info.value)
+    assert info.value.suggestion == ("threads" if value == "thread" else None)
 
 
 def test_parallel_settings_and_thread_counts(monkeypatch: pytest.MonkeyPatch) -> None:
