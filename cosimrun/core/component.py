@@ -15,7 +15,8 @@ component, and no underscore name:
   ``needs_set_inputs`` (then input values go in through ``set_inputs``);
 - stepping: ``do_step(t, dt)``, ``refresh_outputs(t)`` (outputs from the current
   inputs and state, without advancing: direct feedthrough and algebraic loops),
-  ``steps_in_parallel`` (``do_step`` may run on another thread);
+  ``steps_in_parallel`` (``do_step`` may run on another thread), ``may_discard`` (a step may end
+  early with ``StepDiscarded``), ``fixed_step_only`` (every step must have one size);
 - time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
 - rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
   ``restore_state(snapshot, t)``;
@@ -71,6 +72,12 @@ class CoSimComponent(ABC):
     over a step from ``t`` (``PortState.derivatives``). The master then gives it the extrapolated (or, under
     Gauss-Seidel, interpolated) inputs' value and derivatives at the step start; a component that does not
     gets each input's mean over the step, held."""
+    may_discard: ClassVar[bool] = False
+    """Whether ``do_step`` may end a step early by raising :class:`~cosimrun.errors.StepDiscarded` (an FMU's
+    ``fmi2Discard``): the masters then cut the step there for every component."""
+    fixed_step_only: ClassVar[bool] = False
+    """Whether the component must always be stepped by one step size (an FMU without
+    ``canHandleVariableCommunicationStepSize``): the masters refuse or fail a run that would cut its steps."""
     steps_in_parallel: ClassVar[bool] = False
     """Whether ``do_step`` may run on another thread, concurrently with other components' steps (the masters'
     ``parallel`` setting). Declare it only for a component whose step is thread-safe (it touches its own state

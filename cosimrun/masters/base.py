@@ -110,12 +110,12 @@ def may_discard(comp: CoSimComponent) -> bool:
 
     FMU components declare it (``may_discard``); no other component ends a step early.
     """
-    return getattr(comp, "may_discard", False) is True
+    return comp.may_discard is True
 
 
 def fixed_step_only(comp: CoSimComponent) -> bool:
     """Whether *comp* must always step by one step size (an FMU without variable communication step sizes)."""
-    return getattr(comp, "fixed_step_only", False) is True
+    return comp.fixed_step_only is True
 
 
 def cut_guard(plan: list[Step]) -> list[CoSimComponent]:

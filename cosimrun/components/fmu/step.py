@@ -57,12 +57,12 @@ class FMUStepping(FMUBase):
         instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
 
     @property
-    def fixed_step_only(self) -> bool:
+    def fixed_step_only(self) -> bool:  # type: ignore[override]
         """True when the FMU declares ``canHandleVariableCommunicationStepSize`` false: all its steps have one size."""
         return self.model is not None and not self.model.variable_step
 
     @property
-    def may_discard(self) -> bool:
+    def may_discard(self) -> bool:  # type: ignore[override]
         """Whether ``do_step`` may end early with :class:`StepDiscarded`, leaving the FMU at its last successful time.
 
         Masters keep what they need to bring the other components to that
