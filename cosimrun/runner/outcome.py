@@ -102,12 +102,16 @@ def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[st
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
 
 
+def _written(path: str | os.PathLike[str]) -> Path:
+    """*path*, or its ``.partial`` file while only that exists (a run that did not close its file)."""
+    path = Path(path)
+    return partial_path(path) if not path.exists() and partial_path(path).exists() else path
+
+
 def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
     """``{"comp.port": last value}`` of every recorded port of a results file ("" / {} if unreadable)."""
     out: dict[str, Any] = {}
-    path = Path(path)
-    if not path.exists() and partial_path(path).exists():
-        path = partial_path(path)
+    path = _written(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
             comps = f.get("components")
@@ -128,9 +132,7 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def largest_coupling_error(path: str | os.PathLike[str]) -> float:
     """The largest ``relative`` of a results file's ``/coupling_error`` (NaN without estimates or file)."""
-    path = Path(path)
-    if not path.exists() and partial_path(path).exists():
-        path = partial_path(path)
+    path = _written(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
             table = f.get("coupling_error")

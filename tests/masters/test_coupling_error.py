@@ -12,6 +12,7 @@ import io
 import math
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,6 +39,18 @@ def sine_into_integrator() -> System:
     system.add_component(Integrator("int"))
     system.connect("src.y -> int.u")
     return system
+
+
+def sine_config(**more: Any) -> dict[str, Any]:
+    """The same system as an experiment config under Jacobi (with *more* top-level keys)."""
+    return {
+        "name": "sine",
+        "run": {"t0": 0.0, "tf": T_END, "dt": H},
+        "master": {"name": "jacobi"},
+        "components": {"src": {"type": "sine"}, "int": {"type": "integrator"}},
+        "connections": ["src.y -> int.u"],
+        **more,
+    }
 
 
 def true_largest_error(scheme: str, p: int) -> float:
@@ -92,13 +105,7 @@ def test_estimates_shrink_with_the_step_as_the_held_input_s_change() -> None:
 
 
 def test_the_results_file_and_the_summary_carry_the_estimates(tmp_path: Path) -> None:
-    cfg = {
-        "name": "sine",
-        "run": {"t0": 0.0, "tf": T_END, "dt": H},
-        "master": {"name": "jacobi"},
-        "components": {"src": {"type": "sine"}, "int": {"type": "integrator"}},
-        "connections": ["src.y -> int.u"],
-    }
+    cfg = sine_config()
     outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg))
     assert outcome.ok, outcome.error
     table = load_results(outcome.path).coupling_error
@@ -135,14 +142,7 @@ def test_a_sweep_index_has_the_largest_estimate_per_job(cosimrun, tmp_path: Path
 
 
 def test_a_connection_whose_producer_is_not_recorded_is_not_estimated(tmp_path: Path) -> None:
-    cfg = {
-        "name": "sine",
-        "run": {"t0": 0.0, "tf": T_END, "dt": H},
-        "master": {"name": "jacobi"},
-        "components": {"src": {"type": "sine"}, "int": {"type": "integrator"}},
-        "connections": ["src.y -> int.u"],
-        "storage": {"record": ["int"]},
-    }
+    cfg = sine_config(storage={"record": ["int"]})
     outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg))
     assert outcome.ok, outcome.error
     assert outcome.result.coupling_errors == []
