@@ -328,10 +328,11 @@ def _connect(system: System, key: str, item: Any) -> None:
             for name in item:
                 if str(name) not in known:
                     raise UnknownNameError("key", str(name), known, f"in {key}", key=str(name))
-            missing = [name for name in known if name not in item]
+            missing = [name for name in ("src", "dst") if name not in item]
             if missing:
                 raise ValueError(f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
-            system.connect(str(item["src"]), str(item["dst"]))
+            transform = {name: item[name] for name in ("scale", "offset", "convert_units") if name in item}
+            system.connect(str(item["src"]), str(item["dst"]), **transform)
         else:
             raise ValueError(f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
     except (KeyError, ValueError) as exc:

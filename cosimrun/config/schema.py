@@ -57,10 +57,21 @@ class MultiComponentConfig(ComponentConfig):
 
 @dataclass
 class ConnectionConfig:
-    """A connection written as a mapping (``{src: a.y, dst: b.u}``) rather than ``"a.y -> b.u"``."""
+    """A connection written as a mapping (``{src: a.y, dst: b.u}``) rather than ``"a.y -> b.u"``.
+
+    Only the mapping takes a linear transformation: ``dst = scale * src + offset``,
+    with *src* first converted to the unit of *dst* unless ``convert_units`` is false
+    (SSP's ``LinearTransformation`` and ``suppressUnitConversion``).
+    """
 
     src: str = MISSING
     dst: str = MISSING
+    scale: float = 1.0
+    """Factor applied to the source value after unit conversion (real ports only)."""
+    offset: float = 0.0
+    """Added after the scale, in the destination port's unit (real ports only)."""
+    convert_units: bool = True
+    """False passes the source number unconverted (its unit is not checked against the destination's)."""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.switching import ModeSwitch, ModeSwitching
-from cosimrun.core.units import compile_conversion
+from cosimrun.core.units import IDENTITY
 from cosimrun.errors import (
     IncompatibleUnitsError,
     InvalidConnectionError,
@@ -131,18 +132,23 @@ class System:
         except KeyError:
             raise UnknownNameError("component", name, self.components, f"in system {self.name!r}") from None
 
-    def connect(self, src: str | Connection, dst: str | None = None) -> Connection:
+    def connect(self, src: str | Connection, dst: str | None = None, *, scale: float = 1.0, offset: float = 0.0,
+                convert_units: bool = True) -> Connection:
         """Connect ``"a.y"`` to ``"b.u"`` (also accepts ``"a.y -> b.u"`` or a :class:`Connection`).
 
+        ``b.u`` receives ``scale * y + offset``, *y* converted to ``b.u``'s unit
+        unless *convert_units* is false (see :mod:`cosimrun.system.connection`).
         The connection is validated at once: ports exist, directions and types
-        match, units are compatible, and the input is not already driven.
+        match, units are compatible, a transformation is on real ports only,
+        and the input is not already driven.
         """
+        transform = {"scale": scale, "offset": offset, "convert_units": convert_units}
         if isinstance(src, Connection):
-            conn = src
+            conn = src if (scale, offset, convert_units) == (1.0, 0.0, True) else dataclasses.replace(src, **transform)
         elif dst is None:
-            conn = Connection.parse(src)
+            conn = dataclasses.replace(Connection.parse(src), **transform)
         else:
-            conn = Connection.between(src, dst)
+            conn = Connection.between(src, dst, **transform)
         self._validate(conn)
         self.connections.append(conn)
         self._driven[conn.dst] = conn
@@ -205,12 +211,19 @@ class System:
                                    f"but {conn.dst} is {dst.type.value}")
         if src.type is PortType.REAL:
             try:
-                compile_conversion(src.unit, dst.unit)
+                conn.transform(src.unit, dst.unit)
             except IncompatibleUnitsError:
                 raise InvalidConnectionError(
                     f"connection {conn}: incompatible units, {conn.src} is in {src.unit_name or 'no unit'} "
-                    f"but {conn.dst} is in {dst.unit_name or 'no unit'}"
+                    f"but {conn.dst} is in {dst.unit_name or 'no unit'} (convert_units=False passes the number "
+                    "as it is)"
                 ) from None
+        elif conn.transforms:
+            key = "scale" if conn.scale != 1.0 else "offset" if conn.offset != 0.0 else "convert_units"
+            raise InvalidConnectionError(
+                f"connection {conn}: {conn.describe_transform()} applies to real ports only; "
+                f"{conn.src} is {src.type.value} (leave out scale, offset and convert_units)"
+            ).within(key)
         if conn.dst in self._driven:
             raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}")
 
@@ -281,9 +294,9 @@ class System:
         src = self.components[conn.src_component].outputs[conn.src_port]
         dst = self.components[conn.dst_component].inputs[conn.dst_port]
         if src.spec.type is PortType.REAL:
-            conversion = compile_conversion(src.spec.unit, dst.spec.unit)
+            conversion = conn.transform(src.spec.unit, dst.spec.unit)
         else:
-            conversion = compile_conversion(None, None)
+            conversion = IDENTITY
         return Link(conn, src, dst, conversion)
 
     # ------------------------------------------------------------------ running
@@ -362,9 +375,11 @@ class System:
             src = self._output_specs(self.components[conn.src_component])[conn.src_port]
             dst = self.components[conn.dst_component].input_specs[conn.dst_port]
             conv = ""
-            if src.type is PortType.REAL and src.unit_name != dst.unit_name:
-                c = compile_conversion(src.unit, dst.unit)
-                conv = f"  [{src.unit_name} -> {dst.unit_name}: x*{c.scale:g}{c.offset:+g}]"
+            if src.type is PortType.REAL and (src.unit_name != dst.unit_name or conn.transforms):
+                c = conn.transform(src.unit, dst.unit)
+                what = conn.describe_transform()
+                units = f"{src.unit_name or 'no unit'} -> {dst.unit_name or 'no unit'}"
+                conv = f"  [{units}{'; ' + what if what else ''}: x*{c.scale:g}{c.offset:+g}]"
             lines.append(f"  {conn}{conv}")
         for ev in self.event_connections:
             lines.append(f"  {ev}")
