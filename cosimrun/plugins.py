@@ -11,6 +11,12 @@ Discovery is lazy: listing names reads the table and package metadata only and
 never imports a component module; a class is imported on first use. When a
 third-party type has a builtin's name, or two distributions register the same
 name, a warning names both and the builtin (else the first one found) wins.
+
+A registered class may pick the class that is actually built from the
+parameters: a classmethod ``resolve_class(params) -> type`` is called before
+construction when parameters are given (``type: fmu`` chooses co-simulation or
+model exchange from the FMU file this way). It may raise a
+:class:`~cosimrun.errors.ConfigError` keyed ``params.NAME``.
 """
 
 from __future__ import annotations
@@ -200,25 +206,43 @@ class ComponentRegistry:
         self._classes[name] = obj
         return obj
 
+    def resolve_class(self, type_name: str, params: Mapping[str, Any]) -> type[CoSimComponent]:
+        """The class a component of type *type_name* with *params* is built from.
+
+        The registered class, or the one its ``resolve_class(params)`` classmethod picks.
+        """
+        cls = self.get_component_class(type_name)
+        resolve = getattr(cls, "resolve_class", None)
+        if not callable(resolve):
+            return cls
+        chosen = resolve(params)
+        if not (isinstance(chosen, type) and issubclass(chosen, CoSimComponent)):
+            raise PluginError(f"component type {type_name!r}: {cls.__qualname__}.resolve_class returned {chosen!r}, "
+                              "not a subclass of cosimrun.CoSimComponent")
+        return chosen
+
     def create_component(
-        self, type_name: str, name: str, params: Mapping[str, Any] | None = None, **init_kwargs: Any
+        self, type_name: str, name: str, params: Mapping[str, Any] | None = None, *, configure: bool = True,
+        **init_kwargs: Any,
     ) -> CoSimComponent:
         """Construct component *name* of type *type_name*, then ``set_parameters(**params)``.
 
         *init_kwargs* go to the constructor (e.g. ``models``/``initial_mode`` of
-        ``multi``). When *params* are given, the class's cross-parameter checks
-        (``check_parameters``, where it has one) run at once, so inconsistent or
-        incomplete settings fail here rather than at initialize. Without
-        *params* the component is returned unchecked, to be configured later.
+        ``multi``). The class is chosen from *params* where the registered class
+        says so (:meth:`resolve_class`). When *params* are given, the class's
+        cross-parameter checks (``check_parameters``, where it has one) run at
+        once, so inconsistent or incomplete settings fail here rather than at
+        initialize. Without *params*, or with ``configure=False`` (the caller
+        sets them one by one), the component is returned unconfigured.
         """
-        cls = self.get_component_class(type_name)
+        if params is not None and not isinstance(params, Mapping):
+            raise TypeError(f"component {name!r} ({type_name}): params must be a mapping, got {type(params).__name__}")
+        cls = self.resolve_class(type_name, params) if params else self.get_component_class(type_name)
         if getattr(cls, "requires_models", False) and "models" not in init_kwargs:
             raise PluginError(f"component {name!r}: type {type_name!r} is built from sub-components; pass "
                               "models=... and initial_mode=... (in a config: 'modes' and 'initial_mode')")
-        if params is not None and not isinstance(params, Mapping):
-            raise TypeError(f"component {name!r} ({type_name}): params must be a mapping, got {type(params).__name__}")
         comp = cls(name, **init_kwargs)
-        if params:
+        if params and configure:
             comp.set_parameters(**{str(k): v for k, v in params.items()})
             check = getattr(comp, "check_parameters", None)
             if callable(check):
@@ -270,10 +294,11 @@ def get_component_class(name: str) -> type[CoSimComponent]:
 
 
 def create_component(
-    type_name: str, name: str, params: Mapping[str, Any] | None = None, **init_kwargs: Any
+    type_name: str, name: str, params: Mapping[str, Any] | None = None, *, configure: bool = True,
+    **init_kwargs: Any,
 ) -> CoSimComponent:
     """Create component *name* of type *type_name* with *params* (see :meth:`ComponentRegistry.create_component`)."""
-    return _registry.create_component(type_name, name, params, **init_kwargs)
+    return _registry.create_component(type_name, name, params, configure=configure, **init_kwargs)
 
 
 def list_components(load: bool = True) -> list[ComponentInfo]:

@@ -242,7 +242,7 @@ def build_component(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimCompone
 
 def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> CoSimComponent:
     try:
-        comp = create_component(type_name, name)
+        comp = create_component(type_name, name, params, configure=False)  # the class may depend on params
     except PluginError as exc:
         raise _placed(f"{key}.type", exc) from None
     except (KeyError, ValueError, TypeError) as exc:

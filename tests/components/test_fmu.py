@@ -409,8 +409,8 @@ def test_missing_file_wrong_kind_and_missing_binary(tmp_path: Path, fmu_dir: Pat
     other_platform, platform = builders.without_binary(tmp_path)
     with pytest.raises(ValueError, match=rf"has no binary for this platform .*binaries for: {platform}"):
         FMUComponent("x").set_parameters(path=str(other_platform))
-    with pytest.raises(ValueError, match="is an FMI 3.0 FMU; cosimrun runs FMI 2.0 co-simulation FMUs only"):
-        FMUComponent("x").set_parameters(path=str(builders.fmi3(tmp_path)))
+    with pytest.raises(ValueError, match="is an FMI 1.0 FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only"):
+        FMUComponent("x").set_parameters(path=str(builders.fmi1(tmp_path)))
     (tmp_path / "text.fmu").write_text("not a zip")
     with pytest.raises(ValueError, match="is not an FMU"):
         FMUComponent("x").set_parameters(path=str(tmp_path / "text.fmu"))
@@ -429,8 +429,9 @@ def test_errors_in_a_config_name_the_key(tmp_path: Path, pendulum_fmu: Path) -> 
         build({"path": str(tmp_path / "nothing.fmu")})
     with pytest.raises(ConfigError, match=r"components\.p\.params\.lenght: unknown parameter 'lenght'.*'length'"):
         build({"path": str(pendulum_fmu), "lenght": 2.0})
-    with pytest.raises(ConfigError, match=r"components\.p\.params\.path: .*model-exchange-only"):
-        build({"path": str(builders.model_exchange_only(tmp_path))})
+    with pytest.raises(ConfigError, match=r"components\.p\.params\.interface: 'cs': model_exchange_only.fmu offers "
+                                          r"model exchange only \(valid: me\)"):
+        build({"path": str(builders.model_exchange_only(tmp_path)), "interface": "cs"})
 
 
 def test_discard_names_the_fmu_the_time_and_the_status(feedthrough_fmu: Path) -> None:

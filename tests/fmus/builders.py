@@ -108,3 +108,9 @@ def fmi3(directory: Path) -> Path:
     """An FMU whose model description says FMI 3.0."""
     xml = _feedthrough_xml().replace('fmiVersion="2.0"', 'fmiVersion="3.0"')
     return _archive(directory / "fmi3.fmu", {"modelDescription.xml": xml})
+
+
+def fmi1(directory: Path) -> Path:
+    """An FMU whose model description says FMI 1.0."""
+    xml = _feedthrough_xml().replace('fmiVersion="2.0"', 'fmiVersion="1.0"')
+    return _archive(directory / "fmi1.fmu", {"modelDescription.xml": xml})

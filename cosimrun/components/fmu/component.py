@@ -9,12 +9,20 @@ is assembled from one mixin per concern (see :mod:`~cosimrun.components.fmu.base
 
 from __future__ import annotations
 
-from typing import ClassVar
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
 
+from cosimrun.components.fmu.build import resolve_example
+from cosimrun.components.fmu.description import FMUModel, read_fmu
+from cosimrun.components.fmu.errors import FMUError
 from cosimrun.components.fmu.lifecycle import FMULifecycle
-from cosimrun.components.fmu.parameters import FMUParameters
+from cosimrun.components.fmu.parameters import INTERFACES, FMUParameters
 from cosimrun.components.fmu.ports import FMUPorts
 from cosimrun.components.fmu.step import FMUStepping
+from cosimrun.core.component import CoSimComponent
+from cosimrun.errors import ConfigError
 
 
 class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
@@ -60,3 +68,48 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
 
     FIRST_PARAMETERS: ClassVar[tuple[str, ...]] = ("path",)
     """Parameters a config builder should apply before the others (they define the rest)."""
+
+    @classmethod
+    def resolve_class(cls, params: Mapping[str, Any]) -> type[CoSimComponent]:
+        """The class ``type: fmu`` builds for *params*: this one (co-simulation) or model exchange.
+
+        Model exchange (:class:`cosimrun.components.fmu.me.ModelExchangeFMU`)
+        when ``interface: me`` or the FMU offers model exchange only; reads the
+        model description only. An ``interface`` the FMU does not offer is a
+        :class:`~cosimrun.errors.ConfigError` keyed ``params.interface``; an
+        unreadable ``path`` is left to ``set_parameters`` to report.
+        """
+        interface = params.get("interface")
+        if interface is not None and interface not in INTERFACES:
+            raise ConfigError("params.interface", f"{interface!r} is not an FMU interface; valid: cs (co-simulation), "
+                                                  "me (model exchange)")
+        model = _model_or_none(params.get("path"))
+        if model is not None:
+            offered = model.interfaces
+            if interface is None:
+                interface = "cs" if "cs" in offered else "me"
+            elif interface not in offered:
+                raise ConfigError("params.interface", f"{interface!r}: {model.label} offers {model.offers} only "
+                                                      f"(valid: {', '.join(offered)})")
+        if interface != "me":
+            if "integrator" in params:
+                raise ConfigError("params.integrator", "an integrator applies to model exchange only; this FMU runs "
+                                                       "as co-simulation (interface: me if it offers model exchange)")
+            return cls
+        try:
+            from cosimrun.components.fmu.me import ModelExchangeFMU
+        except ImportError as exc:
+            raise ConfigError("params.interface", f"'me': model-exchange FMUs cannot be run in this installation "
+                                                  f"(cosimrun.components.fmu.me does not load: {exc})") from None
+        return ModelExchangeFMU
+
+
+def _model_or_none(path: Any) -> FMUModel | None:
+    """The model description of FMU *path* (``example:NAME`` too), or ``None`` when it cannot be read."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    text = os.fspath(path)
+    try:
+        return read_fmu(resolve_example(text[len("example:"):]) if text.startswith("example:") else Path(text))
+    except (ValueError, FMUError):
+        return None

@@ -1,10 +1,15 @@
 """What cosimrun reads from an FMU file: the model description, checked for use here.
 
-:func:`read_fmu` checks the file (zip archive, FMI 2.0, co-simulation, a binary
-for this platform) and returns an :class:`FMUModel` (cached per file version)
-with the variables as :class:`FMUVariable`, their units translated for pint
+:func:`read_fmu` checks the file (zip archive, FMI 2.0 or 3.0, a binary for
+this platform) and returns an :class:`FMUModel` (cached per file version): the
+FMI version, the interfaces it offers (co-simulation ``cs``, model exchange
+``me``, each an :class:`FMUInterface` with its model identifier and capability
+flags), the variables as :class:`FMUVariable` (an FMI 3 array is one variable
+per element, ``name[i]``), their units translated for pint
 (:func:`modelica_unit_to_pint`), the parameters, the physical state and the
-direct feedthrough from ``ModelStructure``.
+direct feedthrough from ``ModelStructure``. Which interface a component uses is
+chosen by the component (:meth:`FMUModel.interface` refuses one the FMU does
+not offer); FMI 1.0 is refused here.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import logging
 import os
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from cosimrun.components.fmu.extraction import FMUSettings, check_archive
 from cosimrun.core.ports import PortType
@@ -88,6 +95,20 @@ _PORT_TYPES: dict[str, PortType] = {
     "String": PortType.STRING,
 }
 
+FMI3_KINDS: dict[str, str] = {
+    "Float32": "Real", "Float64": "Real",
+    "Int8": "Integer", "UInt8": "Integer", "Int16": "Integer", "UInt16": "Integer",
+    "Int32": "Integer", "UInt32": "Integer", "Int64": "Integer", "UInt64": "Integer",
+    "Enumeration": "Enumeration", "Boolean": "Boolean", "String": "String",
+}
+"""FMI 3.0 variable types -> the kind cosimrun maps them by (``Real``, ``Integer``, ``Enumeration``, ...)."""
+
+INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    f"{sign}Int{bits}": ((0, 2**bits - 1) if sign else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
+    for sign in ("", "U") for bits in (8, 16, 32, 64)
+}
+"""The value range of each FMI 3.0 integer type (checked when a value is set)."""
+
 
 @dataclass(frozen=True)
 class FMUVariable:
@@ -96,7 +117,7 @@ class FMUVariable:
     name: str
     vr: int
     type: str
-    """``Real``, ``Integer``, ``Enumeration``, ``Boolean`` or ``String``."""
+    """``Real``, ``Integer``, ``Enumeration``, ``Boolean`` or ``String`` (for FMI 3 the kind of its type)."""
     causality: str
     variability: str
     initial: str | None
@@ -110,6 +131,16 @@ class FMUVariable:
     description: str | None = None
     minimum: float | None = None
     maximum: float | None = None
+    fmi_type: str = ""
+    """The type as the FMI version names it (``Real`` ... for FMI 2, ``Float32``, ``UInt16`` ... for FMI 3)."""
+    index: int | None = None
+    """The element's position in its FMI 3 array variable (row-major), ``None`` for a scalar."""
+    size: int = 1
+    """Elements of the variable behind value reference ``vr`` (1 for a scalar)."""
+
+    def __post_init__(self) -> None:
+        if not self.fmi_type:
+            object.__setattr__(self, "fmi_type", self.type)
 
     @property
     def port_type(self) -> PortType:
@@ -123,15 +154,51 @@ class FMUVariable:
         return self.causality in ("parameter", "input") or self.initial in ("exact", "approx")
 
 
+@dataclass(frozen=True)
+class FMUInterface:
+    """One interface an FMU offers (``cs``: co-simulation, ``me``: model exchange) and its capability flags."""
+
+    kind: str
+    """``cs`` or ``me``."""
+    identifier: str
+    """The ``modelIdentifier``: the name of the shared library."""
+    binary: str
+    """The shared library's path in the archive for this platform."""
+    has_binary: bool
+    can_rollback: bool
+    """``canGetAndSetFMUstate`` (FMI 2) / ``canGetAndSetFMUState`` (FMI 3)."""
+    only_once_per_process: bool
+    variable_step: bool = True
+    """``canHandleVariableCommunicationStepSize`` (co-simulation)."""
+    can_interpolate_inputs: bool = False
+    has_event_mode: bool = False
+    """FMI 3 co-simulation ``hasEventMode``: the FMU can hand its events to the importer (early return)."""
+    might_return_early: bool = False
+    """FMI 3 co-simulation ``mightReturnEarlyFromDoStep``."""
+    provides_intermediate_update: bool = False
+    needs_completed_integrator_step: bool = True
+    """Model exchange: ``completedIntegratorStepNotNeeded`` (FMI 2) / ``needsCompletedIntegratorStep`` (FMI 3)."""
+    provides_evaluate_discrete_states: bool = False
+
+
+INTERFACE_NAMES = {"cs": "co-simulation", "me": "model exchange"}
+
+
 @dataclass
 class FMUModel:
-    """What cosimrun reads from one FMU file (cached per file version)."""
+    """What cosimrun reads from one FMU file (cached per file version).
+
+    ``identifier`` and the capability fields (``can_rollback`` ...) are those of
+    the co-simulation interface when the FMU offers one, else of model
+    exchange; :attr:`interfaces` holds both.
+    """
 
     path: Path
     description: Any
     """FMPy's ``ModelDescription``."""
     identifier: str
     guid: str
+    """``guid`` (FMI 2) or ``instantiationToken`` (FMI 3)."""
     variables: dict[str, FMUVariable]
     inputs: list[FMUVariable]
     outputs: list[FMUVariable]
@@ -144,10 +211,45 @@ class FMUModel:
     variable_step: bool
     can_interpolate_inputs: bool = False
     """``canInterpolateInputs``: the FMU takes input derivatives (``fmi2SetRealInputDerivatives``)."""
+    fmi_version: str = "2.0"
+    """``2.0`` or ``3.0``."""
+    interfaces: dict[str, FMUInterface] = field(default_factory=dict)
+    """The interfaces the FMU offers by kind (``cs``, ``me``), co-simulation first."""
+    clocks: list[str] = field(default_factory=list)
+    """Names of FMI 3 clock variables (cosimrun runs no clocked partitions)."""
+    unsupported: list[str] = field(default_factory=list)
+    """Inputs and outputs no port can carry (FMI 3 ``Binary``), as ``name (type)``."""
+    binary_hint: str = ""
+    """What binaries the archive has instead (for the message when one is missing)."""
 
     @property
     def label(self) -> str:
         return self.path.name
+
+    @property
+    def offers(self) -> str:
+        """``co-simulation``, ``model exchange`` or ``co-simulation and model exchange``."""
+        return " and ".join(INTERFACE_NAMES[k] for k in self.interfaces)
+
+    def interface(self, kind: str) -> FMUInterface:
+        """The interface *kind* (``cs``/``me``); ``ValueError`` naming what the FMU offers, or the missing binary."""
+        found = self.interfaces.get(kind)
+        if found is None:
+            raise ValueError(f"{self.label} offers {self.offers} only, not {INTERFACE_NAMES.get(kind, kind)} "
+                             f"(interface {kind!r}); valid: {', '.join(self.interfaces)}")
+        if not found.has_binary:
+            raise ValueError(f"{self.label} has no binary for this platform ({found.binary} is missing; "
+                             f"{self.binary_hint})")
+        return found
+
+    def check_supported(self) -> None:
+        """``ValueError`` for what cosimrun cannot run: FMI 3 clocks and inputs or outputs of type ``Binary``."""
+        if self.clocks:
+            raise ValueError(f"{self.label} declares clocks ({', '.join(self.clocks)}); cosimrun does not run FMI 3 "
+                             "clocks (clocked or scheduled partitions): export the model without clocks")
+        if self.unsupported:
+            raise ValueError(f"{self.label} has inputs or outputs no port can carry: {', '.join(self.unsupported)} "
+                             "(ports are Float, Int, UInt, Boolean, Enumeration or String)")
 
 
 def _python_value(type_name: str, text: str | None) -> Any:
@@ -169,10 +271,11 @@ def _float_or_none(text: Any) -> float | None:
         return None
 
 
-def _variable(md: Any, v: Any) -> FMUVariable:
+def _variables(md: Any, v: Any, kind: str) -> list[FMUVariable]:
+    """The cosimrun variables of FMPy's variable *v* of kind *kind*: one, or one per element of an FMI 3 array."""
     fmu_unit = None
     unit = problem = None
-    if v.type == "Real":
+    if kind == "Real":
         fmu_unit = v.unit or (v.declaredType.unit if v.declaredType is not None else None)
         if fmu_unit:
             try:
@@ -185,25 +288,28 @@ def _variable(md: Any, v: Any) -> FMUVariable:
             if unit == "dimensionless":
                 unit = None
     minimum = maximum = None
-    if v.type in ("Real", "Integer", "Enumeration"):
+    if kind in ("Real", "Integer", "Enumeration"):
         declared = v.declaredType
         minimum = _float_or_none(v.min if v.min is not None else getattr(declared, "min", None))
         maximum = _float_or_none(v.max if v.max is not None else getattr(declared, "max", None))
-    return FMUVariable(
-        name=v.name,
-        vr=int(v.valueReference),
-        type=v.type,
-        causality=v.causality,
-        variability=v.variability,
-        initial=v.initial,
-        start=_python_value(v.type, v.start),
-        unit=unit,
-        fmu_unit=fmu_unit,
-        unit_problem=problem,
-        description=v.description,
-        minimum=minimum,
-        maximum=maximum,
-    )
+        bounds = INTEGER_RANGES.get(v.type)
+        if bounds is not None:
+            minimum = float(bounds[0]) if minimum is None else max(minimum, bounds[0])
+            maximum = float(bounds[1]) if maximum is None else min(maximum, bounds[1])
+    common = dict(vr=int(v.valueReference), type=kind, causality=v.causality, variability=v.variability,
+                  initial=v.initial, unit=unit, fmu_unit=fmu_unit, unit_problem=problem, description=v.description,
+                  minimum=minimum, maximum=maximum, fmi_type=v.type)
+    shape = tuple(getattr(v, "shape", None) or ())
+    if not v.dimensions or not shape:
+        return [FMUVariable(name=v.name, start=_python_value(kind, v.start), **common)]
+    size = int(np.prod(shape))
+    starts = (v.start or "").split() if kind != "String" else []
+    elements = []
+    for i, position in enumerate(np.ndindex(*shape)):
+        name = f"{v.name}[{','.join(str(k + 1) for k in position)}]"
+        start = _python_value(kind, starts[i] if i < len(starts) else (starts[-1] if starts else None))
+        elements.append(FMUVariable(name=name, start=start, index=i, size=size, **common))
+    return elements
 
 
 _MODEL_CACHE: dict[tuple[str, int, int], FMUModel] = {}
@@ -219,7 +325,9 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     The archive's sizes and entry names are checked first
     (:func:`~cosimrun.components.fmu.extraction.check_archive`: an
     :class:`~cosimrun.errors.FMUError`), so an oversized ``modelDescription.xml``
-    is refused without being read.
+    is refused without being read. FMI 2.0 and 3.0 FMUs are read, with either
+    interface and with or without a binary for this platform: a missing binary
+    is refused when an interface is chosen (:meth:`FMUModel.interface`).
     """
     import fmpy
     import fmpy.model_description as _md
@@ -255,35 +363,111 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     except ElementTree.ParseError as exc:
         raise ValueError(f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
     version = str(root.get("fmiVersion"))
-    if not version.startswith("2."):
-        raise ValueError(f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 co-simulation FMUs only")
-    if root.find("CoSimulation") is None:
-        raise ValueError(
-            f"{shown} is a model-exchange-only FMU (no <CoSimulation> element in its modelDescription.xml); "
-            "cosimrun runs FMI 2.0 co-simulation FMUs: export the model for co-simulation"
-        )
+    if not version.startswith(("2.", "3.")):
+        raise ValueError(f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
+                         "(export the model as FMI 2.0 or 3.0)")
+    fmi3 = version.startswith("3.")
+    if root.find("CoSimulation") is None and root.find("ModelExchange") is None:
+        only = " (it offers scheduled execution only)" if root.find("ScheduledExecution") is not None else ""
+        raise ValueError(f"{shown} offers neither co-simulation nor model exchange{only}; "
+                         "cosimrun runs co-simulation and model-exchange FMUs")
     try:
         md = read_model_description(str(path), validate=True)
     except ValidationError as exc:  # schema-valid but inconsistent: usable, as most tools are lenient here
         _log.warning("%s: modelDescription.xml has problems (continuing): %s", shown, exc)
-        md = read_model_description(str(path), validate=False)
+        try:
+            md = read_model_description(str(path), validate=False)
+        except Exception:  # FMPy raises assorted types for invalid XML
+            raise ValueError(f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
     except Exception as exc:  # FMPy raises assorted types for invalid XML
         raise ValueError(f"{shown}: invalid modelDescription.xml: {exc}") from None
-    cs = md.coSimulation
-    identifier = cs.modelIdentifier
-    binary = f"binaries/{fmpy.platform}/{identifier}{fmpy.sharedLibraryExtension}"
-    if binary not in names:
-        available = [p for p in fmpy.supported_platforms(str(path)) if p != "c-code"]
-        hint = f"it has binaries for: {', '.join(available)}" if available else "it has no binaries at all"
-        if "c-code" in fmpy.supported_platforms(str(path)):
-            hint += ("; it ships C sources: compile a binary for this platform with "
-                     "fmpy.util.compile_platform_binary(path)")
-        raise ValueError(f"{shown} has no binary for this platform ({binary} is missing; {hint})")
-    variables = {v.name: _variable(md, v) for v in md.modelVariables if v.type in _PORT_TYPES}
+    interfaces = {}
+    for kind, element in (("cs", md.coSimulation), ("me", md.modelExchange)):
+        if element is not None:
+            interfaces[kind] = _interface(kind, element, names, fmi3)
+    platforms = fmpy.supported_platforms(str(path))
+    available = [p for p in platforms if p != "c-code"]
+    hint = f"it has binaries for: {', '.join(available)}" if available else "it has no binaries at all"
+    if "c-code" in platforms:
+        hint += "; it ships C sources: compile a binary for this platform with fmpy.util.compile_platform_binary(path)"
+    first = next(iter(interfaces.values()))
+    kinds = FMI3_KINDS if fmi3 else {k: k for k in _PORT_TYPES}
+    variables: dict[str, FMUVariable] = {}
+    elements: dict[str, list[FMUVariable]] = {}
+    clocks, unsupported = [], []
+    for v in md.modelVariables:
+        kind = kinds.get(v.type)
+        if kind is None:
+            if v.type == "Clock":
+                clocks.append(v.name)
+            elif v.causality in ("input", "output"):
+                unsupported.append(f"{v.name} ({v.type})")
+            continue
+        elements[v.name] = _variables(md, v, kind)
+        variables.update((e.name, e) for e in elements[v.name])
     inputs = [v for v in variables.values() if v.causality == "input"]
     outputs = [v for v in variables.values() if v.causality == "output"]
     parameters = [v for v in variables.values()
                   if v.causality == "parameter" and v.variability in ("fixed", "tunable")]
+    if fmi3:
+        states, feedthrough = _structure3(md, elements, inputs, outputs)
+    else:
+        states, feedthrough = _structure2(path, md, variables, inputs, outputs)
+    model = FMUModel(
+        path=path.resolve(),
+        description=md,
+        identifier=first.identifier,
+        guid=md.instantiationToken if fmi3 else md.guid,
+        variables=variables,
+        inputs=inputs,
+        outputs=outputs,
+        parameters=parameters,
+        states=list(dict.fromkeys(states)),
+        feedthrough=feedthrough,
+        can_rollback=first.can_rollback,
+        only_once_per_process=first.only_once_per_process,
+        variable_step=first.variable_step,
+        can_interpolate_inputs=first.can_interpolate_inputs,
+        fmi_version="3.0" if fmi3 else "2.0",
+        interfaces=interfaces,
+        clocks=clocks,
+        unsupported=unsupported,
+        binary_hint=hint,
+    )
+    _MODEL_CACHE[key] = model
+    return model
+
+
+def _interface(kind: str, element: Any, names: set[str], fmi3: bool) -> FMUInterface:
+    """The :class:`FMUInterface` of FMPy's ``CoSimulation``/``ModelExchange`` *element*."""
+    import fmpy
+
+    identifier = element.modelIdentifier
+    binary = f"binaries/{fmpy.platform}/{identifier}{fmpy.sharedLibraryExtension}"
+    flags: dict[str, Any] = {}
+    if kind == "cs":
+        flags = dict(
+            variable_step=bool(element.canHandleVariableCommunicationStepSize),
+            can_interpolate_inputs=bool(element.canInterpolateInputs),
+            has_event_mode=fmi3 and bool(element.hasEventMode),
+            might_return_early=fmi3 and bool(element.mightReturnEarlyFromDoStep),
+            provides_intermediate_update=fmi3 and bool(element.providesIntermediateUpdate),
+        )
+    else:
+        needs = bool(element.needsCompletedIntegratorStep) if fmi3 \
+            else not bool(element.completedIntegratorStepNotNeeded)
+        flags = dict(needs_completed_integrator_step=needs,
+                     provides_evaluate_discrete_states=fmi3 and bool(element.providesEvaluateDiscreteStates))
+    return FMUInterface(
+        kind=kind, identifier=identifier, binary=binary, has_binary=binary in names,
+        can_rollback=bool(element.canGetAndSetFMUstate),
+        only_once_per_process=bool(element.canBeInstantiatedOnlyOncePerProcess), **flags,
+    )
+
+
+def _structure2(path: Path, md: Any, variables: dict[str, FMUVariable], inputs: list[FMUVariable],
+                outputs: list[FMUVariable]) -> tuple[list[FMUVariable], dict[str, set[str]]]:
+    """The state variables and the feedthrough of an FMI 2.0 model (index-based ``ModelStructure``)."""
     structure = _model_structure(path)
     order = [v.name for v in md.modelVariables]
     states = [variables[order[i]] for i in structure.states if 0 <= i < len(order) and order[i] in variables]
@@ -293,24 +477,30 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         name = order[index] if 0 <= index < len(order) else None
         if name in feedthrough and deps is not None:
             feedthrough[name] = {order[d] for d in deps if 0 <= d < len(order) and order[d] in input_names}
-    model = FMUModel(
-        path=path.resolve(),
-        description=md,
-        identifier=identifier,
-        guid=md.guid,
-        variables=variables,
-        inputs=inputs,
-        outputs=outputs,
-        parameters=parameters,
-        states=list(dict.fromkeys(states)),
-        feedthrough=feedthrough,
-        can_rollback=bool(cs.canGetAndSetFMUstate),
-        only_once_per_process=bool(cs.canBeInstantiatedOnlyOncePerProcess),
-        variable_step=bool(cs.canHandleVariableCommunicationStepSize),
-        can_interpolate_inputs=bool(cs.canInterpolateInputs),
-    )
-    _MODEL_CACHE[key] = model
-    return model
+    return states, feedthrough
+
+
+def _structure3(md: Any, elements: dict[str, list[FMUVariable]], inputs: list[FMUVariable],
+                outputs: list[FMUVariable]) -> tuple[list[FMUVariable], dict[str, set[str]]]:
+    """The state variables and the feedthrough of an FMI 3.0 model (value-reference-based ``ModelStructure``).
+
+    An array output depends on every element of each array input it lists.
+    """
+    states = []
+    for unknown in md.derivatives:
+        state = getattr(unknown.variable, "derivative", None)
+        if state is not None:
+            states.extend(e for e in elements.get(state.name, ()) if e.type == "Real")
+    input_names = {v.name for v in inputs}
+    feedthrough: dict[str, set[str]] = {v.name: set(input_names) for v in outputs}
+    for unknown in md.outputs:
+        if unknown.variable is None or unknown.dependencies is None:
+            continue
+        deps = {e.name for d in unknown.dependencies for e in elements.get(d.name, ()) if e.name in input_names}
+        for element in elements.get(unknown.variable.name, ()):
+            if element.name in feedthrough:
+                feedthrough[element.name] = deps
+    return states, feedthrough
 
 
 @dataclass

@@ -7,14 +7,14 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pint
 
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.build import resolve_example
-from cosimrun.components.fmu.description import FMUVariable, read_fmu
+from cosimrun.components.fmu.description import INTERFACE_NAMES, FMUInterface, FMUModel, FMUVariable, read_fmu
 from cosimrun.components.fmu.errors import FMUError
 from cosimrun.core.units import Q_, compile_conversion
 from cosimrun.errors import UnknownNameError
@@ -30,15 +30,22 @@ OWN_DEFAULTS: dict[str, Any] = {
     "tolerance": None,
     "logging": False,
     "private_copy": False,
+    "interface": None,
 }
 """The component's own parameters (everything else comes from the FMU)."""
 
 STRUCTURAL = ("aliases", "events", "states")
 """Own parameters that change the ports, the state or the event indicators."""
 
+INTERFACES = ("cs", "me")
+"""Values of the ``interface`` parameter: co-simulation, model exchange (``null``: co-simulation if offered)."""
+
 
 class FMUParameters(FMUBase):
     """Parameters: the own settings are checked here, the FMU's are converted to the variable's type and unit."""
+
+    INTERFACE: ClassVar[str] = "cs"
+    """The FMI interface this class runs (``cs`` or ``me``)."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
@@ -78,6 +85,8 @@ class FMUParameters(FMUBase):
                 self._rebuild()
             elif name == "start" and self.model is not None:
                 self._apply_start(self.parameters["start"])
+            elif name == "interface" and self.model is not None:
+                self._choose_interface(self.model)
             return
         if self.model is None:
             self._pending[name] = value
@@ -97,7 +106,7 @@ class FMUParameters(FMUBase):
         self._fmu_values[name] = converted
 
     def _check_structural_change(self, name: str) -> None:
-        if self._is_initialized and name in ("path", *STRUCTURAL, "start", "tolerance", "private_copy"):
+        if self._is_initialized and name in ("path", *STRUCTURAL, "start", "tolerance", "private_copy", "interface"):
             raise ValueError(f"{self._where()}: parameter {name!r} can only change before initialize (or after reset)")
 
     def _validate_own(self, name: str, value: Any) -> Any:
@@ -120,6 +129,11 @@ class FMUParameters(FMUBase):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{where}: parameter 'tolerance' must be a number > 0 (or null), got {value!r}")
             return float(value)
+        if name == "interface":
+            if value is not None and value not in INTERFACES:
+                raise ValueError(f"{where}: parameter 'interface' must be cs (co-simulation) or me (model exchange), "
+                                 f"got {value!r}")
+            return value
         if name in ("logging", "private_copy"):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{where}: parameter {name!r} must be true or false, got {value!r}")
@@ -140,6 +154,7 @@ class FMUParameters(FMUBase):
         try:
             file = resolve_example(text[len("example:"):]) if text.startswith("example:") else Path(text)
             model = read_fmu(file)
+            self._choose_interface(model)
         except (ValueError, FMUError) as exc:
             raise ValueError(f"component {self.name!r}: parameter 'path': {exc}") from None
         if self.model is not None and model is not self.model:
@@ -165,6 +180,24 @@ class FMUParameters(FMUBase):
             if name not in self.parameters:
                 raise self._unknown(name, " (set before 'path')")
             self._set_one(name, value)
+
+    def _choose_interface(self, model: FMUModel) -> FMUInterface:
+        """The interface of *model* this class runs; ``ValueError`` when the FMU or the ``interface`` setting
+        asks for the other one, or the FMU needs what cosimrun does not run (clocks)."""
+        kind = self.INTERFACE
+        requested = self.parameters["interface"]
+        if requested is not None and requested != kind:
+            raise ValueError(
+                f"{self._where()}: parameter 'interface' is {requested!r}, but {type(self).__name__} runs "
+                f"{INTERFACE_NAMES[kind]} ({kind!r}); in a config, type: fmu picks the class from 'interface'")
+        if kind not in model.interfaces:
+            other = next(iter(model.interfaces))
+            raise ValueError(
+                f"{model.label} is a {INTERFACE_NAMES[other].replace(' ', '-')}-only FMU (no "
+                f"{INTERFACE_NAMES[kind]} interface in its modelDescription.xml); type: fmu runs it as "
+                f"{INTERFACE_NAMES[other]} (interface: {other})")
+        model.check_supported()
+        return model.interface(kind)
 
     def _apply_start(self, start: Mapping[str, Any]) -> None:
         assert self.model is not None
