@@ -114,3 +114,25 @@ def fmi1(directory: Path) -> Path:
     """An FMU whose model description says FMI 1.0."""
     xml = _feedthrough_xml().replace('fmiVersion="2.0"', 'fmiVersion="1.0"')
     return _archive(directory / "fmi1.fmu", {"modelDescription.xml": xml})
+
+
+def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool) -> Path:
+    """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (inlined into the source)
+    into ``<directory>/<identifier>.fmu``."""
+    header = (HERE / "cosimrun_fmi2me.h").read_text()
+    source = (HERE / f"{model}.c").read_text().replace('#include "cosimrun_fmi2me.h"', header)
+    xml = (HERE / f"{model}.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower())
+    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                       source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
+
+
+def me_bouncing_ball(directory: Path, rollback: bool = True) -> Path:
+    """A model-exchange bouncing ball (outputs h, v, impacts; one event indicator, the height)."""
+    return _me_fmu(directory, "me_bouncing_ball" + ("" if rollback else "_norollback"), "me_bouncing_ball",
+                   rollback)
+
+
+def me_linear(directory: Path, rollback: bool = True) -> Path:
+    """A model-exchange ``x' = a x + b u``, ``y = x`` with a time event (``t_jump``: x += jump) and a step
+    event (x above ``x_max`` is clamped); outputs x, jumps, clamps."""
+    return _me_fmu(directory, "me_linear" + ("" if rollback else "_norollback"), "me_linear", rollback)

@@ -1,0 +1,370 @@
+"""ModelExchangeFMU: an FMI 2.0 model-exchange FMU integrated by cosimrun's own integrators.
+
+The class joins the FMU component's parameters, ports and life cycle
+(:mod:`~cosimrun.components.fmu.parameters`, :mod:`~cosimrun.components.fmu.ports`,
+:mod:`~cosimrun.components.fmu.lifecycle`) with :class:`~cosimrun.core.ode.OdeComponent`,
+whose integrators advance the FMU's continuous states through
+:meth:`ModelExchangeFMU.derivatives` (:mod:`~cosimrun.components.fmu.me.functions`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from cosimrun.components._base import time_tol
+from cosimrun.components.fmu.description import FMUInterface, FMUModel, FMUVariable
+from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu.extraction import acquire_extraction, release_extraction
+from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS, Instance, callbacks
+from cosimrun.components.fmu.lifecycle import FMULifecycle
+from cosimrun.components.fmu.me.functions import (
+    FMI2_MODEL_EXCHANGE,
+    ContinuousTimeCalls,
+    EventOutcome,
+    model_exchange_functions,
+)
+from cosimrun.components.fmu.parameters import FMUParameters
+from cosimrun.components.fmu.ports import FMUPorts
+from cosimrun.components.fmu.step import _chain, _group, _make_puller, _make_pusher, _nothing
+from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
+from cosimrun.core.ports import PortSpec, PortType
+
+_log = logging.getLogger("cosimrun.fmu")
+
+INDICATOR_PREFIX = "z"
+"""FMI 2.0 event indicators have no names: indicator ``i`` (1-based) is the state event ``z<i>``."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Extra:
+    """What a snapshot holds beyond the continuous state: the FMU state and the next time event."""
+
+    fmu: Any
+    t_next: float | None
+
+
+class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
+    """An FMI 2.0 model-exchange FMU (``path`` names the .fmu), integrated by cosimrun (``integrator``).
+
+    Parameters, ports, units, start values and aliases are those of the
+    co-simulation FMU component (:class:`~cosimrun.components.fmu.FMUComponent`);
+    ``integrator``, ``substeps``, ``rtol``, ``atol`` and ``max_substep`` choose
+    and tune the integrator as for :class:`~cosimrun.core.ode.OdeComponent`
+    (``rk4``, the scipy methods, ``cvode``). The physical state is the FMU's
+    continuous states, in ``ModelStructure/Derivatives`` order.
+
+    **Events.** The FMU's event indicators are the state events ``z1 ... zN``
+    (direction 0: any sign change, as FMI 2.0 has it): the integrators report
+    crossings as internal event hints, the hybrid master locates them by
+    rollback, other masters handle them at communication points. Each event,
+    a time event (``nextEventTime``: the masters end a step there, see
+    :meth:`next_time_event`) and a step event (``fmi2CompletedIntegratorStep``,
+    called at the end of every step, asking for one) is handled by the event
+    iteration: ``fmi2EnterEventMode``, ``fmi2NewDiscreteStates`` until no new
+    discrete states are needed, ``fmi2EnterContinuousTimeMode``, and the
+    continuous states read back when the FMU changed them.
+
+    **Rollback** needs ``canGetAndSetFMUstate``: a snapshot holds the FMU state
+    besides the continuous states. An FMU without it cannot roll back; its
+    event indicators are then compared at the end of every step and an event
+    found there is handled at that instant (up to one step late; a warning
+    says so once).
+    """
+
+    FIRST_PARAMETERS: ClassVar[tuple[str, ...]] = ("path",)
+    """Parameters a config builder should apply before the others (they define the rest)."""
+
+    INTERFACE: ClassVar[str] = "me"
+
+    interpolates_inputs: ClassVar[bool] = True  # type: ignore[misc]
+    """Real inputs may vary within a step: the integrators evaluate their polynomial."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self._calls: ContinuousTimeCalls | None = None
+        self._t_next: float | None = None
+        self._push_other: Any = _nothing
+        self._pull_all: Any = _nothing
+        self._n_indicators = 0
+        self._z_start: np.ndarray | None = None
+        self._warned_unlocated = False
+        self._me: FMUInterface | None = None
+        """The FMU's model-exchange interface (identifier and capability flags), known with ``path``."""
+
+    @property
+    def supports_rollback(self) -> bool:
+        """True when the FMU's model-exchange interface declares ``canGetAndSetFMUstate``."""
+        return self._me is not None and self._me.can_rollback
+
+    # ------------------------------------------------------------------ parameters
+    def set_parameters(self, **parameters: Any) -> None:
+        """Set FMU parameters, the FMU component's own settings and the integrator's (``path`` first)."""
+        solver = {k: parameters.pop(k) for k in list(parameters) if k in INTEGRATOR_DEFAULTS}
+        super().set_parameters(**parameters)
+        for name, value in solver.items():
+            self.parameters[name] = self._validate_parameter(name, value)
+        self._compile_integrator()
+
+    def _set_path(self, value: Any) -> None:
+        solver = {k: self.parameters[k] for k in INTEGRATOR_DEFAULTS if k in self.parameters}
+        super()._set_path(value)
+        self.parameters.update(solver)
+
+    def _choose_interface(self, model: FMUModel) -> FMUInterface:
+        """The model-exchange interface of *model*; FMI 3.0 model exchange is refused."""
+        interface = super()._choose_interface(model)
+        if model.fmi_version.startswith("3."):
+            raise ValueError(f"{model.label} is an FMI 3.0 model-exchange FMU; cosimrun runs FMI 2.0 model "
+                             "exchange only (run it as co-simulation if it offers that: interface: cs)")
+        self._me = interface
+        return interface
+
+    def _validate_own(self, name: str, value: Any) -> Any:
+        if name == "states" and value is not None:
+            raise ValueError(f"{self._where()}: parameter 'states' is for co-simulation FMUs; the physical state "
+                             "of a model-exchange FMU is its continuous states")
+        return super()._validate_own(name, value)
+
+    # ------------------------------------------------------------------ ports, states and events
+    def _rebuild(self) -> None:
+        """The FMU component's ports, then the continuous states and one state event per event indicator."""
+        super()._rebuild()
+        model = self.model
+        assert model is not None
+        md = model.description
+        states = [model.variables[d.variable.derivative.name] for d in md.derivatives]
+        self._state_vars = [(self._var_ports.get(v.name, v.name), v) for v in states]
+        self._state_specs = [PortSpec(n, PortType.REAL, "out", v.unit, v.description) for n, v in self._state_vars]
+        self._state_index = {n: i for i, (n, _) in enumerate(self._state_vars)}
+        self._input_names = [p for p, v in self._port_vars.items() if p in self.input_specs and v.type == "Real"]
+        self._state_events.clear()
+        self._n_indicators = int(md.numberOfEventIndicators or 0)
+        if not self.supports_rollback:
+            return
+        for i in range(self._n_indicators):
+            self.add_state_event(f"{INDICATOR_PREFIX}{i + 1}", self._indicator_function(i))
+
+    def _indicator_function(self, i: int) -> Any:
+        def indicator(t: float, x: np.ndarray, u: np.ndarray) -> float:
+            assert self._calls is not None
+            return float(self._calls.indicators(t, x, u)[i])
+
+        return indicator
+
+    def _initial_state(self) -> np.ndarray:
+        """The continuous states: the FMU's once it is instantiated, else their start values."""
+        if self._calls is not None:
+            return self._calls.states(self.t)
+        return np.array([self._start_values.get(v.name, v.start) or 0.0 for _, v in self._state_vars], dtype=float)
+
+    # ------------------------------------------------------------------ life cycle
+    def _initialize_component(self, t0: float) -> None:
+        if self.model is None:
+            raise ValueError(f"component {self.name!r} (type fmu): parameter 'path' is not set; "
+                             "name an FMU file (params: {path: model.fmu})")
+        self._start_model_exchange(t0)
+        ContinuousComponent._initialize_component(self, t0)
+
+    def _load(self, t0: float) -> None:
+        """Extract the FMU (the shared cache entry, or a private copy) and load its model-exchange library once."""
+        if self._slave is not None:
+            return
+        from fmpy.fmi2 import FMU2Model
+
+        model, interface = self.model, self._me
+        assert model is not None and interface is not None
+        try:
+            self._extraction = acquire_extraction(model.path, once_per_process=interface.only_once_per_process,
+                                                  private=self.parameters["private_copy"])
+        except FMUError as exc:
+            raise self._error(str(exc), t0) from exc
+        try:
+            self._slave = FMU2Model(guid=model.guid, unzipDirectory=str(self._extraction.directory),
+                                    modelIdentifier=interface.identifier, instanceName=self.name)
+            self._functions = model_exchange_functions(self._slave.dll)
+        except Exception as exc:
+            release_extraction(self._extraction)
+            self._extraction = None
+            raise self._error(f"cannot load the FMU's shared library: {exc}", t0) from exc
+
+    def _start_model_exchange(self, t0: float) -> None:
+        """Instantiate for model exchange at *t0*, set parameters, start values and inputs, initialize and run
+        the first event iteration; the FMU is then in continuous-time mode."""
+        model = self.model
+        assert model is not None
+        self._load(t0)
+        self._free_instance()
+        if self._cb is None:
+            self._cb = callbacks(self._env)
+        functions = self._functions
+        resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
+        handle = functions["fmi2Instantiate"](
+            self.name.encode(), FMI2_MODEL_EXCHANGE, model.guid.encode(), resources.encode(),
+            ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
+        )
+        if not handle:
+            raise self._error("fmi2Instantiate failed", t0)
+        self._instance = Instance(functions, handle)
+        tol = self.parameters["tolerance"]
+        self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
+        values: dict[str, tuple[FMUVariable, Any]] = {}
+        for name, value in (*self._start_values.items(), *self._fmu_values.items()):
+            values[name] = (model.variables[name], value)
+        self._set_values(list(values.values()), t0)
+        self._call("fmi2EnterInitializationMode", t0)
+        self._bind()
+        self._push_inputs()
+        self._call("fmi2ExitInitializationMode", t0)
+        assert self._calls is not None
+        self._t_next = self._calls.event_iteration(t0, enter=False).next_event_time
+
+    def _bind(self) -> None:
+        """The continuous-time calls and the push of the inputs and pull of the outputs through ``fmi2Set*/Get*``."""
+        inst = self._instance
+        assert inst is not None
+        fast = {name: inst.f[name] for name in (*SETTERS.values(), *GETTERS.values())}
+        c = inst.c
+        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
+        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
+        others, pullers = [], []
+        for kinds in (("Integer", "Enumeration"), ("Boolean",), ("String",)):
+            group = _group(ins, kinds)
+            if group is not None:
+                others.append(_make_pusher(fast[SETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
+            group = _group(outs, kinds)
+            if group is not None:
+                pullers.append(_make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        self._push_other = _chain(others)
+        self._pull_all = _chain(pullers)
+        real_vrs = [self._port_vars[p].vr for p in self._input_names]
+        self._calls = ContinuousTimeCalls(inst.f, c, len(self._state_vars), self._n_indicators, real_vrs,
+                                          self._error)
+
+    def _unbind(self) -> None:
+        self._calls = None
+        self._push_other = self._pull_all = _nothing
+
+    def _call_failed(self, fname: str, status: int) -> FMUError:
+        return self._error(f"{fname} returned {status_name(status)} at t={self.t:.12g}", self.t)
+
+    def _push_inputs(self) -> None:
+        """Set every input from its port (the real ones with the continuous-time calls' buffer)."""
+        assert self._calls is not None
+        self._calls.set_inputs(np.array([self.inputs[p].value for p in self._input_names], dtype=float), self.t)
+        self._push_other()
+
+    # ------------------------------------------------------------------ the model for the integrators
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``dx/dt`` from the FMU: time, continuous states and real inputs set, ``fmi2GetDerivatives``."""
+        calls = self._calls
+        if calls is None:
+            raise self._not_running()
+        return calls.derivatives(t, x, u)
+
+    def _not_running(self) -> RuntimeError:
+        return RuntimeError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
+                            "(after reset or free, too)")
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        """Integrate from *t* to ``t + dt``, then complete the step in the FMU and handle its step and time events."""
+        calls = self._calls
+        if calls is None:
+            raise self._not_running()
+        self._push_other()
+        unlocated = self._n_indicators and not self.supports_rollback
+        if unlocated:
+            self._z_start = calls.indicators(t, self._x, self._gather_inputs()).copy()
+        super()._do_step_internal(t, dt)
+        t_end = t + dt
+        calls.set_continuous(t_end, self._x, self._gather_inputs())
+        step_event = calls.completed_step(t_end)
+        t_next = self._t_next
+        time_event = t_next is not None and t_end >= t_next - time_tol(t_next)
+        state_event = unlocated and self._indicator_changed(calls.indicators(t_end, self._x, self._u), t_end)
+        if step_event or time_event or state_event:
+            self._event(t_end)
+
+    def _indicator_changed(self, z_end: np.ndarray, t: float) -> bool:
+        """Whether an event indicator of an FMU that cannot roll back changed sign over the step (warned once)."""
+        z0 = self._z_start
+        assert z0 is not None
+        changed = bool(np.any((z0 > 0) != (z_end > 0)))
+        if changed and not self._warned_unlocated:
+            self._warned_unlocated = True
+            _log.warning("%s: its event indicators are handled at the end of the step in which they change sign "
+                         "(first at t=%.12g), up to one step late: it cannot roll back (canGetAndSetFMUstate is "
+                         "false) to locate them", self._where(), t)
+        return changed
+
+    def _event(self, t: float) -> None:
+        """The event iteration at *t* with the FMU at the component's state and inputs."""
+        calls = self._calls
+        assert calls is not None
+        calls.set_continuous(t, self._x, self._gather_inputs())
+        self._push_other()
+        self._after_event(calls.event_iteration(t), t)
+
+    def _after_event(self, outcome: EventOutcome, t: float) -> None:
+        assert self._calls is not None
+        if outcome.states_changed and len(self._x):
+            np.copyto(self._x, self._calls.states(t))
+        self._t_next = outcome.next_event_time
+        self._integrator.forget()
+
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """Any event at *t* (the FMU's state events, events it subscribes to) runs the FMU's event iteration."""
+        self._event(t)
+
+    def next_time_event(self, t: float) -> float | None:
+        """The FMU's next time event (``nextEventTime`` of its last event iteration) strictly after *t*."""
+        t_next = self._t_next
+        return t_next if t_next is not None and t < t_next - time_tol(t_next) else None
+
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        """Read every output from the FMU at time *t* with the component's states and inputs."""
+        calls = self._calls
+        if calls is None:
+            return
+        t = self.t if t is None else t
+        calls.set_continuous(t, self._x, self._gather_inputs())
+        self._push_other()
+        self._pull_all()
+
+    def _after_set_state(self, t: float) -> None:
+        assert self._calls is not None
+        self._calls.set_continuous(t, self._x, self._gather_inputs())
+
+    # ------------------------------------------------------------------ rollback and physical state
+    snapshot_state = ContinuousComponent.snapshot_state
+    restore_state = ContinuousComponent.restore_state
+    get_state = ContinuousComponent.get_state
+
+    def _snapshot_extra(self) -> Any:
+        return _Extra(FMULifecycle.snapshot_state(self), self._t_next)
+
+    def _restore_extra(self, extra: Any) -> None:
+        FMULifecycle.restore_state(self, extra.fmu, self.t)
+        self._t_next = extra.t_next
+        assert self._calls is not None
+        self._calls.set_continuous(self.t, self._x, self._gather_inputs())
+
+    def set_state(self, state: Mapping[str, Any], t: float) -> None:
+        """Set the continuous states (``{name: {'value', 'unit'}}``) at *t*; before ``initialize`` they become
+        start values."""
+        if not self.is_initialized:
+            FMULifecycle.set_state(self, state, t)
+            return
+        ContinuousComponent.set_state(self, state, t)
+
+    def reset(self) -> None:
+        """Forget time and history; the FMU instance is freed and re-created by the next initialize."""
+        super().reset()
+        self._t_next = None
