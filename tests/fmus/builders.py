@@ -136,3 +136,34 @@ def me_linear(directory: Path, rollback: bool = True) -> Path:
     """A model-exchange ``x' = a x + b u``, ``y = x`` with a time event (``t_jump``: x += jump) and a step
     event (x above ``x_max`` is clamped); outputs x, jumps, clamps."""
     return _me_fmu(directory, "me_linear" + ("" if rollback else "_norollback"), "me_linear", rollback)
+
+
+def _fmi3_xml(identifier: str, rollback: bool, event_mode: bool) -> str:
+    return (HERE / "bouncing_ball3.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower(),
+                                                            event_mode=str(event_mode).lower())
+
+
+def bouncing_ball3(directory: Path, *, rollback: bool = True, event_mode: bool = True) -> Path:
+    """The FMI 3.0 co-simulation bouncing ball (``bouncing_ball3.c``): outputs h, v, scaled[1..3] (= gain[i] * h +
+    offset, array input gain), bounces (Int32), h32 (Float32), falling (Boolean), phase (String). With event mode
+    it returns early at each impact; without, it bounces inside ``fmi3DoStep``. FMI 3 binaries live under the
+    platform tuple (``x86_64-linux``), so the library :func:`build_c_fmu` wrote is moved there."""
+    import fmpy
+
+    identifier = "bouncing_ball3" + ("" if rollback else "_norollback") + ("" if event_mode else "_noevents")
+    built = _c_fmu(directory, identifier, "bouncing_ball3", _fmi3_xml(identifier, rollback, event_mode),
+                   defines={"CAN_GET_SET_STATE": int(rollback)})
+    with zipfile.ZipFile(built) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    old = f"binaries/{fmpy.platform}/{identifier}{fmpy.sharedLibraryExtension}"
+    files[f"binaries/{fmpy.platform_tuple}/{identifier}{fmpy.sharedLibraryExtension}"] = files.pop(old)
+    built.unlink()
+    return _archive(built, files)
+
+
+def fmi3_clocked(directory: Path) -> Path:
+    """An FMI 3.0 co-simulation FMU that declares a clock (refused from its description: no binary needed)."""
+    xml = _fmi3_xml("clocked", True, True).replace(
+        '<Float64 name="time"', '<Clock name="tick" valueReference="99" causality="input" variability="discrete" '
+        'intervalVariability="triggered"/>\n    <Float64 name="time"')
+    return _archive(directory / "clocked.fmu", {"modelDescription.xml": xml})

@@ -6,15 +6,18 @@ subclass of :class:`FMUBase` sharing ``self``: parameters
 description (:mod:`~cosimrun.components.fmu.ports`), the FMI life cycle
 (:mod:`~cosimrun.components.fmu.lifecycle`) and the step path
 (:mod:`~cosimrun.components.fmu.step`). Each mixin sets up its own attributes
-in ``__init__``.
+in ``__init__``. The FMI calls differ by version (:mod:`~cosimrun.components.fmu.fmi2`,
+:mod:`~cosimrun.components.fmu.fmi3`), chosen by :attr:`FMUBase.is_fmi3`; the
+logic around them is shared.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.description import FMUModel
-from cosimrun.components.fmu.errors import FMUError
+from cosimrun.components.fmu.errors import FMUError, status_name
 from cosimrun.components.fmu.fmi2 import register_log_sink
 from cosimrun.core.component import CoSimComponent
 
@@ -32,6 +35,15 @@ class FMUBase(CoSimComponent):
     def fmu_label(self) -> str:
         """The FMU file name (or ``no FMU`` before ``path`` is set)."""
         return self.model.label if self.model is not None else "no FMU"
+
+    @property
+    def is_fmi3(self) -> bool:
+        """True for an FMI 3.0 FMU (the FMI calls differ by version; the logic around them does not)."""
+        return self.model is not None and self.model.fmi_version == "3.0"
+
+    def _status(self, status: int) -> str:
+        """The name of FMI status code *status* in this FMU's version (``fmi2Discard``, ``fmi3Error`` ...)."""
+        return fmi3.status_name(status) if self.is_fmi3 else status_name(status)
 
     @property
     def interpolates_inputs(self) -> bool:  # type: ignore[override]

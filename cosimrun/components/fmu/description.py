@@ -443,7 +443,8 @@ def _interface(kind: str, element: Any, names: set[str], fmi3: bool) -> FMUInter
     import fmpy
 
     identifier = element.modelIdentifier
-    binary = f"binaries/{fmpy.platform}/{identifier}{fmpy.sharedLibraryExtension}"
+    platform = fmpy.platform_tuple if fmi3 else fmpy.platform  # FMI 3 names platforms like x86_64-linux
+    binary = f"binaries/{platform}/{identifier}{fmpy.sharedLibraryExtension}"
     flags: dict[str, Any] = {}
     if kind == "cs":
         flags = dict(

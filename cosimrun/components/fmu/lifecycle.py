@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import ctypes
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pint
 
+from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
 from cosimrun.components.fmu.errors import FMUError, status_name
@@ -68,9 +70,16 @@ class FMULifecycle(FMUBase):
             error.message, error.component, error.time = error.args[0], self.name, t0
             raise error from exc
         try:
-            self._slave = FMU2Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
-                                    modelIdentifier=model.identifier, instanceName=self.name)
-            self._functions = raw_functions(self._slave.dll)
+            if self.is_fmi3:
+                from fmpy.fmi3 import FMU3Slave
+
+                self._slave = FMU3Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
+                                        modelIdentifier=model.identifier, instanceName=self.name)
+                self._functions = fmi3.raw_functions(self._slave.dll)
+            else:
+                self._slave = FMU2Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
+                                        modelIdentifier=model.identifier, instanceName=self.name)
+                self._functions = raw_functions(self._slave.dll)
         except Exception as exc:
             release_extraction(self._extraction)
             self._extraction = None
@@ -94,6 +103,9 @@ class FMULifecycle(FMUBase):
         self._unbind()
         if inst is None:
             return
+        if isinstance(inst, fmi3.Instance):
+            fmi3.free(inst)
+            return
         inst.alive = False
         with contextlib.suppress(Exception):
             inst.f["fmi2Terminate"](inst.c)
@@ -106,7 +118,7 @@ class FMULifecycle(FMUBase):
         assert inst is not None
         status = inst.f[name](inst.c, *args)
         if status > 1:
-            raise self._error(f"{name} returned {status_name(status)} at t={t:.12g}", t)
+            raise self._error(f"{name} returned {self._status(status)} at t={t:.12g}", t)
 
     def _start_instance(self, t0: float, states: Mapping[str, float] | None = None) -> None:
         """Instantiate at *t0*, set parameters, start values and inputs, and leave initialization mode."""
@@ -117,16 +129,25 @@ class FMULifecycle(FMUBase):
         if self._cb is None:
             self._cb = callbacks(self._env)
         functions = self._functions
-        resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
-        handle = functions["fmi2Instantiate"](
-            self.name.encode(), FMI2_COSIMULATION, model.guid.encode(), resources.encode(),
-            ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
-        )
-        if not handle:
-            raise self._error("fmi2Instantiate failed", t0)
-        self._instance = Instance(functions, handle)
+        if self.is_fmi3:
+            resources = str(self._extraction.directory / "resources") + os.sep  # type: ignore[union-attr]
+            instance = fmi3.instantiate(functions, self.name, model.guid, resources, self._env,
+                                        self.parameters["logging"], self._event_mode)
+            if instance is None:
+                raise self._error("fmi3InstantiateCoSimulation failed", t0)
+            self._instance = instance
+        else:
+            resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
+            handle = functions["fmi2Instantiate"](
+                self.name.encode(), FMI2_COSIMULATION, model.guid.encode(), resources.encode(),
+                ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
+            )
+            if not handle:
+                raise self._error("fmi2Instantiate failed", t0)
+            self._instance = Instance(functions, handle)
         tol = self.parameters["tolerance"]
-        self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
+        if not self.is_fmi3:
+            self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
         values: dict[str, tuple[FMUVariable, Any]] = {}
         for name, value in self._start_values.items():
             values[name] = (model.variables[name], value)
@@ -135,15 +156,29 @@ class FMULifecycle(FMUBase):
         for name, value in (states or {}).items():
             values[name] = (model.variables[name], value)
         self._set_values(list(values.values()), t0)
-        self._call("fmi2EnterInitializationMode", t0)
+        if self.is_fmi3:
+            self._call("fmi3EnterInitializationMode", t0, tol is not None, tol or 0.0, float(t0), False, 0.0)
+        else:
+            self._call("fmi2EnterInitializationMode", t0)
         self._bind()
         self._push_all()
-        self._call("fmi2ExitInitializationMode", t0)
+        if self.is_fmi3:
+            self._call("fmi3ExitInitializationMode", t0)
+            if self._event_mode:  # FMI 3: with event mode used, initialization ends in event mode
+                self._settle_events(t0)
+        else:
+            self._call("fmi2ExitInitializationMode", t0)
 
     def _set_values(self, items: list[tuple[FMUVariable, Any]], t: float) -> None:
-        """Set variables through ``fmi2Set*``, grouped by type, at simulation time *t*."""
+        """Set variables through ``fmi2Set*``/``fmi3Set*``, grouped by type, at simulation time *t*."""
         inst = self._instance
         assert inst is not None
+        if self.is_fmi3:
+            for fname, vrs, buf, names in fmi3.value_groups(self._whole_arrays(items)):
+                status = inst.f[fname](inst.c, vrs, len(vrs), buf, len(buf))
+                if status > 1:
+                    raise self._error(f"{fname} of {', '.join(names)} returned {self._status(status)}", t)
+            return
         for type_name in ("Real", "Integer", "Boolean", "String"):
             chosen = [(v, x) for v, x in items if v.type == type_name or (type_name == "Integer"
                                                                             and v.type == "Enumeration")]
@@ -158,18 +193,37 @@ class FMULifecycle(FMUBase):
                 names = ", ".join(v.name for v, _ in chosen)
                 raise self._error(f"{SETTERS[type_name]} of {names} returned {status_name(status)}", t)
 
+    def _whole_arrays(self, items: list[tuple[FMUVariable, Any]]) -> list[tuple[FMUVariable, Any]]:
+        """*items* completed with the other elements of each FMI 3 array among them (FMI 3 sets arrays whole):
+        their current parameter values, else their start values."""
+        assert self.model is not None
+        given = {v.name for v, _ in items}
+        extra = []
+        for var in {v.vr: v for v, _ in items if v.index is not None}.values():
+            for other in self.model.variables.values():
+                if other.vr == var.vr and other.name not in given and other.fmi_type == var.fmi_type:
+                    value = self.parameters.get(other.name, self._start_values.get(other.name, other.start))
+                    extra.append((other, value))
+        return [*items, *extra]
+
     def _get_values(self, variables: Sequence[FMUVariable]) -> list[Any]:
-        """The current values of *variables*, one ``fmi2Get*`` call each."""
+        """The current values of *variables*, one ``fmi2Get*``/``fmi3Get*`` call each."""
         inst = self._instance
         assert inst is not None
         out = []
         for var in variables:
-            vr = (ctypes.c_uint * 1)(var.vr)
-            buf = (C_TYPES[var.type] * 1)()
-            status = inst.f[GETTERS[var.type]](inst.c, vr, 1, buf)
+            if self.is_fmi3:
+                status, value = fmi3.read_value(inst, var)
+                fname = fmi3.GETTERS[var.fmi_type]
+            else:
+                vr = (ctypes.c_uint * 1)(var.vr)
+                buf = (C_TYPES[var.type] * 1)()
+                fname = GETTERS[var.type]
+                status = inst.f[fname](inst.c, vr, 1, buf)
+                value = from_c(var.type, buf[0])
             if status > 1:
-                raise self._error(f"{GETTERS[var.type]} of {var.name} returned {status_name(status)}", self.t)
-            out.append(from_c(var.type, buf[0]))
+                raise self._error(f"{fname} of {var.name} returned {self._status(status)}", self.t)
+            out.append(value)
         return out
 
     # ------------------------------------------------------------------ rollback
@@ -182,9 +236,10 @@ class FMULifecycle(FMUBase):
         if inst is None:
             raise RuntimeError(f"{self._where()}: call initialize(t0) before snapshot_state")
         state = ctypes.c_void_p()
-        status = inst.f["fmi2GetFMUstate"](inst.c, ctypes.byref(state))
+        fname = "fmi3GetFMUState" if self.is_fmi3 else "fmi2GetFMUstate"
+        status = inst.f[fname](inst.c, ctypes.byref(state))
         if status > 1:
-            raise self._error(f"fmi2GetFMUstate returned {status_name(status)} at t={self.t:.12g}", self.t)
+            raise self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
         ports = tuple((p, p.value) for p in (*self.inputs.values(), *self.outputs.values()))
         return Snapshot(inst, state, self.t, ports)
 
@@ -196,9 +251,10 @@ class FMULifecycle(FMUBase):
         if snapshot.instance is not inst:
             raise ValueError(f"{self._where()}: the snapshot belongs to another FMU instance (taken before a "
                              "reset, set_state or free, or by another component); it cannot be restored")
-        status = inst.f["fmi2SetFMUstate"](inst.c, snapshot.state)
+        fname = "fmi3SetFMUState" if self.is_fmi3 else "fmi2SetFMUstate"
+        status = inst.f[fname](inst.c, snapshot.state)
         if status > 1:
-            raise self._error(f"fmi2SetFMUstate returned {status_name(status)} at t={t:.12g}", t)
+            raise self._error(f"{fname} returned {self._status(status)} at t={t:.12g}", t)
         for port, value in snapshot.ports:
             port.value = value
         self.t = snapshot.t

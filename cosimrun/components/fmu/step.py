@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
-from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu.errors import FMUError
 from cosimrun.components.fmu.fmi2 import (
     C_TYPES,
     FMI2_LAST_SUCCESSFUL_TIME,
@@ -80,6 +81,9 @@ class FMUStepping(FMUBase):
         here, so a step costs three foreign calls and no allocation besides the
         two ``c_double`` times.
         """
+        if self.is_fmi3:
+            self._bind3()
+            return
         inst = self._instance
         assert inst is not None
         fast = fast_functions(self._slave.dll)
@@ -141,6 +145,100 @@ class FMUStepping(FMUBase):
 
         self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
 
+    def _bind3(self) -> None:
+        """The step path of an FMI 3.0 FMU: one ``fmi3Set*``/``fmi3Get*`` call per FMI type, arrays whole, and
+        ``fmi3DoStep`` with its early return and event mode (see :meth:`_step_ended`)."""
+        inst = self._instance
+        assert inst is not None and self.model is not None
+        c, f = inst.c, inst.f
+        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
+        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
+        pushers = [_make_pusher3(f[fmi3.SETTERS[t]], c, group, t, self._call_failed) for t, group in _groups3(ins)]
+        pullers = [_make_puller3(f[fmi3.GETTERS[t]], c, group, t, self._call_failed) for t, group in _groups3(outs)]
+        self._push_all = push_all = _chain(pushers)
+        self._pull_all = pull_all = _chain(pullers)
+        self._push_on_read = any(self.direct_feedthrough.values())
+        do_step = f["fmi3DoStep"]
+        no_prior = not self.model.can_rollback
+        result = fmi3.StepResult()
+        refs = result.refs
+        step_failed, step_ended = self._step_failed, self._step_ended
+
+        def step(t: float, dt: float) -> None:
+            first = True
+            while True:
+                push_all()
+                status = do_step(c, t, dt, no_prior, *refs)
+                if status > 1:
+                    step_failed(status, t, dt)
+                if not (result.terminate.value or result.early.value or result.event.value) \
+                        or not step_ended(t, dt, result, first):
+                    break
+                first = False
+            pull_all()
+
+        self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
+
+    @property
+    def _event_mode(self) -> bool:
+        """Whether the FMU hands its events to cosimrun (FMI 3 ``hasEventMode``): it may then return early."""
+        model = self.model
+        return model is not None and self.is_fmi3 and model.interfaces["cs"].has_event_mode
+
+    def _settle_events(self, t: float, enter: bool = False) -> None:
+        """Handle the FMU's event at *t* in its event mode: enter it (with *enter*), update the discrete states until
+        they settle, then return to step mode (FMI 3.0, ``eventModeUsed``)."""
+        inst = self._instance
+        assert inst is not None
+        if enter:
+            self._call("fmi3EnterEventMode", t)
+        fmi3.update_discrete_states(inst, t, lambda message: self._error(message, t))
+        self._call("fmi3EnterStepMode", t)
+
+    def _step_ended(self, t: float, dt: float, result: fmi3.StepResult, first: bool) -> bool:
+        """After an ``fmi3DoStep`` from *t* by *dt* that asked for attention: terminate, event or early return.
+
+        An event at the step's end (``eventHandlingNeeded`` without early
+        return) is handled there in event mode. An early return at
+        ``lastSuccessfulTime`` inside the step handles the event there and
+        raises :class:`StepDiscarded` with the component's time and outputs at
+        that instant, as FMI 2's discard does: the masters make it the
+        communication point of every component (no search: the FMU names the
+        instant). An early return at the step's start (an event due at once)
+        is handled and the step taken again (``True``: step again; once only,
+        the *first* time).
+        """
+        if result.terminate.value:
+            raise self._error(f"fmi3DoStep from t={t:.12g} with step {dt:.6g} asks to terminate the simulation "
+                              "(terminateSimulation)", t)
+        end = t + dt
+        if not result.early.value:
+            if result.event.value and self._event_mode:
+                self._settle_events(end, enter=True)
+            return False
+        last = result.last.value
+        eps = 4.0 * math.ulp(max(abs(t), abs(end)))
+        message = f"fmi3DoStep from t={t:.12g} with step {dt:.6g} returned early at t={last:.12g}"
+        if not math.isfinite(last) or last < t - eps or last > end + eps:
+            raise self._error(f"{message}, outside the step", t)
+        if result.event.value and self._event_mode:
+            self._settle_events(last, enter=True)
+        if abs(last - end) <= eps:
+            return False
+        if last <= t + eps:
+            if not (first and result.event.value):
+                raise self._error(f"{message}, its start, " + ("again after handling its event there"
+                                                              if result.event.value else "without an event"), t)
+            return True
+        if self.fixed_step_only:
+            raise self._error(f"{message}; it cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), "
+                              "so it cannot step on from there", t)
+        self.t = last
+        self._pull_all()
+        raise StepDiscarded(f"{self._where()}: {message}" + (" (an event of the FMU, handled there)"
+                                                             if result.event.value else ""),
+                            component=self.name, time=t, last_successful_time=last)
+
     def _keep_fixed_step(self, step: Callable[[float, float], None]) -> Callable[[float, float], None]:
         """*step*, refusing any step size other than the first (:attr:`fixed_step`) with a clear FMUError.
 
@@ -173,7 +271,7 @@ class FMUStepping(FMUBase):
                            "(after reset or free, too)")
 
     def _call_failed(self, fname: str, status: int) -> FMUError:
-        return self._error(f"{fname} returned {status_name(status)} at t={self.t:.12g}", self.t)
+        return self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
 
     def _step_failed(self, status: int, t: float, dt: float) -> None:
         """Raise for an ``fmi2DoStep`` that did not return OK or Warning (or return: the step counts as done).
@@ -188,9 +286,10 @@ class FMUStepping(FMUBase):
         could not step on from ``t_last``), ``fmi2Error`` and ``fmi2Fatal``
         raise :class:`FMUError`.
         """
-        message = f"fmi2DoStep from t={t:.12g} with step {dt:.6g} returned {status_name(status)}"
-        last = self._status_value("fmi2GetRealStatus", FMI2_LAST_SUCCESSFUL_TIME, ctypes.c_double) if status == 2 \
-            else None
+        prefix = "fmi3" if self.is_fmi3 else "fmi2"
+        message = f"{prefix}DoStep from t={t:.12g} with step {dt:.6g} returned {self._status(status)}"
+        last = self._status_value("fmi2GetRealStatus", FMI2_LAST_SUCCESSFUL_TIME, ctypes.c_double) \
+            if status == 2 and not self.is_fmi3 else None
         if last is None or not math.isfinite(last):
             raise self._error(message, t)
         message += f" (last successful time {last:.12g})"
@@ -371,4 +470,54 @@ def _make_puller(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[Por
                 raise failed(fname, status)
             for port, value in zip(ports, buf[:], strict=True):
                 port.value = value
+    return pull
+
+
+def _groups3(ports: list[tuple[PortState, FMUVariable]]) -> list[tuple[str, list[tuple[PortState, FMUVariable]]]]:
+    """The ports of an FMI 3 FMU by FMI type, each group ordered by value reference and element (arrays whole)."""
+    groups: dict[str, list[tuple[PortState, FMUVariable]]] = {}
+    for port, var in ports:
+        groups.setdefault(var.fmi_type, []).append((port, var))
+    return [(t, sorted(g, key=lambda pv: (pv[1].vr, pv[1].index or 0))) for t, g in groups.items()]
+
+
+def _buffers3(group: list[tuple[PortState, FMUVariable]], fmi_type: str) -> tuple[Any, Any, Any, Any]:
+    """``(value references, their count, buffer, its size)`` for one FMI 3 type group."""
+    vrs = list(dict.fromkeys(v.vr for _, v in group))
+    return ((ctypes.c_uint * len(vrs))(*vrs), ctypes.c_size_t(len(vrs)), (fmi3.C_TYPES[fmi_type] * len(group))(),
+            ctypes.c_size_t(len(group)))
+
+
+def _make_pusher3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
+                  failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
+    """A function that sets the ports of one FMI 3 type in one call."""
+    vrs, nvr, buf, n = _buffers3(group, fmi_type)
+    ports = [p for p, _ in group]
+    fname = fmi3.SETTERS[fmi_type]
+    encode = fmi_type == "String"
+
+    def push() -> None:
+        buf[:] = [str(p.value).encode() for p in ports] if encode else [p.value for p in ports]
+        status = fn(c, vrs, nvr, buf, n)
+        if status > 1:
+            raise failed(fname, status)
+
+    return push
+
+
+def _make_puller3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
+                  failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
+    """A function that reads the ports of one FMI 3 type in one call."""
+    vrs, nvr, buf, n = _buffers3(group, fmi_type)
+    ports = [p for p, _ in group]
+    fname = fmi3.GETTERS[fmi_type]
+    convert = fmi_type in ("Boolean", "String")
+
+    def pull() -> None:
+        status = fn(c, vrs, nvr, buf, n)
+        if status > 1:
+            raise failed(fname, status)
+        for port, value in zip(ports, buf[:], strict=True):
+            port.value = fmi3.from_c(fmi_type, value) if convert else value
+
     return pull
