@@ -21,6 +21,7 @@ COMMANDS = {
     "report": "cosimrun.post.report",
     "compare": "cosimrun.post.compare",
     "export": "cosimrun.post.export",
+    "ssp": "cosimrun.ssp.cli",
 }
 """Command name -> module."""
 

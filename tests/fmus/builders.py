@@ -138,6 +138,19 @@ def me_linear(directory: Path, rollback: bool = True) -> Path:
     return _me_fmu(directory, "me_linear" + ("" if rollback else "_norollback"), "me_linear", rollback)
 
 
+def feedthrough_in(directory: Path, unit: str) -> Path:
+    """The ``feedthrough`` FMU (``y = k * u``) with its real ports in *unit*, a unit of force, instead of N
+    (model identifier ``feedthrough_<unit>``, so *unit* must fit a C identifier, e.g. ``kN``)."""
+    from cosimrun.core.units import Q_
+
+    identifier = f"feedthrough_{unit}"
+    factor = float(Q_(1.0, unit).to("N").magnitude)
+    xml = (_feedthrough_xml(identifier).replace('<Real unit="N"', f'<Real unit="{unit}"')
+           .replace("</UnitDefinitions>", f'<Unit name="{unit}"><BaseUnit kg="1" m="1" s="-2" factor="{factor!r}"/>'
+                                          "</Unit></UnitDefinitions>"))
+    return _c_fmu(directory, identifier, "feedthrough", xml, defines={"CAN_GET_SET_STATE": 1})
+
+
 def _fmi3_xml(identifier: str, rollback: bool, event_mode: bool) -> str:
     return (HERE / "bouncing_ball3.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower(),
                                                             event_mode=str(event_mode).lower())
