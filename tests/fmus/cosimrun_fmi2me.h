@@ -316,6 +316,11 @@ FMI2_Export fmi2Status fmi2GetContinuousStates(fmi2Component c, fmi2Real x[], si
 
 FMI2_Export fmi2Status fmi2GetDerivatives(fmi2Component c, fmi2Real dx[], size_t nx) {
     if (nx != N_STATES) return fmi2Error;
+    for (size_t k = 0; k < nx; k++)
+        if (!isfinite(INSTANCE->s.r[state_vr[k]])) {
+            log_message(INSTANCE, fmi2Error, "logStatusError", "state %u is not finite", state_vr[k]);
+            return fmi2Error;
+        }
     model_update(&INSTANCE->s);
     for (size_t k = 0; k < nx; k++) dx[k] = INSTANCE->s.r[derivative_vr[k]];
     return fmi2OK;

@@ -1,0 +1,283 @@
+"""FMI 2.0 model-exchange FMUs as components (``type: fmu`` with a model-exchange FMU), integrated by cosimrun.
+
+The FMUs are compiled here from ``tests/fmus/me_*.c`` on the small model-exchange
+framework ``tests/fmus/cosimrun_fmi2me.h``; the references are analytic.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
+
+from cosimrun.components.fmu.me import ModelExchangeFMU
+from cosimrun.config.build import ConfigError, build_experiment
+from cosimrun.errors import FMUError
+from cosimrun.masters import GaussSeidel, Hybrid, Jacobi
+from cosimrun.storage import load_results
+from cosimrun.system import System
+
+G = 9.81
+
+
+# ---------------------------------------------------------------------------- FMUs (built once per session)
+@pytest.fixture(scope="session")
+def me_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("me_fmus")
+
+
+@pytest.fixture(scope="session")
+def ball_fmu(me_dir: Path) -> Path:
+    return builders.me_bouncing_ball(me_dir)
+
+
+@pytest.fixture(scope="session")
+def ball_norollback_fmu(me_dir: Path) -> Path:
+    return builders.me_bouncing_ball(me_dir, rollback=False)
+
+
+@pytest.fixture(scope="session")
+def linear_fmu(me_dir: Path) -> Path:
+    return builders.me_linear(me_dir)
+
+
+def me(name: str, path: Path, **params: Any) -> ModelExchangeFMU:
+    comp = ModelExchangeFMU(name)
+    comp.set_parameters(path=str(path), **params)
+    return comp
+
+
+def impact_times(tf: float, e: float = 0.8, h0: float = 1.0) -> np.ndarray:
+    """Analytic impacts of a ball dropped from *h0* at rest, up to *tf*."""
+    t = math.sqrt(2.0 * h0 / G)
+    v = G * t
+    times = []
+    while t <= tf:
+        times.append(t)
+        v *= e
+        t += 2.0 * v / G
+    return np.array(times)
+
+
+# ---------------------------------------------------------------------------- the component
+def test_ports_parameters_and_states_come_from_the_model_description(ball_fmu: Path) -> None:
+    ball = me("ball", ball_fmu, e=0.7, integrator="cvode", rtol=1e-9)
+    assert set(ball.output_specs) == {"h", "v", "impacts"} and set(ball.input_specs) == set()
+    assert ball.output_specs["h"].unit_name == "m" and ball.output_specs["v"].unit_name == "m/s"
+    assert ball.state_names == ("h", "v") and set(ball.event_indicators) == {"z1"}
+    assert (ball.parameters["e"], ball.parameters["integrator"], ball.parameters["rtol"]) == (0.7, "cvode", 1e-9)
+    assert ball.supports_rollback and ball.interpolates_inputs
+    assert ball.get_state() == {"h": {"value": 1.0, "unit": "m"}, "v": {"value": 0.0, "unit": "m/s"}}
+    ball.set_state({"h": "50 cm", "v": {"value": 0.0, "unit": "m/s"}}, 0.0)  # before initialize: start values
+    ball.initialize(0.0)
+    assert ball.outputs["h"].value == 0.5 and ball.get_state()["h"]["value"] == 0.5
+    assert set(ball.outputs) == {"h", "v", "impacts", "z1"}  # z1: the event port of indicator 1
+
+
+@pytest.mark.parametrize(("integrator", "tol"), [("rk4", 1e-9), ("cvode", 2e-9)])
+def test_bouncing_ball_impacts_at_the_analytic_times_under_the_hybrid_master(ball_fmu: Path, integrator: str,
+                                                                             tol: float) -> None:
+    """Each impact located to the master's time_tolerance (1e-10 s); RK4 integrates the parabola exactly,
+    CVODE to rtol 1e-10, so the errors add up over the 6 impacts to well under *tol*."""
+    s = System("s")
+    ball = s.add_component(me("ball", ball_fmu, integrator=integrator, rtol=1e-10, atol=1e-12))
+    result = s.run(0.0, 3.0, 0.01, master=Hybrid(time_tolerance=1e-10))
+    times = np.array([ev[0].t for ev in result.events if ev[1:] == ("ball", "z1")])
+    expected = impact_times(3.0)
+    assert len(times) == len(expected) == 6
+    np.testing.assert_allclose(times, expected, rtol=0, atol=tol)
+    _, out = ball.get_history_arrays()
+    assert out["impacts"][-1] == 6 and out["h"].min() > -1e-9
+
+
+def test_bouncing_ball_under_jacobi_bounces_at_communication_points(ball_fmu: Path) -> None:
+    """Without localization each impact is handled at the first communication point after it, the ball then
+    below the floor: the FMU's event sets h = 0, v -> -e v. Reference: the exact parabola between grid points
+    with that update at the first grid point where h < 0 (RK4 integrates the parabola exactly)."""
+    dt, e = 0.01, 0.8
+    s = System("s")
+    ball = s.add_component(me("ball", ball_fmu))
+    with pytest.warns(UserWarning, match="events are handled at communication points"):
+        result = s.run(0.0, 3.0, dt, master=Jacobi())
+    times = [ev[0].t for ev in result.events if ev[1:] == ("ball", "z1")]
+    h, v, expected = 1.0, 0.0, []
+    for k in range(1, 301):
+        h, v = h + v * dt - 0.5 * G * dt * dt, v - G * dt
+        if h < 0.0:
+            h, v = 0.0, -e * v
+            expected.append(k * dt)
+    np.testing.assert_allclose(times, expected, rtol=0, atol=1e-12)
+    assert all(0.0 < t - t_a <= dt for t, t_a in zip(times[:1], impact_times(3.0), strict=False))
+    assert ball.get_outputs()["h"] == pytest.approx(h, abs=1e-9)
+    assert ball.get_outputs()["v"] == pytest.approx(v, abs=1e-9)
+
+
+def test_time_event_jumps_the_state_at_its_time(linear_fmu: Path) -> None:
+    """x' = -x, x(0) = 1, x += 1 at t = 0.55 (off the 0.1 grid): sample at 0.55 after the jump, exact to 1e-12."""
+    for master in (Jacobi(), Hybrid()):
+        s = System("s")
+        lin = s.add_component(me("lin", linear_fmu, t_jump=0.55, jump=1.0, integrator="dop853", rtol=1e-12,
+                                 atol=1e-14))
+        s.run(0.0, 2.0, 0.1, master=master)
+        t, out = lin.get_history_arrays()
+        at = int(np.flatnonzero(t == 0.55)[0])
+        assert out["jumps"][at - 1] == 0 and out["jumps"][at] == 1
+        assert out["x"][at] == pytest.approx(math.exp(-0.55) + 1.0, rel=1e-12)
+        exact = np.where(t < 0.55, np.exp(-t), (math.exp(-0.55) + 1.0) * np.exp(-(t - 0.55)))
+        np.testing.assert_allclose(out["x"], exact, rtol=1e-12)
+
+
+def test_step_event_clamps_the_state_at_the_end_of_the_step(linear_fmu: Path) -> None:
+    """x' = x from 1 exceeds x_max = 2 at ln 2; fmi2CompletedIntegratorStep asks for an event at the end of
+    that step (t = 0.70), whose iteration clamps x, and so after every later step."""
+    s = System("s")
+    lin = s.add_component(me("lin", linear_fmu, a=1.0, x_max=2.0))
+    s.run(0.0, 1.0, 0.01, master=Jacobi())
+    t, out = lin.get_history_arrays()
+    first = int(np.argmax(out["clamps"] > 0))
+    assert t[first] == pytest.approx(0.70, abs=1e-12) and t[first - 1] < math.log(2.0) < t[first]
+    assert out["x"].max() == 2.0 and np.all(out["x"][first:] == 2.0)
+    np.testing.assert_allclose(out["x"][:first], np.exp(t[:first]), rtol=1e-8)  # RK4, 10 substeps of 1 ms
+
+
+def test_two_fmus_in_a_feedback_loop_match_the_analytic_solution(linear_fmu: Path) -> None:
+    """p' = -p + 2 q, q' = -3 p - 0.5 q as two FMUs coupled both ways, against expm(A t) x0.
+
+    Gauss-Seidel with linear extrapolation at dt = 0.01: the coupling error is 3e-4 at most (of an amplitude
+    of 1), from the first steps, where the extrapolation has one sample only.
+    """
+    from scipy.linalg import expm
+
+    a = np.array([[-1.0, 2.0], [-3.0, -0.5]])
+    s = System("loop")
+    p = s.add_component(me("p", linear_fmu, a=a[0, 0], b=a[0, 1], start={"x": 1.0}, integrator="rk4"))
+    q = s.add_component(me("q", linear_fmu, a=a[1, 1], b=a[1, 0], start={"x": 0.0}, integrator="rk4"))
+    s.connect("p.x", "q.u")
+    s.connect("q.x", "p.u")
+    s.run(0.0, 2.0, 0.01, master=GaussSeidel(extrapolation=1))
+    t, out_p = p.get_history_arrays()
+    _, out_q = q.get_history_arrays()
+    exact = np.array([expm(a * ti) @ [1.0, 0.0] for ti in t])
+    np.testing.assert_allclose(out_p["x"], exact[:, 0], rtol=0, atol=5e-4)
+    np.testing.assert_allclose(out_q["x"], exact[:, 1], rtol=0, atol=5e-4)
+
+
+# ---------------------------------------------------------------------------- rollback
+def test_rollback_restores_the_fmu_state_across_a_time_event(linear_fmu: Path) -> None:
+    lin = me("lin", linear_fmu, t_jump=0.5, jump=1.0)
+    lin.initialize(0.0)
+    lin.do_step(0.0, 0.3)
+    snap = lin.snapshot_state()
+    before = (lin.t, lin.get_outputs())
+    lin.do_step(0.3, 0.2)  # ends at the time event: the jump happens
+    after = dict(lin.get_outputs())
+    assert after["jumps"] == 1
+    lin.restore_state(snap, 0.3)
+    assert (lin.t, lin.get_outputs()) == before and lin.next_time_event(0.3) == 0.5
+    lin.do_step(0.3, 0.2)
+    assert lin.get_outputs() == after  # the FMU's discrete state was restored too: the jump happens again
+
+
+def test_an_fmu_without_fmu_state_handles_its_events_at_step_ends(ball_norollback_fmu: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    ball = me("ball", ball_norollback_fmu)
+    assert not ball.supports_rollback and ball.event_indicators == {}
+    with pytest.raises(NotImplementedError, match="does not support rollback"):
+        ball.snapshot_state()
+    s = System("s")
+    s.add_component(ball)
+    with caplog.at_level(logging.WARNING, logger="cosimrun.fmu"):
+        s.run(0.0, 1.5, 0.01, master=Hybrid())
+    assert "up to one step late" in caplog.text and "canGetAndSetFMUstate is false" in caplog.text
+    t, out = ball.get_history_arrays()
+    first = t[int(np.argmax(out["impacts"] > 0))]
+    assert 0.0 < first - impact_times(1.5)[0] <= 0.01
+    assert out["impacts"][-1] == 2
+
+
+# ---------------------------------------------------------------------------- configs and bad input
+def test_type_fmu_builds_the_model_exchange_component(ball_fmu: Path) -> None:
+    exp = build_experiment({"run": {"tf": 0.5, "dt": 0.01},
+                            "components": {"b": {"type": "fmu", "params": {"path": str(ball_fmu),
+                                                                           "integrator": "rk45"}}}})
+    comp = exp.system.components["b"]
+    assert isinstance(comp, ModelExchangeFMU) and comp.parameters["integrator"] == "rk45"
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"integrator": "rk5"}, r"components\.b\.params\.integrator: .*unknown integrator 'rk5'; did you mean "
+                            r"'rk45' or 'rk4'\? \(valid: rk4, rk45, rk23, dop853, radau, bdf, lsoda, cvode\)"),
+    ({"substeps": 0}, r"components\.b\.params\.substeps: .*substeps must be an integer >= 1, got 0"),
+    ({"rtol": -1.0}, r"components\.b\.params\.rtol: .*rtol must be a finite number > 0, got -1\.0"),
+    ({"states": ["h"]}, r"components\.b\.params\.states: .*'states' is for co-simulation FMUs; the physical "
+                        r"state of a model-exchange FMU is its continuous states"),
+    ({"interface": "cs"}, r"components\.b\.params\.interface: 'cs': me_bouncing_ball\.fmu offers model exchange "
+                          r"only \(valid: me\)"),
+    ({"ee": 0.5}, r"components\.b\.params\.ee: unknown parameter 'ee'.*did you mean 'e'"),
+    ({"e": 1.5}, r"components\.b\.params\.e: .*must be <= 1 \(the FMU's max\), got 1\.5"),
+], ids=["integrator", "substeps", "rtol", "states", "interface", "unknown", "range"])
+def test_bad_parameters_name_the_key_the_value_and_what_is_valid(ball_fmu: Path, params: dict[str, Any],
+                                                                 expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        build_experiment({"components": {"b": {"type": "fmu", "params": {"path": str(ball_fmu), **params}}}})
+
+
+def test_model_exchange_calls_before_initialize_say_so(ball_fmu: Path) -> None:
+    ball = me("ball", ball_fmu)
+    with pytest.raises(RuntimeError, match=r"the FMU is not instantiated; call initialize\(t0\) first"):
+        ball.derivatives(0.0, np.zeros(2), np.zeros(0))
+    with pytest.raises(ValueError, match="parameter 'path' is not set"):
+        ModelExchangeFMU("x").initialize(0.0)
+
+
+def test_an_fmu_error_names_the_component_the_call_and_the_time(ball_fmu: Path) -> None:
+    ball = me("ball", ball_fmu)
+    ball.initialize(0.0)
+    with pytest.raises(FMUError, match=r"FMU component 'ball' \(me_bouncing_ball\.fmu\): fmi2GetDerivatives "
+                                       r"returned fmi2Error at t=0\.25; FMU log: \[Error\] state 0 is not finite") \
+            as info:
+        ball.derivatives(0.25, np.array([math.nan, 0.0]), np.zeros(0))
+    assert (info.value.component, info.value.time) == ("ball", 0.25)
+
+
+@pytest.mark.slow
+def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball_fmu: Path) -> None:
+    exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    experiments = tmp_path / "conf" / "experiment"
+    experiments.mkdir(parents=True)
+    shutil.copy(ball_fmu, experiments / "ball.fmu")
+    (experiments / "me_ball.yaml").write_text(
+        "# @package _global_\n"
+        "defaults:\n  - override /master: hybrid\n"
+        "name: me_ball\n"
+        "run: {t0: 0.0, tf: 2.0, dt: 0.01}\n"
+        "components:\n  ball: {type: fmu, params: {path: ball.fmu, integrator: rk4, e: 0.7}}\n"
+    )
+
+    def cosimrun(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, "--config-dir", "conf", "+experiment=me_ball", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    proc = cosimrun("hydra.run.dir=run")
+    assert proc.returncode == 0, proc.stderr
+    assert "me_ball: complete" in proc.stdout
+    results = load_results(tmp_path / "run")
+    assert results.status == "complete"
+    events = results.events
+    np.testing.assert_allclose(events["time"][events["event"] == "z1"], impact_times(2.0, e=0.7), rtol=0,
+                               atol=1e-9)
+    proc = cosimrun("hydra.run.dir=bad", "components.ball.params.integrator=rk5")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "cosimrun: error: components.ball.params.integrator: 'rk5' is invalid: component 'ball': unknown integrator "
+        "'rk5'; did you mean 'rk45' or 'rk4'? (valid: rk4, rk45, rk23, dop853, radau, bdf, lsoda, cvode)"]
+    assert not (tmp_path / "bad").exists()
