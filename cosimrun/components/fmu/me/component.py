@@ -66,7 +66,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
     rollback, other masters handle them at communication points. Each event,
     a time event (``nextEventTime``: the masters end a step there, see
     :meth:`next_time_event`) and a step event (``fmi2CompletedIntegratorStep``,
-    called at the end of every step, asking for one) is handled by the event
+    called at the end of every step unless the FMU declares
+    ``completedIntegratorStepNotNeeded``, asking for one) is handled by the event
     iteration: ``fmi2EnterEventMode``, ``fmi2NewDiscreteStates`` until no new
     discrete states are needed, ``fmi2EnterContinuousTimeMode``, and the
     continuous states read back when the FMU changed them.
@@ -245,8 +246,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._push_other = _chain(others)
         self._pull_all = _chain(pullers)
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
-        self._calls = ContinuousTimeCalls(inst.f, c, len(self._state_vars), self._n_indicators, real_vrs,
-                                          self._error)
+        self._calls = ContinuousTimeCalls(inst.f, self._slave.dll, c, len(self._state_vars), self._n_indicators,
+                                          real_vrs, self._error)
 
     def _unbind(self) -> None:
         self._calls = None
@@ -279,13 +280,14 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         if calls is None:
             raise self._not_running()
         self._push_other()
-        unlocated = self._n_indicators and not self.supports_rollback
+        unlocated = self._n_indicators > 0 and not self.supports_rollback
         if unlocated:
             self._z_start = calls.indicators(t, self._x, self._gather_inputs()).copy()
         super()._do_step_internal(t, dt)
         t_end = t + dt
         calls.set_continuous(t_end, self._x, self._gather_inputs())
-        step_event = calls.completed_step(t_end)
+        assert self._me is not None
+        step_event = self._me.needs_completed_integrator_step and calls.completed_step(t_end)
         t_next = self._t_next
         time_event = t_next is not None and t_end >= t_next - time_tol(t_next)
         state_event = unlocated and self._indicator_changed(calls.indicators(t_end, self._x, self._u), t_end)

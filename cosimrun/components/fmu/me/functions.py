@@ -41,9 +41,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi2GetContinuousStates": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
     "fmi2GetDerivatives": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
     "fmi2GetEventIndicators": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
-    "fmi2SetReal": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_uint), ctypes.c_size_t, _REALS]),
 }
-"""The model-exchange functions cosimrun calls (and ``fmi2SetReal`` for the real inputs), with their C signatures."""
+"""The model-exchange functions cosimrun calls, with their C signatures."""
 
 CO_SIMULATION_ONLY = ("fmi2DoStep", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
 """Functions of :data:`cosimrun.components.fmu.fmi2` signatures that a model-exchange FMU need not export."""
@@ -81,16 +80,29 @@ class EventOutcome:
 class ContinuousTimeCalls:
     """The calls an integrator makes into one model-exchange FMU instance, on buffers allocated once.
 
-    *handle* is the ``fmi2Component``; *input_vrs* the value references of the
-    real inputs in the order the integrator's input vectors have; *failed*
-    builds the component's error from a message and the simulation time.
+    *functions* are those of :func:`model_exchange_functions`; the calls made
+    at every evaluation of the model go through function pointers of *dll*
+    without ctypes argument conversion, on pre-built arguments of the exact C
+    types. *handle* is the ``fmi2Component``; *input_vrs* the value references
+    of the real inputs in the order the integrator's input vectors have;
+    *failed* builds the component's error from a message and the simulation time.
     """
 
-    def __init__(self, functions: dict[str, Any], handle: ctypes.c_void_p, n_states: int, n_indicators: int,
-                 input_vrs: list[int], failed: Callable[[str, float], FMUError]) -> None:
+    def __init__(self, functions: dict[str, Any], dll: Any, handle: ctypes.c_void_p, n_states: int,
+                 n_indicators: int, input_vrs: list[int], failed: Callable[[str, float], FMUError]) -> None:
         self.f = functions
         self.c = handle
         self.failed = failed
+        hot = {}
+        for name in ("fmi2SetTime", "fmi2SetContinuousStates", "fmi2SetReal", "fmi2GetDerivatives",
+                     "fmi2GetEventIndicators"):
+            hot[name] = fn = dll[name]
+            fn.restype = ctypes.c_int
+        self._set_time, self._set_states = hot["fmi2SetTime"], hot["fmi2SetContinuousStates"]
+        self._set_real, self._get_derivatives = hot["fmi2SetReal"], hot["fmi2GetDerivatives"]
+        self._get_indicators = hot["fmi2GetEventIndicators"]
+        self._t = ctypes.c_double()
+        self.n_states = n_states
         self.nx = ctypes.c_size_t(n_states)
         self.nz = ctypes.c_size_t(n_indicators)
         self.x = np.zeros(n_states)
@@ -99,7 +111,7 @@ class ContinuousTimeCalls:
         self._x_ptr = self.x.ctypes.data_as(_REALS)
         self._dx_ptr = self.dx.ctypes.data_as(_REALS)
         self._z_ptr = self.z.ctypes.data_as(_REALS)
-        n_in = len(input_vrs)
+        self.n_inputs = n_in = len(input_vrs)
         self._n_in = ctypes.c_size_t(n_in)
         self._vr_in = (ctypes.c_uint * max(1, n_in))(*input_vrs)
         self.u = np.zeros(n_in)
@@ -112,24 +124,33 @@ class ContinuousTimeCalls:
 
     def set_continuous(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
         """Give the FMU time *t*, continuous states *x* and real inputs *u*."""
-        f, c = self.f, self.c
-        self._check("fmi2SetTime", f["fmi2SetTime"](c, t), t)
-        if len(self.x):
+        c = self.c
+        self._t.value = t
+        status = self._set_time(c, self._t)
+        if status > 1:
+            self._check("fmi2SetTime", status, t)
+        if self.n_states:
             self.x[:] = x
-            self._check("fmi2SetContinuousStates", f["fmi2SetContinuousStates"](c, self._x_ptr, self.nx), t)
-        self.set_inputs(u, t)
+            status = self._set_states(c, self._x_ptr, self.nx)
+            if status > 1:
+                self._check("fmi2SetContinuousStates", status, t)
+        if self.n_inputs:
+            self.set_inputs(u, t)
+        self._z_key = None
 
     def set_inputs(self, u: np.ndarray, t: float) -> None:
         """Give the FMU the real inputs *u* only."""
-        if len(self.u):
+        if self.n_inputs:
             self.u[:] = u
-            self._check("fmi2SetReal", self.f["fmi2SetReal"](self.c, self._vr_in, self._n_in, self._u_ptr), t)
+            self._check("fmi2SetReal", self._set_real(self.c, self._vr_in, self._n_in, self._u_ptr), t)
         self._z_key = None
 
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``dx/dt`` at ``(t, x, u)`` (a new array)."""
         self.set_continuous(t, x, u)
-        self._check("fmi2GetDerivatives", self.f["fmi2GetDerivatives"](self.c, self._dx_ptr, self.nx), t)
+        status = self._get_derivatives(self.c, self._dx_ptr, self.nx)
+        if status > 1:
+            self._check("fmi2GetDerivatives", status, t)
         return self.dx.copy()
 
     def indicators(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -137,13 +158,13 @@ class ContinuousTimeCalls:
         key = (t, x.tobytes(), u.tobytes())
         if key != self._z_key:
             self.set_continuous(t, x, u)
-            self._check("fmi2GetEventIndicators", self.f["fmi2GetEventIndicators"](self.c, self._z_ptr, self.nz), t)
+            self._check("fmi2GetEventIndicators", self._get_indicators(self.c, self._z_ptr, self.nz), t)
             self._z_key = key
         return self.z
 
     def states(self, t: float) -> np.ndarray:
         """The FMU's continuous states (a new array)."""
-        if len(self.x):
+        if self.n_states:
             self._check("fmi2GetContinuousStates", self.f["fmi2GetContinuousStates"](self.c, self._x_ptr, self.nx), t)
         return self.x.copy()
 
