@@ -3,8 +3,8 @@
 ``cosimrun +experiment=NAME [key=value ...]`` runs an experiment,
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
 ``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference),
-``cosimrun -m ...`` expands a sweep, and ``cosimrun plot|report|compare|export ...``
-look at results (:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
+``cosimrun -m ...`` expands a sweep, ``cosimrun plot|report|compare|export ...``
+look at results and ``cosimrun ssp import ...`` imports an SSP system (:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
 Hydra's and YAML's included, end with one line on stderr naming the key (or
 file and line) and exit status 2 (see :mod:`cosimrun.exits` and
 :mod:`cosimrun.config.reporting`); ``HYDRA_FULL_ERROR=1`` shows Hydra's full
@@ -35,6 +35,7 @@ usage:
   cosimrun report RESULTS|SWEEP_DIR [-o FILE]   one self-contained HTML page of a run or a sweep
   cosimrun compare A B [--rtol R] [--atol A]    compare two runs, or a run with a CSV reference
   cosimrun export RESULTS [--format F] [-o DIR] CSV per component, Parquet or MATLAB .mat
+  cosimrun ssp import SYSTEM.ssp DIR [--name N] an SSP system as DIR/experiment/N.yaml with its FMUs
   cosimrun --version | --help | --hydra-help    versions, this help, Hydra's own options
 
 overrides (Hydra's syntax):

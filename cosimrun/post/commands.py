@@ -1,4 +1,5 @@
-"""``cosimrun plot|report|compare|export ...``: the result commands, dispatched by their first word.
+"""``cosimrun plot|report|compare|export ...`` (the result commands) and ``cosimrun ssp ...``, dispatched by their
+first word.
 
 A first word that is a command name is not a Hydra override, so
 ``cosimrun +experiment=...`` and ``cosimrun -m ...`` are untouched. Each command

@@ -19,7 +19,7 @@ from cosimrun.ssp.importer import import_ssp
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n", 2)[2]
-    actions = parser.add_subparsers(dest="action", required=True, metavar="import")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     imp = actions.add_parser("import", help="write an SSP system as an experiment with its FMUs",
                              description=__doc__.splitlines()[0],
                              epilog=parser.epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
