@@ -4,7 +4,8 @@
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
 ``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference),
 ``cosimrun -m ...`` expands a sweep, ``cosimrun plot|report|compare|export ...``
-look at results and ``cosimrun ssp import ...`` imports an SSP system (:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
+look at results and ``cosimrun ssp import ...`` imports an SSP system
+(:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
 Hydra's and YAML's included, end with one line on stderr naming the key (or
 file and line) and exit status 2 (see :mod:`cosimrun.exits` and
 :mod:`cosimrun.config.reporting`); ``HYDRA_FULL_ERROR=1`` shows Hydra's full
