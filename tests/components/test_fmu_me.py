@@ -205,11 +205,29 @@ def test_an_fmu_without_fmu_state_handles_its_events_at_step_ends(ball_norollbac
 
 # ---------------------------------------------------------------------------- configs and bad input
 def test_type_fmu_builds_the_model_exchange_component(ball_fmu: Path) -> None:
-    exp = build_experiment({"run": {"tf": 0.5, "dt": 0.01},
-                            "components": {"b": {"type": "fmu", "params": {"path": str(ball_fmu),
-                                                                           "integrator": "rk45"}}}})
-    comp = exp.system.components["b"]
-    assert isinstance(comp, ModelExchangeFMU) and comp.parameters["integrator"] == "rk45"
+    for params in ({"integrator": "rk45"}, {"interface": "me", "integrator": "rk45"}):
+        exp = build_experiment({"run": {"tf": 0.5, "dt": 0.01},
+                                "components": {"b": {"type": "fmu", "params": {"path": str(ball_fmu), **params}}}})
+        comp = exp.system.components["b"]
+        assert isinstance(comp, ModelExchangeFMU) and comp.parameters["integrator"] == "rk45"
+
+
+def test_output_events_and_subscriptions_work_as_for_co_simulation_fmus(ball_fmu: Path) -> None:
+    """``events`` turns an output's zero crossings into events (here v falling through 0: the top of each
+    flight); a subscriber's handle_event runs the FMU's event iteration, which changes nothing at the top."""
+    s = System("s")
+    ball = s.add_component(me("ball", ball_fmu, events={"top": {"port": "v", "direction": -1}}))
+    other = s.add_component(me("other", ball_fmu))
+    s.connect_event("ball.top", "other")
+    assert set(ball.event_indicators) == {"top", "z1"}
+    result = s.run(0.0, 2.0, 0.01, master=Hybrid())
+    impacts = impact_times(2.0)
+    tops = [ev[0].t for ev in result.events if ev[1:] == ("ball", "top")]
+    expected = impacts + 0.8 ** np.arange(1, len(impacts) + 1) * impacts[0]  # rebound speed e^k g t1, over g
+    np.testing.assert_allclose(tops, expected[expected <= 2.0], rtol=0, atol=1e-9)
+    _, out = other.get_history_arrays()
+    np.testing.assert_allclose(other.get_state()["v"]["value"], ball.get_state()["v"]["value"], rtol=0, atol=1e-12)
+    assert out["impacts"][-1] == len(impacts)
 
 
 @pytest.mark.parametrize(("params", "expected"), [
