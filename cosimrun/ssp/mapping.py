@@ -160,6 +160,9 @@ def _connection(conn: ConnectionDecl, components: list[ComponentDecl],
     transforms = conn.factor != 1.0 or conn.offset != 0.0
     if transforms and src_var.type != "Real":
         raise SSPError(conn.where, f"a LinearTransformation applies to Real connectors; {src} is {src_var.type}")
+    if conn.mapping is not None and not _same_type(conn.mapping, src_var.type):
+        raise SSPError(conn.where, f"a {conn.mapping}MappingTransformation applies to {conn.mapping} connectors; "
+                                   f"{src} is {src_var.type}")
     if not transforms and conn.convert_units:
         return f"{src} -> {dst}"
     out: dict[str, Any] = {"src": src, "dst": dst}

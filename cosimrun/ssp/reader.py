@@ -119,7 +119,8 @@ class ConnectionDecl:
     factor: float = 1.0
     offset: float = 0.0
     mapping: str | None = None
-    """A mapping transformation that maps every value to itself (``BooleanMappingTransformation`` ...)."""
+    """``Boolean``, ``Integer`` or ``Enumeration``: a mapping transformation of that type that maps every value
+    to itself."""
     where: str = ""
 
 
@@ -458,6 +459,8 @@ def _connector(node: _Node, units: _Units) -> ConnectorDecl:
     node.check(("name", "kind", *BASE), [f"ssc:{t}" for t in TYPES])
     types = [c for c in node.children() if c.tag.startswith("ssc:")]
     type_name = unit = None
+    if len(types) > 1:
+        raise types[1].fail(f"a connector has one type; {types[0].tag} is given already")
     if types:
         typed = types[0]
         type_name = typed.tag.removeprefix("ssc:")
@@ -488,18 +491,24 @@ def _connection(node: _Node) -> ConnectionDecl:
     for tag in ("Boolean", "Integer", "Enumeration"):
         mapping = node.child(f"ssc:{tag}MappingTransformation")
         if mapping is not None:
-            _identity_mapping(mapping)
-            return ConnectionDecl(ends[0], ends[1], convert, mapping=mapping.tag, where=node.where)
+            _identity_mapping(mapping, tag)
+            return ConnectionDecl(ends[0], ends[1], convert, mapping=tag, where=node.where)
     return ConnectionDecl(ends[0], ends[1], convert, where=node.where)
 
 
-def _identity_mapping(node: _Node) -> None:
+def _identity_mapping(node: _Node, type_name: str) -> None:
     """A mapping transformation is mapped when it maps each listed value to itself (a plain connection)."""
     node.check(BASE, ("ssc:MapEntry",))
     for entry in node.children("ssc:MapEntry"):
         entry.check(("source", "target", *BASE))
-        source, target = entry.get("source", required=True), entry.get("target", required=True)
-        if str(source).strip() != str(target).strip():
+        source, target = str(entry.get("source", required=True)), str(entry.get("target", required=True))
+        if type_name == "Boolean":
+            same = _typed_value(entry, "Boolean", source) == _typed_value(entry, "Boolean", target)
+        elif type_name == "Integer":
+            same = _typed_value(entry, "Integer", source) == _typed_value(entry, "Integer", target)
+        else:
+            same = source.strip() == target.strip()
+        if not same:
             raise entry.fail(f"maps {source!r} to {target!r}; only mappings of each value to itself are supported "
                              "(a connection carries a value unchanged or through scale and offset on real ports)")
 

@@ -126,6 +126,14 @@ REFUSED = [
                  f"{ROOT}/ssd:Connections/ssd:Connection[2]/ssc:BooleanMappingTransformation/ssc:MapEntry: maps "
                  "'true' to 'false'; only mappings of each value to itself are supported (a connection carries a "
                  "value unchanged or through scale and offset on real ports)", id="boolean-mapping"),
+    pytest.param('<ssc:LinearTransformation factor="2" offset="0.1"/>',
+                 '<ssc:BooleanMappingTransformation><ssc:MapEntry source="true" target="1"/>'
+                 '<ssc:MapEntry source="0" target="false"/></ssc:BooleanMappingTransformation>',
+                 f"{ROOT}/ssd:Connections/ssd:Connection[2]: a BooleanMappingTransformation applies to Boolean "
+                 "connectors; gainA.y is Real", id="identity-mapping-on-real"),
+    pytest.param('<ssc:Real unit="N"/></ssd:Connector>', '<ssc:Real unit="N"/><ssc:Integer/></ssd:Connector>',
+                 f"{COMPONENT_2}/ssd:Connectors/ssd:Connector[1]/ssc:Integer: a connector has one type; ssc:Real is "
+                 "given already", id="two-types"),
     pytest.param('source="resources/feedthrough.fmu" implementation="CoSimulation"',
                  'source="resources/feedthrough.fmu" implementation="ModelExchange"',
                  f"{COMPONENT_2}: component 'gainA': implementation 'ModelExchange' is not supported (cosimrun runs "
