@@ -1,7 +1,8 @@
-"""FMI 2.0 model-exchange FMUs as components (``type: fmu`` with a model-exchange FMU), integrated by cosimrun.
+"""FMI 2.0 and 3.0 model-exchange FMUs as components (``type: fmu`` with a model-exchange FMU), integrated by cosimrun.
 
 The FMUs are compiled here from ``tests/fmus/me_*.c`` on the small model-exchange
-framework ``tests/fmus/cosimrun_fmi2me.h``; the references are analytic.
+frameworks ``tests/fmus/cosimrun_fmi2me.h`` and ``cosimrun_fmi3me.h`` (one model
+source, either version); the references are analytic.
 """
 
 from __future__ import annotations
@@ -49,6 +50,33 @@ def linear_fmu(me_dir: Path) -> Path:
     return builders.me_linear(me_dir)
 
 
+@pytest.fixture(scope="session")
+def ball3_fmu(me_dir: Path) -> Path:
+    return builders.me_bouncing_ball(me_dir, fmi3=True)
+
+
+@pytest.fixture(scope="session")
+def linear3_fmu(me_dir: Path) -> Path:
+    return builders.me_linear(me_dir, fmi3=True)
+
+
+@pytest.fixture(params=["2.0", "3.0"])
+def fmi_version(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def ball_any(fmi_version: str, request: pytest.FixtureRequest) -> Path:
+    """The bouncing ball in each FMI version."""
+    return request.getfixturevalue("ball3_fmu" if fmi_version == "3.0" else "ball_fmu")
+
+
+@pytest.fixture
+def linear_any(fmi_version: str, request: pytest.FixtureRequest) -> Path:
+    """The linear model in each FMI version."""
+    return request.getfixturevalue("linear3_fmu" if fmi_version == "3.0" else "linear_fmu")
+
+
 def me(name: str, path: Path, **params: Any) -> ModelExchangeFMU:
     comp = ModelExchangeFMU(name)
     comp.set_parameters(path=str(path), **params)
@@ -68,6 +96,15 @@ def impact_times(tf: float, e: float = 0.8, h0: float = 1.0) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- the component
+def test_fmi3_indicators_are_named_by_their_variables(ball3_fmu: Path) -> None:
+    ball = me("ball", ball3_fmu, e=0.7)
+    assert ball.model is not None and ball.model.fmi_version == "3.0"
+    assert set(ball.event_indicators) == {"z"} and ball.state_names == ("h", "v")
+    assert set(ball.output_specs) == {"h", "v", "impacts"} and ball.output_specs["h"].unit_name == "m"
+    ball.initialize(0.0)
+    assert ball.get_outputs()["impacts"] == 0 and ball.evaluate_event_indicators() == {"z": 1.0}
+
+
 def test_ports_parameters_and_states_come_from_the_model_description(ball_fmu: Path) -> None:
     ball = me("ball", ball_fmu, e=0.7, integrator="cvode", rtol=1e-9)
     assert set(ball.output_specs) == {"h", "v", "impacts"} and set(ball.input_specs) == set()
@@ -82,15 +119,19 @@ def test_ports_parameters_and_states_come_from_the_model_description(ball_fmu: P
     assert set(ball.outputs) == {"h", "v", "impacts", "z1"}  # z1: the event port of indicator 1
 
 
-@pytest.mark.parametrize(("integrator", "tol"), [("rk4", 1e-9), ("cvode", 2e-9)])
-def test_bouncing_ball_impacts_at_the_analytic_times_under_the_hybrid_master(ball_fmu: Path, integrator: str,
-                                                                             tol: float) -> None:
+@pytest.mark.parametrize(("version", "integrator", "tol"), [("2.0", "rk4", 1e-9), ("2.0", "cvode", 2e-9),
+                                                            ("3.0", "rk4", 1e-9)])
+def test_bouncing_ball_impacts_at_the_analytic_times_under_the_hybrid_master(
+        ball_fmu: Path, ball3_fmu: Path, version: str, integrator: str, tol: float) -> None:
     """Each impact located to the master's time_tolerance (1e-10 s); RK4 integrates the parabola exactly,
-    CVODE to rtol 1e-10, so the errors add up over the 6 impacts to well under *tol*."""
+    CVODE to rtol 1e-10, so the errors add up over the 6 impacts to well under *tol*. FMI 2.0 indicators are
+    unnamed (``z1``), FMI 3.0 ones are variables (``z``)."""
     s = System("s")
-    ball = s.add_component(me("ball", ball_fmu, integrator=integrator, rtol=1e-10, atol=1e-12))
+    ball = s.add_component(me("ball", ball3_fmu if version == "3.0" else ball_fmu, integrator=integrator,
+                              rtol=1e-10, atol=1e-12))
     result = s.run(0.0, 3.0, 0.01, master=Hybrid(time_tolerance=1e-10))
-    times = np.array([ev[0].t for ev in result.events if ev[1:] == ("ball", "z1")])
+    event = "z" if version == "3.0" else "z1"
+    times = np.array([ev[0].t for ev in result.events if ev[1:] == ("ball", event)])
     expected = impact_times(3.0)
     assert len(times) == len(expected) == 6
     np.testing.assert_allclose(times, expected, rtol=0, atol=tol)
@@ -120,11 +161,11 @@ def test_bouncing_ball_under_jacobi_bounces_at_communication_points(ball_fmu: Pa
     assert ball.get_outputs()["v"] == pytest.approx(v, abs=1e-9)
 
 
-def test_time_event_jumps_the_state_at_its_time(linear_fmu: Path) -> None:
+def test_time_event_jumps_the_state_at_its_time(linear_any: Path) -> None:
     """x' = -x, x(0) = 1, x += 1 at t = 0.55 (off the 0.1 grid): sample at 0.55 after the jump, exact to 1e-12."""
     for master in (Jacobi(), Hybrid()):
         s = System("s")
-        lin = s.add_component(me("lin", linear_fmu, t_jump=0.55, jump=1.0, integrator="dop853", rtol=1e-12,
+        lin = s.add_component(me("lin", linear_any, t_jump=0.55, jump=1.0, integrator="dop853", rtol=1e-12,
                                  atol=1e-14))
         s.run(0.0, 2.0, 0.1, master=master)
         t, out = lin.get_history_arrays()
@@ -148,8 +189,8 @@ def test_step_event_clamps_the_state_at_the_end_of_the_step(linear_fmu: Path) ->
     np.testing.assert_allclose(out["x"][:first], np.exp(t[:first]), rtol=1e-8)  # RK4, 10 substeps of 1 ms
 
 
-def test_two_fmus_in_a_feedback_loop_match_the_analytic_solution(linear_fmu: Path) -> None:
-    """p' = -p + 2 q, q' = -3 p - 0.5 q as two FMUs coupled both ways, against expm(A t) x0.
+def test_two_fmus_in_a_feedback_loop_match_the_analytic_solution(linear_fmu: Path, linear3_fmu: Path) -> None:
+    """p' = -p + 2 q, q' = -3 p - 0.5 q as two FMUs coupled both ways (p FMI 3.0, q FMI 2.0), against expm(A t) x0.
 
     Gauss-Seidel with linear extrapolation at dt = 0.01: the coupling error is 3e-4 at most (of an amplitude
     of 1), from the first steps, where the extrapolation has one sample only.
@@ -158,21 +199,23 @@ def test_two_fmus_in_a_feedback_loop_match_the_analytic_solution(linear_fmu: Pat
 
     a = np.array([[-1.0, 2.0], [-3.0, -0.5]])
     s = System("loop")
-    p = s.add_component(me("p", linear_fmu, a=a[0, 0], b=a[0, 1], start={"x": 1.0}, integrator="rk4"))
+    p = s.add_component(me("p", linear3_fmu, a=a[0, 0], b=a[0, 1], start={"x": 1.0}, integrator="rk4"))
     q = s.add_component(me("q", linear_fmu, a=a[1, 1], b=a[1, 0], start={"x": 0.0}, integrator="rk4"))
     s.connect("p.x", "q.u")
     s.connect("q.x", "p.u")
     s.run(0.0, 2.0, 0.01, master=GaussSeidel(extrapolation=1))
     t, out_p = p.get_history_arrays()
     _, out_q = q.get_history_arrays()
-    exact = np.array([expm(a * ti) @ [1.0, 0.0] for ti in t])
+    step = expm(a * 0.01)
+    exact = np.array([np.linalg.matrix_power(step, k) @ [1.0, 0.0] for k in range(len(t))])
+    np.testing.assert_allclose(t, np.arange(len(t)) * 0.01, rtol=0, atol=1e-12)
     np.testing.assert_allclose(out_p["x"], exact[:, 0], rtol=0, atol=5e-4)
     np.testing.assert_allclose(out_q["x"], exact[:, 1], rtol=0, atol=5e-4)
 
 
 # ---------------------------------------------------------------------------- rollback
-def test_rollback_restores_the_fmu_state_across_a_time_event(linear_fmu: Path) -> None:
-    lin = me("lin", linear_fmu, t_jump=0.5, jump=1.0)
+def test_rollback_restores_the_fmu_state_across_a_time_event(linear_any: Path) -> None:
+    lin = me("lin", linear_any, t_jump=0.5, jump=1.0)
     lin.initialize(0.0)
     lin.do_step(0.0, 0.3)
     snap = lin.snapshot_state()
@@ -256,12 +299,13 @@ def test_model_exchange_calls_before_initialize_say_so(ball_fmu: Path) -> None:
         ModelExchangeFMU("x").initialize(0.0)
 
 
-def test_an_fmu_error_names_the_component_the_call_and_the_time(ball_fmu: Path) -> None:
-    ball = me("ball", ball_fmu)
+def test_an_fmu_error_names_the_component_the_call_and_the_time(ball_any: Path, fmi_version: str) -> None:
+    ball = me("ball", ball_any)
     ball.initialize(0.0)
-    with pytest.raises(FMUError, match=r"FMU component 'ball' \(me_bouncing_ball\.fmu\): fmi2GetDerivatives "
-                                       r"returned fmi2Error at t=0\.25; FMU log: \[Error\] state 0 is not finite") \
-            as info:
+    call = "fmi3GetContinuousStateDerivatives returned fmi3Error" if fmi_version == "3.0" \
+        else "fmi2GetDerivatives returned fmi2Error"
+    with pytest.raises(FMUError, match=rf"FMU component 'ball' \({ball_any.name}\): {call} at t=0\.25; FMU log: "
+                                       r"\[Error\] state 0 is not finite") as info:
         ball.derivatives(0.25, np.array([math.nan, 0.0]), np.zeros(0))
     assert (info.value.component, info.value.time) == ("ball", 0.25)
 

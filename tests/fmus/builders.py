@@ -11,6 +11,7 @@ interpreter by that name.
 
 from __future__ import annotations
 
+import re
 import sys
 import zipfile
 from collections.abc import Mapping
@@ -116,26 +117,39 @@ def fmi1(directory: Path) -> Path:
     return _archive(directory / "fmi1.fmu", {"modelDescription.xml": xml})
 
 
-def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool) -> Path:
-    """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (inlined into the source)
-    into ``<directory>/<identifier>.fmu``."""
-    header = (HERE / "cosimrun_fmi2me.h").read_text()
-    source = (HERE / f"{model}.c").read_text().replace('#include "cosimrun_fmi2me.h"', header)
-    xml = (HERE / f"{model}.xml").read_text().format(identifier=identifier, rollback=str(rollback).lower())
-    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
-                       source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
+def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool, fmi3: bool = False) -> Path:
+    """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (``cosimrun_fmi3me.h``
+    with *fmi3*, model description ``<model>3.xml``), inlined into the source for its ``#include "cosimrun_me.h"``,
+    into ``<directory>/<identifier>.fmu``. FMI 3 binaries live under the platform tuple (``x86_64-linux``)."""
+    import fmpy
+
+    header = (HERE / ("cosimrun_fmi3me.h" if fmi3 else "cosimrun_fmi2me.h")).read_text()
+    source = re.sub(r'#include "cosimrun_me\.h".*', lambda _: header, (HERE / f"{model}.c").read_text())
+    xml = (HERE / f"{model}{'3' if fmi3 else ''}.xml").read_text().format(identifier=identifier,
+                                                                           rollback=str(rollback).lower())
+    built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                        source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
+    if not fmi3:
+        return built
+    with zipfile.ZipFile(built) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    library = f"{identifier}{fmpy.sharedLibraryExtension}"
+    files[f"binaries/{fmpy.platform_tuple}/{library}"] = files.pop(f"binaries/{fmpy.platform}/{library}")
+    built.unlink()
+    return _archive(built, files)
 
 
-def me_bouncing_ball(directory: Path, rollback: bool = True) -> Path:
-    """A model-exchange bouncing ball (outputs h, v, impacts; one event indicator, the height)."""
-    return _me_fmu(directory, "me_bouncing_ball" + ("" if rollback else "_norollback"), "me_bouncing_ball",
-                   rollback)
+def me_bouncing_ball(directory: Path, rollback: bool = True, fmi3: bool = False) -> Path:
+    """A model-exchange bouncing ball (outputs h, v, impacts; one event indicator, the height), FMI 2.0 or 3.0."""
+    identifier = "me_bouncing_ball" + ("3" if fmi3 else "") + ("" if rollback else "_norollback")
+    return _me_fmu(directory, identifier, "me_bouncing_ball", rollback, fmi3)
 
 
-def me_linear(directory: Path, rollback: bool = True) -> Path:
+def me_linear(directory: Path, rollback: bool = True, fmi3: bool = False) -> Path:
     """A model-exchange ``x' = a x + b u``, ``y = x`` with a time event (``t_jump``: x += jump) and a step
-    event (x above ``x_max`` is clamped); outputs x, jumps, clamps."""
-    return _me_fmu(directory, "me_linear" + ("" if rollback else "_norollback"), "me_linear", rollback)
+    event (x above ``x_max`` is clamped); outputs x, jumps, clamps; FMI 2.0 or 3.0."""
+    identifier = "me_linear" + ("3" if fmi3 else "") + ("" if rollback else "_norollback")
+    return _me_fmu(directory, identifier, "me_linear", rollback, fmi3)
 
 
 def feedthrough_in(directory: Path, unit: str) -> Path:

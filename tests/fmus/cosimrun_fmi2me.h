@@ -8,12 +8,13 @@
  *   static void model_defaults(ModelState *s);                    start values
  *   static void model_update(ModelState *s);                      outputs and derivatives
  *   static void model_indicators(ModelState *s, double z[]);      event indicators
- *   static void model_event(ModelState *s, fmi2EventInfo *info);  discrete update at s->time
+ *   static void model_event(ModelState *s, int *states_changed);  discrete update at s->time
  *   static int model_step_event(ModelState *s);                   nonzero: an event after this step
  * model_event runs at every fmi2NewDiscreteStates (also the first, after initialization);
- * it sets info->valuesOfContinuousStatesChanged when it changed a state and keeps the
- * next time event in s->t_next (INFINITY: none). Every variable lives in s->r, s->i or
- * s->b at its value reference, so an FMU state (rollback) is a plain copy of ModelState.
+ * it sets *states_changed when it changed a continuous state and keeps the next time
+ * event in s->t_next (INFINITY: none). Every variable lives in s->r, s->i or s->b at its
+ * value reference, so an FMU state (rollback) is a plain copy of ModelState. A model
+ * written on this header also compiles on cosimrun_fmi3me.h (FMI 3.0).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -56,7 +57,7 @@ static const fmi2ValueReference derivative_vr[N_STATES + 1] = DERIVATIVE_VRS;
 static void model_defaults(ModelState *s);
 static void model_update(ModelState *s);
 static void model_indicators(ModelState *s, double z[]);
-static void model_event(ModelState *s, fmi2EventInfo *info);
+static void model_event(ModelState *s, int *states_changed);
 static int model_step_event(ModelState *s);
 
 static void log_message(Instance *m, fmi2Status status, const char *category, const char *fmt, ...) {
@@ -269,8 +270,9 @@ FMI2_Export fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *inf
     info->newDiscreteStatesNeeded = fmi2False;
     info->terminateSimulation = fmi2False;
     info->nominalsOfContinuousStatesChanged = fmi2False;
-    info->valuesOfContinuousStatesChanged = fmi2False;
-    model_event(&INSTANCE->s, info);
+    int changed = 0;
+    model_event(&INSTANCE->s, &changed);
+    info->valuesOfContinuousStatesChanged = changed ? fmi2True : fmi2False;
     info->nextEventTimeDefined = isfinite(INSTANCE->s.t_next) ? fmi2True : fmi2False;
     info->nextEventTime = isfinite(INSTANCE->s.t_next) ? INSTANCE->s.t_next : 0.0;
     model_update(&INSTANCE->s);

@@ -1,4 +1,4 @@
-"""FMI 2.0 model-exchange FMUs as cosimrun components, integrated by cosimrun's own integrators.
+"""FMI 2.0 and 3.0 model-exchange FMUs as cosimrun components, integrated by cosimrun's own integrators.
 
 In a config::
 
@@ -17,8 +17,8 @@ The package, one job per module:
 * :mod:`~cosimrun.components.fmu.me.component`: :class:`ModelExchangeFMU`, the
   FMU component's parameters, ports and life cycle joined with
   :class:`~cosimrun.core.ode.OdeComponent`'s integrators, rollback and state events;
-* :mod:`~cosimrun.components.fmu.me.functions`: the FMI 2.0 model-exchange
-  functions through ctypes (continuous-time calls, event iteration).
+* :mod:`~cosimrun.components.fmu.me.functions`: the FMI 2.0 and 3.0
+  model-exchange functions through ctypes (continuous-time calls, event iteration).
 """
 
 from cosimrun.components.fmu.me.component import ModelExchangeFMU

@@ -1,4 +1,4 @@
-"""ModelExchangeFMU: an FMI 2.0 model-exchange FMU integrated by cosimrun's own integrators.
+"""ModelExchangeFMU: an FMI 2.0 or 3.0 model-exchange FMU integrated by cosimrun's own integrators.
 
 The class joins the FMU component's parameters, ports and life cycle
 (:mod:`~cosimrun.components.fmu.parameters`, :mod:`~cosimrun.components.fmu.ports`,
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -18,20 +19,34 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosimrun.components._base import time_tol
+from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.description import FMUInterface, FMUModel, FMUVariable
-from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu.errors import FMUError
 from cosimrun.components.fmu.extraction import acquire_extraction, release_extraction
 from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS, Instance, callbacks
 from cosimrun.components.fmu.lifecycle import FMULifecycle
 from cosimrun.components.fmu.me.functions import (
+    FMI2_API,
     FMI2_MODEL_EXCHANGE,
+    FMI3_API,
+    Api,
     ContinuousTimeCalls,
     EventOutcome,
+    instantiate3,
     model_exchange_functions,
 )
 from cosimrun.components.fmu.parameters import FMUParameters
 from cosimrun.components.fmu.ports import FMUPorts
-from cosimrun.components.fmu.step import _chain, _group, _make_puller, _make_pusher, _nothing
+from cosimrun.components.fmu.step import (
+    _chain,
+    _group,
+    _groups3,
+    _make_puller,
+    _make_puller3,
+    _make_pusher,
+    _make_pusher3,
+    _nothing,
+)
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortSpec, PortType
@@ -39,7 +54,13 @@ from cosimrun.core.ports import PortSpec, PortType
 _log = logging.getLogger("cosimrun.fmu")
 
 INDICATOR_PREFIX = "z"
-"""FMI 2.0 event indicators have no names: indicator ``i`` (1-based) is the state event ``z<i>``."""
+"""FMI 2.0 event indicators have no names: indicator ``i`` (1-based) is the state event ``z<i>`` (FMI 3.0 ones
+are named by their variables)."""
+
+
+def _continuous(var: FMUVariable) -> bool:
+    """Whether input *var* reaches the integrator (and its polynomial): a Real (FMI 2), a scalar Float64 (FMI 3)."""
+    return var.fmi_type in ("Real", "Float64") and var.index is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,26 +72,29 @@ class _Extra:
 
 
 class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
-    """An FMI 2.0 model-exchange FMU (``path`` names the .fmu), integrated by cosimrun (``integrator``).
+    """An FMI 2.0 or 3.0 model-exchange FMU (``path`` names the .fmu), integrated by cosimrun (``integrator``).
 
     Parameters, ports, units, start values and aliases are those of the
     co-simulation FMU component (:class:`~cosimrun.components.fmu.FMUComponent`);
     ``integrator``, ``substeps``, ``rtol``, ``atol`` and ``max_substep`` choose
     and tune the integrator as for :class:`~cosimrun.core.ode.OdeComponent`
     (``rk4``, the scipy methods, ``cvode``). The physical state is the FMU's
-    continuous states, in ``ModelStructure/Derivatives`` order.
+    continuous states, in ``ModelStructure`` order. Real inputs (FMI 3.0:
+    scalar ``Float64`` ones) reach the integrators, as polynomials over the step
+    where the master extrapolates them; other inputs are held over a step.
 
-    **Events.** The FMU's event indicators are the state events ``z1 ... zN``
-    (direction 0: any sign change, as FMI 2.0 has it): the integrators report
+    **Events.** The FMU's event indicators are state events, ``z1 ... zN`` in
+    FMI 2.0 and named by their variables in FMI 3.0 (direction 0: any sign
+    change, as FMI has it): the integrators report
     crossings as internal event hints, the hybrid master locates them by
     rollback, other masters handle them at communication points. Each event,
     a time event (``nextEventTime``: the masters end a step there, see
-    :meth:`next_time_event`) and a step event (``fmi2CompletedIntegratorStep``,
-    called at the end of every step unless the FMU declares
-    ``completedIntegratorStepNotNeeded``, asking for one) is handled by the event
-    iteration: ``fmi2EnterEventMode``, ``fmi2NewDiscreteStates`` until no new
-    discrete states are needed, ``fmi2EnterContinuousTimeMode``, and the
-    continuous states read back when the FMU changed them.
+    :meth:`next_time_event`) and a step event (the completed integrator step,
+    called at the end of every step unless the FMU declares it not needed,
+    asking for one) is handled by the event iteration: enter event mode, new
+    discrete states (``fmi2NewDiscreteStates``, ``fmi3UpdateDiscreteStates``)
+    until none are needed, enter continuous-time mode, and the continuous
+    states read back when the FMU changed them.
 
     **Rollback** needs ``canGetAndSetFMUstate``: a snapshot holds the FMU state
     besides the continuous states. An FMU without it cannot roll back; its
@@ -119,13 +143,13 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self.parameters.update(solver)
 
     def _choose_interface(self, model: FMUModel) -> FMUInterface:
-        """The model-exchange interface of *model*; FMI 3.0 model exchange is refused."""
-        interface = super()._choose_interface(model)
-        if model.fmi_version.startswith("3."):
-            raise ValueError(f"{model.label} is an FMI 3.0 model-exchange FMU; cosimrun runs FMI 2.0 model "
-                             "exchange only (run it as co-simulation if it offers that: interface: cs)")
-        self._me = interface
+        """The model-exchange interface of *model* (kept: its identifier and flags are used from then on)."""
+        self._me = interface = super()._choose_interface(model)
         return interface
+
+    @property
+    def _api(self) -> Api:
+        return FMI3_API if self.is_fmi3 else FMI2_API
 
     def _validate_own(self, name: str, value: Any) -> Any:
         if name == "states" and value is not None:
@@ -140,17 +164,34 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         model = self.model
         assert model is not None
         md = model.description
-        states = [model.variables[d.variable.derivative.name] for d in md.derivatives]
+        if self.is_fmi3:  # the elements of the states in ModelStructure order
+            states = list(model.states)
+        else:  # ModelStructure/Derivatives order (the order of the state vector), not ModelVariables order
+            states = [model.variables[d.variable.derivative.name] for d in md.derivatives]
         self._state_vars = [(self._var_ports.get(v.name, v.name), v) for v in states]
         self._state_specs = [PortSpec(n, PortType.REAL, "out", v.unit, v.description) for n, v in self._state_vars]
         self._state_index = {n: i for i, (n, _) in enumerate(self._state_vars)}
-        self._input_names = [p for p, v in self._port_vars.items() if p in self.input_specs and v.type == "Real"]
+        self._input_names = [p for p, v in self._port_vars.items() if p in self.input_specs and _continuous(v)]
         self._state_events.clear()
         self._n_indicators = int(md.numberOfEventIndicators or 0)
         if not self.supports_rollback:
             return
-        for i in range(self._n_indicators):
-            self.add_state_event(f"{INDICATOR_PREFIX}{i + 1}", self._indicator_function(i))
+        for i, name in enumerate(self._indicator_names()):
+            self.add_state_event(name, self._indicator_function(i))
+
+    def _indicator_names(self) -> list[str]:
+        """``z1 ... zN`` (FMI 2.0 indicators have no names); FMI 3.0: the indicator variables' names, ``z<i>``
+        where such a name is also a port or a state."""
+        n = self._n_indicators
+        names = [f"{INDICATOR_PREFIX}{i + 1}" for i in range(n)]
+        if self.is_fmi3:
+            assert self.model is not None
+            taken = {*self.input_specs, *self.output_specs, *self._state_index}
+            for i, unknown in enumerate(self.model.description.eventIndicators[:n]):
+                name = getattr(unknown.variable, "name", None)
+                if name and name not in taken and "/" not in name and "." not in name:
+                    names[i] = name
+        return names
 
     def _indicator_function(self, i: int) -> Any:
         def indicator(t: float, x: np.ndarray, u: np.ndarray) -> float:
@@ -178,6 +219,7 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         if self._slave is not None:
             return
         from fmpy.fmi2 import FMU2Model
+        from fmpy.fmi3 import FMU3Model
 
         model, interface = self.model, self._me
         assert model is not None and interface is not None
@@ -187,9 +229,10 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         except FMUError as exc:
             raise self._error(str(exc), t0) from exc
         try:
-            self._slave = FMU2Model(guid=model.guid, unzipDirectory=str(self._extraction.directory),
-                                    modelIdentifier=interface.identifier, instanceName=self.name)
-            self._functions = model_exchange_functions(self._slave.dll)
+            loader = FMU3Model if self.is_fmi3 else FMU2Model
+            self._slave = loader(guid=model.guid, unzipDirectory=str(self._extraction.directory),
+                                 modelIdentifier=interface.identifier, instanceName=self.name)
+            self._functions = model_exchange_functions(self._slave.dll, self._api)
         except Exception as exc:
             release_extraction(self._extraction)
             self._extraction = None
@@ -202,27 +245,37 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         assert model is not None
         self._load(t0)
         self._free_instance()
-        if self._cb is None:
-            self._cb = callbacks(self._env)
         functions = self._functions
-        resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
-        handle = functions["fmi2Instantiate"](
-            self.name.encode(), FMI2_MODEL_EXCHANGE, model.guid.encode(), resources.encode(),
-            ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
-        )
-        if not handle:
-            raise self._error("fmi2Instantiate failed", t0)
-        self._instance = Instance(functions, handle)
+        directory = self._extraction.directory / "resources"  # type: ignore[union-attr]
         tol = self.parameters["tolerance"]
-        self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
+        if self.is_fmi3:
+            instance = instantiate3(functions, self.name, model.guid, str(directory) + os.sep, self._env,
+                                    self.parameters["logging"])
+            if instance is None:
+                raise self._error("fmi3InstantiateModelExchange failed", t0)
+            self._instance = instance
+        else:
+            if self._cb is None:
+                self._cb = callbacks(self._env)
+            handle = functions["fmi2Instantiate"](
+                self.name.encode(), FMI2_MODEL_EXCHANGE, model.guid.encode(), directory.as_uri().encode(),
+                ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
+            )
+            if not handle:
+                raise self._error("fmi2Instantiate failed", t0)
+            self._instance = Instance(functions, handle)
+            self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
         values: dict[str, tuple[FMUVariable, Any]] = {}
         for name, value in (*self._start_values.items(), *self._fmu_values.items()):
             values[name] = (model.variables[name], value)
         self._set_values(list(values.values()), t0)
-        self._call("fmi2EnterInitializationMode", t0)
+        if self.is_fmi3:
+            self._call("fmi3EnterInitializationMode", t0, tol is not None, tol or 0.0, float(t0), False, 0.0)
+        else:
+            self._call("fmi2EnterInitializationMode", t0)
         self._bind()
         self._push_inputs()
-        self._call("fmi2ExitInitializationMode", t0)
+        self._call("fmi3ExitInitializationMode" if self.is_fmi3 else "fmi2ExitInitializationMode", t0)
         assert self._calls is not None
         self._t_next = self._calls.event_iteration(t0, enter=False).next_event_time
 
@@ -230,31 +283,34 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         """The continuous-time calls and the push of the inputs and pull of the outputs through ``fmi2Set*/Get*``."""
         inst = self._instance
         assert inst is not None
-        fast = {name: inst.f[name] for name in (*SETTERS.values(), *GETTERS.values())}
-        c = inst.c
-        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
+        f, c = inst.f, inst.c
+        continuous = set(self._input_names)
+        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs and p not in continuous]
         outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
-        others, pullers = [], []
-        for kinds in (("Integer", "Enumeration"), ("Boolean",), ("String",)):
-            group = _group(ins, kinds)
-            if group is not None:
-                others.append(_make_pusher(fast[SETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
-        for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
-            group = _group(outs, kinds)
-            if group is not None:
-                pullers.append(_make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        failed = self._call_failed
+        if self.is_fmi3:
+            others = [_make_pusher3(f[fmi3.SETTERS[t]], c, group, t, failed) for t, group in _groups3(ins)]
+            pullers = [_make_puller3(f[fmi3.GETTERS[t]], c, group, t, failed) for t, group in _groups3(outs)]
+        else:
+            others, pullers = [], []
+            for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
+                for ports, out, maker, names in ((ins, others, _make_pusher, SETTERS),
+                                                 (outs, pullers, _make_puller, GETTERS)):
+                    group = _group(ports, kinds)
+                    if group is not None:
+                        out.append(maker(f[names[kinds[0]]], c, *group, kinds[0], failed))
         self._push_other = _chain(others)
         self._pull_all = _chain(pullers)
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
-        self._calls = ContinuousTimeCalls(inst.f, self._slave.dll, c, len(self._state_vars), self._n_indicators,
-                                          real_vrs, self._error)
+        self._calls = ContinuousTimeCalls(self._api, f, self._slave.dll, c, len(self._state_vars),
+                                          self._n_indicators, real_vrs, self._error)
 
     def _unbind(self) -> None:
         self._calls = None
         self._push_other = self._pull_all = _nothing
 
     def _call_failed(self, fname: str, status: int) -> FMUError:
-        return self._error(f"{fname} returned {status_name(status)} at t={self.t:.12g}", self.t)
+        return self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
 
     def _push_inputs(self) -> None:
         """Set every input from its port (the real ones with the continuous-time calls' buffer)."""

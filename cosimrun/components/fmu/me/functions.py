@@ -1,12 +1,13 @@
-"""The FMI 2.0 model-exchange functions through ctypes: the continuous-time calls and event iteration.
+"""The FMI 2.0 and 3.0 model-exchange functions through ctypes: the continuous-time calls and event iteration.
 
 :class:`ContinuousTimeCalls` wraps one instantiated model-exchange FMU for
 the integrator: it sets time, continuous states and real inputs, reads
 derivatives and event indicators into buffers allocated once, and runs the
-event iteration (``fmi2EnterEventMode``, ``fmi2NewDiscreteStates`` until no
-new discrete states are needed, ``fmi2EnterContinuousTimeMode``). The
-functions every FMI 2.0 FMU has (instantiate, get/set, FMU states) are those
-of :mod:`cosimrun.components.fmu.fmi2`.
+event iteration (enter event mode, new discrete states until none are needed,
+enter continuous-time mode). The functions every FMU of a version has
+(get/set, FMU states, log messages) are those of
+:mod:`cosimrun.components.fmu.fmi2` and :mod:`cosimrun.components.fmu.fmi3`;
+the calls that differ between the versions are named by an :class:`Api`.
 """
 
 from __future__ import annotations
@@ -19,47 +20,86 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components.fmu import fmi2
-from cosimrun.components.fmu.errors import FMUError, status_name
+from cosimrun.components.fmu import errors, fmi2, fmi3
+from cosimrun.components.fmu.errors import FMUError
 
 FMI2_MODEL_EXCHANGE = 0
 """``fmi2ModelExchange`` (the ``fmi2Type`` passed to ``fmi2Instantiate``)."""
 
 MAX_EVENT_ITERATIONS = 100
-"""``fmi2NewDiscreteStates`` calls at one event instant before the iteration counts as not settling."""
+"""New-discrete-states calls at one event instant before the iteration counts as not settling."""
 
 _P = ctypes.POINTER
 _REALS = _P(ctypes.c_double)
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "fmi2EnterEventMode": (ctypes.c_int, [ctypes.c_void_p]),
-    "fmi2NewDiscreteStates": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
-    "fmi2EnterContinuousTimeMode": (ctypes.c_int, [ctypes.c_void_p]),
-    "fmi2CompletedIntegratorStep": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(ctypes.c_int),
-                                                   _P(ctypes.c_int)]),
-    "fmi2SetTime": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_double]),
-    "fmi2SetContinuousStates": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
-    "fmi2GetContinuousStates": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
-    "fmi2GetDerivatives": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
-    "fmi2GetEventIndicators": (ctypes.c_int, [ctypes.c_void_p, _REALS, ctypes.c_size_t]),
+_C = ctypes.c_void_p
+_SIGNATURES2: dict[str, tuple[Any, list[Any]]] = {
+    "fmi2EnterEventMode": (ctypes.c_int, [_C]),
+    "fmi2NewDiscreteStates": (ctypes.c_int, [_C, _C]),
+    "fmi2EnterContinuousTimeMode": (ctypes.c_int, [_C]),
+    "fmi2CompletedIntegratorStep": (ctypes.c_int, [_C, ctypes.c_int, _P(ctypes.c_int), _P(ctypes.c_int)]),
+    "fmi2SetTime": (ctypes.c_int, [_C, ctypes.c_double]),
+    "fmi2SetContinuousStates": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi2GetContinuousStates": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi2GetDerivatives": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi2GetEventIndicators": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
 }
-"""The model-exchange functions cosimrun calls, with their C signatures."""
+_SIGNATURES3: dict[str, tuple[Any, list[Any]]] = {
+    "fmi3InstantiateModelExchange": (_C, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool,
+                                          ctypes.c_bool, _C, type(fmi3.LOGGER)]),
+    "fmi3EnterContinuousTimeMode": (ctypes.c_int, [_C]),
+    "fmi3CompletedIntegratorStep": (ctypes.c_int, [_C, ctypes.c_bool, _P(ctypes.c_bool), _P(ctypes.c_bool)]),
+    "fmi3SetTime": (ctypes.c_int, [_C, ctypes.c_double]),
+    "fmi3SetContinuousStates": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi3GetContinuousStates": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi3GetContinuousStateDerivatives": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+    "fmi3GetEventIndicators": (ctypes.c_int, [_C, _REALS, ctypes.c_size_t]),
+}
+"""The model-exchange functions cosimrun calls, with their C signatures, by FMI version."""
 
-CO_SIMULATION_ONLY = ("fmi2DoStep", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
-"""Functions of :data:`cosimrun.components.fmu.fmi2` signatures that a model-exchange FMU need not export."""
+CO_SIMULATION_ONLY = ("fmi2DoStep", "fmi2GetRealStatus", "fmi2GetBooleanStatus", "fmi3InstantiateCoSimulation",
+                      "fmi3DoStep", "fmi3EnterStepMode")
+"""Functions of the co-simulation signature tables that a model-exchange FMU need not export."""
 
 
-def model_exchange_functions(dll: Any) -> dict[str, Any]:
-    """Fresh ctypes function pointers of the functions every FMI 2.0 FMU has and of the model-exchange ones.
+@dataclass(frozen=True)
+class Api:
+    """The names of the calls that differ between FMI 2.0 and 3.0 model exchange, and the version's status names."""
 
-    ``FMUError`` names a missing one (the FMU-state functions are optional).
-    """
-    common = {n: s for n, s in fmi2._SIGNATURES.items() if n not in CO_SIMULATION_ONLY}
+    fmi3: bool
+    set_time: str
+    set_states: str
+    get_states: str
+    get_derivatives: str
+    get_indicators: str
+    set_real: str
+    completed_step: str
+    enter_event_mode: str
+    new_discrete_states: str
+    enter_continuous_time_mode: str
+    status_name: Callable[[int], str]
+
+
+FMI2_API = Api(False, "fmi2SetTime", "fmi2SetContinuousStates", "fmi2GetContinuousStates", "fmi2GetDerivatives",
+               "fmi2GetEventIndicators", "fmi2SetReal", "fmi2CompletedIntegratorStep", "fmi2EnterEventMode",
+               "fmi2NewDiscreteStates", "fmi2EnterContinuousTimeMode", errors.status_name)
+FMI3_API = Api(True, "fmi3SetTime", "fmi3SetContinuousStates", "fmi3GetContinuousStates",
+               "fmi3GetContinuousStateDerivatives", "fmi3GetEventIndicators", "fmi3SetFloat64",
+               "fmi3CompletedIntegratorStep", "fmi3EnterEventMode", "fmi3UpdateDiscreteStates",
+               "fmi3EnterContinuousTimeMode", fmi3.status_name)
+
+
+def model_exchange_functions(dll: Any, api: Api) -> dict[str, Any]:
+    """Fresh ctypes function pointers of the functions every FMU of *api*'s version has and of the model-exchange
+    ones; ``FMUError`` names a missing one (the FMU-state functions are optional)."""
+    version = fmi3 if api.fmi3 else fmi2
+    common = {n: s for n, s in version._SIGNATURES.items() if n not in CO_SIMULATION_ONLY}
+    optional = set(version._OPTIONAL) - {api.enter_event_mode, api.new_discrete_states}
     table = {}
-    for name, (restype, argtypes) in {**common, **_SIGNATURES}.items():
+    for name, (restype, argtypes) in {**common, **(_SIGNATURES3 if api.fmi3 else _SIGNATURES2)}.items():
         try:
             fn = dll[name]
         except AttributeError:
-            if name in fmi2._OPTIONAL:
+            if name in optional:
                 continue
             raise FMUError(f"the FMU's shared library does not export {name}") from None
         fn.restype, fn.argtypes = restype, argtypes
@@ -67,12 +107,20 @@ def model_exchange_functions(dll: Any) -> dict[str, Any]:
     return table
 
 
+def instantiate3(functions: dict[str, Any], name: str, token: str, resources: str, env: int,
+                 logging: bool) -> fmi3.Instance | None:
+    """``fmi3InstantiateModelExchange``, logging through the sinks of :mod:`~cosimrun.components.fmu.fmi3`."""
+    handle = functions["fmi3InstantiateModelExchange"](name.encode(), token.encode(), resources.encode(), False,
+                                                       logging, ctypes.c_void_p(env), fmi3.LOGGER)
+    return fmi3.Instance(functions, handle) if handle else None
+
+
 @dataclass(frozen=True, slots=True)
 class EventOutcome:
     """What an event iteration ended with."""
 
     states_changed: bool
-    """``valuesOfContinuousStatesChanged`` in any of its ``fmi2NewDiscreteStates`` calls."""
+    """``valuesOfContinuousStatesChanged`` in any of its new-discrete-states calls."""
     next_event_time: float | None
     """The FMU's next time event (``None``: none announced)."""
 
@@ -83,24 +131,25 @@ class ContinuousTimeCalls:
     *functions* are those of :func:`model_exchange_functions`; the calls made
     at every evaluation of the model go through function pointers of *dll*
     without ctypes argument conversion, on pre-built arguments of the exact C
-    types. *handle* is the ``fmi2Component``; *input_vrs* the value references
-    of the real inputs in the order the integrator's input vectors have;
-    *failed* builds the component's error from a message and the simulation time.
+    types. *handle* is the instance; *input_vrs* the value references of the
+    real (FMI 3: scalar ``Float64``) inputs in the order the integrator's input
+    vectors have; *failed* builds the component's error from a message and the
+    simulation time.
     """
 
-    def __init__(self, functions: dict[str, Any], dll: Any, handle: ctypes.c_void_p, n_states: int,
+    def __init__(self, api: Api, functions: dict[str, Any], dll: Any, handle: ctypes.c_void_p, n_states: int,
                  n_indicators: int, input_vrs: list[int], failed: Callable[[str, float], FMUError]) -> None:
+        self.api = api
         self.f = functions
         self.c = handle
         self.failed = failed
         hot = {}
-        for name in ("fmi2SetTime", "fmi2SetContinuousStates", "fmi2SetReal", "fmi2GetDerivatives",
-                     "fmi2GetEventIndicators"):
+        for name in (api.set_time, api.set_states, api.set_real, api.get_derivatives, api.get_indicators):
             hot[name] = fn = dll[name]
             fn.restype = ctypes.c_int
-        self._set_time, self._set_states = hot["fmi2SetTime"], hot["fmi2SetContinuousStates"]
-        self._set_real, self._get_derivatives = hot["fmi2SetReal"], hot["fmi2GetDerivatives"]
-        self._get_indicators = hot["fmi2GetEventIndicators"]
+        self._set_time, self._set_states = hot[api.set_time], hot[api.set_states]
+        self._set_real, self._get_derivatives = hot[api.set_real], hot[api.get_derivatives]
+        self._get_indicators = hot[api.get_indicators]
         self._t = ctypes.c_double()
         self.n_states = n_states
         self.nx = ctypes.c_size_t(n_states)
@@ -112,15 +161,16 @@ class ContinuousTimeCalls:
         self._dx_ptr = self.dx.ctypes.data_as(_REALS)
         self._z_ptr = self.z.ctypes.data_as(_REALS)
         self.n_inputs = n_in = len(input_vrs)
-        self._n_in = ctypes.c_size_t(n_in)
-        self._vr_in = (ctypes.c_uint * max(1, n_in))(*input_vrs)
         self.u = np.zeros(n_in)
-        self._u_ptr = self.u.ctypes.data_as(_REALS)
+        count = ctypes.c_size_t(n_in)
+        self._real_args = ((ctypes.c_uint * max(1, n_in))(*input_vrs), count, self.u.ctypes.data_as(_REALS),
+                           *((count,) if api.fmi3 else ()))  # FMI 3 passes the number of values too
+        self._flag = ctypes.c_bool if api.fmi3 else ctypes.c_int
         self._z_key: tuple[float, bytes, bytes] | None = None
 
     def _check(self, name: str, status: int, t: float) -> None:
         if status > 1:
-            raise self.failed(f"{name} returned {status_name(status)} at t={t:.12g}", t)
+            raise self.failed(f"{name} returned {self.api.status_name(status)} at t={t:.12g}", t)
 
     def set_continuous(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
         """Give the FMU time *t*, continuous states *x* and real inputs *u*."""
@@ -128,12 +178,12 @@ class ContinuousTimeCalls:
         self._t.value = t
         status = self._set_time(c, self._t)
         if status > 1:
-            self._check("fmi2SetTime", status, t)
+            self._check(self.api.set_time, status, t)
         if self.n_states:
             self.x[:] = x
             status = self._set_states(c, self._x_ptr, self.nx)
             if status > 1:
-                self._check("fmi2SetContinuousStates", status, t)
+                self._check(self.api.set_states, status, t)
         if self.n_inputs:
             self.set_inputs(u, t)
         self._z_key = None
@@ -142,7 +192,7 @@ class ContinuousTimeCalls:
         """Give the FMU the real inputs *u* only."""
         if self.n_inputs:
             self.u[:] = u
-            self._check("fmi2SetReal", self._set_real(self.c, self._vr_in, self._n_in, self._u_ptr), t)
+            self._check(self.api.set_real, self._set_real(self.c, *self._real_args), t)
         self._z_key = None
 
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -150,7 +200,7 @@ class ContinuousTimeCalls:
         self.set_continuous(t, x, u)
         status = self._get_derivatives(self.c, self._dx_ptr, self.nx)
         if status > 1:
-            self._check("fmi2GetDerivatives", status, t)
+            self._check(self.api.get_derivatives, status, t)
         return self.dx.copy()
 
     def indicators(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -158,28 +208,27 @@ class ContinuousTimeCalls:
         key = (t, x.tobytes(), u.tobytes())
         if key != self._z_key:
             self.set_continuous(t, x, u)
-            self._check("fmi2GetEventIndicators", self._get_indicators(self.c, self._z_ptr, self.nz), t)
+            self._check(self.api.get_indicators, self._get_indicators(self.c, self._z_ptr, self.nz), t)
             self._z_key = key
         return self.z
 
     def states(self, t: float) -> np.ndarray:
         """The FMU's continuous states (a new array)."""
         if self.n_states:
-            self._check("fmi2GetContinuousStates", self.f["fmi2GetContinuousStates"](self.c, self._x_ptr, self.nx), t)
+            self._check(self.api.get_states, self.f[self.api.get_states](self.c, self._x_ptr, self.nx), t)
         return self.x.copy()
 
     def completed_step(self, t: float) -> bool:
-        """``fmi2CompletedIntegratorStep`` at the point last set; whether the FMU asks for a step event.
+        """Completed integrator step at the point last set; whether the FMU asks for a step event.
 
         ``noSetFMUStatePriorToCurrentPoint`` is false: the master may roll back.
         An FMU that asks to terminate raises.
         """
-        enter, terminate = ctypes.c_int(0), ctypes.c_int(0)
-        status = self.f["fmi2CompletedIntegratorStep"](self.c, 0, ctypes.byref(enter), ctypes.byref(terminate))
-        self._check("fmi2CompletedIntegratorStep", status, t)
+        name = self.api.completed_step
+        enter, terminate = self._flag(0), self._flag(0)
+        self._check(name, self.f[name](self.c, 0, ctypes.byref(enter), ctypes.byref(terminate)), t)
         if terminate.value:
-            raise self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} "
-                              "(fmi2CompletedIntegratorStep)", t)
+            raise self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} ({name})", t)
         return bool(enter.value)
 
     def event_iteration(self, t: float, *, enter: bool = True) -> EventOutcome:
@@ -189,25 +238,47 @@ class ContinuousTimeCalls:
         already is in event mode. An FMU that asks to terminate, or whose
         iteration does not settle within :data:`MAX_EVENT_ITERATIONS`, raises.
         """
-        from fmpy.fmi2 import fmi2EventInfo
-
-        f, c = self.f, self.c
+        api, f, c = self.api, self.f, self.c
         if enter:
-            self._check("fmi2EnterEventMode", f["fmi2EnterEventMode"](c), t)
-        info = fmi2EventInfo()
+            self._check(api.enter_event_mode, f[api.enter_event_mode](c), t)
+        update = self._update3 if api.fmi3 else self._update2
         changed = False
         for _ in range(MAX_EVENT_ITERATIONS):
-            info.newDiscreteStatesNeeded = 0
-            self._check("fmi2NewDiscreteStates", f["fmi2NewDiscreteStates"](c, ctypes.byref(info)), t)
-            if info.terminateSimulation:
-                raise self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} (fmi2NewDiscreteStates)", t)
-            changed = changed or bool(info.valuesOfContinuousStatesChanged)
-            if not info.newDiscreteStatesNeeded:
+            needed, values_changed, t_next = update(t)
+            changed = changed or values_changed
+            if not needed:
                 break
         else:
-            raise self.failed(f"the event iteration at t={t:.12g} did not settle: fmi2NewDiscreteStates still asked "
-                              f"for new discrete states after {MAX_EVENT_ITERATIONS} calls", t)
-        self._check("fmi2EnterContinuousTimeMode", f["fmi2EnterContinuousTimeMode"](c), t)
+            raise self.failed(f"the event iteration at t={t:.12g} did not settle: {api.new_discrete_states} still "
+                              f"asked for new discrete states after {MAX_EVENT_ITERATIONS} calls", t)
+        self._check(api.enter_continuous_time_mode, f[api.enter_continuous_time_mode](c), t)
         self._z_key = None
-        t_next = float(info.nextEventTime) if info.nextEventTimeDefined and math.isfinite(info.nextEventTime) else None
         return EventOutcome(changed, t_next)
+
+    def _terminate(self, t: float) -> FMUError:
+        return self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} ({self.api.new_discrete_states})",
+                           t)
+
+    def _update2(self, t: float) -> tuple[bool, bool, float | None]:
+        """One ``fmi2NewDiscreteStates``: (new discrete states needed, states changed, next time event)."""
+        from fmpy.fmi2 import fmi2EventInfo
+
+        info = fmi2EventInfo()
+        self._check("fmi2NewDiscreteStates", self.f["fmi2NewDiscreteStates"](self.c, ctypes.byref(info)), t)
+        if info.terminateSimulation:
+            raise self._terminate(t)
+        defined = info.nextEventTimeDefined and math.isfinite(info.nextEventTime)
+        return (bool(info.newDiscreteStatesNeeded), bool(info.valuesOfContinuousStatesChanged),
+                float(info.nextEventTime) if defined else None)
+
+    def _update3(self, t: float) -> tuple[bool, bool, float | None]:
+        """One ``fmi3UpdateDiscreteStates``: (discrete states need update, states changed, next time event)."""
+        needed, terminate, nominals, values, defined = (ctypes.c_bool() for _ in range(5))
+        t_next = ctypes.c_double()
+        status = self.f["fmi3UpdateDiscreteStates"](self.c, *(ctypes.byref(v) for v in (
+            needed, terminate, nominals, values, defined, t_next)))
+        self._check("fmi3UpdateDiscreteStates", status, t)
+        if terminate.value:
+            raise self._terminate(t)
+        return (needed.value, values.value,
+                t_next.value if defined.value and math.isfinite(t_next.value) else None)
