@@ -311,18 +311,23 @@ def test_an_fmu_error_names_the_component_the_call_and_the_time(ball_any: Path, 
 
 
 @pytest.mark.slow
-def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball_fmu: Path) -> None:
+def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball_fmu: Path, ball3_fmu: Path) -> None:
+    """Two balls, FMI 2.0 and 3.0, from the YAML beside their FMUs; then a bad integrator: one line, exit 2."""
     exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
     assert exe is not None
     experiments = tmp_path / "conf" / "experiment"
     experiments.mkdir(parents=True)
     shutil.copy(ball_fmu, experiments / "ball.fmu")
+    shutil.copy(ball3_fmu, experiments / "ball3.fmu")
     (experiments / "me_ball.yaml").write_text(
         "# @package _global_\n"
         "defaults:\n  - override /master: hybrid\n"
         "name: me_ball\n"
         "run: {t0: 0.0, tf: 2.0, dt: 0.01}\n"
-        "components:\n  ball: {type: fmu, params: {path: ball.fmu, integrator: rk4, e: 0.7}}\n"
+        "components:\n"
+        "  ball: {type: fmu, params: {path: ball.fmu, integrator: rk4, e: 0.7}}\n"
+        "  ball3: {type: fmu, params: {path: ball3.fmu, interface: me, integrator: cvode, rtol: 1.0e-10,\n"
+        "                              atol: 1.0e-12, e: 0.7}}\n"
     )
 
     def cosimrun(*args: str) -> subprocess.CompletedProcess[str]:
@@ -337,6 +342,8 @@ def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball
     events = results.events
     np.testing.assert_allclose(events["time"][events["event"] == "z1"], impact_times(2.0, e=0.7), rtol=0,
                                atol=1e-9)
+    np.testing.assert_allclose(events["time"][events["event"] == "z"], impact_times(2.0, e=0.7), rtol=0,
+                               atol=2e-9)
     proc = cosimrun("hydra.run.dir=bad", "components.ball.params.integrator=rk5")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
