@@ -9,6 +9,7 @@ whose integrators advance the FMU's continuous states through
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import logging
 import os
@@ -226,8 +227,11 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         try:
             self._extraction = acquire_extraction(model.path, once_per_process=interface.only_once_per_process,
                                                   private=self.parameters["private_copy"])
-        except FMUError as exc:
-            raise self._error(str(exc), t0) from exc
+        except FMUError as exc:  # the same class (a size limit's fields stay), placed at this component
+            error = copy.copy(exc)
+            error.args = (f"{self._where()}: {exc}",)
+            error.message, error.component, error.time = error.args[0], self.name, t0
+            raise error from exc
         try:
             loader = FMU3Model if self.is_fmi3 else FMU2Model
             self._slave = loader(guid=model.guid, unzipDirectory=str(self._extraction.directory),
@@ -280,7 +284,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._t_next = self._calls.event_iteration(t0, enter=False).next_event_time
 
     def _bind(self) -> None:
-        """The continuous-time calls and the push of the inputs and pull of the outputs through ``fmi2Set*/Get*``."""
+        """The continuous-time calls, and the push of the other inputs and the pull of the outputs (``fmi2Set*``,
+        ``fmi3Get*`` ... one call per type)."""
         inst = self._instance
         assert inst is not None
         f, c = inst.f, inst.c
