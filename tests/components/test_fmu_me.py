@@ -255,6 +255,25 @@ def test_type_fmu_builds_the_model_exchange_component(ball_fmu: Path) -> None:
         assert isinstance(comp, ModelExchangeFMU) and comp.parameters["integrator"] == "rk45"
 
 
+def test_an_fmu_with_both_interfaces_runs_model_exchange_only_when_asked(tmp_path: Path) -> None:
+    """Co-simulation by default; with interface: me the model-exchange library (its own identifier) runs."""
+    from cosimrun.components.fmu import FMUComponent
+
+    path = builders.me_bouncing_ball_with_cs(tmp_path)
+
+    def component(**params: Any) -> Any:
+        exp = build_experiment({"components": {"b": {"type": "fmu", "params": {"path": str(path), **params}}}})
+        return exp.system.components["b"]
+
+    assert type(component()) is FMUComponent
+    ball = component(interface="me")
+    assert isinstance(ball, ModelExchangeFMU)
+    s = System("s")
+    s.add_component(ball)
+    result = s.run(0.0, 1.0, 0.01, master=Hybrid())
+    np.testing.assert_allclose([ev[0].t for ev in result.events], impact_times(1.0), rtol=0, atol=1e-9)
+
+
 def test_output_events_and_subscriptions_work_as_for_co_simulation_fmus(ball_fmu: Path) -> None:
     """``events`` turns an output's zero crossings into events (here v falling through 0: the top of each
     flight); a subscriber's handle_event runs the FMU's event iteration, which changes nothing at the top."""

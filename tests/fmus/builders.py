@@ -194,3 +194,17 @@ def fmi3_clocked(directory: Path) -> Path:
         '<Float64 name="time"', '<Clock name="tick" valueReference="99" causality="input" variability="discrete" '
         'intervalVariability="triggered"/>\n    <Float64 name="time"')
     return _archive(directory / "clocked.fmu", {"modelDescription.xml": xml})
+
+
+def me_bouncing_ball_with_cs(directory: Path) -> Path:
+    """The FMI 2.0 model-exchange ball in an FMU that also declares co-simulation, whose library (another model
+    identifier) is no real library: only model exchange can run."""
+    import fmpy
+
+    with zipfile.ZipFile(me_bouncing_ball(directory)) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    files["modelDescription.xml"] = files["modelDescription.xml"].replace(
+        b"<ModelExchange ", b'<CoSimulation modelIdentifier="me_bouncing_ball_cs" '
+                           b'canHandleVariableCommunicationStepSize="true"/>\n  <ModelExchange ')
+    files[f"binaries/{fmpy.platform}/me_bouncing_ball_cs{fmpy.sharedLibraryExtension}"] = b"not a library"
+    return _archive(directory / "me_bouncing_ball_with_cs.fmu", files)
