@@ -325,7 +325,7 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
 
     # ------------------------------------------------------------------ the model for the integrators
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """``dx/dt`` from the FMU: time, continuous states and real inputs set, ``fmi2GetDerivatives``."""
+        """``dx/dt`` from the FMU: time, continuous states and real inputs set, then the derivatives read."""
         calls = self._calls
         if calls is None:
             raise self._not_running()
