@@ -13,20 +13,23 @@ from collections.abc import Sequence
 
 from cosimrun.components.fmu.build import EXAMPLES, build_example
 from cosimrun.components.fmu.component import FMUComponent
+from cosimrun.components.fmu.description import INTERFACE_NAMES
 from cosimrun.components.fmu.errors import FMUError
 from cosimrun.reference import ComponentDoc, ParameterDoc, format_reference, instance_parameters, instance_ports
 
 _PARAMETER_TYPES = {"Real": "float", "Integer": "int", "Enumeration": "int", "Boolean": "bool", "String": "str"}
+"""Parameter types by variable kind (FMI 3's Float32/Int16 ... are listed by their kind)."""
 
 
 def fmu_reference(path: str | os.PathLike[str]) -> ComponentDoc:
     """The reference of the component an FMU file makes: ports, parameters (own and the FMU's), notes."""
-    comp = FMUComponent("fmu")
+    comp = FMUComponent.resolve_class({"path": os.fspath(path)})("fmu")
     comp.set_parameters(path=os.fspath(path))
-    model = comp.model
+    model = comp.model  # type: ignore[attr-defined]
     assert model is not None
     md = model.description
-    summary = f"{md.modelName}: FMI {md.fmiVersion} co-simulation FMU ({md.generationTool or 'unknown tool'})"
+    kind = INTERFACE_NAMES[comp.INTERFACE]  # type: ignore[attr-defined]
+    summary = f"{md.modelName}: FMI {model.fmi_version} {kind} FMU ({md.generationTool or 'unknown tool'})"
     description = f"{summary}. {md.description}" if md.description else summary
     fmu_vars = {var.name: var for var in model.parameters}
     params = []
@@ -44,8 +47,14 @@ def fmu_reference(path: str | os.PathLike[str]) -> ComponentDoc:
         if var is not None and var.fmu_unit and var.fmu_unit != port.unit:
             port = dataclasses.replace(port, doc=f"(FMU unit {var.fmu_unit!r}) {port.doc}".rstrip())
         ports.append(port)
+    interface = model.interfaces[comp.INTERFACE]  # type: ignore[attr-defined]
+    events = ("yes (early return from fmi3DoStep at the FMU's events)" if interface.has_event_mode
+              else "no (the FMU handles its events inside its steps)")
     notes = (
-        f"rollback: {'yes' if model.can_rollback else 'no (canGetAndSetFMUstate=false)'}",
+        f"interfaces: {model.offers} (runs as {kind}"
+        + (", choose with params.interface)" if len(model.interfaces) > 1 else ")"),
+        *((f"event mode: {events}",) if model.fmi_version == "3.0" and comp.INTERFACE == "cs" else ()),  # type: ignore[attr-defined]
+        f"rollback: {'yes' if interface.can_rollback else 'no (canGetAndSetFMUstate=false)'}",
         "direct feedthrough: " + ("; ".join(f"{out} <- {', '.join(sorted(ins)) or 'none'}"
                                             for out, ins in comp.direct_feedthrough.items()) or "none"),
         f"state: {', '.join(comp.state_names) or 'none declared'}",
@@ -59,7 +68,7 @@ def describe(path: str | os.PathLike[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m cosimrun.components.fmu build-example DIR`` | ``info MODEL.fmu``."""
+    """``python -m cosimrun.components.fmu build-example DIR`` | ``info MODEL.fmu`` (FMI 2.0 and 3.0, CS and ME)."""
     parser = argparse.ArgumentParser(prog="python -m cosimrun.components.fmu",
                                      description="Helpers for FMU components.")
     sub = parser.add_subparsers(dest="command", required=True)
