@@ -159,6 +159,8 @@ def test_same_run_as_fmpy_simulate_fmu(ball3: Path) -> None:
     np.testing.assert_allclose(h, reference["h"][last], rtol=0, atol=1e-12)
     np.testing.assert_allclose(v, reference["v"][last], rtol=0, atol=1e-12)
     np.testing.assert_array_equal(n, reference["bounces"][last])
+    # no search: one trial per communication point (20 grid steps and the 4 impacts), none to locate an event
+    assert result.stats.trial_steps == result.stats.macro_steps == 24 and result.stats.event_trial_steps == []
 
 
 def test_array_input_from_a_connection(ball3: Path) -> None:
@@ -252,12 +254,16 @@ def test_type_fmu_picks_the_class_from_the_file(tmp_path: Path, ball3: Path) -> 
         fmu("m", me_only)
 
 
-def test_info_shows_fmi3_fmus(ball3: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_shows_fmi3_and_model_exchange_fmus(tmp_path: Path, ball3: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", str(ball3)]) == 0
     out = capsys.readouterr().out
     assert "bouncing_ball3: FMI 3.0 co-simulation FMU" in out
     assert "in  gain[2]: real" in out and "out phase: string" in out and "out h32: real [m]" in out
     assert "event mode: yes (early return from fmi3DoStep" in out and "rollback: yes" in out
+    assert main(["info", str(builders.me_bouncing_ball(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "me_bouncing_ball: FMI 2.0 model exchange FMU" in out and "interfaces: model exchange" in out
 
 
 # ---------------------------------------------------------------------------- from YAML on the command line

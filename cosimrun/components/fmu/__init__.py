@@ -1,4 +1,4 @@
-"""FMI 2.0 co-simulation FMUs as cosimrun components, on FMPy's low-level API.
+"""FMI 2.0 and 3.0 FMUs as cosimrun components, on FMPy's low-level API.
 
 In a config::
 
@@ -12,6 +12,14 @@ In a config::
           start: {q: 0.5}                  # start values of other variables (initial exact/approx)
           aliases: {body.phi: angle}       # FMU variable -> port name
           events: {stop: {port: gap, direction: 1}}   # zero crossings of outputs as cosimrun events
+          interface: cs                    # cs | me; default: co-simulation if the FMU offers it
+
+``type: fmu`` reads the model description before it builds the component
+(:meth:`FMUComponent.resolve_class`): an FMU runs as co-simulation
+(:class:`FMUComponent`, this package) unless it offers model exchange only or
+``interface: me`` asks for it; model exchange is
+:class:`cosimrun.components.fmu.me.ModelExchangeFMU`. An ``interface`` the FMU
+does not offer is a ``ConfigError`` at ``params.interface`` naming what it offers.
 
 How it works:
 
@@ -23,8 +31,8 @@ How it works:
   named by ``derivative`` attributes) and the direct feedthrough
   (``ModelStructure/Outputs`` dependencies on inputs; no ``dependencies``
   attribute means "all inputs", as the standard says). A missing file, a file
-  that is no FMU, an FMI version other than 2.0, a model-exchange-only FMU or
-  an FMU without a binary for this platform fail right there. Parameters set
+  that is no FMU, FMI 1.0, an FMU without the interface asked for or without
+  a binary for this platform fail right there. Parameters set
   before ``path`` are kept and checked when ``path`` arrives (so any order
   works, but an unknown name is then reported on ``path``); the config builder
   applies ``params`` in mapping order, so write ``path`` first.
@@ -90,7 +98,26 @@ How it works:
   and ``python -m cosimrun.components.fmu info MODEL.fmu`` lists what a
   component made from an FMU looks like.
 
-FMI 1.0 and FMI 3.0 FMUs are refused with a clear message.
+* **FMI 3.0** co-simulation FMUs run through the same component (the version
+  comes from the model description; :mod:`~cosimrun.components.fmu.fmi3` holds
+  the calls). Every FMI 3 type is a port: ``Float32``/``Float64`` REAL,
+  ``Int8`` ... ``UInt64`` and ``Enumeration`` INT (with the type's range checked
+  when set), ``Boolean`` BOOL, ``String``; an array variable is one port per
+  element, ``name[i]`` (1-based, ``name[i,j]`` for two dimensions, row-major),
+  set and read whole. Units come from the variable or its declared type, else
+  from ``UnitDefinitions``. Rollback uses ``fmi3GetFMUState``/``fmi3SetFMUState``.
+  An FMU with ``hasEventMode`` is instantiated with event mode and early return
+  allowed: an ``fmi3DoStep`` that returns early at ``lastSuccessfulTime`` (its
+  event) is handled there in the FMU's event mode (``fmi3EnterEventMode``,
+  ``fmi3UpdateDiscreteStates`` until settled, ``fmi3EnterStepMode``) and raises
+  :class:`~cosimrun.errors.StepDiscarded`, so every master makes that instant a
+  communication point as for FMI 2's discard (no search, recorded as a
+  ``discard`` event); an event at a step's end is handled there likewise.
+  Clocks (clocked or scheduled partitions) and ``Binary`` ports are refused
+  with one line; intermediate update is not used (the callback is not given,
+  which the standard allows).
+
+FMI 1.0 FMUs are refused with a clear message.
 
 The package, one job per module:
 
@@ -99,6 +126,8 @@ The package, one job per module:
 * :mod:`~cosimrun.components.fmu.extraction`: size limits and the hash-keyed extraction cache;
 * :mod:`~cosimrun.components.fmu.fmi2`: the FMI 2.0 C API through ctypes
   (signatures, instances, FMU states, log messages);
+* :mod:`~cosimrun.components.fmu.fmi3`: the FMI 3.0 co-simulation C API
+  through ctypes (values per type and whole arrays, event mode);
 * :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent`, assembled
   from one mixin per concern on :mod:`~cosimrun.components.fmu.base` (the
   model, log messages, errors): :mod:`~cosimrun.components.fmu.parameters`

@@ -1,9 +1,10 @@
-"""FMUComponent: an FMI 2.0 co-simulation FMU as a cosimrun component.
+"""FMUComponent: an FMI 2.0 or 3.0 co-simulation FMU as a cosimrun component.
 
 The component takes its ports, parameters, feedthrough and state from the
 model description (:mod:`~cosimrun.components.fmu.description`), shares the
 extracted files (:mod:`~cosimrun.components.fmu.extraction`) and calls the
-FMU's library through ctypes (:mod:`~cosimrun.components.fmu.fmi2`). The class
+FMU's library through ctypes (:mod:`~cosimrun.components.fmu.fmi2`,
+:mod:`~cosimrun.components.fmu.fmi3`). The class
 is assembled from one mixin per concern (see :mod:`~cosimrun.components.fmu.base`).
 """
 
@@ -26,7 +27,7 @@ from cosimrun.errors import ConfigError
 
 
 class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
-    """An FMI 2.0 co-simulation FMU (``path`` names the .fmu; its parameters become component parameters).
+    """An FMI 2.0 or 3.0 co-simulation FMU (``path`` names the .fmu; its parameters become component parameters).
 
     Own parameters: ``path`` (the FMU file; ``example:NAME`` builds a shipped
     example), ``aliases`` (FMU variable -> port name), ``start`` (start values of
@@ -35,8 +36,14 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
     (variables that form the physical state; default: those with a
     ``derivative``), ``tolerance`` (passed to ``fmi2SetupExperiment``),
     ``logging`` (FMU debug logging) and ``private_copy`` (run from a private,
-    writable copy of the extracted FMU instead of the shared read-only cache).
+    writable copy of the extracted FMU instead of the shared read-only cache),
+    ``interface`` (``cs``; ``me`` is another class, see :meth:`resolve_class`).
     See :mod:`cosimrun.components.fmu`.
+
+    **FMI 3.0 early return.** An FMI 3 FMU with event mode that returns early
+    from ``fmi3DoStep`` at one of its events has the event handled there in
+    its event mode and raises :class:`~cosimrun.errors.StepDiscarded` at that
+    instant, which the masters handle as below.
 
     **A step ended early.** FMI 2.0 lets ``fmi2DoStep`` return ``fmi2Discard``
     after computing only part of the step; the master may then ask for
