@@ -47,8 +47,12 @@ class FMUBase(CoSimComponent):
 
     @property
     def interpolates_inputs(self) -> bool:  # type: ignore[override]
-        """True when the FMU declares ``canInterpolateInputs``: it gets input derivatives before each step."""
-        return self.model is not None and self.model.can_interpolate_inputs
+        """True for an FMI 2.0 FMU that declares ``canInterpolateInputs``: it gets input derivatives before each step.
+
+        FMI 3.0 declares input derivatives as variables of their own; cosimrun
+        does not set them, so an FMI 3 FMU gets each input's mean over the step.
+        """
+        return self.model is not None and self.model.can_interpolate_inputs and not self.is_fmi3
 
     @property
     def supports_rollback(self) -> bool:
