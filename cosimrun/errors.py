@@ -277,9 +277,13 @@ class StepDiscarded(FMUError):
     ends the run like any :class:`FMUError`.
     """
 
-    def __init__(self, message: str, *, component: str, time: float, last_successful_time: float) -> None:
+    def __init__(self, message: str, *, component: str, time: float, last_successful_time: float,
+                 event: str | None = None) -> None:
         super().__init__(message, component=component, time=time)
         self.last_successful_time = last_successful_time
+        self.event = event
+        """The FMU's event at that instant, recorded under this name (``early_return``: an FMI 3 FMU returned early
+        at an event it handled there); ``None``: a plain discard, recorded as ``discard``."""
 
 
 class ResultsWriteError(CosimrunError, OSError):

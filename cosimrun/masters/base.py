@@ -254,6 +254,8 @@ class Master:
         assert system.analysis is not None
         self.system = system
         self.stats = self._new_stats()
+        self._cut_events: dict[str, str] = {}
+        """The event name to record at each FMU's latest cut: ``discard``, or the FMU's own (StepDiscarded.event)."""
         self.coupling_errors: list[CouplingError] = []
         """Estimated coupling error per coupled real input, after a run that completed its steps."""
         self._coupling: CouplingErrorEstimate | None = None
@@ -630,6 +632,7 @@ class Master:
                    snaps: dict[int, Any]) -> int:
         """The tick of *exc*'s last successful time, if every component can be brought there; else fail the run."""
         target = exc.last_successful_time
+        self._cut_events[fmu.name] = exc.event or DISCARD_EVENT
         for comp in moved:
             if id(comp) not in snaps:
                 raise self._cut_error(fmu, exc, reached, (
@@ -654,8 +657,9 @@ class Master:
             f"{why}", component=fmu.name, time=exc.time)
 
     def _note_discard(self, t: float, name: str) -> None:
-        """Record the ``discard`` event of FMU *name* at the accepted instant *t* (its last successful time)."""
-        self.recorder.event(t, 0, name, DISCARD_EVENT)
+        """Record the ``discard`` event of FMU *name* at the accepted instant *t* (its last successful time), or the
+        FMU's own event there (an FMI 3 early return: ``early_return``)."""
+        self.recorder.event(t, 0, name, self._cut_events.get(name, DISCARD_EVENT))
         self.stats.discards += 1
 
     # ------------------------------------------------------------------ FMUs that take fixed steps only

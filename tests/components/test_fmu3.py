@@ -130,8 +130,8 @@ def test_early_return_makes_each_impact_a_communication_point(ball3: Path, maste
     _, v = result.history.get_port_trajectory("ball", "v")
     _, bounces = result.history.get_port_trajectory("ball", "bounces")
     expected = impacts()
-    found = [e[0].t for e in result.events if e[1] == "ball"]
-    np.testing.assert_allclose(found, expected, rtol=0, atol=TIME_TOL)
+    assert {(e[1], e[2]) for e in result.events} == {("ball", "early_return")}
+    np.testing.assert_allclose([e[0].t for e in result.events], expected, rtol=0, atol=TIME_TOL)
     assert result.stats.discards == len(expected) == 4
     for ti in expected:  # each impact is a sample, after the bounce (handled in the FMU's event mode)
         k = np.flatnonzero(np.abs(t - ti) <= TIME_TOL)
@@ -296,6 +296,7 @@ def test_an_fmi3_experiment_from_the_command_line(tmp_path: Path, ball3: Path) -
     (path,) = list((tmp_path / "run").rglob("*.h5"))
     res = load_results(path)
     np.testing.assert_allclose(res.events["time"], impacts(), rtol=0, atol=TIME_TOL)
+    assert set(res.events["event"]) == {"early_return"}
     t, h = res.history("ball")["h"]
     np.testing.assert_allclose(h, [analytic(ti)[0] for ti in t], rtol=0, atol=1e-12)
     bad = subprocess.run([exe, "--config-dir", str(config), "+experiment=ball3", "hydra.run.dir=bad",

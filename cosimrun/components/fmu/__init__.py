@@ -111,8 +111,9 @@ How it works:
   event) is handled there in the FMU's event mode (``fmi3EnterEventMode``,
   ``fmi3UpdateDiscreteStates`` until settled, ``fmi3EnterStepMode``) and raises
   :class:`~cosimrun.errors.StepDiscarded`, so every master makes that instant a
-  communication point as for FMI 2's discard (no search, recorded as a
-  ``discard`` event); an event at a step's end is handled there likewise.
+  communication point as for FMI 2's discard (no search; recorded as an
+  ``early_return`` event of the FMU); an event at a step's end is handled
+  there likewise.
   Clocks (clocked or scheduled partitions) and ``Binary`` ports are refused
   with one line; intermediate update is not used (the callback is not given,
   which the standard allows).

@@ -33,6 +33,9 @@ from cosimrun.errors import StepDiscarded
 
 VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 
+EARLY_RETURN_EVENT = "early_return"
+"""The event recorded where an FMI 3 FMU returned early from ``fmi3DoStep`` at an event it handled there."""
+
 
 class FMUStepping(FMUBase):
     """Stepping: ``do_step`` written out around the compiled step, and output reads between steps.
@@ -202,9 +205,10 @@ class FMUStepping(FMUBase):
         return) is handled there in event mode. An early return at
         ``lastSuccessfulTime`` inside the step handles the event there and
         raises :class:`StepDiscarded` with the component's time and outputs at
-        that instant, as FMI 2's discard does: the masters make it the
-        communication point of every component (no search: the FMU names the
-        instant). An early return at the step's start (an event due at once)
+        that instant and ``event="early_return"``, as FMI 2's discard does: the
+        masters make it the communication point of every component (no search:
+        the FMU names the instant) and record an ``early_return`` event there.
+        An early return at the step's start (an event due at once)
         is handled and the step taken again (``True``: step again; once only,
         the *first* time).
         """
@@ -235,9 +239,9 @@ class FMUStepping(FMUBase):
                               "so it cannot step on from there", t)
         self.t = last
         self._pull_all()
-        raise StepDiscarded(f"{self._where()}: {message}" + (" (an event of the FMU, handled there)"
-                                                             if result.event.value else ""),
-                            component=self.name, time=t, last_successful_time=last)
+        event = EARLY_RETURN_EVENT if result.event.value else None
+        raise StepDiscarded(f"{self._where()}: {message}" + (" (an event of the FMU, handled there)" if event else ""),
+                            component=self.name, time=t, last_successful_time=last, event=event)
 
     def _keep_fixed_step(self, step: Callable[[float, float], None]) -> Callable[[float, float], None]:
         """*step*, refusing any step size other than the first (:attr:`fixed_step`) with a clear FMUError.
