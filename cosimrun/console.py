@@ -91,9 +91,17 @@ def _largest_coupling_error(errors: list[Any]) -> str:
 
 
 def _notable(stats: Any) -> str:
-    """`` | N unconverged loop solves`` when a run went on past loops that did not converge, and
-    `` | N discards`` when FMUs ended steps early (``fmi2Discard``)."""
+    """`` | steps 1e-4 to 3e-2 s, N rejected`` under error control, `` | N unconverged loop solves`` when a
+    run went on past loops that did not converge, and `` | N discards`` when FMUs ended steps early
+    (``fmi2Discard``)."""
     parts = []
+    if getattr(stats, "step_control", "fixed") == "error":
+        parts.append(f" | steps {stats.smallest_step:.2g} to {stats.largest_step:.2g} s, "
+                     f"{stats.rejected_steps} rejected")
+        if stats.step_rejection != "rollback":
+            parts.append(" (no rollback: estimates shaped later steps)")
+        if stats.steps_over_tolerance:
+            parts.append(f", {stats.steps_over_tolerance} over tolerance")
     for count, what in ((stats.unconverged_loop_solves, "unconverged loop solve"), (stats.discards, "discard")):
         if count:
             parts.append(f" | {count} {what}{'s' if count != 1 else ''}")

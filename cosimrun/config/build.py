@@ -39,6 +39,8 @@ MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJC
 """Master algorithms by config name."""
 
 DEFAULT_MASTER = "gauss_seidel"
+STEP_CONTROL_SETTINGS = ("step_control", "rtol", "atol", "min_step", "max_step")
+"""The explicit masters' step-control settings (see :mod:`cosimrun.masters.step_control`)."""
 
 ACTIONS = ("run", "describe")
 
@@ -146,6 +148,10 @@ def unknown_key(path: str, key: str, node: Mapping[str, Any] | None = None) -> C
     known = known_keys(path, node) or []
     if path == "master" and str(node.get("name", DEFAULT_MASTER)) in MASTERS:
         name = str(node.get("name", DEFAULT_MASTER))
+        if name == "hybrid" and key in STEP_CONTROL_SETTINGS:
+            return ConfigError(full, "the hybrid master steps by run.dt between the events it locates; step control "
+                                     f"({', '.join(STEP_CONTROL_SETTINGS)}) is a setting of jacobi, gauss_seidel and "
+                                     "ijcsa")
         return UnknownNameError("setting", key, [k for k in known if k != "name"], f"of the {name} master", key=full)
     multi_only = set(_fields(MultiComponentConfig)) - set(_fields(ComponentConfig))
     if path.startswith("components.") and path.count(".") == 1 and key in multi_only:

@@ -22,6 +22,7 @@ from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, 
 from cosimrun.masters.coupling_error import CouplingError, CouplingErrorEstimate
 from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
 from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolation
+from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl, StepLog
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
@@ -64,6 +65,17 @@ class MasterStats:
     """Component-steps taken concurrently with others (see :mod:`cosimrun.masters.parallel`)."""
     plan_steps: int = 0
     """Component-steps of the stepping plans while ``parallel`` was on: the base of ``parallel_fraction``."""
+    step_control: str = "fixed"
+    """How communication steps were chosen: ``fixed`` (``run.dt``) or ``error`` (see :mod:`.step_control`)."""
+    step_rejection: str = "none"
+    """Under ``step_control: error``: ``rollback`` (steps over the tolerance were rolled back and taken again,
+    shorter) or ``none`` (a component cannot roll back: estimates only shaped the next step)."""
+    rejected_steps: int = 0
+    steps_over_tolerance: int = 0
+    """Accepted steps whose error norm exceeded 1 (at ``min_step``, or without rollback)."""
+    smallest_step: float = math.nan
+    largest_step: float = math.nan
+    """The shortest and longest accepted step under ``step_control: error`` (NaN under fixed steps)."""
 
     @property
     def trial_steps_per_event(self) -> float:
@@ -294,6 +306,10 @@ class Master:
         self._timed = [c for c in comps.values() if c.max_step is not None or c.has_time_events]
         self._fixed = [c for c in self.order if fixed_step_only(c)]
         self._step_open = False
+        self._control: ErrorControl | None = None
+        self._next_step = 0.0
+        self.step_log: StepLog | None = None
+        """Every step tried under ``step_control: error`` (``None`` under fixed steps)."""
         self._lagging: list[Link] = []
         self._ex_times: list[float] = []
         self._ex_values: list[list[float]] = []
@@ -410,7 +426,8 @@ class Master:
 
     # ------------------------------------------------------------------ time loop
     def next_point(self, clock: Clock, a: int) -> int:
-        """Next communication tick after *a*: grid, components' max steps and time events, end.
+        """Next communication tick after *a*: grid (or the step error control proposes), components' max steps
+        and time events, end.
 
         Stops closer together than ``clock.snap`` ticks (a rounding error of a float
         time) are merged, so no step is a residual of a few ulp: a grid point just
@@ -420,9 +437,12 @@ class Master:
         allowed step.
         """
         snap = clock.snap
-        grid = clock.next_grid(a)
-        if grid - a <= snap:
-            grid = clock.next_grid(grid)
+        if self._control is None:
+            grid = clock.next_grid(a)
+            if grid - a <= snap:
+                grid = clock.next_grid(grid)
+        else:
+            grid = a + max(snap + 1, round(self._next_step / clock.tick))
         end = clock.end
         b = min(grid, end)
         extend = [end]
@@ -734,9 +754,24 @@ class ExplicitMaster(Master):
     inputs: order ``p + 1`` for ``p <= 1``). With ``extrapolation >= 1`` under
     Gauss-Seidel, a fresh input is the line from its value at the step start to
     the producer's at the step end (order 2) instead of the end value held.
+
+    ``step_control: error`` chooses each communication step from the coupling
+    error estimated over the last one (``rtol``, ``atol``, ``min_step``,
+    ``max_step``; ``run.dt`` is the first step; see :mod:`.step_control`).
     """
 
     extrapolation: int = 0
+    step_control: str = "fixed"
+    """``fixed`` (every step ``run.dt``) or ``error`` (steps chosen from the estimated coupling error)."""
+    rtol: float = 1e-4
+    """Under ``step_control: error``: relative tolerance of each input's local coupling error (to its magnitude)."""
+    atol: float = 1e-8
+    """Under ``step_control: error``: absolute tolerance of each input's local coupling error, in its unit."""
+    min_step: float | None = None
+    """Under ``step_control: error``: the shortest step (default ``1e-6 * run.dt``); a step this short stands
+    whatever its error."""
+    max_step: float | None = None
+    """Under ``step_control: error``: the longest step (default: the whole run)."""
 
     fresh_outputs: ClassVar[bool] = False
     """Whether a component reads the outputs of components stepped before it."""
@@ -744,12 +779,25 @@ class ExplicitMaster(Master):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_choice("extrapolation", self.extrapolation, (0, 1, 2))
+        self._check_choice("step_control", self.step_control, STEP_CONTROLS)
+        for key in ("rtol", "atol"):
+            value = getattr(self, key)
+            self._check(key, isinstance(value, int | float) and math.isfinite(value) and value >= 0, "must be >= 0")
+        self._check("rtol", self.rtol > 0 or self.atol > 0, "and atol must not both be 0")
+        for key in ("min_step", "max_step"):
+            value = getattr(self, key)
+            self._check(key, value is None or (isinstance(value, int | float) and math.isfinite(value) and value > 0),
+                        "must be a positive number (or null for its default)")
+        if self.min_step is not None and self.max_step is not None:
+            self._check("min_step", self.min_step <= self.max_step, f"must not exceed max_step={self.max_step!r}")
 
     def begin(self, t0: float) -> None:
         self._plan, lagging = self.stepping_plan(self._step_order(), self.fresh_outputs,
                                                  interpolate=self.extrapolation >= 1)
         self._guarded = cut_guard(self._plan)
         self._start_extrapolation(self.extrapolation, lagging, t0)
+        if self.step_control == "error":
+            self._start_error_control(t0)
         sources = [c for c in self.order if c.has_state_events]
         self._events = StateEvents(self, sources) if sources else None
         if self._events is not None:
@@ -772,28 +820,112 @@ class ExplicitMaster(Master):
         return sorted(self.order, key=lambda c: not may_discard(c))
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
-        t, t1 = clock.time(a), clock.time(b)
+        if self._control is not None:
+            return self._advance_controlled(clock, a, b)
+        t = clock.time(a)
+        saved = self.checkpoint(self._guarded) if self._guarded else None
+        b, t1, discarded = self._step_to(t, clock.time(b), b, saved)
+        self._close_step(t1, t1 - t, discarded)
+        if self._lagging:
+            self._sample_extrapolation(t1)
+        return b
+
+    def _step_to(self, t: float, t1: float, b: int, saved: Checkpoint | None) -> tuple[int, float, str | None]:
+        """Step the plan from *t* to *t1* (tick *b*) and exchange there; cut short where an FMU ends it early."""
         h = t1 - t
         if self._lagging:
             self._extrapolate(t, h)
-        saved = self.checkpoint(self._guarded) if self._guarded else None
         discarded = None
         try:
             self.step_all(self._plan, t, h)
         except StepDiscarded as exc:
             b, t1, discarded = self._cut_step(self._plan, t, t1, exc, saved, extrapolate=True)
+        self._exchange_at(t1)
+        return b, t1, discarded
+
+    # ------------------------------------------------------------------ error-controlled steps
+    def _start_error_control(self, t0: float) -> None:
+        """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`)."""
+        assert self.system is not None
+        clock = self.clock
+        if self._fixed:
+            raise ConfigError("step_control", (
+                f"'error' cannot be used: FMU component {self._fixed[0].name!r} cannot handle variable "
+                f"communication step sizes ({VARIABLE_STEP_FLAG}); use step_control=fixed"))
+        span = clock.time(clock.end) - t0
+        min_step = self.min_step if self.min_step is not None else 1e-6 * clock.dt
+        max_step = self.max_step if self.max_step is not None else max(span, clock.dt)
+        real = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
+        self._control = ErrorControl(real, self._coupling_kinds(real), self._ex_order, rtol=self.rtol,
+                                     atol=self.atol, min_step=min_step, max_step=max_step)
+        self._control.start(t0)
+        self._next_step = min(max_step, max(min_step, clock.dt))
+        self._rejects = all(c.can_always_roll_back for c in self.order)
+        self.step_log = self._control.log
+        self.stats.step_control = "error"
+        self.stats.step_rejection = "rollback" if self._rejects else "none"
+        if self._rejects:
+            self.hold_mode_switches(True)
+            self.switch_modes(t0)
+
+    def _advance_controlled(self, clock: Clock, a: int, b: int) -> int:
+        """One accepted step from *a* towards *b* under error control: steps whose error norm exceeds 1 are
+        rolled back and taken again, shorter, while every component can roll back."""
+        control = self._control
+        assert control is not None
+        t = clock.time(a)
+        rejects = self._rejects
+        while True:
+            t1 = clock.time(b)
+            saved = self.checkpoint(self.order) if rejects else (
+                self.checkpoint(self._guarded) if self._guarded else None)
+            b, t1, discarded = self._step_to(t, t1, b, saved)
             h = t1 - t
-        self._end_step(t1, h, discarded)
+            norm = control.estimate(t1)
+            accepted = (not norm > 1.0 or not rejects or discarded is not None
+                        or h <= control.min_step * (1.0 + 1e-9))
+            control.log.append(t, h, norm, accepted)
+            if accepted:
+                break
+            assert saved is not None
+            self.roll_back(saved, t)
+            self.stats.rejected_steps += 1
+            shorter = control.next_step(h, norm, accepted=False)
+            b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
+        if norm > 1.0:
+            self.stats.steps_over_tolerance += 1
+        stats = self.stats
+        stats.smallest_step = h if not stats.smallest_step <= h else stats.smallest_step
+        stats.largest_step = h if not stats.largest_step >= h else stats.largest_step
+        self._next_step = control.next_step(h, norm, accepted=True)
+        self._close_step(t1, h, discarded)
+        if rejects:
+            self.switch_modes(t1)
+        control.accept(t1)
         if self._lagging:
             self._sample_extrapolation(t1)
         return b
 
+    def finish(self) -> None:
+        super().finish()
+        if self._control is not None and self._rejects:
+            self.hold_mode_switches(False)
+
     def _end_step(self, t1: float, h: float, discarded: str | None) -> None:
         """After the components stepped to *t1* (by *h*): exchange, record the sample, note a discard by the FMU
         named *discarded*, handle the events seen over the step."""
+        self._exchange_at(t1)
+        self._close_step(t1, h, discarded)
+
+    def _exchange_at(self, t1: float) -> None:
+        """Exchange the outputs at *t1* and re-evaluate direct feedthrough and loops there."""
         self.exchange()
         if self._resolution:
             self.resolve(t1)
+
+    def _close_step(self, t1: float, h: float, discarded: str | None) -> None:
+        """Record the accepted sample at *t1*, note a discard by the FMU named *discarded*, handle the events seen
+        over the step (of length *h*)."""
         self.recorder.sample(t1)
         if discarded is not None:
             self._note_discard(t1, discarded)

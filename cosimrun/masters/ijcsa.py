@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from cosimrun.core.ports import PortType
-from cosimrun.errors import LoopConvergenceError, StepDiscarded
+from cosimrun.errors import ConfigError, LoopConvergenceError, StepDiscarded
 from cosimrun.masters.base import Checkpoint
 from cosimrun.masters.gauss_seidel import GaussSeidel
 from cosimrun.masters.stepsize import Clock
@@ -43,6 +43,11 @@ class IJCSA(GaussSeidel):
         super().__post_init__()
         self._check("step_tolerance", self.step_tolerance > 0, "must be positive")
         self._check("max_step_iterations", int(self.max_step_iterations) >= 1, "must be >= 1")
+        if self.iterate_steps and self.step_control == "error":
+            raise ConfigError("step_control", (
+                "'error' cannot be combined with iterate_steps=true: the implicit step iterates every input to its "
+                "producer's output, which leaves no coupling error to control; use step_control=fixed or "
+                "iterate_steps=false"))
 
     def begin(self, t0: float) -> None:
         super().begin(t0)

@@ -79,7 +79,7 @@ CLOSE_RESERVE = 256 * 1024
 _ERRNO = re.compile(r"errno = (\d+)")
 
 
-TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection"}
+TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection", "steps": "attempt"}
 """The dimension of each table group."""
 COUPLING_NUMBERS = ("max", "rms", "time_of_max", "range", "relative")
 """The numeric columns of ``/coupling_error`` (besides ``connection`` and ``unit``)."""
@@ -576,6 +576,18 @@ class HDF5Writer:
         )
         return len(rows)
 
+    def write_steps(self, columns: Mapping[str, np.ndarray]) -> int:
+        """Store the steps a run under error control tried in ``/steps`` (columns ``time, step, error,
+        accepted`` over the dimension ``attempt``; see :class:`~cosimrun.masters.step_control.StepLog`)."""
+        if "steps" not in self.file:
+            with self._change():
+                group = self.file.create_group("steps", track_order=True)
+                self._columns(group, "attempt", {k: v.dtype for k, v in columns.items()})
+                group["time"].attrs["units"] = "s"
+                group["step"].attrs["units"] = "s"
+        self._append_table("steps", columns)
+        return len(next(iter(columns.values()), ()))
+
     def _append_table(self, group_name: str, columns: Mapping[str, np.ndarray]) -> None:
         n = len(next(iter(columns.values())))
         if not n:
@@ -802,6 +814,8 @@ def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
     simulation's ``wall_time_s`` in ``/stats``) and the root attributes ``system, master, t0, tf, dt``."""
     writer.write_mode_switches(result.mode_switches, flush=False)
     writer.write_coupling_error(result.coupling_errors)
+    if result.steps is not None:
+        writer.write_steps(result.steps)
     stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
     writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
     writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)

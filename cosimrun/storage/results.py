@@ -230,6 +230,21 @@ class Results:
             return pd.DataFrame({c: [] for c in ("connection", "unit", *COUPLING_NUMBERS)})
         return self._table("coupling_error", ("connection", "unit", *COUPLING_NUMBERS))
 
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """Every step a run under ``step_control: error`` tried: columns ``time`` (its start), ``step``,
+        ``error`` (the error norm, <= 1 within tolerance) and ``accepted``; empty under fixed steps."""
+        from cosimrun.masters.step_control import STEP_COLUMNS
+
+        with self._open() as f:
+            present = "steps" in f
+        if not present:
+            import pandas as pd
+
+            return pd.DataFrame({c: [] for c in STEP_COLUMNS})
+        table = self._table("steps", STEP_COLUMNS)
+        table["accepted"] = table["accepted"].astype(bool)
+        return table
 
 DEFAULT_FILE = "results.h5"
 """The results file a run writes unless ``storage.file`` names another."""

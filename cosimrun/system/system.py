@@ -91,6 +91,9 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     coupling_errors: list[Any] = field(default_factory=list)
     """The master's estimated coupling error per coupled real input (``CouplingError``), largest first."""
+    steps: dict[str, Any] | None = None
+    """Every step tried under ``step_control: error`` (columns ``time, step, error, accepted``); ``None`` under
+    fixed steps."""
 
 
 class System:
@@ -344,6 +347,7 @@ class System:
             dt=dt,
             wall_time_s=_time.perf_counter() - start,
             coupling_errors=sorted(getattr(master, "coupling_errors", []), key=lambda e: -e.relative),
+            steps=master.step_log.columns() if getattr(master, "step_log", None) is not None else None,
         )
 
     def mode_switches(self) -> list[ModeSwitch]:

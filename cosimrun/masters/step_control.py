@@ -1,0 +1,215 @@
+"""Error-controlled communication steps (the explicit masters' ``step_control: error``).
+
+After every step each coupled real input is compared with what its producer
+actually did over the step, the standard estimator of extrapolation-based
+co-simulation (see :mod:`~cosimrun.masters.coupling_error` for the kinds):
+
+``held``
+    a value held over the step: ``|y1 - y0|`` (local order 1);
+``taylor`` / ``mean``
+    the polynomial of degree ``p`` through the latest accepted samples,
+    extrapolated to the step end, against the producer's value there:
+    ``|P(t1) - y1|`` (local order ``p + 1``; fewer samples at the start of a
+    run lower ``p``);
+``line``
+    a fresh output interpolated linearly over the step (Gauss-Seidel):
+    ``h**2 / 8 |y''|`` with ``y''`` from the step's end and the last two
+    accepted samples (local order 2; 0 on the first step).
+
+The step's error norm is the largest ratio of an estimate to its tolerance
+``atol + rtol * s``, where ``s`` is the largest magnitude the input has had
+so far in the run (a coupled signal that swings through zero keeps the
+tolerance of its amplitude). A step with norm <= 1 is accepted; a larger one
+is rolled back and taken again, shorter, when every component can roll back
+(``step_rejection = "rollback"``); otherwise it stands and the estimate only
+shapes the next step (``step_rejection = "none"``, stated in ``/stats``).
+The next step comes from a PI controller on the norm (Gustafsson's, with the
+exponents ``0.7/k`` and ``0.4/k`` of Hairer and Wanner, ``k`` the lowest local
+order among the inputs), a safety factor of 0.9, growth by at most 5 and
+shrinking by at most 5 per step, within ``[min_step, max_step]``. A step that
+is already ``min_step`` is accepted whatever its norm (a discontinuity inside
+it cannot be resolved further) and counted in ``steps_over_tolerance``.
+
+The first step of a run is ``run.dt`` and stands: with one sample there is
+nothing to extrapolate from, and a signal that starts at zero has no magnitude
+yet to be relative to (its norm is logged as NaN). From the second step on
+the estimates have the extrapolation's order as soon as enough samples exist.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from cosimrun.system.connection import Link
+
+STEP_CONTROLS = ("fixed", "error")
+"""Values of the masters' ``step_control`` setting."""
+SAFETY = 0.9
+GROWTH = 5.0
+"""Largest factor between two consecutive steps, up or down."""
+STEP_COLUMNS = ("time", "step", "error", "accepted")
+"""The columns of a run's ``/steps`` table."""
+
+
+@dataclass
+class StepLog:
+    """Every step a run under error control tried: start time, length, error norm, whether it was accepted."""
+
+    time: array = field(default_factory=lambda: array("d"))
+    step: array = field(default_factory=lambda: array("d"))
+    error: array = field(default_factory=lambda: array("d"))
+    accepted: array = field(default_factory=lambda: array("b"))
+
+    def append(self, t: float, h: float, norm: float, accepted: bool) -> None:
+        self.time.append(t)
+        self.step.append(h)
+        self.error.append(norm)
+        self.accepted.append(accepted)
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The log as arrays by column name (:data:`STEP_COLUMNS`)."""
+        return {
+            "time": np.frombuffer(self.time, dtype=np.float64).copy(),
+            "step": np.frombuffer(self.step, dtype=np.float64).copy(),
+            "error": np.frombuffer(self.error, dtype=np.float64).copy(),
+            "accepted": np.frombuffer(self.accepted, dtype=np.int8).copy(),
+        }
+
+
+def local_order(kind: str, order: int) -> int:
+    """The power of the step its estimate scales with, for an input given as *kind* under extrapolation *order*."""
+    if kind in ("taylor", "mean"):
+        return order + 1
+    return 2 if kind == "line" else 1
+
+
+class ErrorControl:
+    """Estimates each step's coupling error and proposes the next step (see the module).
+
+    *links* are the connections into real inputs and *kinds* how each reaches
+    its consumer over a step; *order* is the extrapolation order of lagging
+    inputs. Call :meth:`start` at the first point, :meth:`estimate` after each
+    step (once the outputs are exchanged), :meth:`accept` when it stands.
+    """
+
+    def __init__(self, links: list[Link], kinds: list[str], order: int, *, rtol: float, atol: float,
+                 min_step: float, max_step: float) -> None:
+        self.links = links
+        self.order = order
+        self.rtol, self.atol = rtol, atol
+        self.min_step, self.max_step = min_step, max_step
+        self._kind = np.array(kinds)
+        self._held = self._kind == "held"
+        self._poly = (self._kind == "taylor") | (self._kind == "mean")
+        self._line = self._kind == "line"
+        self._kinds = kinds
+        self._previous = 1.0
+        self._set_order(0)
+        self._sources = [(lk.src, lk.conversion.scale, lk.conversion.offset) for lk in links]
+        self._times: list[float] = []
+        self._values: list[np.ndarray] = []
+        self._magnitude = np.zeros(len(links))
+        self._pending = np.zeros(len(links))
+        self.log = StepLog()
+        self.rejected = 0
+        self.over_tolerance = 0
+
+    def _set_order(self, order: int) -> None:
+        """Control for extrapolation of degree *order* (fewer samples than ``order + 1`` lower it)."""
+        self.k = min((local_order(kind, order) for kind in self._kinds), default=1)
+        self._alpha, self._beta = 0.7 / self.k, 0.4 / self.k
+
+    def values(self) -> np.ndarray:
+        """The inputs' values as their producers give them now (unit conversion applied)."""
+        return np.array([scale * src.value + offset for src, scale, offset in self._sources], dtype=np.float64)
+
+    def start(self, t0: float) -> None:
+        """Take the first accepted point."""
+        self._times, self._values = [], []
+        y = self.values()
+        self._magnitude = np.abs(y)
+        self._push(t0, y)
+
+    @property
+    def starting(self) -> bool:
+        """Whether the coming step is the run's first: no earlier sample to estimate it from."""
+        return len(self._times) == 1
+
+    def estimate(self, t1: float) -> float:
+        """The error norm of the step ending at *t1* (from the last accepted point), with the outputs at *t1*;
+        NaN for the first step of the run (see :attr:`starting`)."""
+        y1 = self.values()
+        self._pending = y1
+        if self.starting:
+            return math.nan
+        if not len(y1):
+            return 0.0
+        times, values = self._times, self._values
+        t0, y0 = times[-1], values[-1]
+        h = t1 - t0
+        est = np.zeros(len(y1))
+        if self._held.any():
+            est = np.where(self._held, np.abs(y1 - y0), est)
+        if self._poly.any():
+            est = np.where(self._poly, np.abs(self._extrapolated(t1) - y1), est)
+        if self._line.any() and len(times) >= 2:
+            h_prev = t0 - times[-2]
+            curvature = 2.0 * ((y1 - y0) / h - (y0 - values[-2]) / h_prev) / (h + h_prev)
+            est = np.where(self._line, h * h / 8.0 * np.abs(curvature), est)
+        scale = self.atol + self.rtol * np.maximum(self._magnitude, np.abs(y1))
+        ratios = est / scale
+        norm = float(np.max(ratios))
+        return norm if math.isfinite(norm) else math.inf
+
+    def _extrapolated(self, t1: float) -> np.ndarray:
+        """The Newton polynomial through the last ``order + 1`` accepted points, at *t1*."""
+        n = min(self.order + 1, len(self._times))
+        times, values = self._times[-n:], self._values[-n:]
+        tc, vc = times[-1], values[-1]
+        if n == 1:
+            return vc
+        d_cb = (vc - values[-2]) / (tc - times[-2])
+        out = vc + d_cb * (t1 - tc)
+        if n == 3:
+            d_ba = (values[-2] - values[-3]) / (times[-2] - times[-3])
+            out = out + (d_cb - d_ba) / (tc - times[-3]) * (t1 - tc) * (t1 - times[-2])
+        return out
+
+    def accept(self, t1: float) -> None:
+        """The step ending at *t1* stands: its end values (after events there) become the newest point."""
+        y = self.values()
+        np.maximum(self._magnitude, np.abs(self._pending), out=self._magnitude)
+        np.maximum(self._magnitude, np.abs(y), out=self._magnitude)
+        self._push(t1, y)
+
+    def _push(self, t: float, y: np.ndarray) -> None:
+        self._times.append(t)
+        self._values.append(y)
+        keep = max(self.order + 1, 3)
+        del self._times[:-keep], self._values[:-keep]
+        self._set_order(min(self.order, len(self._times) - 1))
+
+    def next_step(self, h: float, norm: float, accepted: bool) -> float:
+        """The step to try after a step of *h* with error *norm* (PI control; no growth right after a rejection)."""
+        if math.isnan(norm):
+            factor = 1.0
+        elif accepted:
+            if norm <= 0.0:
+                factor = GROWTH
+            else:
+                factor = SAFETY * norm ** -self._alpha * self._previous ** self._beta
+            self._previous = max(norm, 1e-4)
+            factor = min(GROWTH, max(1.0 / GROWTH, factor))
+        else:
+            factor = max(1.0 / GROWTH, min(1.0, SAFETY * norm ** (-1.0 / self.k))) if math.isfinite(norm) \
+                else 1.0 / GROWTH
+        return min(self.max_step, max(self.min_step, h * factor))

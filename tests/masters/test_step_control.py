@@ -1,0 +1,249 @@
+"""Error-controlled communication steps (``step_control: error``) of the explicit masters.
+
+The systems are two masses split as in ``coupled_oscillators`` (mass 1 takes
+the coupling force; mass 2 carries the coupling spring and returns it),
+checked against the monolithic four-state system from ``solve_ivp`` (DOP853,
+rtol 1e-12). The global error is the largest position error relative to the
+position's range; the target is at most 10 x rtol.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+from helpers import two_mass_rhs
+from scipy.integrate import solve_ivp
+
+from cosimrun.components.mechanics import MassSpringDamper, MassSpringDamperForce
+from cosimrun.components.sources import Step
+from cosimrun.config.build import build_master, unknown_key
+from cosimrun.errors import ConfigError
+from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
+from cosimrun.masters.stepsize import Clock
+from cosimrun.storage import load_results
+from cosimrun.system import System
+
+T_END = 2.0
+SYSTEMS = {"coupled_oscillators": (10.0, 10.0, 100.0), "two_mass": (10.0, 20.0, 15.0)}
+
+
+def split(k1: float, k2: float, kc: float, rollback: bool = True) -> System:
+    system = System("two_mass")
+    one = MassSpringDamper("mass1") if rollback else NoRollbackMass("mass1")
+    one.set_parameters(mass=1.0, stiffness=k1, x0=1.0, v0=0.0, substeps=10)
+    two = MassSpringDamperForce("mass2")
+    two.set_parameters(mass=1.0, stiffness=k2, coupling_stiffness=kc, x0=0.0, v0=0.0, substeps=10)
+    system.add_component(one)
+    system.add_component(two)
+    system.connect("mass1.x -> mass2.x_in")
+    system.connect("mass1.v -> mass2.v_in")
+    system.connect("mass2.force -> mass1.force")
+    return system
+
+
+class NoRollbackMass(MassSpringDamper):
+    """Mass 1 as a component that cannot roll back."""
+
+    @property
+    def supports_rollback(self) -> bool:  # type: ignore[override]
+        return False
+
+
+def relative_error(system: System, k1: float, k2: float, kc: float) -> float:
+    rhs = two_mass_rhs({"m1": 1.0, "m2": 1.0, "k1": k1, "k2": k2, "kc": kc, "dc": 0.0})
+    ref = solve_ivp(rhs, (0.0, T_END), (1.0, 0.0, 0.0, 0.0), method="DOP853", rtol=1e-12, atol=1e-14,
+                    dense_output=True).sol
+    worst = 0.0
+    for comp, row in (("mass1", 0), ("mass2", 2)):
+        t, x = (np.asarray(a) for a in system.history.get_port_trajectory(comp, "x"))
+        worst = max(worst, float(np.max(np.abs(x - ref(t)[row])) / np.ptp(x)))
+    return worst
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+@pytest.mark.parametrize("make", [lambda **kw: Jacobi(extrapolation=2, **kw),
+                                  lambda **kw: GaussSeidel(extrapolation=1, **kw)], ids=["jacobi p=2", "gs p=1"])
+def test_error_control_meets_rtol(name: str, make) -> None:
+    k = SYSTEMS[name]
+    system = split(*k)
+    master = make(step_control="error", rtol=1e-4)
+    system.run(0.0, T_END, 1e-2, master=master)
+    error = relative_error(system, *k)
+    assert error <= 10 * 1e-4, error
+    steps = master.step_log.columns()
+    accepted = steps["step"][steps["accepted"] == 1]
+    assert len(accepted) == master.stats.macro_steps
+    assert math.isclose(float(accepted.sum()), T_END, rel_tol=1e-12)
+    assert accepted[0] == 1e-2 and np.isnan(steps["error"][0])  # run.dt, not estimated
+    assert np.nanmax(steps["error"][steps["accepted"] == 1]) <= 1.0
+    assert 0.1 < np.nanmedian(steps["error"][steps["accepted"] == 1]) <= 1.0  # steps as long as the tolerance allows
+    assert master.stats.step_control == "error" and master.stats.step_rejection == "rollback"
+    assert master.stats.smallest_step == accepted.min() and master.stats.largest_step == accepted.max()
+
+
+def test_a_tighter_tolerance_gives_a_proportionally_smaller_error() -> None:
+    k = SYSTEMS["two_mass"]
+    errors = []
+    for rtol in (1e-4, 1e-6):
+        system = split(*k)
+        system.run(0.0, T_END, 1e-3, master=Jacobi(extrapolation=2, step_control="error", rtol=rtol))
+        errors.append(relative_error(system, *k))
+    assert errors[1] <= 10 * 1e-6
+    assert 30 < errors[0] / errors[1] < 300, errors  # about rtol's ratio, 100
+
+
+class Replay(Jacobi):
+    """Jacobi stepping exactly through given accepted times (fixed steps, no error control)."""
+
+    def __init__(self, times: list[float], **kw) -> None:
+        super().__init__(**kw)
+        self._times = times
+
+    def next_point(self, clock: Clock, a: int) -> int:
+        t = clock.time(a)
+        return clock.mark(next(s for s in self._times if s > t))
+
+
+def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:
+    k = SYSTEMS["coupled_oscillators"]
+    controlled = split(*k)
+    master = Jacobi(extrapolation=2, step_control="error", rtol=1e-5)
+    controlled.run(0.0, 0.5, 1e-2, master=master)
+    assert master.stats.rejected_steps >= 3
+    log = master.step_log.columns()
+    ends = list(log["time"][log["accepted"] == 1] + log["step"][log["accepted"] == 1])
+    replayed = split(*k)
+    replayed.run(0.0, 0.5, 1e-2, master=Replay(ends, extrapolation=2))
+    for comp in ("mass1", "mass2"):
+        for port in ("x", "v"):
+            t_c, x_c = controlled.history.get_port_trajectory(comp, port)
+            t_r, x_r = replayed.history.get_port_trajectory(comp, port)
+            assert np.array_equal(t_c, t_r) and np.array_equal(x_c, x_r)
+
+
+def test_without_rollback_the_estimate_only_shapes_the_next_step() -> None:
+    k = SYSTEMS["two_mass"]
+    system = split(*k, rollback=False)
+    master = Jacobi(extrapolation=2, step_control="error", rtol=1e-4)
+    system.run(0.0, T_END, 1e-2, master=master)
+    log = master.step_log.columns()
+    assert master.stats.step_rejection == "none"
+    assert master.stats.rejected_steps == 0 and bool(log["accepted"].all())
+    assert master.stats.steps_over_tolerance == int(np.sum(log["error"] > 1.0)) >= 1  # the second step's
+    assert len(np.unique(np.round(log["step"], 12))) > 10
+    assert relative_error(system, *k) <= 10 * 1e-4
+
+
+def test_steps_stop_at_time_events_and_respect_max_step() -> None:
+    system = split(*SYSTEMS["two_mass"])
+    source = Step("kick")
+    source.set_parameters(unit="m", step_time=0.3337, initial=0.0, final=1.0)
+    system.add_component(source)
+    sink = MassSpringDamperForce("extra")
+    sink.set_parameters(mass=1.0, stiffness=1.0, coupling_stiffness=1.0, x0=0.0, v0=0.0)
+    system.add_component(sink)
+    system.connect("kick.y -> extra.x_in")
+    master = GaussSeidel(extrapolation=1, step_control="error", rtol=1e-4, max_step=0.02)
+    system.run(0.0, 1.0, 1e-3, master=master)
+    log = master.step_log.columns()
+    starts = log["time"][log["accepted"] == 1]
+    assert 0.3337 in starts  # a step ended exactly at the time event
+    assert log["step"].max() <= 0.02 * (1 + 1e-12)
+
+
+class Jump(MassSpringDamper):
+    """Mass 1 whose position output jumps by 1 m at t = 0.5 s without a time event (a discontinuity)."""
+
+    def _update_output_states(self, t=None, event_names=()):
+        super()._update_output_states(t, event_names)
+        if self.t >= 0.5:
+            self.outputs["x"].value += 1.0
+
+
+def test_a_discontinuity_is_stepped_over_at_min_step_and_counted() -> None:
+    jump = Jump("mass1")
+    jump.set_parameters(mass=1.0, stiffness=10.0, x0=1.0, v0=0.0, substeps=10)
+    system = System("jump")
+    two = MassSpringDamperForce("mass2")
+    two.set_parameters(mass=1.0, stiffness=20.0, coupling_stiffness=15.0)
+    system.add_component(jump)
+    system.add_component(two)
+    system.connect("mass1.x -> mass2.x_in")
+    system.connect("mass1.v -> mass2.v_in")
+    system.connect("mass2.force -> mass1.force")
+    master = Jacobi(extrapolation=1, step_control="error", rtol=1e-4, min_step=1e-7)
+    system.run(0.0, 1.0, 1e-2, master=master)
+    log = master.step_log.columns()
+    over = (log["accepted"] == 1) & (log["error"] > 1.0)
+    assert master.stats.steps_over_tolerance == int(over.sum()) >= 1
+    assert np.all(np.isclose(log["step"][over], 1e-7, rtol=1e-6))  # stood only at min_step
+    assert math.isclose(float(log["time"][over][-1]) + 1e-7, 0.5, abs_tol=2e-7)
+
+
+@pytest.mark.parametrize(("settings", "key", "words"), [
+    ({"name": "jacobi", "step_control": "eror"}, "step_control", "did you mean 'error'"),
+    ({"name": "jacobi", "rtol": -1.0}, "rtol", "must be >= 0"),
+    ({"name": "gauss_seidel", "min_step": 0.1, "max_step": 0.01}, "min_step", "must not exceed max_step"),
+    ({"name": "ijcsa", "iterate_steps": True, "step_control": "error"}, "step_control", "iterate_steps"),
+])
+def test_bad_step_control_settings_name_the_key(settings, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        build_master(settings)
+    assert err.value.key == f"master.{key}" and words in str(err.value)
+
+
+def test_the_hybrid_master_says_why_it_has_no_step_control() -> None:
+    err = unknown_key("master", "step_control", {"name": "hybrid"})
+    assert err.key == "master.step_control"
+    assert "jacobi, gauss_seidel and ijcsa" in str(err)
+
+
+def test_step_control_is_refused_with_a_fixed_step_fmu(tmp_path: Path) -> None:
+    from fmus.builders import discard
+
+    from cosimrun.components.fmu import FMUComponent
+
+    fmu = FMUComponent("fixed")
+    fmu.set_parameters(path=str(discard(tmp_path, variable_step=False)))
+    system = System("fixed_step")
+    system.add_component(fmu)
+    with pytest.raises(ConfigError, match="cannot handle variable communication step sizes") as err:
+        system.run(0.0, 1.0, 0.1, master=Jacobi(step_control="error"))
+    assert err.value.key == "step_control"
+
+
+def test_a_cli_run_stores_its_steps_for_xarray(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from cosimrun.cli import main; main()", "+experiment=coupled_oscillators",
+         "run.tf=1.0", "run.dt=0.01", "master=jacobi", "master.extrapolation=2", "master.step_control=error",
+         "master.rtol=1e-5", f"hydra.run.dir={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"\| steps \S+ to 0.01 s, [1-9]\d* rejected", proc.stdout), proc.stdout
+    results = load_results(tmp_path / "results.h5")
+    steps = results.steps
+    assert list(steps.columns) == ["time", "step", "error", "accepted"]
+    assert steps["accepted"].sum() == results.stats["macro_steps"]
+    assert results.stats["step_control"] == "error" and results.stats["step_rejection"] == "rollback"
+    assert results.stats["rejected_steps"] == int((~steps["accepted"]).sum())
+    with xr.open_dataset(tmp_path / "results.h5", group="steps", engine="h5netcdf") as ds:
+        assert ds.sizes["attempt"] == len(steps)
+        assert ds["time"].attrs["units"] == "s" and ds["step"].attrs["units"] == "s"
+    with h5py.File(tmp_path / "results.h5") as f:
+        assert f.attrs["status"] == "complete"
+
+
+def test_fixed_steps_store_no_steps_table() -> None:
+    system = split(*SYSTEMS["two_mass"])
+    master: Master = IJCSA()
+    result = system.run(0.0, 0.1, 1e-2, master=master)
+    assert result.steps is None and master.stats.step_control == "fixed"
+    assert math.isnan(master.stats.smallest_step)
