@@ -164,12 +164,18 @@ def test_same_run_as_fmpy_simulate_fmu(ball3: Path) -> None:
 
 
 def test_array_input_from_a_connection(ball3: Path) -> None:
-    result, _ = run_ball(ball3, GaussSeidel(), offset=-1)
+    result, _ = run_ball(ball3, GaussSeidel(), offset=-1, start={"gain[1]": 5.0, "h": 0.5})
     t, h = result.history.get_port_trajectory("ball", "h")
     _, scaled = result.history.get_port_trajectory("ball", "scaled[2]")
     _, ramp = result.history.get_port_trajectory("ramp", "y")
     np.testing.assert_allclose(ramp, 2.0 * t, rtol=0, atol=1e-15)
     np.testing.assert_allclose(scaled, ramp * h - 1, rtol=0, atol=1e-15)
+    # a start value of one element (the array is set whole, the others at their start values), and of a state
+    _, scaled1 = result.history.get_port_trajectory("ball", "scaled[1]")
+    _, scaled3 = result.history.get_port_trajectory("ball", "scaled[3]")
+    np.testing.assert_array_equal(scaled1, 5.0 * h - 1)
+    np.testing.assert_array_equal(scaled3, 3.0 * h - 1)
+    assert h[0] == 0.5 and h[1] == pytest.approx(0.5 - 0.5 * G * DT**2, abs=1e-15)
 
 
 def test_without_event_mode_the_fmu_bounces_inside_its_steps(ball3_internal: Path) -> None:
