@@ -87,7 +87,7 @@ def test_invalid_values_raise_one_keyed_line(params: dict, message: str) -> None
 
 def test_the_builder_places_the_error_at_the_config_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reported case: a plugin's float parameter given as '500 mH' used to fail at t = 0.001 in numpy."""
-    monkeypatch.setattr(build, "create_component", lambda type_name, name: Coil(name))
+    monkeypatch.setattr(build, "create_component", lambda type_name, name, *args, **kwargs: Coil(name))
     with pytest.raises(ConfigError) as info:
         build_experiment({"components": {"coil": {"type": "coil", "params": {"L": "2 s"}}}})
     assert str(info.value) == "components.coil.params.L: '2 s' has units of time, not of inductance (H)"

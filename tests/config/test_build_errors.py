@@ -109,7 +109,7 @@ class Keyed(Gain):
 
 @pytest.mark.parametrize("param", ["keyed", "bare"])
 def test_component_config_errors_are_placed_under_the_parameter(monkeypatch, param):
-    monkeypatch.setattr(build, "create_component", lambda type_name, name: Keyed(name))
+    monkeypatch.setattr(build, "create_component", lambda type_name, name, *args, **kwargs: Keyed(name))
     exc = build_error(components={"k": {"type": "keyed", "params": {param: 1.0}}})
     assert exc.key == f"components.k.params.{param}"
     assert str(exc).startswith(f"components.k.params.{param}: rejected with")
@@ -118,7 +118,7 @@ def test_component_config_errors_are_placed_under_the_parameter(monkeypatch, par
 def test_plain_key_errors_from_the_engine_read_without_quotes(monkeypatch):
     """Engine code not yet raising UnknownNameError: the message is the KeyError's argument."""
 
-    def create(type_name, name):
+    def create(type_name, name, *args, **kwargs):
         raise KeyError("unknown thing 'x'")
 
     monkeypatch.setattr(build, "create_component", create)
