@@ -1,7 +1,9 @@
 """Small test components for the system and master tests.
 
 They are written against the plain :class:`CoSimComponent` contract (no ODE
-helpers), so the system/master tests do not depend on ``cosimrun.core.ode``.
+helpers), so the system/master tests do not depend on ``cosimrun.core.ode``;
+:func:`two_mass_split`, the oscillator split into builtin mechanics components,
+imports them when called.
 """
 
 from __future__ import annotations
@@ -281,6 +283,25 @@ class MassB(_RK4Mass):
     def _update_output_states(self, t=None, event_names=()):
         self.outputs["F"].value = self._force(self._x, self._v)
         self.outputs["x2"].value = self._x
+
+
+def two_mass_split(k1: float, k2: float, kc: float, *, substeps: int, mass1: type | None = None):
+    """The two-mass oscillator (both masses 1 kg, mass 1 starting at x = 1 m) split as in ``coupled_oscillators``:
+    builtin ``mass_spring_damper`` (*mass1*, a subclass of it, if given) and ``mass_spring_damper_force``."""
+    from cosimrun.components.mechanics import MassSpringDamper, MassSpringDamperForce
+    from cosimrun.system import System
+
+    system = System("two_mass")
+    one = (mass1 or MassSpringDamper)("mass1")
+    one.set_parameters(mass=1.0, stiffness=k1, x0=1.0, v0=0.0, substeps=substeps)
+    two = MassSpringDamperForce("mass2")
+    two.set_parameters(mass=1.0, stiffness=k2, coupling_stiffness=kc, x0=0.0, v0=0.0, substeps=substeps)
+    system.add_component(one)
+    system.add_component(two)
+    system.connect("mass1.x -> mass2.x_in")
+    system.connect("mass1.v -> mass2.v_in")
+    system.connect("mass2.force -> mass1.force")
+    return system
 
 
 def two_mass_rhs(p: dict[str, float]):

@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 import pytest
+from helpers import two_mass_rhs, two_mass_split
 from scipy.integrate import solve_ivp
 
-from cosimrun.components.mechanics import MassSpringDamper, MassSpringDamperForce
 from cosimrun.masters import GaussSeidel, Jacobi, Master
 from cosimrun.system import System
 
@@ -32,26 +32,12 @@ SUBSTEPS = 40
 
 
 def split(h: float) -> System:
-    system = System("two_mass")
-    one = MassSpringDamper("mass1")
-    one.set_parameters(mass=M1, stiffness=K1, x0=X0[0], v0=X0[1], substeps=SUBSTEPS)
-    two = MassSpringDamperForce("mass2")
-    two.set_parameters(mass=M2, stiffness=K2, coupling_stiffness=KC, x0=X0[2], v0=X0[3], substeps=SUBSTEPS)
-    system.add_component(one)
-    system.add_component(two)
-    system.connect("mass1.x -> mass2.x_in")
-    system.connect("mass1.v -> mass2.v_in")
-    system.connect("mass2.force -> mass1.force")
-    return system
+    return two_mass_split(K1, K2, KC, substeps=SUBSTEPS)
 
 
 @pytest.fixture(scope="module")
 def reference():
-    def rhs(t, y):
-        x1, v1, x2, v2 = y
-        f = KC * (x2 - x1)
-        return [v1, (-K1 * x1 + f) / M1, v2, (-K2 * x2 - f) / M2]
-
+    rhs = two_mass_rhs({"m1": M1, "m2": M2, "k1": K1, "k2": K2, "kc": KC, "dc": 0.0})
     sol = solve_ivp(rhs, (0.0, T_END), X0, method="DOP853", rtol=1e-12, atol=1e-14, dense_output=True)
     assert sol.success
     return sol.sol

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import two_mass_rhs
+from helpers import two_mass_rhs, two_mass_split
 from scipy.integrate import solve_ivp
 
 from cosimrun.components.mechanics import MassSpringDamper, MassSpringDamperForce
@@ -35,18 +35,8 @@ T_END = 2.0
 SYSTEMS = {"coupled_oscillators": (10.0, 10.0, 100.0), "two_mass": (10.0, 20.0, 15.0)}
 
 
-def split(k1: float, k2: float, kc: float, rollback: bool = True) -> System:
-    system = System("two_mass")
-    one = MassSpringDamper("mass1") if rollback else NoRollbackMass("mass1")
-    one.set_parameters(mass=1.0, stiffness=k1, x0=1.0, v0=0.0, substeps=10)
-    two = MassSpringDamperForce("mass2")
-    two.set_parameters(mass=1.0, stiffness=k2, coupling_stiffness=kc, x0=0.0, v0=0.0, substeps=10)
-    system.add_component(one)
-    system.add_component(two)
-    system.connect("mass1.x -> mass2.x_in")
-    system.connect("mass1.v -> mass2.v_in")
-    system.connect("mass2.force -> mass1.force")
-    return system
+def split(k1: float, k2: float, kc: float, mass1: type | None = None) -> System:
+    return two_mass_split(k1, k2, kc, substeps=10, mass1=mass1)
 
 
 class NoRollbackMass(MassSpringDamper):
@@ -131,7 +121,7 @@ def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:
 
 def test_without_rollback_the_estimate_only_shapes_the_next_step() -> None:
     k = SYSTEMS["two_mass"]
-    system = split(*k, rollback=False)
+    system = split(*k, mass1=NoRollbackMass)
     master = Jacobi(extrapolation=2, step_control="error", rtol=1e-4)
     system.run(0.0, T_END, 1e-2, master=master)
     log = master.step_log.columns()
@@ -169,16 +159,7 @@ class Jump(MassSpringDamper):
 
 
 def test_a_discontinuity_is_stepped_over_at_min_step_and_counted() -> None:
-    jump = Jump("mass1")
-    jump.set_parameters(mass=1.0, stiffness=10.0, x0=1.0, v0=0.0, substeps=10)
-    system = System("jump")
-    two = MassSpringDamperForce("mass2")
-    two.set_parameters(mass=1.0, stiffness=20.0, coupling_stiffness=15.0)
-    system.add_component(jump)
-    system.add_component(two)
-    system.connect("mass1.x -> mass2.x_in")
-    system.connect("mass1.v -> mass2.v_in")
-    system.connect("mass2.force -> mass1.force")
+    system = split(*SYSTEMS["two_mass"], mass1=Jump)
     master = Jacobi(extrapolation=1, step_control="error", rtol=1e-4, min_step=1e-7)
     system.run(0.0, 1.0, 1e-2, master=master)
     log = master.step_log.columns()
