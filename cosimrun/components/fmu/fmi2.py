@@ -17,14 +17,15 @@ import itertools
 import logging
 import weakref
 from collections import deque
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from cosimrun.components.fmu.errors import STATUS_NAMES, FMUError
 
 _log = logging.getLogger("cosimrun.fmu")
 
-FMI2_COSIMULATION = 1
-"""``fmi2CoSimulation`` (the ``fmi2Type`` passed to ``fmi2Instantiate``)."""
+FMI2_TYPES = {"me": 0, "cs": 1}
+"""``fmi2ModelExchange`` and ``fmi2CoSimulation`` (the ``fmi2Type`` passed to ``fmi2Instantiate``) by interface kind."""
 FMI2_LAST_SUCCESSFUL_TIME = 2
 """``fmi2LastSuccessfulTime`` (an ``fmi2StatusKind``)."""
 FMI2_TERMINATED = 3
@@ -37,7 +38,7 @@ _ENVIRONMENTS = itertools.count(1)
 _LOG_LEVELS = (logging.DEBUG, logging.WARNING, logging.WARNING, logging.ERROR, logging.CRITICAL, logging.INFO)
 
 
-def _on_fmu_log(env: int | None, instance: bytes | None, status: int, category: bytes | None,
+def on_fmu_log(env: int | None, instance: bytes | None, status: int, category: bytes | None,
                 message: bytes | None) -> None:
     """Logger callback of every FMU instance: keep the message for error reports and log it."""
     try:
@@ -75,7 +76,7 @@ def callbacks(env: int) -> Any:
     )
 
     if _LOGGER_CALLBACK is None:
-        _LOGGER_CALLBACK = fmi2CallbackLoggerTYPE(_on_fmu_log)
+        _LOGGER_CALLBACK = fmi2CallbackLoggerTYPE(on_fmu_log)
     cb = fmi2CallbackFunctions()
     cb.logger = _LOGGER_CALLBACK
     cb.allocateMemory = fmi2CallbackAllocateMemoryTYPE(calloc)
@@ -101,7 +102,7 @@ GETTERS = {"Real": "fmi2GetReal", "Integer": "fmi2GetInteger", "Enumeration": "f
 
 _P = ctypes.POINTER
 _VR = _P(ctypes.c_uint)
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi2Instantiate": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
                                           ctypes.c_void_p, ctypes.c_int, ctypes.c_int]),
     "fmi2FreeInstance": (None, [ctypes.c_void_p]),
@@ -127,22 +128,32 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 }
 """The FMI 2.0 functions cosimrun calls, with their C signatures."""
 
-_OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
+OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
+"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no status queries)."""
 
 
-def raw_functions(dll: Any) -> dict[str, Any]:
-    """Fresh ctypes function pointers of the FMU library (independent of FMPy's own wrappers)."""
+def bind(dll: Any, signatures: Mapping[str, tuple[Any, list[Any]]], optional: Collection[str]) -> dict[str, Any]:
+    """Fresh ctypes function pointers of *dll* with their *signatures* (independent of FMPy's own wrappers).
+
+    A function in *optional* that the library does not export is left out; any other missing one is an
+    ``FMUError`` naming it.
+    """
     table = {}
-    for name, (restype, argtypes) in _SIGNATURES.items():
+    for name, (restype, argtypes) in signatures.items():
         try:
             fn = dll[name]
         except AttributeError:
-            if name in _OPTIONAL:
+            if name in optional:
                 continue
             raise FMUError(f"the FMU's shared library does not export {name}") from None
         fn.restype, fn.argtypes = restype, argtypes
         table[name] = fn
     return table
+
+
+def raw_functions(dll: Any) -> dict[str, Any]:
+    """Fresh ctypes function pointers of the FMI 2.0 functions cosimrun calls (see :func:`bind`)."""
+    return bind(dll, SIGNATURES, OPTIONAL)
 
 
 class Instance:

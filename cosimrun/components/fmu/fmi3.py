@@ -44,7 +44,7 @@ _B = ctypes.c_bool
 _D = ctypes.c_double
 _LOGGER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p)
 
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi3InstantiateCoSimulation": (_I, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, _B, _B, _B, _B, _VR,
                                          ctypes.c_size_t, ctypes.c_void_p, _LOGGER_TYPE, ctypes.c_void_p]),
     "fmi3FreeInstance": (None, [_I]),
@@ -63,8 +63,9 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 }
 """The FMI 3.0 functions cosimrun calls, with their C signatures."""
 
-_OPTIONAL = ("fmi3GetFMUState", "fmi3SetFMUState", "fmi3FreeFMUState", "fmi3EnterEventMode",
-             "fmi3UpdateDiscreteStates", "fmi3EnterStepMode")
+OPTIONAL = ("fmi3GetFMUState", "fmi3SetFMUState", "fmi3FreeFMUState", "fmi3EnterEventMode",
+            "fmi3UpdateDiscreteStates", "fmi3EnterStepMode")
+"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no event mode)."""
 
 
 def status_name(status: int) -> str:
@@ -73,23 +74,13 @@ def status_name(status: int) -> str:
 
 
 def raw_functions(dll: Any) -> dict[str, Any]:
-    """Fresh ctypes function pointers of the FMU library with their signatures."""
-    table = {}
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        try:
-            fn = dll[name]
-        except AttributeError:
-            if name in _OPTIONAL:
-                continue
-            raise FMUError(f"the FMU's shared library does not export {name}") from None
-        fn.restype, fn.argtypes = restype, argtypes
-        table[name] = fn
-    return table
+    """Fresh ctypes function pointers of the FMI 3.0 functions cosimrun calls (see :func:`~.fmi2.bind`)."""
+    return fmi2.bind(dll, SIGNATURES, OPTIONAL)
 
 
 def _on_fmu_log(env: int | None, status: int, category: bytes | None, message: bytes | None) -> None:
     """Logger callback of every FMI 3 instance (it has no instance name argument): as FMI 2's."""
-    fmi2._on_fmu_log(env, None, status, category, message)
+    fmi2.on_fmu_log(env, None, status, category, message)
 
 
 LOGGER = _LOGGER_TYPE(_on_fmu_log)

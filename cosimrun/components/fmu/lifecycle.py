@@ -18,7 +18,7 @@ from cosimrun.components.fmu.errors import FMUError, status_name
 from cosimrun.components.fmu.extraction import Extraction, acquire_extraction, release_extraction
 from cosimrun.components.fmu.fmi2 import (
     C_TYPES,
-    FMI2_COSIMULATION,
+    FMI2_TYPES,
     GETTERS,
     SETTERS,
     Instance,
@@ -29,6 +29,9 @@ from cosimrun.components.fmu.fmi2 import (
 )
 from cosimrun.core.units import Q_
 from cosimrun.errors import MissingNameError, UnknownNameError
+
+_INSTANTIATE3 = {"cs": "fmi3InstantiateCoSimulation", "me": "fmi3InstantiateModelExchange"}
+"""The FMI 3.0 instantiate function of each interface kind."""
 
 
 class FMULifecycle(FMUBase):
@@ -54,15 +57,15 @@ class FMULifecycle(FMUBase):
         self._start_instance(t0)
 
     def _load(self, t0: float) -> None:
-        """Extract the FMU (the shared cache entry, or a private copy) and load its library once."""
+        """Extract the FMU (the shared cache entry, or a private copy) and load the library of its
+        :attr:`INTERFACE` once."""
         if self._slave is not None:
             return
-        from fmpy.fmi2 import FMU2Slave
-
         model = self.model
         assert model is not None
+        interface = model.interface(self.INTERFACE)
         try:
-            self._extraction = acquire_extraction(model.path, once_per_process=model.only_once_per_process,
+            self._extraction = acquire_extraction(model.path, once_per_process=interface.only_once_per_process,
                                                   private=self.parameters["private_copy"])
         except FMUError as exc:  # the same class (a size limit's fields stay), placed at this component
             error = copy.copy(exc)
@@ -70,21 +73,29 @@ class FMULifecycle(FMUBase):
             error.message, error.component, error.time = error.args[0], self.name, t0
             raise error from exc
         try:
-            if self.is_fmi3:
-                from fmpy.fmi3 import FMU3Slave
-
-                self._slave = FMU3Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
-                                        modelIdentifier=model.identifier, instanceName=self.name)
-                self._functions = fmi3.raw_functions(self._slave.dll)
-            else:
-                self._slave = FMU2Slave(guid=model.guid, unzipDirectory=str(self._extraction.directory),
-                                        modelIdentifier=model.identifier, instanceName=self.name)
-                self._functions = raw_functions(self._slave.dll)
+            self._open_library(str(self._extraction.directory), interface.identifier)
         except Exception as exc:
             release_extraction(self._extraction)
             self._extraction = None
             raise FMUError(f"{self._where()}: cannot load the FMU's shared library: {exc}",
                            component=self.name, time=t0) from exc
+
+    def _open_library(self, directory: str, identifier: str) -> None:
+        """Load the co-simulation library *identifier* of the FMU extracted to *directory* into ``_slave`` (FMPy's
+        object) and bind the functions cosimrun calls into ``_functions``."""
+        assert self.model is not None
+        if self.is_fmi3:
+            from fmpy.fmi3 import FMU3Slave
+
+            self._slave = FMU3Slave(guid=self.model.guid, unzipDirectory=directory, modelIdentifier=identifier,
+                                    instanceName=self.name)
+            self._functions = fmi3.raw_functions(self._slave.dll)
+        else:
+            from fmpy.fmi2 import FMU2Slave
+
+            self._slave = FMU2Slave(guid=self.model.guid, unzipDirectory=directory, modelIdentifier=identifier,
+                                    instanceName=self.name)
+            self._functions = raw_functions(self._slave.dll)
 
     def _unload(self) -> None:
         """Free the instance, unload the library and release the extraction."""
@@ -121,7 +132,8 @@ class FMULifecycle(FMUBase):
             raise self._error(f"{name} returned {self._status(status)} at t={t:.12g}", t)
 
     def _start_instance(self, t0: float, states: Mapping[str, float] | None = None) -> None:
-        """Instantiate at *t0*, set parameters, start values and inputs, and leave initialization mode."""
+        """Instantiate the :attr:`INTERFACE` at *t0*, set parameters, start values, *states* and inputs, leave
+        initialization mode and finish with :meth:`_initialized`."""
         model = self.model
         assert model is not None
         self._load(t0)
@@ -131,15 +143,14 @@ class FMULifecycle(FMUBase):
         functions = self._functions
         if self.is_fmi3:
             resources = str(self._extraction.directory / "resources") + os.sep  # type: ignore[union-attr]
-            instance = fmi3.instantiate(functions, self.name, model.guid, resources, self._env,
-                                        self.parameters["logging"], self._event_mode)
+            instance = self._instantiate3(resources)
             if instance is None:
-                raise self._error("fmi3InstantiateCoSimulation failed", t0)
+                raise self._error(f"{_INSTANTIATE3[self.INTERFACE]} failed", t0)
             self._instance = instance
         else:
             resources = (self._extraction.directory / "resources").as_uri()  # type: ignore[union-attr]
             handle = functions["fmi2Instantiate"](
-                self.name.encode(), FMI2_COSIMULATION, model.guid.encode(), resources.encode(),
+                self.name.encode(), FMI2_TYPES[self.INTERFACE], model.guid.encode(), resources.encode(),
                 ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
             )
             if not handle:
@@ -161,13 +172,24 @@ class FMULifecycle(FMUBase):
         else:
             self._call("fmi2EnterInitializationMode", t0)
         self._bind()
+        self._push_inputs()
+        self._call("fmi3ExitInitializationMode" if self.is_fmi3 else "fmi2ExitInitializationMode", t0)
+        self._initialized(t0)
+
+    def _instantiate3(self, resources: str) -> fmi3.Instance | None:
+        """``fmi3InstantiateCoSimulation`` (early return allowed with event mode); ``None`` when it fails."""
+        assert self.model is not None
+        return fmi3.instantiate(self._functions, self.name, self.model.guid, resources, self._env,
+                                self.parameters["logging"], self._event_mode)
+
+    def _push_inputs(self) -> None:
+        """Set every input from its port."""
         self._push_all()
-        if self.is_fmi3:
-            self._call("fmi3ExitInitializationMode", t0)
-            if self._event_mode:  # FMI 3: with event mode used, initialization ends in event mode
-                self._settle_events(t0)
-        else:
-            self._call("fmi2ExitInitializationMode", t0)
+
+    def _initialized(self, t0: float) -> None:
+        """Initialization mode has ended: with event mode used, an FMI 3 FMU is in event mode, settled here."""
+        if self.is_fmi3 and self._event_mode:
+            self._settle_events(t0)
 
     def _set_values(self, items: list[tuple[FMUVariable, Any]], t: float) -> None:
         """Set variables through ``fmi2Set*``/``fmi3Set*``, grouped by type, at simulation time *t*."""

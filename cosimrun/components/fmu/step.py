@@ -52,8 +52,8 @@ class FMUStepping(FMUBase):
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
-        self._push_all: Callable[[], None] = _nothing
-        self._pull_all: Callable[[], None] = _nothing
+        self._push_all: Callable[[], None] = nothing
+        self._pull_all: Callable[[], None] = nothing
         self._push_on_read = False
         self._fast_step: Callable[[float, float], None] = self._not_running
         self.fixed_step: float | None = None
@@ -96,22 +96,22 @@ class FMUStepping(FMUBase):
         pushers: list[Callable[[], None]] = []
         pullers: list[Callable[[], None]] = []
         for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
-            group = _group(ins, kinds)
+            group = port_group(ins, kinds)
             if group is not None:
-                pushers.append(_make_pusher(fast[SETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
-            group = _group(outs, kinds)
+                pushers.append(make_pusher(fast[SETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+            group = port_group(outs, kinds)
             if group is not None:
-                pullers.append(_make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
-        if self.interpolates_inputs and _group(ins, ("Real",)) is not None:
-            pushers.append(_make_derivative_pusher(self._slave.dll, c, *_group(ins, ("Real",)), self._call_failed))
-        self._push_all = push_all = _chain(pushers)
-        self._pull_all = pull_all = _chain(pullers)
+                pullers.append(make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
+        if self.interpolates_inputs and port_group(ins, ("Real",)) is not None:
+            pushers.append(_make_derivative_pusher(self._slave.dll, c, *port_group(ins, ("Real",)), self._call_failed))
+        self._push_all = push_all = chain(pushers)
+        self._pull_all = pull_all = chain(pullers)
         self._push_on_read = any(self.direct_feedthrough.values())
         do_step = fast["fmi2DoStep"]
         no_prior = ctypes.c_int(0 if self.model is not None and self.model.can_rollback else 1)
         t_c, dt_c = ctypes.c_double(), ctypes.c_double()
         step_failed = self._step_failed
-        real_in, real_out = _group(ins, ("Real",)), _group(outs, ("Real",))
+        real_in, real_out = port_group(ins, ("Real",)), port_group(outs, ("Real",))
         only_real = len(pushers) == (real_in is not None) and len(pullers) == (real_out is not None)
         if only_real and real_in is not None and real_out is not None and real_in[3] == 1:
             # The common case (real ports, one input) with the FMI calls inline: no nested calls.
@@ -156,10 +156,10 @@ class FMUStepping(FMUBase):
         c, f = inst.c, inst.f
         ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
         outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
-        pushers = [_make_pusher3(f[fmi3.SETTERS[t]], c, group, t, self._call_failed) for t, group in _groups3(ins)]
-        pullers = [_make_puller3(f[fmi3.GETTERS[t]], c, group, t, self._call_failed) for t, group in _groups3(outs)]
-        self._push_all = push_all = _chain(pushers)
-        self._pull_all = pull_all = _chain(pullers)
+        pushers = [make_pusher3(f[fmi3.SETTERS[t]], c, group, t, self._call_failed) for t, group in groups3(ins)]
+        pullers = [make_puller3(f[fmi3.GETTERS[t]], c, group, t, self._call_failed) for t, group in groups3(outs)]
+        self._push_all = push_all = chain(pushers)
+        self._pull_all = pull_all = chain(pullers)
         self._push_on_read = any(self.direct_feedthrough.values())
         do_step = f["fmi3DoStep"]
         no_prior = not self.model.can_rollback
@@ -267,7 +267,7 @@ class FMUStepping(FMUBase):
 
     def _unbind(self) -> None:
         """Drop the step path of a freed instance: stepping refuses until the next ``_bind``."""
-        self._push_all = self._pull_all = _nothing
+        self._push_all = self._pull_all = nothing
         self._fast_step = self._not_running
 
     def _not_running(self, *args: Any) -> None:
@@ -366,7 +366,7 @@ class FMUStepping(FMUBase):
 
 
 # ------------------------------------------------------------------ the compiled step path
-def _group(ports: list[tuple[PortState, FMUVariable]], type_names: tuple[str, ...]) -> Any:
+def port_group(ports: list[tuple[PortState, FMUVariable]], type_names: tuple[str, ...]) -> Any:
     """``(value references, buffer, ports, count)`` for the ports of the given FMI types, or ``None``."""
     chosen = [(p, v) for p, v in ports if v.type in type_names]
     if not chosen:
@@ -377,14 +377,14 @@ def _group(ports: list[tuple[PortState, FMUVariable]], type_names: tuple[str, ..
     return vr, buf, [p for p, _ in chosen], n
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """Does nothing: what a chain of no pushers or pullers calls."""
 
 
-def _chain(functions: list[Callable[[], None]]) -> Callable[[], None]:
+def chain(functions: list[Callable[[], None]]) -> Callable[[], None]:
     """One function calling *functions* in order (the function itself when there is one)."""
     if not functions:
-        return _nothing
+        return nothing
     if len(functions) == 1:
         return functions[0]
 
@@ -395,7 +395,7 @@ def _chain(functions: list[Callable[[], None]]) -> Callable[[], None]:
     return chained
 
 
-def _make_pusher(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
+def make_pusher(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
                  failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
     """A function that copies the port values into *buf* and sets them in one FMI call."""
     size = ctypes.c_size_t(n)
@@ -447,7 +447,7 @@ def _make_derivative_pusher(dll: Any, c: ctypes.c_void_p, vr: Any, buf: Any, por
     return push
 
 
-def _make_puller(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
+def make_puller(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[PortState], n: int, type_name: str,
                  failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
     """A function that reads the outputs in one FMI call and stores them in the ports."""
     size = ctypes.c_size_t(n)
@@ -477,7 +477,7 @@ def _make_puller(fn: Any, c: ctypes.c_void_p, vr: Any, buf: Any, ports: list[Por
     return pull
 
 
-def _groups3(ports: list[tuple[PortState, FMUVariable]]) -> list[tuple[str, list[tuple[PortState, FMUVariable]]]]:
+def groups3(ports: list[tuple[PortState, FMUVariable]]) -> list[tuple[str, list[tuple[PortState, FMUVariable]]]]:
     """The ports of an FMI 3 FMU by FMI type, each group ordered by value reference and element (arrays whole)."""
     groups: dict[str, list[tuple[PortState, FMUVariable]]] = {}
     for port, var in ports:
@@ -492,7 +492,7 @@ def _buffers3(group: list[tuple[PortState, FMUVariable]], fmi_type: str) -> tupl
             ctypes.c_size_t(len(group)))
 
 
-def _make_pusher3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
+def make_pusher3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
                   failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
     """A function that sets the ports of one FMI 3 type in one call."""
     vrs, nvr, buf, n = _buffers3(group, fmi_type)
@@ -509,7 +509,7 @@ def _make_pusher3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUV
     return push
 
 
-def _make_puller3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
+def make_puller3(fn: Any, c: ctypes.c_void_p, group: list[tuple[PortState, FMUVariable]], fmi_type: str,
                   failed: Callable[[str, int], FMUError]) -> Callable[[], None]:
     """A function that reads the ports of one FMI 3 type in one call."""
     vrs, nvr, buf, n = _buffers3(group, fmi_type)

@@ -9,10 +9,7 @@ whose integrators advance the FMU's continuous states through
 
 from __future__ import annotations
 
-import copy
-import ctypes
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,12 +20,10 @@ from cosimrun.components._base import time_tol
 from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.description import FMUInterface, FMUModel, FMUVariable
 from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.extraction import acquire_extraction, release_extraction
-from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS, Instance, callbacks
+from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS
 from cosimrun.components.fmu.lifecycle import FMULifecycle
 from cosimrun.components.fmu.me.functions import (
     FMI2_API,
-    FMI2_MODEL_EXCHANGE,
     FMI3_API,
     Api,
     ContinuousTimeCalls,
@@ -39,14 +34,14 @@ from cosimrun.components.fmu.me.functions import (
 from cosimrun.components.fmu.parameters import FMUParameters
 from cosimrun.components.fmu.ports import FMUPorts
 from cosimrun.components.fmu.step import (
-    _chain,
-    _group,
-    _groups3,
-    _make_puller,
-    _make_puller3,
-    _make_pusher,
-    _make_pusher3,
-    _nothing,
+    chain,
+    groups3,
+    make_puller,
+    make_puller3,
+    make_pusher,
+    make_pusher3,
+    nothing,
+    port_group,
 )
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
@@ -116,8 +111,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         super().__init__(name, label, group)
         self._calls: ContinuousTimeCalls | None = None
         self._t_next: float | None = None
-        self._push_other: Any = _nothing
-        self._pull_all: Any = _nothing
+        self._push_other: Any = nothing
+        self._pull_all: Any = nothing
         self._n_indicators = 0
         self._z_start: np.ndarray | None = None
         self._warned_unlocated = False
@@ -209,77 +204,28 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
 
     # ------------------------------------------------------------------ life cycle
     def _initialize_component(self, t0: float) -> None:
-        if self.model is None:
-            raise ValueError(f"component {self.name!r} (type fmu): parameter 'path' is not set; "
-                             "name an FMU file (params: {path: model.fmu})")
-        self._start_model_exchange(t0)
+        FMULifecycle._initialize_component(self, t0)
         ContinuousComponent._initialize_component(self, t0)
 
-    def _load(self, t0: float) -> None:
-        """Extract the FMU (the shared cache entry, or a private copy) and load its model-exchange library once."""
-        if self._slave is not None:
-            return
+    def _open_library(self, directory: str, identifier: str) -> None:
+        """Load the model-exchange library *identifier* into ``_slave`` and bind its functions."""
         from fmpy.fmi2 import FMU2Model
         from fmpy.fmi3 import FMU3Model
 
-        model, interface = self.model, self._me
-        assert model is not None and interface is not None
-        try:
-            self._extraction = acquire_extraction(model.path, once_per_process=interface.only_once_per_process,
-                                                  private=self.parameters["private_copy"])
-        except FMUError as exc:  # the same class (a size limit's fields stay), placed at this component
-            error = copy.copy(exc)
-            error.args = (f"{self._where()}: {exc}",)
-            error.message, error.component, error.time = error.args[0], self.name, t0
-            raise error from exc
-        try:
-            loader = FMU3Model if self.is_fmi3 else FMU2Model
-            self._slave = loader(guid=model.guid, unzipDirectory=str(self._extraction.directory),
-                                 modelIdentifier=interface.identifier, instanceName=self.name)
-            self._functions = model_exchange_functions(self._slave.dll, self._api)
-        except Exception as exc:
-            release_extraction(self._extraction)
-            self._extraction = None
-            raise self._error(f"cannot load the FMU's shared library: {exc}", t0) from exc
+        assert self.model is not None
+        loader = FMU3Model if self.is_fmi3 else FMU2Model
+        self._slave = loader(guid=self.model.guid, unzipDirectory=directory, modelIdentifier=identifier,
+                             instanceName=self.name)
+        self._functions = model_exchange_functions(self._slave.dll, self._api)
 
-    def _start_model_exchange(self, t0: float) -> None:
-        """Instantiate for model exchange at *t0*, set parameters, start values and inputs, initialize and run
-        the first event iteration; the FMU is then in continuous-time mode."""
-        model = self.model
-        assert model is not None
-        self._load(t0)
-        self._free_instance()
-        functions = self._functions
-        directory = self._extraction.directory / "resources"  # type: ignore[union-attr]
-        tol = self.parameters["tolerance"]
-        if self.is_fmi3:
-            instance = instantiate3(functions, self.name, model.guid, str(directory) + os.sep, self._env,
-                                    self.parameters["logging"])
-            if instance is None:
-                raise self._error("fmi3InstantiateModelExchange failed", t0)
-            self._instance = instance
-        else:
-            if self._cb is None:
-                self._cb = callbacks(self._env)
-            handle = functions["fmi2Instantiate"](
-                self.name.encode(), FMI2_MODEL_EXCHANGE, model.guid.encode(), directory.as_uri().encode(),
-                ctypes.addressof(self._cb), 0, 1 if self.parameters["logging"] else 0,
-            )
-            if not handle:
-                raise self._error("fmi2Instantiate failed", t0)
-            self._instance = Instance(functions, handle)
-            self._call("fmi2SetupExperiment", t0, 1 if tol is not None else 0, tol or 0.0, float(t0), 0, 0.0)
-        values: dict[str, tuple[FMUVariable, Any]] = {}
-        for name, value in (*self._start_values.items(), *self._fmu_values.items()):
-            values[name] = (model.variables[name], value)
-        self._set_values(list(values.values()), t0)
-        if self.is_fmi3:
-            self._call("fmi3EnterInitializationMode", t0, tol is not None, tol or 0.0, float(t0), False, 0.0)
-        else:
-            self._call("fmi2EnterInitializationMode", t0)
-        self._bind()
-        self._push_inputs()
-        self._call("fmi3ExitInitializationMode" if self.is_fmi3 else "fmi2ExitInitializationMode", t0)
+    def _instantiate3(self, resources: str) -> fmi3.Instance | None:
+        """``fmi3InstantiateModelExchange``; ``None`` when it fails."""
+        assert self.model is not None
+        return instantiate3(self._functions, self.name, self.model.guid, resources, self._env,
+                            self.parameters["logging"])
+
+    def _initialized(self, t0: float) -> None:
+        """The first event iteration; the FMU is then in continuous-time mode."""
         assert self._calls is not None
         self._t_next = self._calls.event_iteration(t0, enter=False).next_event_time
 
@@ -294,25 +240,25 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
         failed = self._call_failed
         if self.is_fmi3:
-            others = [_make_pusher3(f[fmi3.SETTERS[t]], c, group, t, failed) for t, group in _groups3(ins)]
-            pullers = [_make_puller3(f[fmi3.GETTERS[t]], c, group, t, failed) for t, group in _groups3(outs)]
+            others = [make_pusher3(f[fmi3.SETTERS[t]], c, group, t, failed) for t, group in groups3(ins)]
+            pullers = [make_puller3(f[fmi3.GETTERS[t]], c, group, t, failed) for t, group in groups3(outs)]
         else:
             others, pullers = [], []
             for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
-                for ports, out, maker, names in ((ins, others, _make_pusher, SETTERS),
-                                                 (outs, pullers, _make_puller, GETTERS)):
-                    group = _group(ports, kinds)
+                for ports, out, maker, names in ((ins, others, make_pusher, SETTERS),
+                                                 (outs, pullers, make_puller, GETTERS)):
+                    group = port_group(ports, kinds)
                     if group is not None:
                         out.append(maker(f[names[kinds[0]]], c, *group, kinds[0], failed))
-        self._push_other = _chain(others)
-        self._pull_all = _chain(pullers)
+        self._push_other = chain(others)
+        self._pull_all = chain(pullers)
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
         self._calls = ContinuousTimeCalls(self._api, f, self._slave.dll, c, len(self._state_vars),
                                           self._n_indicators, real_vrs, self._error)
 
     def _unbind(self) -> None:
         self._calls = None
-        self._push_other = self._pull_all = _nothing
+        self._push_other = self._pull_all = nothing
 
     def _call_failed(self, fname: str, status: int) -> FMUError:
         return self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)

@@ -23,9 +23,6 @@ import numpy as np
 from cosimrun.components.fmu import errors, fmi2, fmi3
 from cosimrun.components.fmu.errors import FMUError
 
-FMI2_MODEL_EXCHANGE = 0
-"""``fmi2ModelExchange`` (the ``fmi2Type`` passed to ``fmi2Instantiate``)."""
-
 MAX_EVENT_ITERATIONS = 100
 """New-discrete-states calls at one event instant before the iteration counts as not settling."""
 
@@ -92,19 +89,9 @@ def model_exchange_functions(dll: Any, api: Api) -> dict[str, Any]:
     """Fresh ctypes function pointers of the functions every FMU of *api*'s version has and of the model-exchange
     ones; ``FMUError`` names a missing one (the FMU-state functions are optional)."""
     version = fmi3 if api.fmi3 else fmi2
-    common = {n: s for n, s in version._SIGNATURES.items() if n not in CO_SIMULATION_ONLY}
-    optional = set(version._OPTIONAL) - {api.enter_event_mode, api.new_discrete_states}
-    table = {}
-    for name, (restype, argtypes) in {**common, **(_SIGNATURES3 if api.fmi3 else _SIGNATURES2)}.items():
-        try:
-            fn = dll[name]
-        except AttributeError:
-            if name in optional:
-                continue
-            raise FMUError(f"the FMU's shared library does not export {name}") from None
-        fn.restype, fn.argtypes = restype, argtypes
-        table[name] = fn
-    return table
+    common = {n: s for n, s in version.SIGNATURES.items() if n not in CO_SIMULATION_ONLY}
+    optional = set(version.OPTIONAL) - {api.enter_event_mode, api.new_discrete_states}
+    return fmi2.bind(dll, {**common, **(_SIGNATURES3 if api.fmi3 else _SIGNATURES2)}, optional)
 
 
 def instantiate3(functions: dict[str, Any], name: str, token: str, resources: str, env: int,
