@@ -2,7 +2,8 @@
 
 C models include the framework header that :mod:`cosimrun.components.fmu` ships
 as package data (``cosimrun/components/fmu/c/cosimrun_fmi2cs.h``, written next
-to the model by :func:`~cosimrun.components.fmu.build_c_fmu`) and compile
+to the model with the ``cosimrun_fmi.h`` it shares with the model-exchange
+frameworks here by :func:`~cosimrun.components.fmu.build_c_fmu`) and compile
 against the FMI headers of FMPy; pythonfmu models are generated from
 ``pygain.py.in`` with a class (and so module and model identifier) name unique
 per variant, since pythonfmu imports the model module into the running
@@ -117,26 +118,30 @@ def fmi1(directory: Path) -> Path:
     return _archive(directory / "fmi1.fmu", {"modelDescription.xml": xml})
 
 
-def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool, fmi3: bool = False) -> Path:
-    """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (``cosimrun_fmi3me.h``
-    with *fmi3*, model description ``<model>3.xml``), inlined into the source for its ``#include "cosimrun_me.h"``,
-    into ``<directory>/<identifier>.fmu``. FMI 3 binaries live under the platform tuple (``x86_64-linux``)."""
+def _fmi3_binaries(built: Path, identifier: str) -> Path:
+    """The FMU *built* by :func:`build_c_fmu` (library under FMI 2's platform folder, ``linux64``) rewritten with its
+    library *identifier* under FMI 3's platform tuple (``x86_64-linux``), where an FMI 3.0 importer looks."""
     import fmpy
 
-    header = (HERE / ("cosimrun_fmi3me.h" if fmi3 else "cosimrun_fmi2me.h")).read_text()
-    source = re.sub(r'#include "cosimrun_me\.h".*', lambda _: header, (HERE / f"{model}.c").read_text())
-    xml = (HERE / f"{model}{'3' if fmi3 else ''}.xml").read_text().format(identifier=identifier,
-                                                                           rollback=str(rollback).lower())
-    built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
-                        source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
-    if not fmi3:
-        return built
     with zipfile.ZipFile(built) as zf:
         files = {name: zf.read(name) for name in zf.namelist()}
     library = f"{identifier}{fmpy.sharedLibraryExtension}"
     files[f"binaries/{fmpy.platform_tuple}/{library}"] = files.pop(f"binaries/{fmpy.platform}/{library}")
     built.unlink()
     return _archive(built, files)
+
+
+def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool, fmi3: bool = False) -> Path:
+    """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (``cosimrun_fmi3me.h``
+    with *fmi3*, model description ``<model>3.xml``), inlined into the source for its ``#include "cosimrun_me.h"``,
+    into ``<directory>/<identifier>.fmu``."""
+    header = (HERE / ("cosimrun_fmi3me.h" if fmi3 else "cosimrun_fmi2me.h")).read_text()
+    source = re.sub(r'#include "cosimrun_me\.h".*', lambda _: header, (HERE / f"{model}.c").read_text())
+    xml = (HERE / f"{model}{'3' if fmi3 else ''}.xml").read_text().format(identifier=identifier,
+                                                                           rollback=str(rollback).lower())
+    built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                        source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
+    return _fmi3_binaries(built, identifier) if fmi3 else built
 
 
 def me_bouncing_ball(directory: Path, rollback: bool = True, fmi3: bool = False) -> Path:
@@ -174,18 +179,11 @@ def bouncing_ball3(directory: Path, *, rollback: bool = True, event_mode: bool =
     """The FMI 3.0 co-simulation bouncing ball (``bouncing_ball3.c``): outputs h, v, scaled[1..3] (= gain[i] * h +
     offset, array input gain), bounces (Int32), h32 (Float32), falling (Boolean), phase (String). With event mode
     it returns early at each impact; without, it bounces inside ``fmi3DoStep``. FMI 3 binaries live under the
-    platform tuple (``x86_64-linux``), so the library :func:`build_c_fmu` wrote is moved there."""
-    import fmpy
-
+    platform tuple (:func:`_fmi3_binaries`)."""
     identifier = "bouncing_ball3" + ("" if rollback else "_norollback") + ("" if event_mode else "_noevents")
     built = _c_fmu(directory, identifier, "bouncing_ball3", _fmi3_xml(identifier, rollback, event_mode),
                    defines={"CAN_GET_SET_STATE": int(rollback)})
-    with zipfile.ZipFile(built) as zf:
-        files = {name: zf.read(name) for name in zf.namelist()}
-    old = f"binaries/{fmpy.platform}/{identifier}{fmpy.sharedLibraryExtension}"
-    files[f"binaries/{fmpy.platform_tuple}/{identifier}{fmpy.sharedLibraryExtension}"] = files.pop(old)
-    built.unlink()
-    return _archive(built, files)
+    return _fmi3_binaries(built, identifier)
 
 
 def fmi3_clocked(directory: Path) -> Path:

@@ -5,73 +5,16 @@
  * Float64 variables are s->r[vr], Int32 ones s->i[vr - INT_VR_OFFSET], Boolean ones
  * s->b[vr - BOOL_VR_OFFSET]; TIME_VR is the independent variable. Every other type
  * has no variables. FMPy's FMU3Model binds every FMI 3.0 function, so the ones a
- * model-exchange FMU does not use are exported as stubs that return fmi3Error.
+ * model-exchange FMU does not use are exported as stubs that return fmi3Error. What the
+ * frameworks share is in the package's cosimrun_fmi.h.
  */
-#include <math.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "fmi3Functions.h"
+#define FMI_VERSION 3
+#include "cosimrun_fmi.h"
 
-#ifndef N_INTEGER
-#define N_INTEGER 0
-#endif
-#ifndef N_BOOLEAN
-#define N_BOOLEAN 0
-#endif
-#ifndef CAN_GET_SET_STATE
-#define CAN_GET_SET_STATE 1
-#endif
 #define INT_VR_OFFSET 100
 #define BOOL_VR_OFFSET 200
 #define TIME_VR 999
-
-typedef struct {
-    double time;
-    double t_next;
-    double r[N_REAL + 1];
-    int i[N_INTEGER + 1];
-    bool b[N_BOOLEAN + 1];
-} ModelState;
-
-typedef struct {
-    ModelState s;
-    fmi3InstanceEnvironment env;
-    fmi3LogMessageCallback log;
-    int mode;
-    int logging;
-} Instance;
-
-enum { INSTANTIATED, INITIALIZATION, EVENT_MODE, CONTINUOUS_TIME, TERMINATED };
-
-static const fmi3ValueReference state_vr[N_STATES + 1] = STATE_VRS;
-static const fmi3ValueReference derivative_vr[N_STATES + 1] = DERIVATIVE_VRS;
-
-static void model_defaults(ModelState *s);
-static void model_update(ModelState *s);
-static void model_indicators(ModelState *s, double z[]);
-static void model_event(ModelState *s, int *states_changed);
-static int model_step_event(ModelState *s);
-
 #define INSTANCE ((Instance *)instance)
-
-static void log_error(Instance *m, const char *fmt, ...) {
-    char buffer[1024];
-    va_list args;
-    if (!m || !m->log) return;
-    va_start(args, fmt);
-    vsnprintf(buffer, sizeof buffer, fmt, args);
-    va_end(args);
-    m->log(m->env, fmi3Error, "logStatusError", buffer);
-}
-
-#define CHECK_MODE(allowed, what)                                                                     \
-    if (!(allowed)) {                                                                                 \
-        log_error(INSTANCE, what " called in mode %d", INSTANCE->mode);                               \
-        return fmi3Error;                                                                             \
-    }
 
 const char *fmi3GetVersion(void) { return fmi3Version; }
 
@@ -90,13 +33,10 @@ fmi3Instance fmi3InstantiateModelExchange(fmi3String name, fmi3String token, fmi
         if (log) log(env, fmi3Error, "logStatusError", "instantiation token mismatch");
         return NULL;
     }
-    m = (Instance *)calloc(1, sizeof(Instance));
+    m = new_instance(loggingOn);
     if (!m) return NULL;
     m->env = env;
     m->log = log;
-    m->logging = loggingOn;
-    m->s.t_next = INFINITY;
-    model_defaults(&m->s);
     return m;
 }
 
@@ -132,27 +72,13 @@ fmi3Status fmi3EnterInitializationMode(fmi3Instance instance, fmi3Boolean tolDef
     return fmi3OK;
 }
 
-fmi3Status fmi3ExitInitializationMode(fmi3Instance instance) {
-    model_update(&INSTANCE->s);
-    INSTANCE->mode = EVENT_MODE;
-    return fmi3OK;
-}
+fmi3Status fmi3ExitInitializationMode(fmi3Instance instance) { return exit_initialization(INSTANCE); }
 
-fmi3Status fmi3EnterEventMode(fmi3Instance instance) {
-    CHECK_MODE(INSTANCE->mode == CONTINUOUS_TIME || INSTANCE->mode == EVENT_MODE, "fmi3EnterEventMode")
-    INSTANCE->mode = EVENT_MODE;
-    return fmi3OK;
-}
+fmi3Status fmi3EnterEventMode(fmi3Instance instance) { return me_enter_event_mode(INSTANCE); }
 
 fmi3Status fmi3Terminate(fmi3Instance instance) { INSTANCE->mode = TERMINATED; return fmi3OK; }
 
-fmi3Status fmi3Reset(fmi3Instance instance) {
-    memset(&INSTANCE->s, 0, sizeof(ModelState));
-    INSTANCE->s.t_next = INFINITY;
-    model_defaults(&INSTANCE->s);
-    INSTANCE->mode = INSTANTIATED;
-    return fmi3OK;
-}
+fmi3Status fmi3Reset(fmi3Instance instance) { return reset_instance(INSTANCE); }
 
 /* ------------------------------------------------------------------ values */
 static fmi3Status no_variables(Instance *m, const char *type, size_t nvr) {
@@ -271,69 +197,34 @@ fmi3Status fmi3SetClock(fmi3Instance instance, const fmi3ValueReference vr[], si
 
 /* ------------------------------------------------------------------ FMU states */
 #if CAN_GET_SET_STATE
-fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    Instance *copy = *state ? (Instance *)*state : (Instance *)malloc(sizeof(Instance));
-    if (!copy) return fmi3Error;
-    memcpy(copy, INSTANCE, sizeof(Instance));
-    *state = copy;
-    return fmi3OK;
-}
-
-fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState state) {
-    if (!state) return fmi3Error;
-    INSTANCE->s = ((Instance *)state)->s;
-    INSTANCE->mode = ((Instance *)state)->mode;
-    return fmi3OK;
-}
-
-fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    (void)instance;
-    if (state && *state) { free(*state); *state = NULL; }
-    return fmi3OK;
-}
+fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *state) { return me_get_state(INSTANCE, state); }
+fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState state) { return me_set_state(INSTANCE, state); }
+fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *state) { (void)instance; return free_state(state); }
 #else
-fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    (void)state; log_error(INSTANCE, "this FMU cannot get or set its state"); return fmi3Error;
-}
-fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState state) {
-    (void)state; log_error(INSTANCE, "this FMU cannot get or set its state"); return fmi3Error;
-}
-fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *state) {
-    (void)state; log_error(INSTANCE, "this FMU cannot get or set its state"); return fmi3Error;
-}
+fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *state) { (void)state; NO_STATE(instance) }
+fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState state) { (void)state; NO_STATE(instance) }
+fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *state) { (void)state; NO_STATE(instance) }
 #endif
 
 /* ------------------------------------------------------------------ model exchange */
 fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *needUpdate, fmi3Boolean *terminate,
                                     fmi3Boolean *nominalsChanged, fmi3Boolean *valuesChanged,
                                     fmi3Boolean *nextTimeDefined, fmi3Float64 *nextTime) {
-    int changed = 0;
-    CHECK_MODE(INSTANCE->mode == EVENT_MODE, "fmi3UpdateDiscreteStates")
-    model_event(&INSTANCE->s, &changed);
+    fmi3Status status = me_update_discrete_states(INSTANCE, valuesChanged, nextTimeDefined, nextTime);
+    if (status != fmi3OK) return status;
     *needUpdate = false;
     *terminate = false;
     *nominalsChanged = false;
-    *valuesChanged = changed != 0;
-    *nextTimeDefined = isfinite(INSTANCE->s.t_next);
-    *nextTime = isfinite(INSTANCE->s.t_next) ? INSTANCE->s.t_next : 0.0;
-    model_update(&INSTANCE->s);
     return fmi3OK;
 }
 
-fmi3Status fmi3EnterContinuousTimeMode(fmi3Instance instance) {
-    CHECK_MODE(INSTANCE->mode == EVENT_MODE, "fmi3EnterContinuousTimeMode")
-    INSTANCE->mode = CONTINUOUS_TIME;
-    return fmi3OK;
-}
+fmi3Status fmi3EnterContinuousTimeMode(fmi3Instance instance) { return me_enter_continuous_time_mode(INSTANCE); }
 
 fmi3Status fmi3CompletedIntegratorStep(fmi3Instance instance, fmi3Boolean noSetPrior, fmi3Boolean *enterEventMode,
                                        fmi3Boolean *terminate) {
     (void)noSetPrior;
-    CHECK_MODE(INSTANCE->mode == CONTINUOUS_TIME, "fmi3CompletedIntegratorStep")
-    model_update(&INSTANCE->s);
-    *enterEventMode = model_step_event(&INSTANCE->s) != 0;
     *terminate = false;
-    return fmi3OK;
+    return me_completed_integrator_step(INSTANCE, enterEventMode);
 }
 
 fmi3Status fmi3SetTime(fmi3Instance instance, fmi3Float64 time) {
@@ -342,44 +233,24 @@ fmi3Status fmi3SetTime(fmi3Instance instance, fmi3Float64 time) {
 }
 
 fmi3Status fmi3SetContinuousStates(fmi3Instance instance, const fmi3Float64 x[], size_t nx) {
-    if (nx != N_STATES) {
-        log_error(INSTANCE, "%u states given, the model has %d", (unsigned)nx, N_STATES);
-        return fmi3Error;
-    }
-    for (size_t k = 0; k < nx; k++) INSTANCE->s.r[state_vr[k]] = x[k];
-    return fmi3OK;
+    return me_set_continuous_states(INSTANCE, x, nx);
 }
 
 fmi3Status fmi3GetContinuousStates(fmi3Instance instance, fmi3Float64 x[], size_t nx) {
-    if (nx != N_STATES) return fmi3Error;
-    for (size_t k = 0; k < nx; k++) x[k] = INSTANCE->s.r[state_vr[k]];
-    return fmi3OK;
+    return me_get_continuous_states(INSTANCE, x, nx);
 }
 
 fmi3Status fmi3GetContinuousStateDerivatives(fmi3Instance instance, fmi3Float64 dx[], size_t nx) {
-    if (nx != N_STATES) return fmi3Error;
-    for (size_t k = 0; k < nx; k++)
-        if (!isfinite(INSTANCE->s.r[state_vr[k]])) {
-            log_error(INSTANCE, "state %u is not finite", state_vr[k]);
-            return fmi3Error;
-        }
-    model_update(&INSTANCE->s);
-    for (size_t k = 0; k < nx; k++) dx[k] = INSTANCE->s.r[derivative_vr[k]];
-    return fmi3OK;
+    return me_get_derivatives(INSTANCE, dx, nx);
 }
 
 fmi3Status fmi3GetEventIndicators(fmi3Instance instance, fmi3Float64 z[], size_t nz) {
-    double values[N_EVENT_INDICATORS + 1];
-    if (nz != N_EVENT_INDICATORS) return fmi3Error;
-    model_indicators(&INSTANCE->s, values);
-    for (size_t k = 0; k < nz; k++) z[k] = values[k];
-    return fmi3OK;
+    return me_get_event_indicators(INSTANCE, z, nz);
 }
 
 fmi3Status fmi3GetNominalsOfContinuousStates(fmi3Instance instance, fmi3Float64 nominals[], size_t nx) {
     (void)instance;
-    for (size_t k = 0; k < nx; k++) nominals[k] = 1.0;
-    return fmi3OK;
+    return me_nominals(nominals, nx);
 }
 
 fmi3Status fmi3GetNumberOfEventIndicators(fmi3Instance instance, size_t *n) {
@@ -395,10 +266,6 @@ fmi3Status fmi3GetNumberOfContinuousStates(fmi3Instance instance, size_t *n) {
 }
 
 /* ------------------------------------------------------------------ not provided */
-#define NOT_PROVIDED(what)                                                                            \
-    log_error(INSTANCE, what " is not provided");                                                     \
-    return fmi3Error;
-
 fmi3Status fmi3EnterStepMode(fmi3Instance instance) { NOT_PROVIDED("co-simulation") }
 fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 t, fmi3Float64 h, fmi3Boolean noSetPrior,
                       fmi3Boolean *eventNeeded, fmi3Boolean *terminate, fmi3Boolean *early, fmi3Float64 *last) {

@@ -2,7 +2,8 @@
 
 The C sources are package data in ``c/``: :data:`FMI2_CS_FRAMEWORK` (the
 minimal FMI 2.0 co-simulation framework ``cosimrun_fmi2cs.h`` that small C
-models include) and the examples of :data:`EXAMPLES`. ``path: example:NAME``
+models include, on ``cosimrun_fmi.h``: :data:`HEADERS`) and the examples of
+:data:`EXAMPLES`. ``path: example:NAME``
 builds an example into :func:`cache_directory` on first use
 (:func:`resolve_example`), keyed by a digest of everything the build depends on.
 """
@@ -36,6 +37,10 @@ FRAMEWORK_HEADER = "cosimrun_fmi2cs.h"
 
 FMI2_CS_FRAMEWORK = _c_source(FRAMEWORK_HEADER)
 """A minimal FMI 2.0 co-simulation framework in C (``c/cosimrun_fmi2cs.h``; written next to a model to compile it)."""
+
+HEADERS: dict[str, str] = {FRAMEWORK_HEADER: FMI2_CS_FRAMEWORK, "cosimrun_fmi.h": _c_source("cosimrun_fmi.h")}
+"""The shipped headers by file name, written next to a model to compile it: the framework and ``cosimrun_fmi.h``,
+what it shares with other C frameworks (the instance, logging, get and set of variables)."""
 
 
 def fmi_headers() -> Path:
@@ -74,7 +79,8 @@ def build_c_fmu(
     compiler = find_c_compiler(cc)
     with tempfile.TemporaryDirectory(prefix="cosimrun-fmu-build-") as tmp:
         work = Path(tmp)
-        (work / FRAMEWORK_HEADER).write_text(FMI2_CS_FRAMEWORK)
+        for name, text in HEADERS.items():
+            (work / name).write_text(text)
         src = work / f"{model_identifier}.c"
         src.write_text(source)
         lib_rel = f"binaries/{fmpy.platform}/{model_identifier}{fmpy.sharedLibraryExtension}"
@@ -110,7 +116,7 @@ class Example:
         import fmpy
 
         h = hashlib.sha256()
-        for part in (FMI2_CS_FRAMEWORK, self.model_description, self.source, repr(sorted(self.defines.items())),
+        for part in (*HEADERS.values(), self.model_description, self.source, repr(sorted(self.defines.items())),
                      fmpy.platform, fmpy.__version__):
             h.update(part.encode())
         return h.hexdigest()[:16]
