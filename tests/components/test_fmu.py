@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import yaml
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
+from fmus.builders import component as fmu
 
 from cosimrun.components._base import set_port_unit
 from cosimrun.components.blocks import Gain, Sum
@@ -47,11 +48,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------- FMUs (built once per session)
-@pytest.fixture(scope="session")
-def fmu_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fmus")
-
-
 @pytest.fixture(scope="session")
 def pendulum_fmu(fmu_dir: Path) -> Path:
     return builders.pendulum(fmu_dir)
@@ -85,14 +81,6 @@ def pygain_fmu(fmu_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def pygain_nostate_fmu(fmu_dir: Path) -> Path:
     return builders.pythonfmu_gain(fmu_dir, handle_state=False)
-
-
-def fmu(name: str, path: Path, **params: Any) -> FMUComponent:
-    comp = FMUComponent(name)
-    comp.set_parameters(path=str(path))
-    if params:
-        comp.set_parameters(**params)
-    return comp
 
 
 def at_grid(t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:

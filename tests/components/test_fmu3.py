@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
+from fmus.builders import component as fmu
 
 from cosimrun.components.fmu import FMUComponent, main, read_fmu
 from cosimrun.components.sources import Ramp
@@ -59,29 +60,18 @@ def analytic(t: float) -> tuple[float, float, int]:
 
 # ---------------------------------------------------------------------------- FMUs (built once per session)
 @pytest.fixture(scope="session")
-def fmu3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fmus3")
+def ball3(fmu_dir: Path) -> Path:
+    return builders.bouncing_ball3(fmu_dir)
 
 
 @pytest.fixture(scope="session")
-def ball3(fmu3_dir: Path) -> Path:
-    return builders.bouncing_ball3(fmu3_dir)
+def ball3_norollback(fmu_dir: Path) -> Path:
+    return builders.bouncing_ball3(fmu_dir, rollback=False)
 
 
 @pytest.fixture(scope="session")
-def ball3_norollback(fmu3_dir: Path) -> Path:
-    return builders.bouncing_ball3(fmu3_dir, rollback=False)
-
-
-@pytest.fixture(scope="session")
-def ball3_internal(fmu3_dir: Path) -> Path:
-    return builders.bouncing_ball3(fmu3_dir, event_mode=False)
-
-
-def fmu(name: str, path: Path, **params: Any) -> FMUComponent:
-    comp = FMUComponent(name)
-    comp.set_parameters(path=str(path), **params)
-    return comp
+def ball3_internal(fmu_dir: Path) -> Path:
+    return builders.bouncing_ball3(fmu_dir, event_mode=False)
 
 
 def run_ball(path: Path, master: Any, **params: Any) -> tuple[Any, FMUComponent]:

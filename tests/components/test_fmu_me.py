@@ -31,33 +31,28 @@ G = 9.81
 
 # ---------------------------------------------------------------------------- FMUs (built once per session)
 @pytest.fixture(scope="session")
-def me_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("me_fmus")
+def ball_fmu(fmu_dir: Path) -> Path:
+    return builders.me_bouncing_ball(fmu_dir)
 
 
 @pytest.fixture(scope="session")
-def ball_fmu(me_dir: Path) -> Path:
-    return builders.me_bouncing_ball(me_dir)
+def ball_norollback_fmu(fmu_dir: Path) -> Path:
+    return builders.me_bouncing_ball(fmu_dir, rollback=False)
 
 
 @pytest.fixture(scope="session")
-def ball_norollback_fmu(me_dir: Path) -> Path:
-    return builders.me_bouncing_ball(me_dir, rollback=False)
+def linear_fmu(fmu_dir: Path) -> Path:
+    return builders.me_linear(fmu_dir)
 
 
 @pytest.fixture(scope="session")
-def linear_fmu(me_dir: Path) -> Path:
-    return builders.me_linear(me_dir)
+def ball3_fmu(fmu_dir: Path) -> Path:
+    return builders.me_bouncing_ball(fmu_dir, fmi3=True)
 
 
 @pytest.fixture(scope="session")
-def ball3_fmu(me_dir: Path) -> Path:
-    return builders.me_bouncing_ball(me_dir, fmi3=True)
-
-
-@pytest.fixture(scope="session")
-def linear3_fmu(me_dir: Path) -> Path:
-    return builders.me_linear(me_dir, fmi3=True)
+def linear3_fmu(fmu_dir: Path) -> Path:
+    return builders.me_linear(fmu_dir, fmi3=True)
 
 
 @pytest.fixture(params=["2.0", "3.0"])
@@ -78,9 +73,7 @@ def linear_any(fmi_version: str, request: pytest.FixtureRequest) -> Path:
 
 
 def me(name: str, path: Path, **params: Any) -> ModelExchangeFMU:
-    comp = ModelExchangeFMU(name)
-    comp.set_parameters(path=str(path), **params)
-    return comp
+    return builders.component(name, path, ModelExchangeFMU, **params)
 
 
 def impact_times(tf: float, e: float = 0.8, h0: float = 1.0) -> np.ndarray:

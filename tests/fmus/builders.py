@@ -19,9 +19,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cosimrun.components.fmu import build_c_fmu, build_example
+from cosimrun.components.fmu import FMUComponent, build_c_fmu, build_example
 
 HERE = Path(__file__).resolve().parent
+
+
+def component(name: str, path: Path, cls: type[Any] = FMUComponent, **params: Any) -> Any:
+    """A component of class *cls* (a co-simulation ``FMUComponent`` by default) named *name* on the FMU at *path*,
+    with *params* set."""
+    comp = cls(name)
+    comp.set_parameters(path=str(path), **params)
+    return comp
 
 
 def _c_fmu(directory: Path, identifier: str, model: str, xml: str, defines: Mapping[str, Any] | None = None) -> Path:

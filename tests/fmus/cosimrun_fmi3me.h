@@ -109,48 +109,28 @@ fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference vr[], 
     return fmi3OK;
 }
 
-fmi3Status fmi3GetInt32(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, fmi3Int32 v[], size_t n) {
-    if (n != nvr) return fmi3Error;
-    for (size_t k = 0; k < nvr; k++) {
-        if (vr[k] < INT_VR_OFFSET || vr[k] >= INT_VR_OFFSET + N_INTEGER) return no_variables(INSTANCE, "such Int32", 1);
-        v[k] = INSTANCE->s.i[vr[k] - INT_VR_OFFSET];
+/* Get and set of TYPE variables in s->FIELD[vr - OFFSET], N of them. */
+#define OFFSET_VARIABLES(TYPE, FIELD, OFFSET, N)                                                                   \
+    fmi3Status fmi3Get##TYPE(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, fmi3##TYPE v[],   \
+                             size_t n) {                                                                         \
+        if (n != nvr) return fmi3Error;                                                                          \
+        for (size_t k = 0; k < nvr; k++) {                                                                       \
+            if (vr[k] < (OFFSET) || vr[k] >= (OFFSET) + (N)) return no_variables(INSTANCE, "such " #TYPE, 1);   \
+            v[k] = INSTANCE->s.FIELD[vr[k] - (OFFSET)];                                                          \
+        }                                                                                                        \
+        return fmi3OK;                                                                                           \
+    }                                                                                                            \
+    fmi3Status fmi3Set##TYPE(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr,                   \
+                             const fmi3##TYPE v[], size_t n) {                                                   \
+        if (n != nvr) return fmi3Error;                                                                          \
+        for (size_t k = 0; k < nvr; k++) {                                                                       \
+            if (vr[k] < (OFFSET) || vr[k] >= (OFFSET) + (N)) return no_variables(INSTANCE, "such " #TYPE, 1);   \
+            INSTANCE->s.FIELD[vr[k] - (OFFSET)] = v[k];                                                          \
+        }                                                                                                        \
+        return fmi3OK;                                                                                           \
     }
-    return fmi3OK;
-}
-
-fmi3Status fmi3SetInt32(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, const fmi3Int32 v[],
-                        size_t n) {
-    if (n != nvr) return fmi3Error;
-    for (size_t k = 0; k < nvr; k++) {
-        if (vr[k] < INT_VR_OFFSET || vr[k] >= INT_VR_OFFSET + N_INTEGER) return no_variables(INSTANCE, "such Int32", 1);
-        INSTANCE->s.i[vr[k] - INT_VR_OFFSET] = v[k];
-    }
-    return fmi3OK;
-}
-
-fmi3Status fmi3GetBoolean(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, fmi3Boolean v[],
-                          size_t n) {
-    if (n != nvr) return fmi3Error;
-    for (size_t k = 0; k < nvr; k++) {
-        if (vr[k] < BOOL_VR_OFFSET || vr[k] >= BOOL_VR_OFFSET + N_BOOLEAN) {
-            return no_variables(INSTANCE, "such Boolean", 1);
-        }
-        v[k] = INSTANCE->s.b[vr[k] - BOOL_VR_OFFSET];
-    }
-    return fmi3OK;
-}
-
-fmi3Status fmi3SetBoolean(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, const fmi3Boolean v[],
-                          size_t n) {
-    if (n != nvr) return fmi3Error;
-    for (size_t k = 0; k < nvr; k++) {
-        if (vr[k] < BOOL_VR_OFFSET || vr[k] >= BOOL_VR_OFFSET + N_BOOLEAN) {
-            return no_variables(INSTANCE, "such Boolean", 1);
-        }
-        INSTANCE->s.b[vr[k] - BOOL_VR_OFFSET] = v[k];
-    }
-    return fmi3OK;
-}
+OFFSET_VARIABLES(Int32, i, INT_VR_OFFSET, N_INTEGER)
+OFFSET_VARIABLES(Boolean, b, BOOL_VR_OFFSET, N_BOOLEAN)
 
 #define NO_VARIABLES(TYPE)                                                                                     \
     fmi3Status fmi3Get##TYPE(fmi3Instance instance, const fmi3ValueReference vr[], size_t nvr, fmi3##TYPE v[], \

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
+from fmus.builders import component as fmu
 
 from cosimrun import CoSimComponent, DenseTime, PortSpec, PortType
-from cosimrun.components.fmu import FMUComponent
 from cosimrun.components.sources import Step
 from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded
@@ -115,12 +115,6 @@ class Clock(OdeComponent):
 
     def derivatives(self, t, x, u):
         return np.ones(1)
-
-
-def fmu(name: str, path: Path, **params: Any) -> FMUComponent:
-    comp = FMUComponent(name)
-    comp.set_parameters(path=str(path), **params)
-    return comp
 
 
 def oscillator(path: Path, t_discard: float = T_DISCARD, cut: float | None = None, fmu_first: bool = False,
