@@ -200,7 +200,7 @@ def fast_functions(dll: Any) -> dict[str, Any]:
 
 
 def from_c(type_name: str, value: Any) -> Any:
-    """A value read through ``fmi2Get*`` as Python value (``bool``, ``str`` for Boolean and String)."""
+    """A value read through ``fmi2Get*`` or ``fmi3Get*`` as Python value (``bool``, ``str`` for Boolean and String)."""
     if type_name == "Boolean":
         return bool(value)
     if type_name == "String":

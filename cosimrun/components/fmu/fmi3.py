@@ -133,13 +133,8 @@ def read_value(inst: Instance, var: FMUVariable) -> tuple[int, Any]:
     return status, from_c(var.fmi_type, buf[var.index or 0])
 
 
-def from_c(fmi_type: str, value: Any) -> Any:
-    """A value read through ``fmi3Get*`` as Python value (``bool``, ``str``, ``float`` for Float32 ...)."""
-    if fmi_type == "Boolean":
-        return bool(value)
-    if fmi_type == "String":
-        return (value or b"").decode("utf-8", "replace")
-    return value
+from_c = fmi2.from_c
+"""A value read through ``fmi3Get*`` as Python value, as in FMI 2 (``bool`` and ``str`` for Boolean and String)."""
 
 
 class StepResult:
