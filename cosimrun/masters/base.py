@@ -757,7 +757,7 @@ class ExplicitMaster(Master):
 
     ``step_control: error`` chooses each communication step from the coupling
     error estimated over the last one (``rtol``, ``atol``, ``min_step``,
-    ``max_step``; ``run.dt`` is the first step; see :mod:`.step_control`).
+    ``max_step``; the first step is ``rtol * run.dt``; see :mod:`.step_control`).
     """
 
     extrapolation: int = 0
@@ -859,7 +859,7 @@ class ExplicitMaster(Master):
         self._control = ErrorControl(real, self._coupling_kinds(real), self._ex_order, rtol=self.rtol,
                                      atol=self.atol, min_step=min_step, max_step=max_step)
         self._control.start(t0)
-        self._next_step = min(max_step, max(min_step, clock.dt))
+        self._next_step = min(max_step, max(min_step, self.rtol * clock.dt if self.rtol > 0 else clock.dt))
         self._rejects = all(c.can_always_roll_back for c in self.order)
         self.step_log = self._control.log
         self.stats.step_control = "error"

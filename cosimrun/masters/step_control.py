@@ -30,10 +30,15 @@ shrinking by at most 5 per step, within ``[min_step, max_step]``. A step that
 is already ``min_step`` is accepted whatever its norm (a discontinuity inside
 it cannot be resolved further) and counted in ``steps_over_tolerance``.
 
-The first step of a run is ``run.dt`` and stands: with one sample there is
-nothing to extrapolate from, and a signal that starts at zero has no magnitude
-yet to be relative to (its norm is logged as NaN). From the second step on
-the estimates have the extrapolation's order as soon as enough samples exist.
+The first step of a run stands unestimated (its norm is logged as NaN): with
+one sample there is nothing to extrapolate from, every input is held over it,
+and a signal that starts at zero has no magnitude yet to be relative to. The
+masters therefore make it short, ``rtol * run.dt`` (within ``[min_step,
+max_step]``), so that its error, ``h |y'|`` for a held input, is ``rtol`` times
+what a step of ``run.dt`` would make; the controller then grows the step by
+up to 5 per step (about ``log5(1/rtol)`` steps to reach ``run.dt``). From the
+second step on the estimates have the extrapolation's order as soon as enough
+samples exist.
 """
 
 from __future__ import annotations
