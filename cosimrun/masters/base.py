@@ -682,6 +682,12 @@ class Master:
         self.recorder.event(t, 0, name, self._cut_events.get(name, DISCARD_EVENT))
         self.stats.discards += 1
 
+    def check_run(self, t0: float, tf: float, dt: float) -> None:
+        """Refuse, before the run, a run from *t0* to *tf* by *dt* that this (set-up) master cannot take with this
+        system: a :class:`ConfigError` keyed by the master setting at fault, if any (see :meth:`run`, which
+        checks the same)."""
+        self._check_fixed_steps(Clock(t0, dt, tf))
+
     # ------------------------------------------------------------------ FMUs that take fixed steps only
     def _check_fixed_steps(self, clock: Clock) -> None:
         """Refuse, before the first step, a run that would certainly step a fixed-step FMU by another step size.
@@ -844,14 +850,18 @@ class ExplicitMaster(Master):
         return b, t1, discarded
 
     # ------------------------------------------------------------------ error-controlled steps
+    def check_run(self, t0: float, tf: float, dt: float) -> None:
+        super().check_run(t0, tf, dt)
+        if self.step_control == "error" and self._fixed:
+            raise ConfigError("step_control", (
+                f"'error' cannot be used: FMU component {self._fixed[0].name!r} cannot handle variable "
+                f"communication step sizes ({VARIABLE_STEP_FLAG}); use step_control=fixed"))
+
     def _start_error_control(self, t0: float) -> None:
         """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`)."""
         assert self.system is not None
         clock = self.clock
-        if self._fixed:
-            raise ConfigError("step_control", (
-                f"'error' cannot be used: FMU component {self._fixed[0].name!r} cannot handle variable "
-                f"communication step sizes ({VARIABLE_STEP_FLAG}); use step_control=fixed"))
+        self.check_run(t0, clock.time(clock.end), clock.dt)
         span = clock.time(clock.end) - t0
         min_step = self.min_step if self.min_step is not None else 1e-6 * clock.dt
         max_step = self.max_step if self.max_step is not None else max(span, clock.dt)

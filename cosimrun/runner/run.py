@@ -73,6 +73,10 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
         raise _missing_initial_value(exc) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
+    try:
+        exp.master.check_run(exp.run.t0, exp.run.tf, exp.run.dt)
+    except ConfigError as exc:
+        raise (exc.within("master") if exc.key else exc) from None
     exp.recorded = recorded_ports(exp.system, exp.storage.record)
     return exp
 

@@ -28,6 +28,7 @@ from cosimrun.config.build import build_master, unknown_key
 from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
 from cosimrun.masters.stepsize import Clock
+from cosimrun.runner.run import prepare
 from cosimrun.storage import load_results
 from cosimrun.system import System
 
@@ -192,18 +193,36 @@ def test_the_hybrid_master_says_why_it_has_no_step_control() -> None:
     assert "jacobi, gauss_seidel and ijcsa" in str(err)
 
 
-def test_step_control_is_refused_with_a_fixed_step_fmu(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def fixed_step_fmu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fmus.builders import discard
 
+    return discard(tmp_path_factory.mktemp("fixed"), variable_step=False)
+
+
+def test_step_control_is_refused_with_a_fixed_step_fmu(fixed_step_fmu: Path) -> None:
     from cosimrun.components.fmu import FMUComponent
 
-    fmu = FMUComponent("fixed")
-    fmu.set_parameters(path=str(discard(tmp_path, variable_step=False)))
+    fmu = FMUComponent("f")
+    fmu.set_parameters(path=str(fixed_step_fmu))
     system = System("fixed_step")
     system.add_component(fmu)
     with pytest.raises(ConfigError, match="cannot handle variable communication step sizes") as err:
         system.run(0.0, 1.0, 0.1, master=Jacobi(step_control="error"))
     assert err.value.key == "step_control"
+
+
+@pytest.mark.parametrize(("master", "tf", "key", "words"), [
+    ({"name": "jacobi", "step_control": "error"}, 1.0, "master.step_control", "use step_control=fixed"),
+    ({"name": "gauss_seidel"}, 1.05, None, "run.tf=1.05 is not on the grid"),
+])
+def test_runs_a_fixed_step_fmu_cannot_take_are_refused_before_they_start(fixed_step_fmu: Path, master, tf: float,
+                                                                         key: str | None, words: str) -> None:
+    cfg = {"name": "fixed", "run": {"t0": 0.0, "tf": tf, "dt": 0.1}, "master": master,
+           "components": {"f": {"type": "fmu", "params": {"path": str(fixed_step_fmu)}}}}
+    with pytest.raises(ConfigError, match=words) as err:
+        prepare(cfg)
+    assert err.value.key == key
 
 
 def test_a_cli_run_stores_its_steps_for_xarray(tmp_path: Path) -> None:
