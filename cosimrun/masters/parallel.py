@@ -6,8 +6,9 @@ of another entry of the same run. Under Jacobi that is the whole plan; under
 Gauss-Seidel and the hybrid master's trial plan, which follow the priority
 order, it is (at most) the components of one priority level. In a batch, the
 components that declare :attr:`~cosimrun.core.component.CoSimComponent.steps_in_parallel`
-(FMUs: their C step releases the GIL) step concurrently on the run's threads;
-the others step on the main thread, in plan order, after them.
+(FMUs: their C step releases the GIL) step concurrently on the run's threads,
+the main thread among them; the others step on the main thread, in plan order,
+after them.
 
 **Bitwise the same as serial stepping.** The fresh reads and input pushes of
 a whole batch are done first, on the main thread and in plan order; no member
@@ -28,25 +29,37 @@ pool threads are started by the main thread, whose floating-point environment
 they inherit, and :meth:`ParallelStepper.close` joins them when the run ends,
 however it ends.
 
-**When it pays off.** Handing steps to other threads costs a thread wake-up
-each way per batch (some 10 µs on a typical machine, 40 µs on a small cloud VM),
-so every batch measures its wall time both ways and steps in parallel only
-while that is the faster way. The first :data:`TIMED` steps of a window are
-timed, taken alternately the way judged slower and the way judged faster;
-each way's time is the least of its samples (noise only adds time). A window that
-changes nothing makes the next one twice as long (up to :data:`MAX_WINDOW`
-steps), so probing a way that does not pay costs next to nothing. A batch
-whose serial step takes less than :data:`MIN_BATCH_S` cannot gain and always
-steps serially.
+**Hand-offs.** The main thread and the pool threads take the pooled
+components of a batch one at a time from one shared iterator, so the main
+thread steps its share instead of waiting idle, and a batch costs one hand-off
+to each pool thread it needs and one wait for each one's end. A waiting thread
+(a pool thread between batches, the main thread for a batch's end) polls for
+up to :data:`SPIN_S`, yielding its core and the GIL in between, before it
+blocks: waking a blocked thread costs 40-90 µs on a small cloud VM, and the
+next macro step usually hands over its batch well within that time. What
+remains per batch is the GIL: a pool thread needs it for the Python part of
+each step, and a thread waiting for the GIL sleeps, so a batch still costs
+about one wake-up more than its longest share.
+
+**When it pays off.** Every batch measures its wall time both ways and steps
+in parallel only while that is the faster way. The first :data:`TIMED` steps
+of a window are timed, taken alternately the way judged slower and the way
+judged faster; each way's time is the least of its samples in the window
+(noise only adds time). A window that does not change the faster way makes the
+next one twice as long (up to :data:`MAX_WINDOW` steps), so probing a way that
+does not pay costs next to nothing. A batch whose serial step takes less than
+:data:`MIN_BATCH_S` cannot gain and always steps serially.
 """
 
 from __future__ import annotations
 
 import math
-import queue
+import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -61,6 +74,8 @@ WINDOW = 100
 """Steps of a batch's first window; its wall time each way is the least measured in a window."""
 MAX_WINDOW = 1600
 """Longest window: one doubles each time the faster way stays the same."""
+SPIN_S = 200e-6
+"""How long a thread waiting for a batch or for its end polls before it blocks (seconds)."""
 TIMED = 4
 """Steps at the start of each window that are timed, taken alternately the way judged slower (to measure it
 again) and the way judged faster, so that both ways' least times come from as many samples of the same moment."""
@@ -102,6 +117,7 @@ class Batch:
     _phase: int = 0
     _window: int = WINDOW
     _least: list[float] = field(init=False)
+    _faster_before: bool | None = None
 
     def __post_init__(self) -> None:
         self.concurrent = frozenset(self.pooled)
@@ -125,22 +141,20 @@ class Batch:
         return (parallel < serial) != (phase < TIMED and phase % 2 == 0)
 
     def measured(self, parallel: bool, seconds: float) -> None:
-        """Note the wall time of a timed step (the first of each way counts at once)."""
+        """Note the wall time of a timed step: the way's time is now the least of its samples in this window."""
         way = int(parallel)
-        self._least[way] = min(self._least[way], seconds)
-        if parallel and self.parallel_s is None:
-            self.parallel_s = seconds
-        elif not parallel and self.serial_s is None:
-            self.serial_s = seconds
+        least = self._least[way] = min(self._least[way], seconds)
+        if parallel:
+            self.parallel_s = least
+        else:
+            self.serial_s = least
 
     def _next_window(self) -> None:
-        """Take each way's least time of the window that ends; a window that changed nothing makes the next longer."""
-        before = self._faster_way()
-        serial, parallel = self._least
-        self.serial_s = serial if serial < math.inf else self.serial_s
-        self.parallel_s = parallel if parallel < math.inf else self.parallel_s
+        """Start a window; one after a window that did not change the faster way is twice as long."""
+        faster = self._faster_way()
+        self._window = min(2 * self._window, MAX_WINDOW) if self._faster_before in (None, faster) else WINDOW
+        self._faster_before = faster
         self._least = [math.inf, math.inf]
-        self._window = min(2 * self._window, MAX_WINDOW) if self._faster_way() == before else WINDOW
 
     def _faster_way(self) -> bool | None:
         serial, parallel = self.serial_s, self.parallel_s
@@ -219,6 +233,72 @@ def _step_pooled(batch: Batch, i: int, t: float, h: float) -> BaseException | No
     return _step_one(comp, t, h)
 
 
+_yield: Callable[[], None] = getattr(os, "sched_yield", partial(time.sleep, 0))
+"""Lets other ready threads run on this core, with the GIL released."""
+
+
+def acquire_polling(lock: threading.Lock) -> None:
+    """Acquire *lock*, waiting first up to :data:`SPIN_S` in a loop that yields the core and the GIL, then blocked.
+
+    Waking a blocked thread costs 40-90 µs on a small cloud VM whose idle
+    cores halt; a thread whose lock is released while it still polls skips that
+    wake-up (it still waits for the GIL like any thread, and may sleep there).
+    """
+    if lock.acquire(False):
+        return
+    deadline = time.perf_counter() + SPIN_S
+    while time.perf_counter() < deadline:
+        _yield()
+        if lock.acquire(False):
+            return
+    lock.acquire()
+
+
+def _take(batch: Batch, pending: Iterator[int], outcomes: list[BaseException | None], t: float, h: float) -> None:
+    """Step the pooled components of *batch* that *pending* (shared by the threads of the batch) hands out."""
+    for i in pending:
+        outcomes[i] = _step_pooled(batch, i, t, h)
+
+
+class _Worker:
+    """A pool thread: the main thread hands it a task by releasing ``todo``, it tells the end by releasing ``done``."""
+
+    def __init__(self, name: str, errors: dict[str, str]) -> None:
+        self.task: Callable[[], None] | None = None
+        self.todo, self.done = threading.Lock(), threading.Lock()
+        self.todo.acquire()
+        self.done.acquire()
+        self.thread = threading.Thread(target=self._run, args=(errors,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, errors: dict[str, str]) -> None:
+        np.seterr(**errors)
+        while True:
+            acquire_polling(self.todo)
+            task = self.task
+            if task is None:
+                return
+            try:
+                task()
+            finally:  # the main thread waits for this whatever happens
+                self.done.release()
+
+    def start(self, task: Callable[[], None]) -> None:
+        """Hand *task* to the thread."""
+        self.task = task
+        self.todo.release()
+
+    def finish(self) -> None:
+        """Wait until the thread has done its task."""
+        acquire_polling(self.done)
+
+    def stop(self) -> None:
+        """End the thread and wait for it."""
+        self.task = None
+        self.todo.release()
+        self.thread.join()
+
+
 class ParallelStepper:
     """Steps plans for a master with ``parallel`` on, over one run: ``threads - 1`` pool threads and the main one.
 
@@ -232,37 +312,16 @@ class ParallelStepper:
         self.threads = threads
         self.stats = stats
         self._segments: dict[int, tuple[list[Step], list[Segment]]] = {}
-        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         errors = np.geterr()
-        self._workers = [threading.Thread(target=self._work, args=(errors,), name=f"cosimrun-step-{i}", daemon=True)
-                         for i in range(threads - 1)]
-        for worker in self._workers:
-            worker.start()
+        self._workers = [_Worker(f"cosimrun-step-{i}", errors) for i in range(threads - 1)]
         stats.parallel_threads = threads
 
     def close(self) -> None:
-        """Drop any step not started, stop the pool threads, wait for them and free the batches' snapshots."""
-        while True:
-            try:
-                self._tasks.get_nowait()
-            except queue.Empty:
-                break
-        for _ in self._workers:
-            self._tasks.put(None)
-        for worker in self._workers:
-            worker.join()
-        self._workers = []
+        """Stop the pool threads, wait for them and free the batches' snapshots."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
         self._segments.clear()
-
-    def _work(self, errors: dict[str, str]) -> None:
-        np.seterr(**errors)
-        tasks = self._tasks
-        while True:
-            task = tasks.get()
-            if task is None:
-                return
-            batch, i, t, h, done = task
-            done.put((i, _step_pooled(batch, i, t, h)))
 
     # ------------------------------------------------------------------ stepping
     def step(self, plan: list[Step], t: float, h: float) -> None:
@@ -292,12 +351,12 @@ class ParallelStepper:
         steps = batch.steps
         step_serially(batch.reads, t, h)
         outcomes = self._run_pooled(batch, t, h)
-        for exc in outcomes.values():
+        for exc in outcomes:
             if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM while the main thread stepped: not a failure
                 raise exc
         concurrent = batch.concurrent
         for i, (comp, _, _) in enumerate(steps):
-            exc = outcomes.get(i) if i in concurrent else _step_one(comp, t, h)
+            exc = outcomes[i] if i in concurrent else _step_one(comp, t, h)
             if exc is None:
                 continue
             if isinstance(exc, StepDiscarded):
@@ -307,35 +366,21 @@ class ParallelStepper:
                         steps[j][0].restore_state(snap, t)
             raise exc
 
-    def _run_pooled(self, batch: Batch, t: float, h: float) -> dict[int, BaseException]:
+    def _run_pooled(self, batch: Batch, t: float, h: float) -> list[BaseException | None]:
         """Step the pooled components of *batch* on the pool and the main thread; their exceptions by position.
 
         Returns only once every one of them has finished, also when the main
-        thread is interrupted while it waits.
+        thread is interrupted meanwhile.
         """
-        tasks = self._tasks
-        done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
-        for i in batch.pooled:
-            tasks.put((batch, i, t, h, done))
-        outcomes: dict[int, BaseException] = {}
-        waiting = len(batch.pooled)
-        while True:
-            try:
-                _, i, _, _, _ = tasks.get_nowait()
-            except queue.Empty:
-                break
-            exc = _step_pooled(batch, i, t, h)
-            waiting -= 1
-            if exc is not None:
-                outcomes[i] = exc
+        pending = iter(batch.pooled)
+        outcomes: list[BaseException | None] = [None] * len(batch.steps)
+        workers = self._workers[:len(batch.pooled) - 1]
+        task = partial(_take, batch, pending, outcomes, t, h)
+        for worker in workers:
+            worker.start(task)
         try:
-            while waiting:
-                i, exc = done.get()
-                waiting -= 1
-                if exc is not None:
-                    outcomes[i] = exc
+            task()
         finally:
-            while waiting:  # interrupted: no component may still be stepping when the run goes on to fail
-                done.get()
-                waiting -= 1
+            for worker in workers:  # no component may still be stepping when the run goes on (or fails)
+                worker.finish()
         return outcomes

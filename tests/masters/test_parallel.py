@@ -11,6 +11,7 @@ threads (``Batch.parallel_now``), while the policy itself is tested apart.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,19 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert not step_threads()
 
 
+@pytest.mark.parametrize("spin", [0.0, 10.0], ids=["blocking", "polling"])
+def test_threads_that_block_and_threads_that_poll_step_the_same_bits(
+    spin: float, fmus: dict[str, Path], always_parallel: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread handed a batch (or waiting for one's end) blocks at once, or polls through the whole run."""
+    reference = run(mixed_system(fmus, discards=True), Jacobi())
+    monkeypatch.setattr(parallel, "SPIN_S", spin)
+    result = run(mixed_system(fmus, discards=True), Jacobi(parallel=2))
+    assert always_parallel == {"MainThread", "cosimrun-step-0"}
+    assert_bitwise_equal(result, reference)
+    assert not step_threads()
+
+
 @pytest.mark.parametrize("name", ["jacobi", "gauss_seidel", "hybrid"])
 def test_an_fmu_without_fmu_state_steps_on_the_main_thread_where_it_cannot_be_undone(
     name: str, fmus: dict[str, Path], always_parallel: set[str]
@@ -296,6 +310,48 @@ def test_an_exception_in_a_worker_thread_is_raised_as_it_is_and_the_threads_end(
     assert not step_threads()
 
 
+def test_an_interrupted_main_thread_waits_for_the_threads_steps_before_it_raises(
+    fmus: dict[str, Path], always_parallel: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C on the main thread while a pool thread steps: the run ends with it once no step is running."""
+    running: list[str] = []
+    at_interrupt: list[list[str]] = []
+    step_pooled = parallel._step_pooled
+
+    def interrupted(batch: parallel.Batch, i: int, t: float, h: float) -> BaseException | None:
+        if threading.current_thread() is threading.main_thread() and t >= 0.3 - 1e-12:
+            deadline = time.monotonic() + 5.0
+            while not running and time.monotonic() < deadline:  # the pool thread takes the other FMU meanwhile
+                time.sleep(1e-4)
+            at_interrupt.append(list(running))
+            raise KeyboardInterrupt
+        return step_pooled(batch, i, t, h)
+
+    def stepping(comp: FMUComponent) -> Callable[[float, float], None]:
+        def do_step(t: float, dt: float) -> None:
+            running.append(comp.name)
+            try:
+                threading.Event().wait(2e-3)
+                FMUComponent.do_step(comp, t, dt)
+            finally:
+                running.remove(comp.name)
+
+        return do_step
+
+    monkeypatch.setattr(parallel, "_step_pooled", interrupted)
+    system = System("s")
+    for name in ("a", "b"):
+        comp = system.add_component(fmu(name, fmus["discard"]))
+        comp.do_step = stepping(comp)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            run(system, Jacobi(parallel=2))
+        finally:
+            at_interrupt.append(list(running))
+    assert at_interrupt == [["b"], []]
+    assert not step_threads()
+
+
 # ---------------------------------------------------------------------------- settings
 @pytest.mark.parametrize(("value", "message"), [
     (0, "0 is not valid"),
@@ -364,6 +420,15 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
         choices.append(noisy.parallel_now())
         noisy.measured(choices[-1], (0.6e-3 if k % 2 else 5e-3) if choices[-1] else 1e-3)
     assert noisy.parallel_s == 0.6e-3 and choices.count(False) == 2 * probes
+    late = parallel.Batch([], [], [0, 1], [])  # the first parallel step waited for a thread to wake up
+    samples = iter([1e-3, 2e-3, 0.6e-3, 0.6e-3])
+    choices = []
+    for _ in range(window):
+        choices.append(late.parallel_now())
+        if late.timed:
+            late.measured(choices[-1], next(samples))
+    assert choices[:timed] == [False, True, True, True]  # the faster sample of the window counts at once
+    assert all(choices[timed:]) and late.parallel_s == 0.6e-3
 
 
 def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) -> None:
