@@ -45,9 +45,10 @@ about one wake-up more than its longest share.
 in parallel only while that is the faster way. The first :data:`TIMED` steps
 of a window are timed, taken alternately the way judged slower and the way
 judged faster; each way's time is the least of its samples in the window
-(noise only adds time). A window that does not change the faster way makes the
-next one twice as long (up to :data:`MAX_WINDOW` steps), so probing a way that
-does not pay costs next to nothing. A batch whose serial step takes less than
+(noise only adds time), taken once they are all in (in the first window, at
+once). A window that does not change the faster way makes the next one twice
+as long (up to :data:`MAX_WINDOW` steps), so probing a way that does not pay
+costs next to nothing. A batch whose serial step takes less than
 :data:`MIN_BATCH_S` cannot gain and always steps serially.
 """
 
@@ -118,6 +119,7 @@ class Batch:
     _window: int = WINDOW
     _least: list[float] = field(init=False)
     _faster_before: bool | None = None
+    _first: bool = True
 
     def __post_init__(self) -> None:
         self.concurrent = frozenset(self.pooled)
@@ -141,19 +143,25 @@ class Batch:
         return (parallel < serial) != (phase < TIMED and phase % 2 == 0)
 
     def measured(self, parallel: bool, seconds: float) -> None:
-        """Note the wall time of a timed step: the way's time is now the least of its samples in this window."""
+        """Note the wall time of a timed step.
+
+        Each way's time becomes the least of its samples in the window once the
+        window's timed steps are all taken, so that one noisy sample cannot
+        flip the choice; in the first window, which has no times yet, at once.
+        """
         way = int(parallel)
-        least = self._least[way] = min(self._least[way], seconds)
-        if parallel:
-            self.parallel_s = least
-        else:
-            self.serial_s = least
+        self._least[way] = min(self._least[way], seconds)
+        if self._first or self._phase >= TIMED:
+            serial, parallel_s = self._least
+            self.serial_s = serial if serial < math.inf else self.serial_s
+            self.parallel_s = parallel_s if parallel_s < math.inf else self.parallel_s
 
     def _next_window(self) -> None:
         """Start a window; one after a window that did not change the faster way is twice as long."""
         faster = self._faster_way()
         self._window = min(2 * self._window, MAX_WINDOW) if self._faster_before in (None, faster) else WINDOW
         self._faster_before = faster
+        self._first = False
         self._least = [math.inf, math.inf]
 
     def _faster_way(self) -> bool | None:

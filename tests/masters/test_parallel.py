@@ -429,6 +429,15 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
             late.measured(choices[-1], next(samples))
     assert choices[:timed] == [False, True, True, True]  # the faster sample of the window counts at once
     assert all(choices[timed:]) and late.parallel_s == 0.6e-3
+    steady = parallel.Batch([], [], [0, 1], [])  # serial faster; a later window opens with one noisy serial sample
+    samples = iter([1e-3, 2e-3, 1e-3, 2e-3] + [2e-3, 5e-3, 2e-3, 1e-3])
+    choices = []
+    for _ in range(2 * window):
+        choices.append(steady.parallel_now())
+        if steady.timed:
+            steady.measured(choices[-1], next(samples))
+    assert choices[window:window + timed] == [True, False, True, False]  # the probes, then the faster way
+    assert not any(choices[window + timed:]) and (steady.serial_s, steady.parallel_s) == (1e-3, 2e-3)
 
 
 def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) -> None:
