@@ -678,9 +678,26 @@ class Master:
 
     def _note_discard(self, t: float, name: str) -> None:
         """Record the ``discard`` event of FMU *name* at the accepted instant *t* (its last successful time), or the
-        FMU's own event there (an FMI 3 early return: ``early_return``)."""
+        FMU's own event there (an FMI 3 early return: ``early_return``), which the FMU then handles; the sample
+        after it is taken at micro step 1 (the one before it was just taken)."""
         self.recorder.event(t, 0, name, self._cut_events.get(name, DISCARD_EVENT))
         self.stats.discards += 1
+        self._handle_step_events(t, logged=name)
+
+    def _handle_step_events(self, t: float, logged: str | None = None) -> None:
+        """Handle at the accepted instant *t* the events components ended their steps on
+        (:attr:`~cosimrun.core.component.CoSimComponent.pending_event`): each is recorded at micro 0 (that of
+        the component named *logged* already is), handled, and the sample after them is taken at micro 1."""
+        pending = [(c, c.pending_event) for c in self.order if c.pending_event is not None]
+        if not pending:
+            return
+        for comp, event in pending:
+            if comp.name != logged:
+                self.recorder.event(t, 0, comp.name, event)
+                self.stats.events += 1
+            comp.handle_event([event], t, 1)
+        self.settle(t)
+        self.recorder.sample(t, 1)
 
     def check_run(self, t0: float, tf: float, dt: float) -> None:
         """Refuse, before the run, a run from *t0* to *tf* by *dt* that this (set-up) master cannot take with this
@@ -939,6 +956,8 @@ class ExplicitMaster(Master):
         self.recorder.sample(t1)
         if discarded is not None:
             self._note_discard(t1, discarded)
+        else:
+            self._handle_step_events(t1)
         if self._events is not None:
             self._handle_events(t1, h)
 

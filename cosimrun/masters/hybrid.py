@@ -204,6 +204,8 @@ class Hybrid(Master):
         pending, self._pending = self._pending, None
         if pending is not None and pending[0] == t1:
             self._note_discard(t1, pending[1])
+        else:
+            self._handle_step_events(t1)
 
     def _switch_modes(self, t: float) -> None:
         """Switch modes at the accepted instant *t*; arm the indicators of the modes now active."""

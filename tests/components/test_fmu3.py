@@ -48,10 +48,10 @@ def impacts(tf: float = TF) -> list[float]:
     return out
 
 
-def analytic(t: float) -> tuple[float, float, int]:
-    """``(h, v, bounces)`` at *t*, after the bounce at an impact instant (to ``TIME_TOL``)."""
+def analytic(t: float, before: bool = False) -> tuple[float, float, int]:
+    """``(h, v, bounces)`` at *t*, after the bounce at an impact instant (to ``TIME_TOL``), or *before* it."""
     times = impacts(t + 1.0)
-    k = sum(1 for ti in times if ti <= t + TIME_TOL)
+    k = sum(1 for ti in times if ti <= t + TIME_TOL) - (1 if before else 0)
     if k == 0:
         return H0 - 0.5 * G * t * t, -G * t, 0
     tau, v_up = t - times[k - 1], math.sqrt(2.0 * G * H0) * E**k
@@ -123,11 +123,13 @@ def test_early_return_makes_each_impact_a_communication_point(ball3: Path, maste
     assert {(e[1], e[2]) for e in result.events} == {("ball", "early_return")}
     np.testing.assert_allclose([e[0].t for e in result.events], expected, rtol=0, atol=TIME_TOL)
     assert result.stats.discards == len(expected) == 4
-    for ti in expected:  # each impact is a sample, after the bounce (handled in the FMU's event mode)
+    for ti in expected:  # each impact: a sample before the bounce, one after (handled in the FMU's event mode)
         k = np.flatnonzero(np.abs(t - ti) <= TIME_TOL)
-        assert len(k) == 1 and h[k[0]] == 0.0 and v[k[0]] > 0.0
-    for ti, hi, vi, ni in zip(t, h, v, bounces, strict=True):
-        ha, va, na = analytic(ti)
+        assert len(k) == 2 and t[k[0]] == t[k[1]] and v[k[0]] < 0.0 < v[k[1]]
+        assert h[k[0]] == pytest.approx(0.0, abs=1e-12) and h[k[1]] == 0.0
+    before = np.r_[t[1:] == t[:-1], False]
+    for ti, hi, vi, ni, first in zip(t, h, v, bounces, before, strict=True):
+        ha, va, na = analytic(ti, before=first)
         assert (hi, vi, ni) == (pytest.approx(ha, abs=1e-12), pytest.approx(va, abs=1e-12), na)
     _, scaled = result.history.get_port_trajectory("ball", "scaled[3]")
     np.testing.assert_array_equal(scaled, 3.0 * h + 2)  # array input gain[3] at its start value, Int16 offset
@@ -142,13 +144,11 @@ def test_same_run_as_fmpy_simulate_fmu(ball3: Path) -> None:
     t, h = result.history.get_port_trajectory("ball", "h")
     _, v = result.history.get_port_trajectory("ball", "v")
     _, n = result.history.get_port_trajectory("ball", "bounces")
-    # FMPy samples an impact twice (before and after the event), cosimrun once (after): compare the last of each
-    ref_t = np.array(reference["time"])
-    last = np.r_[ref_t[1:] != ref_t[:-1], True]
-    np.testing.assert_allclose(t, ref_t[last], rtol=0, atol=TIME_TOL)
-    np.testing.assert_allclose(h, reference["h"][last], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(v, reference["v"][last], rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(n, reference["bounces"][last])
+    # both sample an impact twice: before the event and after it
+    np.testing.assert_allclose(t, reference["time"], rtol=0, atol=TIME_TOL)
+    np.testing.assert_allclose(h, reference["h"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(v, reference["v"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(n, reference["bounces"])
     # no search: one trial per communication point (20 grid steps and the 4 impacts), none to locate an event
     assert result.stats.trial_steps == result.stats.macro_steps == 24 and result.stats.event_trial_steps == []
 
@@ -188,6 +188,22 @@ def test_passive_fmu_without_rollback_is_cut_at_its_impacts_too(ball3_norollback
         fmu("b", ball3_norollback).snapshot_state()
 
 
+def test_an_event_at_a_step_end_is_recorded_with_the_samples_before_and_after_it(ball3: Path) -> None:
+    from cosimrun.components.sources import Step
+
+    system = System("s")
+    ball = system.add_component(fmu("ball", ball3))
+    cut = system.add_component(Step("cut"))
+    t1 = impacts()[0]
+    cut.set_parameters(step_time=t1)  # a time event: a communication point at the first impact
+    result = system.run(0.0, 0.5, DT, master=Jacobi())
+    events = [(e[0].t, e[1], e[2]) for e in result.events]
+    assert events == [(t1, "ball", "event")] and result.stats.discards == 0
+    t, v = result.history.get_port_trajectory("ball", "v")
+    k = np.flatnonzero(t == t1)
+    assert len(k) == 2 and v[k[0]] < 0.0 < v[k[1]] and ball.pending_event is None
+
+
 # ---------------------------------------------------------------------------- rollback
 def test_rollback_through_fmu_states_also_across_an_event(ball3: Path) -> None:
     ball = fmu("b", ball3)
@@ -198,12 +214,17 @@ def test_rollback_through_fmu_states_also_across_an_event(ball3: Path) -> None:
         ball.do_step(0.4, 0.1)
     assert caught.value.last_successful_time == pytest.approx(impacts()[0], abs=TIME_TOL)
     assert ball.t == caught.value.last_successful_time
+    assert ball.pending_event == "early_return" and ball.outputs["bounces"].value == 0  # before the event
+    assert ball.outputs["v"].value < 0.0
+    ball.handle_event([ball.pending_event], ball.t)
     after = {name: port.value for name, port in ball.outputs.items()}
     assert after["h"] == 0.0 and after["bounces"] == 1 and after["phase"] == "rising" and after["falling"] is False
+    assert ball.pending_event is None
     ball.restore_state(snap, 0.4)
     assert ball.outputs["bounces"].value == 0 and ball.outputs["v"].value == pytest.approx(-G * 0.4, abs=1e-12)
     with pytest.raises(StepDiscarded):
         ball.do_step(0.4, 0.1)
+    ball.handle_event([ball.pending_event], ball.t)
     assert {name: port.value for name, port in ball.outputs.items()} == after
     ball.do_step(ball.t, 0.5 - ball.t)
     assert ball.outputs["h"].value == pytest.approx(analytic(0.5)[0], abs=1e-12)

@@ -280,6 +280,7 @@ class FMULifecycle(FMUBase):
         for port, value in snapshot.ports:
             port.value = value
         self.t = snapshot.t
+        self._event_pending = self.pending_event = None
 
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:

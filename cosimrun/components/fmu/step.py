@@ -34,6 +34,8 @@ from cosimrun.errors import StepDiscarded
 VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 
 EARLY_RETURN_EVENT = "early_return"
+STEP_END_EVENT = "event"
+"""The event of an FMI 3 FMU that asks for event handling at the end of a step (``eventHandlingNeeded``)."""
 """The event recorded where an FMI 3 FMU returned early from ``fmi3DoStep`` at an event it handled there."""
 
 
@@ -56,6 +58,9 @@ class FMUStepping(FMUBase):
         self._pull_all: Callable[[], None] = nothing
         self._push_on_read = False
         self._fast_step: Callable[[float, float], None] = self._not_running
+        self._event_pending: float | None = None
+        """Time of an FMI 3 event (an early return, or one at a step's end) that waits for :meth:`handle_event`
+        (or the next step); :attr:`pending_event` names it."""
         self.fixed_step: float | None = None
         """The one step size of an FMU that cannot handle variable steps: that of its first step since it was
         instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
@@ -168,6 +173,8 @@ class FMUStepping(FMUBase):
         step_failed, step_ended = self._step_failed, self._step_ended
 
         def step(t: float, dt: float) -> None:
+            if self._event_pending is not None:
+                self._handle_pending_event()
             first = True
             while True:
                 push_all()
@@ -203,11 +210,15 @@ class FMUStepping(FMUBase):
 
         An event at the step's end (``eventHandlingNeeded`` without early
         return) is handled there in event mode. An early return at
-        ``lastSuccessfulTime`` inside the step handles the event there and
-        raises :class:`StepDiscarded` with the component's time and outputs at
-        that instant and ``event="early_return"``, as FMI 2's discard does: the
-        masters make it the communication point of every component (no search:
-        the FMU names the instant) and record an ``early_return`` event there.
+        ``lastSuccessfulTime`` inside the step raises :class:`StepDiscarded`
+        with the component's time and outputs at that instant, before its event,
+        and ``event="early_return"``, as FMI 2's discard does: the masters make
+        it the communication point of every component (no search: the FMU names
+        the instant), record the sample before the event and an
+        ``early_return`` event there, then :meth:`handle_event` handles it in
+        the FMU's event mode and they record the sample after it (micro 1).
+        The FMU handles a pending event itself before its next step if nobody
+        did.
         An early return at the step's start (an event due at once)
         is handled and the step taken again (``True``: step again; once only,
         the *first* time).
@@ -218,16 +229,20 @@ class FMUStepping(FMUBase):
         end = t + dt
         if not result.early.value:
             if result.event.value and self._event_mode:
-                self._settle_events(end, enter=True)
+                self._leave_event(end, STEP_END_EVENT)
             return False
         last = result.last.value
         eps = 4.0 * math.ulp(max(abs(t), abs(end)))
         message = f"fmi3DoStep from t={t:.12g} with step {dt:.6g} returned early at t={last:.12g}"
         if not math.isfinite(last) or last < t - eps or last > end + eps:
             raise self._error(f"{message}, outside the step", t)
-        if result.event.value and self._event_mode:
+        at_end = abs(last - end) <= eps
+        if result.event.value and self._event_mode and at_end:
+            self._leave_event(end, EARLY_RETURN_EVENT)
+            return False
+        if result.event.value and self._event_mode and last <= t + eps:
             self._settle_events(last, enter=True)
-        if abs(last - end) <= eps:
+        if at_end:
             return False
         if last <= t + eps:
             if not (first and result.event.value):
@@ -240,6 +255,8 @@ class FMUStepping(FMUBase):
         self.t = last
         self._pull_all()
         event = EARLY_RETURN_EVENT if result.event.value else None
+        if event is not None and self._event_mode:
+            self._leave_event(last, event)
         raise StepDiscarded(f"{self._where()}: {message}" + (" (an event of the FMU, handled there)" if event else ""),
                             component=self.name, time=t, last_successful_time=last, event=event)
 
@@ -363,6 +380,24 @@ class FMUStepping(FMUBase):
 
     def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
         self._read_outputs()
+
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """An FMI 3 early return's event waits here: handled in the FMU's event mode (see :meth:`_step_ended`)."""
+        if self._event_pending is not None:
+            self._handle_pending_event()
+
+    def _leave_event(self, t: float, name: str) -> None:
+        """Leave the FMU's event at *t* for the master (:attr:`pending_event` = *name*): the sample before it is
+        taken first."""
+        self._event_pending = t
+        self.pending_event = name
+
+    def _handle_pending_event(self) -> None:
+        """Handle the event left at ``_event_pending`` in event mode; the outputs after it."""
+        t, self._event_pending, self.pending_event = self._event_pending, None, None
+        assert t is not None
+        self._settle_events(t, enter=True)
+        self._pull_all()
 
 
 # ------------------------------------------------------------------ the compiled step path
