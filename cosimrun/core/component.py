@@ -78,7 +78,10 @@ class CoSimComponent(ABC):
     pending_event: str | None = None
     """An event the component's last step ended on and left for the master (an FMI 3 FMU's event mode): the masters
     record it at the step's end (micro 0, after the sample before it), call :meth:`handle_event` with it and record
-    the sample after it (micro 1). ``None`` when there is none; rollback forgets it."""
+    the sample after it (micro 1). ``None`` when there is none; rollback forgets it. Only components that declare
+    :attr:`leaves_events` are asked."""
+    leaves_events: ClassVar[bool] = False
+    """Whether a step may end with a :attr:`pending_event`."""
     fixed_step_only: ClassVar[bool] = False
     """Whether the component must always be stepped by one step size (an FMU without
     ``canHandleVariableCommunicationStepSize``): the masters refuse or fail a run that would cut its steps."""

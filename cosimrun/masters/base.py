@@ -305,6 +305,7 @@ class Master:
         self._switchers = [c for c in comps.values() if isinstance(c, ModeSwitching)]
         self._timed = [c for c in comps.values() if c.max_step is not None or c.has_time_events]
         self._fixed = [c for c in self.order if fixed_step_only(c)]
+        self._event_leavers = [c for c in self.order if c.leaves_events]
         self._step_open = False
         self._control: ErrorControl | None = None
         self._next_step = 0.0
@@ -688,7 +689,7 @@ class Master:
         """Handle at the accepted instant *t* the events components ended their steps on
         (:attr:`~cosimrun.core.component.CoSimComponent.pending_event`): each is recorded at micro 0 (that of
         the component named *logged* already is), handled, and the sample after them is taken at micro 1."""
-        pending = [(c, c.pending_event) for c in self.order if c.pending_event is not None]
+        pending = [(c, c.pending_event) for c in self._event_leavers if c.pending_event is not None]
         if not pending:
             return
         for comp, event in pending:
@@ -956,7 +957,7 @@ class ExplicitMaster(Master):
         self.recorder.sample(t1)
         if discarded is not None:
             self._note_discard(t1, discarded)
-        else:
+        elif self._event_leavers:
             self._handle_step_events(t1)
         if self._events is not None:
             self._handle_events(t1, h)

@@ -204,7 +204,7 @@ class Hybrid(Master):
         pending, self._pending = self._pending, None
         if pending is not None and pending[0] == t1:
             self._note_discard(t1, pending[1])
-        else:
+        elif self._event_leavers:
             self._handle_step_events(t1)
 
     def _switch_modes(self, t: float) -> None:

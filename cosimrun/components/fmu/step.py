@@ -190,6 +190,11 @@ class FMUStepping(FMUBase):
         self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
 
     @property
+    def leaves_events(self) -> bool:  # type: ignore[override]
+        """True for an FMI 3 FMU with event mode: its events wait for the master (:attr:`pending_event`)."""
+        return self._event_mode
+
+    @property
     def _event_mode(self) -> bool:
         """Whether the FMU hands its events to cosimrun (FMI 3 ``hasEventMode``): it may then return early."""
         model = self.model
