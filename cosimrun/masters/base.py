@@ -487,7 +487,7 @@ class Master:
         report = stride
         try:
             recorder.sample(t0)
-            self._check_fixed_steps(clock)
+            self._check_run(clock)
             self._start_parallel()
             self.begin(t0)
             self._start_coupling_estimate(t0)
@@ -677,23 +677,20 @@ class Master:
             f"t={exc.last_successful_time:.12g} (fmi2Discard, its last successful time); the run cannot continue: "
             f"{why}", component=fmu.name, time=exc.time)
 
-    def _note_discard(self, t: float, name: str) -> None:
-        """Record the ``discard`` event of FMU *name* at the accepted instant *t* (its last successful time), or the
-        FMU's own event there (an FMI 3 early return: ``early_return``), which the FMU then handles; the sample
-        after it is taken at micro step 1 (the one before it was just taken)."""
-        self.recorder.event(t, 0, name, self._cut_events.get(name, DISCARD_EVENT))
-        self.stats.discards += 1
-        self._handle_step_events(t, logged=name)
-
-    def _handle_step_events(self, t: float, logged: str | None = None) -> None:
-        """Handle at the accepted instant *t* the events components ended their steps on
+    def _end_events(self, t: float, discarded: str | None) -> None:
+        """After the sample at the accepted instant *t*: record the cut by the FMU named *discarded* (if the step
+        was cut at its last successful time: a ``discard`` event, or the FMU's own, an FMI 3 ``early_return``),
+        then handle the events components ended their steps on
         (:attr:`~cosimrun.core.component.CoSimComponent.pending_event`): each is recorded at micro 0 (that of
-        the component named *logged* already is), handled, and the sample after them is taken at micro 1."""
+        the FMU named *discarded* already is), handled, and the sample after them is taken at micro 1."""
+        if discarded is not None:
+            self.recorder.event(t, 0, discarded, self._cut_events.get(discarded, DISCARD_EVENT))
+            self.stats.discards += 1
         pending = [(c, c.pending_event) for c in self._event_leavers if c.pending_event is not None]
         if not pending:
             return
         for comp, event in pending:
-            if comp.name != logged:
+            if comp.name != discarded:
                 self.recorder.event(t, 0, comp.name, event)
                 self.stats.events += 1
             comp.handle_event([event], t, 1)
@@ -702,9 +699,13 @@ class Master:
 
     def check_run(self, t0: float, tf: float, dt: float) -> None:
         """Refuse, before the run, a run from *t0* to *tf* by *dt* that this (set-up) master cannot take with this
-        system: a :class:`ConfigError` keyed by the master setting at fault, if any (see :meth:`run`, which
-        checks the same)."""
-        self._check_fixed_steps(Clock(t0, dt, tf))
+        system: a :class:`ConfigError` keyed by the master setting at fault, if any (:meth:`run` checks the same
+        before its first step)."""
+        self._check_run(Clock(t0, dt, tf))
+
+    def _check_run(self, clock: Clock) -> None:
+        """:meth:`check_run` on the run's *clock*."""
+        self._check_fixed_steps(clock)
 
     # ------------------------------------------------------------------ FMUs that take fixed steps only
     def _check_fixed_steps(self, clock: Clock) -> None:
@@ -868,8 +869,8 @@ class ExplicitMaster(Master):
         return b, t1, discarded
 
     # ------------------------------------------------------------------ error-controlled steps
-    def check_run(self, t0: float, tf: float, dt: float) -> None:
-        super().check_run(t0, tf, dt)
+    def _check_run(self, clock: Clock) -> None:
+        super()._check_run(clock)
         if self.step_control == "error" and self._fixed:
             raise ConfigError("step_control", (
                 f"'error' cannot be used: FMU component {self._fixed[0].name!r} cannot handle variable "
@@ -879,7 +880,6 @@ class ExplicitMaster(Master):
         """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`)."""
         assert self.system is not None
         clock = self.clock
-        self.check_run(t0, clock.time(clock.end), clock.dt)
         span = clock.time(clock.end) - t0
         min_step = self.min_step if self.min_step is not None else 1e-6 * clock.dt
         max_step = self.max_step if self.max_step is not None else max(span, clock.dt)
@@ -955,10 +955,7 @@ class ExplicitMaster(Master):
         """Record the accepted sample at *t1*, note a discard by the FMU named *discarded*, handle the events seen
         over the step (of length *h*)."""
         self.recorder.sample(t1)
-        if discarded is not None:
-            self._note_discard(t1, discarded)
-        elif self._event_leavers:
-            self._handle_step_events(t1)
+        self._end_events(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
 

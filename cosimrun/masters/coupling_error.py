@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -192,10 +192,17 @@ class CouplingErrorEstimate:
             out = np.where(kinds == "mean", held_mean, out)
         if np.any(kinds == "line"):
             h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
-            curvature = 2.0 * ((y1 - y0) / h - _slope(t, start, k - 1, k - 2)) / (h + np.where(h_prev > 0, h_prev, h))
-            line = np.where((known >= 2)[:, None], h * h / 8.0 * np.abs(curvature), 0.0)
+            error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
+            line = np.where((known >= 2)[:, None], error, 0.0)
             out = np.where(kinds == "line", line, out)
         return np.where(np.isfinite(out), out, math.inf)
+
+
+def line_error(h: Any, h_prev: Any, slope_before: Any, y0: Any, y1: Any) -> Any:
+    """The error ``h**2 / 8 |y''|`` of the line from *y0* to *y1* over a step *h*, with ``y''`` from the slope
+    *slope_before* over the previous step *h_prev* (scalars or arrays)."""
+    curvature = 2.0 * ((y1 - y0) / h - slope_before) / (h + h_prev)
+    return h * h / 8.0 * np.abs(curvature)
 
 
 def _span(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

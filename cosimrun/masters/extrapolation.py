@@ -11,8 +11,10 @@ equals feeding the polynomial, to one order less.
 
 from __future__ import annotations
 
+from typing import Any
 
-def _newton(times: list[float], values: list[float]) -> tuple[float, float, float]:
+
+def _newton(times: list[float], values: list[Any]) -> tuple[Any, Any, Any]:
     """``(vc, d1, d2)`` of the Newton form around the newest sample: ``vc + d1 (s - tc) + d2 (s - tc)(s - tb)``."""
     n = len(values)
     if n == 1:
@@ -55,3 +57,12 @@ def taylor_extrapolation(times: list[float], values: list[float]) -> tuple[float
     if n == 2:
         return vc, (d1,)
     return vc, (d1 + d2 * (times[-1] - times[-2]), 2.0 * d2)
+
+
+def polynomial_at(times: list[float], values: list[Any], t: float) -> Any:
+    """The polynomial through ``(times, values)`` (1, 2 or 3 samples, newest last) evaluated at *t*; *values* may be
+    arrays (one polynomial per element)."""
+    vc, d1, d2 = _newton(times, values)
+    tc = times[-1]
+    tb = times[-2] if len(times) > 1 else tc
+    return vc + d1 * (t - tc) + d2 * (t - tc) * (t - tb)

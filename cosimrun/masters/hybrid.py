@@ -202,10 +202,7 @@ class Hybrid(Master):
                 self.resolve(t1)
         self.recorder.sample(t1)
         pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == t1:
-            self._note_discard(t1, pending[1])
-        elif self._event_leavers:
-            self._handle_step_events(t1)
+        self._end_events(t1, pending[1] if pending is not None and pending[0] == t1 else None)
 
     def _switch_modes(self, t: float) -> None:
         """Switch modes at the accepted instant *t*; arm the indicators of the modes now active."""

@@ -50,6 +50,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cosimrun.masters.coupling_error import line_error
+from cosimrun.masters.extrapolation import polynomial_at
+
 if TYPE_CHECKING:
     from cosimrun.system.connection import Link
 
@@ -116,7 +119,6 @@ class ErrorControl:
         self._held = self._kind == "held"
         self._poly = (self._kind == "taylor") | (self._kind == "mean")
         self._line = self._kind == "line"
-        self._kinds = kinds
         self._previous = 1.0
         self._set_order(0)
         self._sources = [(lk.src, lk.conversion.scale, lk.conversion.offset) for lk in links]
@@ -130,7 +132,7 @@ class ErrorControl:
 
     def _set_order(self, order: int) -> None:
         """Control for extrapolation of degree *order* (fewer samples than ``order + 1`` lower it)."""
-        self.k = min((local_order(kind, order) for kind in self._kinds), default=1)
+        self.k = min((local_order(str(kind), order) for kind in self._kind), default=1)
         self._alpha, self._beta = 0.7 / self.k, 0.4 / self.k
 
     def values(self) -> np.ndarray:
@@ -168,26 +170,16 @@ class ErrorControl:
             est = np.where(self._poly, np.abs(self._extrapolated(t1) - y1), est)
         if self._line.any() and len(times) >= 2:
             h_prev = t0 - times[-2]
-            curvature = 2.0 * ((y1 - y0) / h - (y0 - values[-2]) / h_prev) / (h + h_prev)
-            est = np.where(self._line, h * h / 8.0 * np.abs(curvature), est)
+            est = np.where(self._line, line_error(h, h_prev, (y0 - values[-2]) / h_prev, y0, y1), est)
         scale = self.atol + self.rtol * np.maximum(self._magnitude, np.abs(y1))
         ratios = est / scale
         norm = float(np.max(ratios))
         return norm if math.isfinite(norm) else math.inf
 
     def _extrapolated(self, t1: float) -> np.ndarray:
-        """The Newton polynomial through the last ``order + 1`` accepted points, at *t1*."""
+        """The polynomial through the last ``order + 1`` accepted points, at *t1*."""
         n = min(self.order + 1, len(self._times))
-        times, values = self._times[-n:], self._values[-n:]
-        tc, vc = times[-1], values[-1]
-        if n == 1:
-            return vc
-        d_cb = (vc - values[-2]) / (tc - times[-2])
-        out = vc + d_cb * (t1 - tc)
-        if n == 3:
-            d_ba = (values[-2] - values[-3]) / (times[-2] - times[-3])
-            out = out + (d_cb - d_ba) / (tc - times[-3]) * (t1 - tc) * (t1 - times[-2])
-        return out
+        return polynomial_at(self._times[-n:], self._values[-n:], t1)
 
     def accept(self, t1: float) -> None:
         """The step ending at *t1* stands: its end values (after events there) become the newest point."""

@@ -138,6 +138,7 @@ class FMULifecycle(FMUBase):
         assert model is not None
         self._load(t0)
         self._free_instance()
+        self.pending_event = None  # a new instance has no event of the old one to handle
         if self._cb is None:
             self._cb = callbacks(self._env)
         functions = self._functions
@@ -280,7 +281,7 @@ class FMULifecycle(FMUBase):
         for port, value in snapshot.ports:
             port.value = value
         self.t = snapshot.t
-        self._event_pending = self.pending_event = None
+        self.pending_event = None
 
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:

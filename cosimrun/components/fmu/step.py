@@ -58,9 +58,6 @@ class FMUStepping(FMUBase):
         self._pull_all: Callable[[], None] = nothing
         self._push_on_read = False
         self._fast_step: Callable[[float, float], None] = self._not_running
-        self._event_pending: float | None = None
-        """Time of an FMI 3 event (an early return, or one at a step's end) that waits for :meth:`handle_event`
-        (or the next step); :attr:`pending_event` names it."""
         self.fixed_step: float | None = None
         """The one step size of an FMU that cannot handle variable steps: that of its first step since it was
         instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
@@ -173,8 +170,8 @@ class FMUStepping(FMUBase):
         step_failed, step_ended = self._step_failed, self._step_ended
 
         def step(t: float, dt: float) -> None:
-            if self._event_pending is not None:
-                self._handle_pending_event()
+            if self.pending_event is not None:
+                self._handle_pending_event(t)
             first = True
             while True:
                 push_all()
@@ -234,7 +231,7 @@ class FMUStepping(FMUBase):
         end = t + dt
         if not result.early.value:
             if result.event.value and self._event_mode:
-                self._leave_event(end, STEP_END_EVENT)
+                self.pending_event = STEP_END_EVENT  # the sample before it is taken first
             return False
         last = result.last.value
         eps = 4.0 * math.ulp(max(abs(t), abs(end)))
@@ -243,7 +240,7 @@ class FMUStepping(FMUBase):
             raise self._error(f"{message}, outside the step", t)
         at_end = abs(last - end) <= eps
         if result.event.value and self._event_mode and at_end:
-            self._leave_event(end, EARLY_RETURN_EVENT)
+            self.pending_event = EARLY_RETURN_EVENT
             return False
         if result.event.value and self._event_mode and last <= t + eps:
             self._settle_events(last, enter=True)
@@ -261,7 +258,7 @@ class FMUStepping(FMUBase):
         self._pull_all()
         event = EARLY_RETURN_EVENT if result.event.value else None
         if event is not None and self._event_mode:
-            self._leave_event(last, event)
+            self.pending_event = event
         raise StepDiscarded(f"{self._where()}: {message}" + (" (an event of the FMU, handled there)" if event else ""),
                             component=self.name, time=t, last_successful_time=last, event=event)
 
@@ -388,19 +385,12 @@ class FMUStepping(FMUBase):
 
     def _handle_events_internal(self, event_names: list[str], t: float) -> None:
         """An FMI 3 early return's event waits here: handled in the FMU's event mode (see :meth:`_step_ended`)."""
-        if self._event_pending is not None:
-            self._handle_pending_event()
+        if self.pending_event is not None:
+            self._handle_pending_event(t)
 
-    def _leave_event(self, t: float, name: str) -> None:
-        """Leave the FMU's event at *t* for the master (:attr:`pending_event` = *name*): the sample before it is
-        taken first."""
-        self._event_pending = t
-        self.pending_event = name
-
-    def _handle_pending_event(self) -> None:
-        """Handle the event left at ``_event_pending`` in event mode; the outputs after it."""
-        t, self._event_pending, self.pending_event = self._event_pending, None, None
-        assert t is not None
+    def _handle_pending_event(self, t: float) -> None:
+        """Handle the event the last step left (:attr:`pending_event`, at *t*) in event mode; the outputs after it."""
+        self.pending_event = None
         self._settle_events(t, enter=True)
         self._pull_all()
 
