@@ -1,8 +1,8 @@
 """One self-contained HTML page of a run or a sweep: ``cosimrun report RESULTS|SWEEP_DIR [-o report.html]``.
 
 A run's page holds its summary (status, experiment, master, times, wall time,
-error), the master's statistics (coupling-error estimates among them when the
-run recorded any), the figure of ``cosimrun plot``, the events and mode
+error), the master's statistics, the coupling-error estimates per connection
+when the run recorded any, the figure of ``cosimrun plot``, the events and mode
 switches as tables and the resolved config. A sweep's page holds the index as
 a table sortable by clicking a column, the overlay and index figures of
 ``cosimrun plot`` for its summary signals, and links to each job's own page
@@ -143,6 +143,8 @@ def _run_page(source: Source) -> str:
         sections.append({"heading": "Error", "html": f'<p class="error">{html.escape(res.error)}</p>'})
     if res.stats:
         sections.append({"heading": "Statistics", "html": _key_values(res.stats)})
+    if len(res.coupling_error):
+        sections.append({"heading": "Coupling-error estimates", "html": _table(res.coupling_error)})
     try:
         fig = plot_run(source)
     except ValueError as exc:

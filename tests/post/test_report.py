@@ -78,11 +78,15 @@ def test_a_run_page_lists_summary_statistics_figure_events_switches_ports_and_co
     page = Page(out.read_text())
     res = load_results(pendulum_run)
     assert page.headings[0] == f"pendulum_switch: run {pendulum_run.name} complete"
-    assert page.headings[1:] == ["Summary", "Statistics", "Figure", f"Events ({len(res.events)})",
-                                 f"Mode switches ({len(res.mode_switches)})", "Ports", "Config"]
-    summary, stats, events, switches, ports = page.tables
+    assert page.headings[1:] == ["Summary", "Statistics", "Coupling-error estimates", "Figure",
+                                 f"Events ({len(res.events)})", f"Mode switches ({len(res.mode_switches)})", "Ports",
+                                 "Config"]
+    summary, stats, coupling, events, switches, ports = page.tables
     assert ["status", "complete"] in summary and ["master", "hybrid"] in summary
     assert ["events", str(res.stats["events"])] in stats
+    assert coupling[0] == ["connection", "unit", "max", "rms", "time_of_max", "range", "relative"]
+    assert [row[0] for row in coupling[1:]] == list(res.coupling_error["connection"]) and len(coupling) == 4
+    assert [float(row[2]) for row in coupling[1:]] == pytest.approx(list(res.coupling_error["max"]), rel=1e-5)
     assert events[0] == ["time", "micro", "component", "event"]
     assert len(events) == len(res.events) + 1 and {row[3] for row in events[1:]} >= {"end_stop"}
     assert switches[0] == ["time", "component", "from_mode", "to_mode"] and len(switches) == len(res.mode_switches) + 1
