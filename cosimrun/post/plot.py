@@ -7,7 +7,9 @@ sweep directory is drawn as each selected signal overlaid across the runs,
 coloured by a swept parameter (``--color-by``; a colour bar for numbers, a
 legend for names), or with ``--x PARAM --y COLUMN`` as an index column against a
 parameter (a scatter, or a box plot when the parameter is not a number); failed
-runs are marked. PORTS are ``fnmatch`` patterns (``ball.*``, ``*.h``, ``h``).
+runs are marked. An index column may be named by its last dotted parts when they
+name one column (``--x e`` for ``components.ball.params.e``). PORTS are
+``fnmatch`` patterns (``ball.*``, ``*.h``, ``h``).
 Without ``-o`` the figure opens in a window when one can, else it is written
 to ``plot.png`` beside the results.
 """
@@ -187,9 +189,8 @@ def plot_index(sweep_dir: str | os.PathLike[str], x: str, y: str) -> Figure:
     from cosimrun.runner.load import load_sweep
 
     df = load_sweep(sweep_dir)
-    for name, flag in ((x, "--x"), (y, "--y")):
-        if name not in df.columns:
-            raise UnknownNameError("index column", name, df.columns, f"for {flag} (in {sweep_dir}/index.h5)")
+    x = _column(df, x, "index column", df.columns, f"for --x (in {sweep_dir}/index.h5)")
+    y = _column(df, y, "index column", df.columns, f"for --y (in {sweep_dir}/index.h5)")
     values = df[y].astype(np.float64)
     failed = df["status"] != "complete"
     fig = Figure(figsize=(WIDTH * 0.75, 4.5), layout="constrained")
@@ -227,9 +228,20 @@ def _parameter(df: pd.DataFrame, name: str | None, flag: str) -> str | None:
     if name is None:
         params = swept(df)
         return params[0] if params else None
-    if name not in df.columns:
-        raise UnknownNameError("parameter", name, swept(df) or df.attrs.get("params", []), f"for {flag}")
-    return name
+    return _column(df, name, "parameter", swept(df) or df.attrs.get("params", []), f"for {flag}")
+
+
+def _column(df: pd.DataFrame, name: str, kind: str, known: Sequence[str], where: str) -> str:
+    """The index column *name*, or the one column whose name ends in ``.name`` (``e`` for
+    ``components.ball.params.e``, ``ball.h`` for ``final.ball.h``); else an ``UnknownNameError``."""
+    if name in df.columns:
+        return name
+    matches = [c for c in df.columns if str(c).endswith(f".{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ValueError(f"{kind} '{name}' {where} matches {', '.join(matches)}; give one in full")
+    raise UnknownNameError(kind, name, known, where)
 
 
 class _Colouring:
@@ -300,8 +312,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a run: one panel per unit (default) or per component")
     parser.add_argument("--color-by", metavar="PARAM",
                         help="a sweep: the parameter that colours the runs (default: the first swept one)")
-    parser.add_argument("--x", metavar="PARAM", help="a sweep: plot index column --y against this parameter")
-    parser.add_argument("--y", metavar="COLUMN", help="a sweep: the index column to plot, e.g. final.ball.h")
+    parser.add_argument("--x", metavar="PARAM",
+                        help="a sweep: plot index column --y against this parameter, e.g. master or "
+                        "components.ball.params.e (or e, when one column ends so)")
+    parser.add_argument("--y", metavar="COLUMN",
+                        help="a sweep: the index column to plot, e.g. final.ball.h (or ball.h)")
 
 
 def figure(args: argparse.Namespace) -> Figure:

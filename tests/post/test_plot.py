@@ -10,10 +10,11 @@ from pathlib import Path
 
 import matplotlib.image
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import Cli
 
-from cosimrun.post.plot import plot_index, plot_run, plot_sweep
+from cosimrun.post.plot import _column, plot_index, plot_run, plot_sweep
 
 
 def image(path: Path) -> np.ndarray:
@@ -90,6 +91,24 @@ def test_an_index_column_against_a_parameter_marks_failed_runs(sweep_dir: Path) 
     complete, failed = ax.collections
     assert len(complete.get_offsets()) == 3 and len(failed.get_offsets()) == 1
     assert failed.get_offsets()[0][0] == -1.0
+
+
+def test_index_columns_may_be_named_by_their_last_parts(cli: Cli, sweep_dir: Path, tmp_path: Path) -> None:
+    fig = plot_index(sweep_dir, "e", "ball.h")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "components.ball.params.e" and ax.get_ylabel() == "final.ball.h"
+    assert sorted(x for x, _ in ax.collections[0].get_offsets()) == pytest.approx([0.5, 0.7, 0.9])
+    legend = plot_sweep(sweep_dir, ["h"], color_by="e").axes[0].get_legend()
+    assert legend.get_title().get_text() == "components.ball.params.e"
+    proc = cli("plot", str(sweep_dir), "--x", "e", "--y", "ball.h", "-o", str(tmp_path / "e.png"), cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert non_blank(image(tmp_path / "e.png"))
+
+
+def test_a_short_name_that_ends_several_columns_is_refused() -> None:
+    df = pd.DataFrame({"final.a.h": [1.0], "final.b.h": [2.0]})
+    with pytest.raises(ValueError, match=r"^index column 'h' for --y matches final\.a\.h, final\.b\.h; give one"):
+        _column(df, "h", "index column", df.columns, "for --y")
 
 
 def test_categorical_x_is_a_box_plot(sweep_dir: Path) -> None:
