@@ -31,7 +31,9 @@ tube of 2e-3 of the time span and value range, FMPy's validate_signal a band
 of 10 % of the value range), atol 1e-6 in the signal's unit (for signals that
 stay near zero), time tolerance 1e-6 s (the hybrid master locates events to
 1e-10 s; Jacobi, Gauss-Seidel and IJCSA handle them at the next communication
-point, up to the macro step dt late: give dt to compare such runs).
+point, up to the macro step dt late: give dt to compare such runs with each
+other; against a hybrid run also an atol of one step's change, as such a run's
+state passes the event surface by up to that, e.g. a ball |v| dt below the floor).
 
 Exit status: 0 when every signal is within tolerance, 1 when one is not (the
 last line names the signal and the time where the earliest deviation starts),

@@ -254,3 +254,18 @@ def test_names_match_exactly_or_by_their_port_part_when_unambiguous() -> None:
     assert match_names(["a.h", "b.h"], ["h"]) == [("a.h", "a.h", None), ("b.h", "b.h", None), ("h", None, "h")]
     assert match_names(["h"], ["fmu.body.r"]) == [("h", "h", None), ("fmu.body.r", None, "fmu.body.r")]
     assert match_names(["body.r"], ["fmu.body.r"]) == [("fmu.body.r", "body.r", "fmu.body.r")]
+
+
+def test_a_run_with_events_at_communication_points_matches_the_located_run_given_dt_and_one_steps_fall(
+        runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Jacobi bounces the ball up to dt late and up to |v| dt below the floor: dt alone is not enough for h."""
+    cfg = {**BALL, "master": {"name": "jacobi"}}
+    with pytest.warns(UserWarning, match="events are handled at communication points"):
+        outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg))
+    assert outcome.ok, outcome.error
+    hybrid = runs[0]
+    late = compare(hybrid, outcome.path, ports=["h"], time_tolerance=DT)
+    assert not late.ok and late.first_failure is not None and late.first_failure.name == "ball.h"
+    v_max = math.sqrt(2 * G * H0)
+    assert 0.01 < late.signals[0].max_deviation <= v_max * DT  # the pre-event sample below the floor
+    assert compare(hybrid, outcome.path, ports=["h"], time_tolerance=DT, atol=v_max * DT).ok
