@@ -14,13 +14,12 @@ recorded exactly the same values. Columns:
 * ``in parallel``: the share of component-steps the stepper ran concurrently in the
   fastest parallel run (``stats.parallel_fraction``): batches too short to gain stay serial;
 * ``bound``: the best speedup the machine allows: the serial run with as many FMU steps
-  overlapped as the threads (at most one per core) can overlap, plus one hand-off round trip
-  per macro step (measured first, see below).
+  overlapped as the threads (at most one per core) can overlap, plus one hand-off per macro
+  step (measured first, see below).
 
-The header gives the hand-off round trip between the main thread and a pool thread
-after 20 µs of main-thread work (a macro step's own work between batches): with the pool
-thread blocked (a thread wake-up each way) and polling as the stepper's threads do
-(:func:`cosimrun.masters.parallel.acquire_polling`).
+The header gives the cost of one hand-off: the native pool of the stepper
+(:mod:`cosimrun.masters.parallel`) running a batch of empty jobs, one per thread, after
+20 µs of main-thread work (a macro step's own work between batches).
 
 Targets (issue 17), on 2 cores: speedup >= 1.8 for >= 200 µs per step, and at
 most 10 % slower (speedup >= 0.9) for 10 µs.
@@ -37,23 +36,22 @@ Benchmarks are never run as tests.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cosimrun.components.fmu import FMUComponent, build_c_fmu
-from cosimrun.masters import GaussSeidel, Jacobi
+from cosimrun.core.cstep import CStepJob
+from cosimrun.masters import GaussSeidel, Jacobi, _cpool, parallel
 from cosimrun.masters.base import thread_count
-from cosimrun.masters.parallel import acquire_polling
 from cosimrun.system import System
 
 HERE = Path(__file__).resolve().parent
@@ -99,34 +97,22 @@ def calibrate(path: Path) -> tuple[float, float]:
     return (loaded - base) / 200_000, base
 
 
-def round_trip(wait: Callable[[threading.Lock], Any], work: float = 20e-6, n: int = 2000) -> float:
-    """Median time (s) to hand a thread an empty task and learn its end, waiting with *wait*, *work* s apart."""
-    todo, done = threading.Lock(), threading.Lock()
-    todo.acquire()
-    done.acquire()
-    stop = False
-
-    def serve() -> None:
-        while True:
-            wait(todo)
-            if stop:
-                return
-            done.release()
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+def hand_off(threads: int, work: float = 20e-6, n: int = 4000) -> float:
+    """Median time (s) of the stepper's native pool running one empty job per thread, *work* s apart."""
+    jobs = [CStepJob(version=0) for _ in range(threads)]
+    addresses = (ctypes.c_void_p * threads)(*(ctypes.addressof(j) for j in jobs))
+    pool = _cpool.Pool(threads - 1, parallel.SPIN_S * 1e6)
     times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        todo.release()
-        wait(done)
-        end = time.perf_counter()
-        times.append(end - start)
-        while time.perf_counter() < end + work:
-            pass
-    stop = True
-    todo.release()
-    thread.join()
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            pool.run(ctypes.addressof(addresses), threads)
+            end = time.perf_counter()
+            times.append(end - start)
+            while time.perf_counter() < end + work:
+                pass
+    finally:
+        pool.close()
     return statistics.median(times)
 
 
@@ -176,14 +162,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("COSIMRUN_FMU_CACHE", str(Path(tmp) / "cache"))
         path = build_busy_fmu(Path(tmp), variable_step=not args.fixed_step)
         per_iteration, overhead = calibrate(path)
-        blocked, polling = round_trip(lambda lock: lock.acquire()), round_trip(acquire_polling)
         threads = min(thread_count(setting) or 1, os.cpu_count() or 1)
+        handoff = hand_off(threads)
         print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}; "
               f"master {args.master}, parallel={setting}; FMUs {'fixed-step' if args.fixed_step else 'variable-step'}"
               f"; busy loop {per_iteration * 1e9:.2f} ns per iteration, FMU step without work "
               f"{overhead * 1e6:.1f} µs; best of {args.repeat}")
-        print(f"hand-off round trip after 20 µs of work: blocked {blocked * 1e6:.0f} µs, polling "
-              f"{polling * 1e6:.0f} µs (median)\n")
+        print(f"hand-off of a batch to {threads} threads after 20 µs of work: {handoff * 1e6:.1f} µs (median)\n")
         header = (f"{'FMUs':>4}  {'work µs':>7}  {'µs/step':>7}  {'steps':>6}  {'serial ms':>9}  {'parallel ms':>11}  "
                   f"{'speedup':>7}  {'bound':>6}  {'in parallel':>11}  {'same bits':>9}  check")
         print(header)
@@ -205,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 speedup = serial / parallel
                 fmu_step = min(overhead + iterations * per_iteration, serial / (n * steps))
                 overlapped = (n - math.ceil(n / min(threads, n))) * fmu_step * steps
-                bound = serial / max(serial - overlapped + polling * steps, 1e-9)
+                bound = serial / max(serial - overlapped + handoff * steps, 1e-9)
                 if work >= 200:
                     check = "ok" if speedup >= 1.8 else "MISSED (>= 1.8x)"
                 elif work <= 10:

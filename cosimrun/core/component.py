@@ -15,7 +15,8 @@ component, and no underscore name:
   ``needs_set_inputs`` (then input values go in through ``set_inputs``);
 - stepping: ``do_step(t, dt)``, ``refresh_outputs(t)`` (outputs from the current
   inputs and state, without advancing: direct feedthrough and algebraic loops),
-  ``steps_in_parallel`` (``do_step`` may run on another thread), ``may_discard`` (a step may end
+  ``steps_in_parallel`` and ``c_step()`` (a step split around one C call that may run on
+  another thread), ``may_discard`` (a step may end
   early with ``StepDiscarded``), ``fixed_step_only`` (every step must have one size);
 - time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
 - rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
@@ -41,6 +42,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from cosimrun.core.cstep import CStep
 from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.history import ComponentHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
@@ -86,12 +88,11 @@ class CoSimComponent(ABC):
     """Whether the component must always be stepped by one step size (an FMU without
     ``canHandleVariableCommunicationStepSize``): the masters refuse or fail a run that would cut its steps."""
     steps_in_parallel: ClassVar[bool] = False
-    """Whether ``do_step`` may run on another thread, concurrently with other components' steps (the masters'
-    ``parallel`` setting). Declare it only for a component whose step is thread-safe (it touches its own state
-    and ports only, and no process-wide state such as ``sys.stdout``) and does its work with the GIL released
-    (in C, through ctypes or an extension that releases it): the steps of Python code cannot overlap, so
-    threads would only add their cost. FMU components declare it; every other builtin component steps on
-    the main thread."""
+    """Whether the component's step can run concurrently with other components' steps (the masters'
+    ``parallel`` setting): it then offers its step split around one C call (:meth:`c_step`), which the
+    masters' stepper runs on native threads without the GIL while ``begin`` and ``end`` stay on the main
+    thread. The steps of Python code cannot overlap, so only a step whose work is one C call gains. FMU
+    components declare it; every other builtin component steps on the main thread."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         if not isinstance(name, str) or not name or "." in name or "/" in name:
@@ -287,6 +288,11 @@ class CoSimComponent(ABC):
         """Append every output's current value to the history."""
         for append, port in self._recorders:
             append(t, port.value, micro)
+
+    def c_step(self) -> CStep | None:
+        """The step split around its C call (:mod:`cosimrun.core.cstep`) of a component that declares
+        :attr:`steps_in_parallel`, while it is running; ``None`` otherwise (it steps through ``do_step``)."""
+        return None
 
     # ------------------------------------------------------------------ state
     @abstractmethod

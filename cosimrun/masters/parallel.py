@@ -6,40 +6,41 @@ of another entry of the same run. Under Jacobi that is the whole plan; under
 Gauss-Seidel and the hybrid master's trial plan, which follow the priority
 order, it is (at most) the components of one priority level. In a batch, the
 components that declare :attr:`~cosimrun.core.component.CoSimComponent.steps_in_parallel`
-(FMUs: their C step releases the GIL) step concurrently on the run's threads,
-the main thread among them; the others step on the main thread, in plan order,
-after them.
+(FMUs) offer their step split around its one C call
+(:class:`~cosimrun.core.cstep.CStep`): the main thread begins each of them
+(inputs), the C calls (``fmi2DoStep``, ``fmi3DoStep``) run on native threads
+and the main thread at once, without the GIL (``_cpool.c``), and the main
+thread ends each (outputs, recording). The other components step on the main
+thread, in plan order, after them. No Python runs on the native threads, so a
+batch costs one hand-off and never waits for the GIL.
 
 **Bitwise the same as serial stepping.** The fresh reads and input pushes of
 a whole batch are done first, on the main thread and in plan order; no member
-reads what another one writes, so every component computes exactly what it
-computes serially. Serially, a step that fails or ends early
+reads what another one writes, and ``begin``, the call and ``end`` are the code
+of ``do_step``, so every component computes exactly what it computes serially.
+Serially, a step that fails or ends early
 (:class:`~cosimrun.errors.StepDiscarded`) stops the plan there; in parallel,
-every step of the batch is waited for, then the outcomes are taken in plan
-order: the first failure is raised as it is (type, message, traceback), and the
-main-thread components after it are not stepped. A component stepped
-concurrently *after* an FMU that may end its step early is speculative: the
-thread that steps it snapshots it first, and it is restored when that FMU does
-end the step early, so the components after the FMU are where serial stepping
-leaves them (unstepped) and the master's cut works as it does serially. Only
-components that can always roll back step speculatively; others after such an
-FMU step on the main thread, once the FMUs before them have finished. What a
-speculative step leaves besides its state (an FMU's log messages) stays. The
-pool threads are started by the main thread, whose floating-point environment
-they inherit, and :meth:`ParallelStepper.close` joins them when the run ends,
-however it ends.
+every call of the batch is waited for, then the steps are ended in plan order:
+the first failure is raised as it is (type, message, traceback), and the
+components after it are not ended (nor, on the main thread, stepped). A
+component stepped concurrently *after* an FMU that may end its step early is
+speculative: its C job saves its state before stepping, and it is undone when
+that FMU does end the step early, so the components after the FMU are where
+serial stepping leaves them (unstepped, with the inputs of the step set) and
+the master's cut works as it does serially. Only components that can always
+roll back step speculatively; others after such an FMU step on the main thread,
+once the FMUs before them have finished. What a speculative step leaves
+besides its state (an FMU's log messages) stays. The native threads are
+started by the thread that creates the stepper, whose floating-point
+environment they inherit, and :meth:`ParallelStepper.close` joins them when
+the run ends, however it ends.
 
-**Hand-offs.** The main thread and the pool threads take the pooled
-components of a batch one at a time from one shared iterator, so the main
-thread steps its share instead of waiting idle, and a batch costs one hand-off
-to each pool thread it needs and one wait for each one's end. A waiting thread
-(a pool thread between batches, the main thread for a batch's end) polls for
-up to :data:`SPIN_S`, yielding its core and the GIL in between, before it
-blocks: waking a blocked thread costs 40-90 µs on a small cloud VM, and the
-next macro step usually hands over its batch well within that time. What
-remains per batch is the GIL: a pool thread needs it for the Python part of
-each step, and a thread waiting for the GIL sleeps, so a batch still costs
-about one wake-up more than its longest share.
+**Hand-offs.** The native threads and the main thread take the jobs of a
+batch from one shared counter, so the main thread steps its share instead of
+waiting idle. A waiting native thread polls for :data:`SPIN_S` before it
+blocks: waking a blocked thread costs 40-180 µs on a small cloud VM whose idle
+cores halt, and the next macro step usually hands over its batch well within
+that time.
 
 **When it pays off.** Every batch measures its wall time both ways and steps
 in parallel only while that is the faster way. The first :data:`TIMED` steps
@@ -54,20 +55,21 @@ costs next to nothing. A batch whose serial step takes less than
 
 from __future__ import annotations
 
+import ctypes
 import math
-import os
-import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-import numpy as np
-
 from cosimrun.core.component import CoSimComponent
+from cosimrun.core.cstep import CStep, CStepJob
 from cosimrun.errors import StepDiscarded
+from cosimrun.masters import _cpool
 from cosimrun.masters.base import MasterStats, Step, may_discard, step_serially
+
+if ctypes.sizeof(CStepJob) != _cpool.JOB_SIZE:  # the extension and the ctypes layout must agree
+    raise ImportError(f"cosimrun.masters._cpool was built for another CStepJob layout ({_cpool.JOB_SIZE} bytes, "
+                      f"not {ctypes.sizeof(CStepJob)}): reinstall cosimrun")
 
 MIN_BATCH_S = 30e-6
 """A batch whose serial step takes less than this (seconds) always steps serially."""
@@ -76,7 +78,7 @@ WINDOW = 100
 MAX_WINDOW = 1600
 """Longest window: one doubles each time the faster way stays the same."""
 SPIN_S = 200e-6
-"""How long a thread waiting for a batch or for its end polls before it blocks (seconds)."""
+"""How long a native thread waiting for a batch polls before it blocks (seconds)."""
 TIMED = 4
 """Steps at the start of each window that are timed, taken alternately the way judged slower (to measure it
 again) and the way judged faster, so that both ways' least times come from as many samples of the same moment."""
@@ -103,8 +105,8 @@ class Batch:
     pooled: list[int]
     """Positions (in ``steps``) of the components stepped concurrently."""
     speculative: list[int]
-    """Positions of pooled components after the first pooled one that may end its step early: each is
-    snapshotted by its thread before its step, and restored when a step before it ends early."""
+    """Positions of pooled components after the first pooled one that may end its step early: the C job of
+    each saves its state before stepping, and it is undone when a step before it ends early."""
     serial_s: float | None = None
     """Wall time of a serial step (seconds): the least of the last window in which it was measured."""
     parallel_s: float | None = None
@@ -113,8 +115,10 @@ class Batch:
     """Whether the step being taken is to be timed (:meth:`measured`)."""
     concurrent: frozenset[int] = field(init=False)
     speculative_at: frozenset[int] = field(init=False)
-    snapshots: list[Any] = field(init=False)
-    """The speculative components' snapshots of the step being taken, by position (taken by their threads)."""
+    addresses: Any = field(init=False)
+    """The C jobs of the step being taken (an array of pointers, as the native threads read it)."""
+    begun: list[CStep | BaseException | None] = field(init=False)
+    """By position, the pooled components' C steps begun for the step being taken, or what ``begin`` raised."""
     _phase: int = 0
     _window: int = WINDOW
     _least: list[float] = field(init=False)
@@ -124,7 +128,8 @@ class Batch:
     def __post_init__(self) -> None:
         self.concurrent = frozenset(self.pooled)
         self.speculative_at = frozenset(self.speculative)
-        self.snapshots = [None] * len(self.steps)
+        self.addresses = (ctypes.c_void_p * max(len(self.pooled), 1))()
+        self.begun = [None] * len(self.steps)
         self._least = [math.inf, math.inf]
 
     def parallel_now(self) -> bool:
@@ -216,119 +221,42 @@ def _batch(steps: list[Step]) -> Batch | None:
     return Batch(steps, reads, pooled, speculative)
 
 
-def _step_one(comp: CoSimComponent, t: float, h: float) -> BaseException | None:
-    """Step *comp*; its exception (any: it is raised again on the main thread), or ``None``."""
+def _end(c_step: CStep, t: float, h: float) -> BaseException | None:
+    """End a C step; its exception (any: it is raised in plan order), or ``None``."""
     try:
-        comp.do_step(t, h)
-    except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+        c_step.end(t, h)
+    except BaseException as exc:  # noqa: BLE001 - raised by the caller in plan order
         return exc
     return None
 
 
-def _step_pooled(batch: Batch, i: int, t: float, h: float) -> BaseException | None:
-    """Step the component at position *i* of *batch*, snapshotted first when it steps speculatively.
-
-    Runs on whichever thread takes it, so the snapshots cost no main-thread
-    time; a snapshot replaced here is freed here too.
-    """
-    comp = batch.steps[i][0]
-    if i in batch.speculative_at:
-        batch.snapshots[i] = None
-        try:
-            batch.snapshots[i] = comp.snapshot_state()
-        except BaseException as exc:  # noqa: BLE001 - as a failure of its step
-            return exc
-    return _step_one(comp, t, h)
-
-
-_yield: Callable[[], None] = getattr(os, "sched_yield", partial(time.sleep, 0))
-"""Lets other ready threads run on this core, with the GIL released."""
-
-
-def acquire_polling(lock: threading.Lock) -> None:
-    """Acquire *lock*, waiting first up to :data:`SPIN_S` in a loop that yields the core and the GIL, then blocked.
-
-    Waking a blocked thread costs 40-90 µs on a small cloud VM whose idle
-    cores halt; a thread whose lock is released while it still polls skips that
-    wake-up (it still waits for the GIL like any thread, and may sleep there).
-    """
-    if lock.acquire(False):
-        return
-    deadline = time.perf_counter() + SPIN_S
-    while time.perf_counter() < deadline:
-        _yield()
-        if lock.acquire(False):
-            return
-    lock.acquire()
-
-
-def _take(batch: Batch, pending: Iterator[int], outcomes: list[BaseException | None], t: float, h: float) -> None:
-    """Step the pooled components of *batch* that *pending* (shared by the threads of the batch) hands out."""
-    for i in pending:
-        outcomes[i] = _step_pooled(batch, i, t, h)
-
-
-class _Worker:
-    """A pool thread: the main thread hands it a task by releasing ``todo``, it tells the end by releasing ``done``."""
-
-    def __init__(self, name: str, errors: dict[str, str]) -> None:
-        self.task: Callable[[], None] | None = None
-        self.todo, self.done = threading.Lock(), threading.Lock()
-        self.todo.acquire()
-        self.done.acquire()
-        self.thread = threading.Thread(target=self._run, args=(errors,), name=name, daemon=True)
-        self.thread.start()
-
-    def _run(self, errors: dict[str, str]) -> None:
-        np.seterr(**errors)
-        while True:
-            acquire_polling(self.todo)
-            task = self.task
-            if task is None:
-                return
-            try:
-                task()
-            finally:  # the main thread waits for this whatever happens
-                self.done.release()
-
-    def start(self, task: Callable[[], None]) -> None:
-        """Hand *task* to the thread."""
-        self.task = task
-        self.todo.release()
-
-    def finish(self) -> None:
-        """Wait until the thread has done its task."""
-        acquire_polling(self.done)
-
-    def stop(self) -> None:
-        """End the thread and wait for it."""
-        self.task = None
-        self.todo.release()
-        self.thread.join()
+def _step_one(comp: CoSimComponent, t: float, h: float) -> BaseException | None:
+    """Step *comp* on the main thread; its exception, or ``None``."""
+    try:
+        comp.do_step(t, h)
+    except BaseException as exc:  # noqa: BLE001 - raised by the caller in plan order
+        return exc
+    return None
 
 
 class ParallelStepper:
-    """Steps plans for a master with ``parallel`` on, over one run: ``threads - 1`` pool threads and the main one.
+    """Steps plans for a master with ``parallel`` on, over one run: ``threads - 1`` native threads and the main one.
 
-    The pool threads start with the numpy error state of the thread that
-    creates the stepper (a run ignores floating-point warnings) and inherit its
-    floating-point environment. :meth:`close` stops and joins them; it is
-    called at the end of every run, also one that failed.
+    :meth:`close` stops and joins the native threads; it is called at the end
+    of every run, also one that failed.
     """
 
     def __init__(self, threads: int, stats: MasterStats) -> None:
         self.threads = threads
         self.stats = stats
         self._segments: dict[int, tuple[list[Step], list[Segment]]] = {}
-        errors = np.geterr()
-        self._workers = [_Worker(f"cosimrun-step-{i}", errors) for i in range(threads - 1)]
+        self.pool = _cpool.Pool(threads - 1, SPIN_S * 1e6)
+        """The native threads (``pool.pooled``: the C steps they took, ``pool.alive``: how many run)."""
         stats.parallel_threads = threads
 
     def close(self) -> None:
-        """Stop the pool threads, wait for them and free the batches' snapshots."""
-        workers, self._workers = self._workers, []
-        for worker in workers:
-            worker.stop()
+        """Stop the native threads, wait for them and forget the batches."""
+        self.pool.close()
         self._segments.clear()
 
     # ------------------------------------------------------------------ stepping
@@ -355,40 +283,46 @@ class ParallelStepper:
                 batch.measured(concurrent, time.perf_counter() - start)
 
     def _step_batch(self, batch: Batch, t: float, h: float) -> None:
-        """Step *batch* with its pooled components concurrently (see the module docstring for the guarantees)."""
+        """Step *batch* with its pooled components' C calls concurrently (see the module docstring)."""
         steps = batch.steps
         step_serially(batch.reads, t, h)
-        outcomes = self._run_pooled(batch, t, h)
-        for exc in outcomes:
-            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM while the main thread stepped: not a failure
-                raise exc
-        concurrent = batch.concurrent
+        self._run_pooled(batch, t, h)
+        begun = batch.begun
         for i, (comp, _, _) in enumerate(steps):
-            exc = outcomes[i] if i in concurrent else _step_one(comp, t, h)
+            c_step = begun[i]
+            if c_step is None:
+                exc = _step_one(comp, t, h)
+            elif isinstance(c_step, BaseException):
+                exc = c_step
+            else:
+                exc = _end(c_step, t, h)
             if exc is None:
                 continue
             if isinstance(exc, StepDiscarded):
                 for j in batch.speculative:
-                    snap = batch.snapshots[j]
-                    if j > i and snap is not None:
-                        steps[j][0].restore_state(snap, t)
+                    later = begun[j]
+                    if j > i and later is not None and not isinstance(later, BaseException):
+                        later.undo()
             raise exc
 
-    def _run_pooled(self, batch: Batch, t: float, h: float) -> list[BaseException | None]:
-        """Step the pooled components of *batch* on the pool and the main thread; their exceptions by position.
-
-        Returns only once every one of them has finished, also when the main
-        thread is interrupted meanwhile.
-        """
-        pending = iter(batch.pooled)
-        outcomes: list[BaseException | None] = [None] * len(batch.steps)
-        workers = self._workers[:len(batch.pooled) - 1]
-        task = partial(_take, batch, pending, outcomes, t, h)
-        for worker in workers:
-            worker.start(task)
-        try:
-            task()
-        finally:
-            for worker in workers:  # no component may still be stepping when the run goes on (or fails)
-                worker.finish()
-        return outcomes
+    def _run_pooled(self, batch: Batch, t: float, h: float) -> None:
+        """Begin the pooled components of *batch* (:attr:`Batch.begun`) and run their C calls on the native
+        threads and this one; returns once every call has run. One whose ``begin`` raised is not stepped."""
+        begun, addresses, steps = batch.begun, batch.addresses, batch.steps
+        speculative = batch.speculative_at
+        count = 0
+        for i in batch.pooled:
+            comp = steps[i][0]
+            c_step = comp.c_step()
+            try:
+                if c_step is None:
+                    raise RuntimeError(f"component {comp.name!r} steps in parallel but offers no C step "
+                                       "(c_step() is None): is it initialized?")
+                c_step.begin(t, h, i in speculative)
+            except BaseException as exc:  # noqa: BLE001 - raised in plan order by _step_batch
+                begun[i] = exc
+                continue
+            begun[i] = c_step
+            addresses[count] = c_step.address
+            count += 1
+        self.pool.run(ctypes.addressof(addresses), count)

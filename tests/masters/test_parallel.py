@@ -1,17 +1,17 @@
 """Parallel stepping (``parallel``): bitwise the results of serial stepping, the same failures, no thread left.
 
 The systems mix FMUs (``tests/fmus``: ``discard.c``, ``x' = u`` ending a step
-early at ``t_discard``; ``feedthrough.c``, ``y = k u``) with Python ODE
-components, under every master. The test FMUs step in microseconds, so the
-stepper would keep them on the main thread (parallel stepping could not pay
-off): the runs compared here force every batch of two or more FMUs onto the
-threads (``Batch.parallel_now``), while the policy itself is tested apart.
+early at ``t_discard`` and busy for ``work`` seconds per step; ``feedthrough.c``,
+``y = k u``) with Python ODE components, under every master. The runs compared
+here force every batch of two or more FMUs onto the native threads
+(``Batch.parallel_now``), while the policy itself is tested apart.
 """
 
 from __future__ import annotations
 
+import _thread
+import ctypes
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,17 +22,21 @@ import pytest
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
 
 from cosimrun.components.fmu import FMUComponent
+from cosimrun.components.fmu.step import FMUCStep, FMUStepping
 from cosimrun.components.mechanics import BouncingBall
 from cosimrun.config.build import build_master
+from cosimrun.core.cstep import CStepJob
 from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError, FMUError
-from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, parallel
+from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, _cpool, parallel
 from cosimrun.masters.base import thread_count
 from cosimrun.runner.run import run_experiment
 from cosimrun.system import System
 
 pytestmark = pytest.mark.filterwarnings("ignore:events are handled at communication points")
 DT, TF = 0.1, 1.0
+WORK = 2e-4
+"""Seconds of C work per step of the discard FMUs: long enough for the native threads to take their share."""
 MASTERS: dict[str, Callable[..., Master]] = {
     "jacobi": Jacobi,
     "jacobi_extrapolated": lambda **kw: Jacobi(extrapolation=1, **kw),
@@ -61,23 +65,24 @@ def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def always_parallel(monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """Every batch of two or more FMUs steps on the threads; the names of the threads that stepped FMUs.
+def pools(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """``(steps taken by the native threads, threads still running)`` of each run's pool, when it closed."""
+    closed: list[tuple[int, int]] = []
+    close = parallel.ParallelStepper.close
 
-    Each FMU step first waits 0.2 ms with the GIL released, as a longer C step
-    would, so that the pool threads take their share of the steps.
-    """
+    def closing(self: parallel.ParallelStepper) -> None:
+        close(self)
+        closed.append((self.pool.pooled, self.pool.alive))
+
+    monkeypatch.setattr(parallel.ParallelStepper, "close", closing)
+    return closed
+
+
+@pytest.fixture
+def always_parallel(monkeypatch: pytest.MonkeyPatch, pools: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Every batch of two or more FMUs steps on the native threads; the pools of the runs (see :func:`pools`)."""
     monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
-    names: set[str] = set()
-    do_step = FMUComponent.do_step
-
-    def slow_step(self: FMUComponent, t: float, dt: float) -> None:
-        names.add(threading.current_thread().name)
-        threading.Event().wait(2e-4)
-        do_step(self, t, dt)
-
-    monkeypatch.setattr(FMUComponent, "do_step", slow_step)
-    return names
+    return pools
 
 
 class Spring(OdeComponent):
@@ -107,8 +112,9 @@ def mixed_system(fmus: dict[str, Path], *, discards: bool, passive: bool = False
     system = System("mixed")
     late = {"t_discard": 0.53} if discards else {}
     later = {"t_discard": 0.57} if discards else {}
-    for comp in (Spring("s1"), Spring("s2", v0=-0.3), Spring("pull", unit="N"), fmu("f1", fmus[kind], **late),
-                 fmu("f2", fmus[kind]), fmu("f3", fmus[kind], **later), fmu("g", fmus["feedthrough"], k=3.0),
+    for comp in (Spring("s1"), Spring("s2", v0=-0.3), Spring("pull", unit="N"),
+                 fmu("f1", fmus[kind], work=WORK, **late), fmu("f2", fmus[kind], work=WORK),
+                 fmu("f3", fmus[kind], work=WORK, **later), fmu("g", fmus["feedthrough"], k=3.0),
                  BouncingBall("ball")):
         system.add_component(comp)
     system.components["ball"].set_parameters(h0=1.3)  # the bounce at 0.515 s, in the step the FMUs cut
@@ -116,7 +122,7 @@ def mixed_system(fmus: dict[str, Path], *, discards: bool, passive: bool = False
                  "pull.v -> g.u"):
         system.connect(link)
     if passive:
-        system.add_component(fmu("p", fmus["passive"]))
+        system.add_component(fmu("p", fmus["passive"], work=WORK))
         system.connect("s2.v -> p.u")
     return system
 
@@ -154,46 +160,47 @@ def serial_stats(result: Any) -> dict[str, Any]:
     return stats
 
 
-def step_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("cosimrun-step")]
-
-
 # ---------------------------------------------------------------------------- the same bits as serial stepping
 @pytest.mark.parametrize("discards", [False, True], ids=["steps", "discards"])
 @pytest.mark.parametrize("name", list(MASTERS))
 def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
-    name: str, discards: bool, fmus: dict[str, Path], always_parallel: set[str]
+    name: str, discards: bool, fmus: dict[str, Path], always_parallel: list[tuple[int, int]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kind = "interpolating" if name.endswith(("lines", "extrapolated")) else "discard"
+    undone: list[str] = []
+    undo = FMUCStep.undo
+    monkeypatch.setattr(FMUCStep, "undo", lambda self: (undone.append(self.comp.name), undo(self))[1])
     reference = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name]())
-    assert always_parallel == {"MainThread"}
+    assert always_parallel == []
     result = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name](parallel=2))
-    assert always_parallel == {"MainThread", "cosimrun-step-0"}
+    (pooled, alive), = always_parallel
+    assert pooled > 0 and alive == 0  # the native thread took steps, and ended with the run
     assert_bitwise_equal(result, reference)
     assert serial_stats(result) == serial_stats(reference)
     assert result.stats.parallel_steps > 0 and result.stats.parallel_threads == 2
     assert reference.stats.parallel_steps == reference.stats.plan_steps == 0
     events = [e for _, _, e in result.events]
     assert events.count("bounce") == 1 and events.count("discard") == (2 if discards else 0)
-    assert not step_threads()
+    assert bool(undone) == discards  # the steps taken alongside a discarding FMU, after it in plan order, undone
 
 
 @pytest.mark.parametrize("spin", [0.0, 10.0], ids=["blocking", "polling"])
 def test_threads_that_block_and_threads_that_poll_step_the_same_bits(
-    spin: float, fmus: dict[str, Path], always_parallel: set[str], monkeypatch: pytest.MonkeyPatch
+    spin: float, fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A thread handed a batch (or waiting for one's end) blocks at once, or polls through the whole run."""
+    """A native thread waiting for a batch blocks at once, or polls through the whole run (and still ends)."""
     reference = run(mixed_system(fmus, discards=True), Jacobi())
     monkeypatch.setattr(parallel, "SPIN_S", spin)
     result = run(mixed_system(fmus, discards=True), Jacobi(parallel=2))
-    assert always_parallel == {"MainThread", "cosimrun-step-0"}
+    (pooled, alive), = always_parallel
+    assert pooled > 0 and alive == 0
     assert_bitwise_equal(result, reference)
-    assert not step_threads()
 
 
 @pytest.mark.parametrize("name", ["jacobi", "gauss_seidel", "hybrid"])
 def test_an_fmu_without_fmu_state_steps_on_the_main_thread_where_it_cannot_be_undone(
-    name: str, fmus: dict[str, Path], always_parallel: set[str]
+    name: str, fmus: dict[str, Path], always_parallel: list[tuple[int, int]]
 ) -> None:
     reference = run(mixed_system(fmus, discards=False, passive=True), MASTERS[name]())
     master = MASTERS[name](parallel="threads")
@@ -259,7 +266,7 @@ def failing_config(fmu_path: Path, master: str, parallel_setting: Any) -> dict[s
 
 @pytest.mark.parametrize("master", ["jacobi", "gauss_seidel", "hybrid"])
 def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
-    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: set[str]
+    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: list[tuple[int, int]]
 ) -> None:
     outcomes = {}
     for setting in (False, 2):
@@ -273,83 +280,78 @@ def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
     assert (status, file_status, cause) == ("failed", "failed", FMUError)  # exit status 1
     assert error.startswith("FMUError: FMU component 'a' (feedthrough.fmu): fmi2DoStep from t=")
     assert "returned fmi2Discard" in error  # both fail: the first in plan order is the one reported
-    assert not step_threads()
+    assert [alive for _, alive in always_parallel] == [0]
 
 
-def test_an_exception_in_a_worker_thread_is_raised_as_it_is_and_the_threads_end(
-    fmus: dict[str, Path], always_parallel: set[str]
+def test_an_exception_ending_a_parallel_step_is_raised_as_it_is_the_first_in_plan_order(
+    fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not an FMU's error: any exception, raised with its type, message and traceback, the first in plan order."""
-    failed_on: list[str] = []
+    stepped = FMUStepping._stepped
 
-    def system() -> System:
-        system = System("s")
-        for name in ("a", "b", "c"):
-            comp = system.add_component(fmu(name, fmus["discard"]))
-            if name != "a":
-                comp.do_step = failing(comp)
-        return system
+    def failing(self: FMUStepping, t: float) -> None:
+        if self.name != "a" and t >= 0.4 - 1e-12:
+            raise ZeroDivisionError(f"{self.name} at t={t:.3g}")
+        stepped(self, t)
 
-    def failing(comp: FMUComponent) -> Callable[[float, float], None]:
-        def do_step(t: float, dt: float) -> None:
-            FMUComponent.do_step(comp, t, dt)
-            if t >= 0.3 - 1e-12:
-                failed_on.append(threading.current_thread().name)
-                raise ZeroDivisionError(f"{comp.name} at t={t:.3g}")
-
-        return do_step
-
+    monkeypatch.setattr(FMUStepping, "_stepped", failing)
     errors = []
     for setting in (False, 3):
+        system = System("s")
+        for name in ("a", "b", "c"):
+            system.add_component(fmu(name, fmus["discard"], work=WORK))
         with pytest.raises(ZeroDivisionError) as info:
-            run(system(), Jacobi(parallel=setting))
+            run(system, Jacobi(parallel=setting))
         errors.append(str(info.value))
         assert info.value.__traceback__ is not None
-    assert errors == ["b at t=0.3"] * 2
-    assert any(name.startswith("cosimrun-step") for name in failed_on)
-    assert not step_threads()
+    assert errors == ["b at t=0.4"] * 2
+    (pooled, alive), = always_parallel
+    assert pooled > 0 and alive == 0
 
 
-def test_an_interrupted_main_thread_waits_for_the_threads_steps_before_it_raises(
-    fmus: dict[str, Path], always_parallel: set[str], monkeypatch: pytest.MonkeyPatch
+def test_an_interrupt_during_parallel_steps_ends_the_run_once_they_are_done(
+    fmus: dict[str, Path], pools: list[tuple[int, int]]
 ) -> None:
-    """Ctrl-C on the main thread while a pool thread steps: the run ends with it once no step is running."""
-    running: list[str] = []
-    at_interrupt: list[list[str]] = []
-    step_pooled = parallel._step_pooled
-
-    def interrupted(batch: parallel.Batch, i: int, t: float, h: float) -> BaseException | None:
-        if threading.current_thread() is threading.main_thread() and t >= 0.3 - 1e-12:
-            deadline = time.monotonic() + 5.0
-            while not running and time.monotonic() < deadline:  # the pool thread takes the other FMU meanwhile
-                time.sleep(1e-4)
-            at_interrupt.append(list(running))
-            raise KeyboardInterrupt
-        return step_pooled(batch, i, t, h)
-
-    def stepping(comp: FMUComponent) -> Callable[[float, float], None]:
-        def do_step(t: float, dt: float) -> None:
-            running.append(comp.name)
-            try:
-                threading.Event().wait(2e-3)
-                FMUComponent.do_step(comp, t, dt)
-            finally:
-                running.remove(comp.name)
-
-        return do_step
-
-    monkeypatch.setattr(parallel, "_step_pooled", interrupted)
+    """Ctrl-C while the native threads step: the run ends interrupted, with every step of the batch finished."""
     system = System("s")
     for name in ("a", "b"):
-        comp = system.add_component(fmu(name, fmus["discard"]))
-        comp.do_step = stepping(comp)
-    with pytest.raises(KeyboardInterrupt):
-        try:
-            run(system, Jacobi(parallel=2))
-        finally:
-            at_interrupt.append(list(running))
-    assert at_interrupt == [["b"], []]
-    assert not step_threads()
+        system.add_component(fmu(name, fmus["discard"], work=0.02))
+    timer = threading.Timer(0.15, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            system.run(0.0, 10.0, DT, master=Jacobi(parallel=2))
+        a, b = (system.components[n] for n in ("a", "b"))
+        assert 0.0 < a.t < 10.0 and abs(a.t - b.t) <= DT + 1e-12  # ended mid-run, within the step it was in
+        (_, alive), = pools
+        assert alive == 0
+    finally:
+        timer.cancel()
+        system.free()
+
+
+def test_the_native_pool_runs_every_job_of_every_batch_once() -> None:
+    """Many short batches in a row, more jobs than threads: each job runs once, some on the pool's threads."""
+    jobs = [CStepJob(version=0) for _ in range(5)]
+    addresses = (ctypes.c_void_p * 5)(*(ctypes.addressof(j) for j in jobs))
+    pool = _cpool.Pool(2, 50.0)
+    seen: set[int] = set()
+    try:
+        for batch in range(20000):
+            count = 1 + batch % 5
+            for job in jobs:
+                job.thread, job.status = -1, -7
+            pool.run(ctypes.addressof(addresses), count)
+            assert [j.status for j in jobs[:count]] == [0] * count
+            assert all(j.status == -7 for j in jobs[count:])
+            seen.update(j.thread for j in jobs[:count])
+        assert seen <= {0, 1, 2} and 0 in seen
+    finally:
+        pool.close()
+    assert pool.alive == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.run(ctypes.addressof(addresses), 1)
+    assert ctypes.sizeof(CStepJob) == _cpool.JOB_SIZE
 
 
 # ---------------------------------------------------------------------------- settings
@@ -377,7 +379,9 @@ def test_parallel_settings_and_thread_counts(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # ---------------------------------------------------------------------------- statistics and the policy
-def test_stats_say_how_much_of_the_stepping_ran_in_parallel(fmus: dict[str, Path], always_parallel: None) -> None:
+def test_stats_say_how_much_of_the_stepping_ran_in_parallel(
+    fmus: dict[str, Path], always_parallel: list[tuple[int, int]]
+) -> None:
     system = System("s")
     system.add_component(Spring("s1"))
     for name in ("a", "b", "c"):
@@ -442,16 +446,8 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
 
 def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) -> None:
     """Without forcing: FMUs whose steps take long enough are stepped in parallel after a first measured step."""
-
-    class Slow(FMUComponent):
-        def do_step(self, t: float, dt: float) -> None:
-            threading.Event().wait(2e-3)  # releases the GIL, like a long C step
-            super().do_step(t, dt)
-
     system = System("s")
     for name in ("a", "b"):
-        comp = Slow(name)
-        comp.set_parameters(path=str(fmus["discard"]))
-        system.add_component(comp)
+        system.add_component(fmu(name, fmus["discard"], work=2e-3))
     result = run(system, Jacobi(parallel=2))
     assert result.stats.parallel_steps >= 2 * (round(TF / DT) - 3)  # not the first (serial) step, nor a probe

@@ -28,6 +28,7 @@ from cosimrun.components.fmu.fmi2 import (
     from_c,
 )
 from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
 from cosimrun.core.ports import PortState
 from cosimrun.errors import StepDiscarded
 
@@ -48,9 +49,8 @@ class FMUStepping(FMUBase):
     """
 
     steps_in_parallel: ClassVar[bool] = True
-    """A step is three calls into the FMU's library through ctypes function pointers of a ``CDLL`` (as FMPy
-    loads it), which release the GIL, around a few lines of Python on this instance's own ports and buffers;
-    the FMU's log messages come back through a ctypes callback, which takes the GIL again."""
+    """The step's work is ``fmi2DoStep``/``fmi3DoStep`` (:meth:`c_step`), which the masters' parallel stepper
+    calls on native threads; the FMU's log messages come back through a ctypes callback, which takes the GIL."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
@@ -58,6 +58,7 @@ class FMUStepping(FMUBase):
         self._pull_all: Callable[[], None] = nothing
         self._push_on_read = False
         self._fast_step: Callable[[float, float], None] = self._not_running
+        self._c_step: FMUCStep | None = None
         self.fixed_step: float | None = None
         """The one step size of an FMU that cannot handle variable steps: that of its first step since it was
         instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
@@ -143,12 +144,16 @@ class FMUStepping(FMUBase):
                 push_all()
                 t_c.value = t
                 dt_c.value = dt
-                status = do_step(c, t_c, dt_c, no_prior)
-                if status > 1:
-                    step_failed(status, t, dt)
-                pull_all()
+                finish(t, dt, do_step(c, t_c, dt_c, no_prior))
+
+        def finish(t: float, dt: float, status: int) -> None:
+            if status > 1:
+                step_failed(status, t, dt)
+            pull_all()
 
         self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
+        self._c_step = FMUCStep(self, CStepJob(step=_address(do_step), instance=c.value, version=2,
+                                               no_prior=no_prior.value), lambda t: push_all(), finish)
 
     def _bind3(self) -> None:
         """The step path of an FMI 3.0 FMU: one ``fmi3Set*``/``fmi3Get*`` call per FMI type, arrays whole, and
@@ -169,22 +174,32 @@ class FMUStepping(FMUBase):
         refs = result.refs
         step_failed, step_ended = self._step_failed, self._step_ended
 
-        def step(t: float, dt: float) -> None:
+        def begin(t: float) -> None:
             if self.pending_event is not None:
                 self._handle_pending_event(t)
+            push_all()
+
+        def finish(t: float, dt: float, status: int) -> None:
             first = True
             while True:
-                push_all()
-                status = do_step(c, t, dt, no_prior, *refs)
                 if status > 1:
                     step_failed(status, t, dt)
                 if not (result.terminate.value or result.early.value or result.event.value) \
                         or not step_ended(t, dt, result, first):
                     break
                 first = False
+                push_all()
+                status = do_step(c, t, dt, no_prior, *refs)
             pull_all()
 
+        def step(t: float, dt: float) -> None:
+            begin(t)
+            finish(t, dt, do_step(c, t, dt, no_prior, *refs))
+
         self._fast_step = self._keep_fixed_step(step) if self.fixed_step_only else step
+        job = CStepJob(step=_address(do_step), instance=c.value, version=3, no_prior=int(no_prior))
+        job.out[:] = [ctypes.addressof(v) for v in (result.event, result.terminate, result.early, result.last)]
+        self._c_step = FMUCStep(self, job, begin, finish)
 
     @property
     def leaves_events(self) -> bool:  # type: ignore[override]
@@ -269,25 +284,40 @@ class FMUStepping(FMUBase):
         difference of two grid times ``t0 + k*dt`` is ``dt`` to a few ulp of ``t``.
         """
         self.fixed_step = None
+        check = self._check_fixed_step
 
         def fixed(t: float, dt: float) -> None:
-            h = self.fixed_step
-            if h is None:
-                self.fixed_step = dt
-            elif abs(dt - h) > 1e-9 * h + 4.0 * math.ulp(abs(t) + h):
-                raise self._error(
-                    f"the FMU cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), so every "
-                    f"step must be {h:.12g} like its first, but it was asked to step from t={t:.12g} with {dt:.12g}",
-                    t,
-                )
+            check(t, dt)
             step(t, dt)
 
         return fixed
 
+    def _check_fixed_step(self, t: float, dt: float) -> None:
+        """Refuse a step size other than the first (:attr:`fixed_step`, set here by the first) with an FMUError."""
+        h = self.fixed_step
+        if h is None:
+            self.fixed_step = dt
+        elif abs(dt - h) > 1e-9 * h + 4.0 * math.ulp(abs(t) + h):
+            raise self._error(
+                f"the FMU cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), so every "
+                f"step must be {h:.12g} like its first, but it was asked to step from t={t:.12g} with {dt:.12g}",
+                t,
+            )
+
     def _unbind(self) -> None:
-        """Drop the step path of a freed instance: stepping refuses until the next ``_bind``."""
+        """Drop the step path of an instance about to be freed (with the FMU state its C step saved): stepping
+        refuses until the next ``_bind``."""
         self._push_all = self._pull_all = nothing
         self._fast_step = self._not_running
+        c_step, self._c_step = self._c_step, None
+        inst = self._instance
+        if c_step is not None and c_step.job.state and inst is not None:
+            inst.free_state(ctypes.c_void_p(c_step.job.state))
+            c_step.job.state = None
+
+    def c_step(self) -> FMUCStep | None:
+        """The step split around ``fmi2DoStep``/``fmi3DoStep`` (:class:`FMUCStep`), while the FMU is instantiated."""
+        return self._c_step
 
     def _not_running(self, *args: Any) -> None:
         raise RuntimeError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
@@ -367,7 +397,10 @@ class FMUStepping(FMUBase):
         if not dt > 0.0:
             raise ValueError(f"component {self.name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
         self._fast_step(t, dt)
-        t = t + dt
+        self._stepped(t + dt)
+
+    def _stepped(self, t: float) -> None:
+        """The end of a step at *t*: the component's time, event ports cleared, the step recorded."""
         self.t = t
         if self._event_ports:
             for port in self._event_ports:
@@ -393,6 +426,69 @@ class FMUStepping(FMUBase):
         self.pending_event = None
         self._settle_events(t, enter=True)
         self._pull_all()
+
+
+class FMUCStep:
+    """An FMU's step split around ``fmi2DoStep``/``fmi3DoStep`` (:class:`~cosimrun.core.cstep.CStep`).
+
+    ``begin`` does what ``do_step`` does before the call (the fixed-step
+    check, an FMI 3 pending event, the inputs) and ``end`` what it does after
+    it (the status, outputs, time, recording), with the same code, so a step
+    taken this way computes what ``do_step`` computes. The state a speculative
+    job saves (``fmi2GetFMUstate``, after the inputs were set) is kept in the
+    job and reused, and freed with the instance.
+    """
+
+    __slots__ = ("comp", "job", "address", "_begin", "_finish", "_set_state", "_state_function", "_fixed_step_only")
+
+    def __init__(self, comp: FMUStepping, job: CStepJob, begin: Callable[[float], None],
+                 finish: Callable[[float, float, int], None]) -> None:
+        inst = comp._instance
+        assert inst is not None
+        self._state_function = "fmi3GetFMUState" if comp.is_fmi3 else "fmi2GetFMUstate"
+        get_state = inst.f.get(self._state_function) if comp.supports_rollback else None
+        self._set_state = inst.f.get("fmi3SetFMUState" if comp.is_fmi3 else "fmi2SetFMUstate")
+        job.get_state = _address(get_state) if get_state is not None else None
+        self.comp, self.job, self.address = comp, job, ctypes.addressof(job)
+        self._begin, self._finish = begin, finish
+        self._fixed_step_only = comp.fixed_step_only
+
+    def begin(self, t: float, h: float, snapshot: bool) -> None:
+        """Check the step, set the inputs and the job's arguments (*snapshot*: save the state first)."""
+        comp = self.comp
+        if not h > 0.0:
+            raise ValueError(f"component {comp.name!r}: step size must be positive, got dt={h!r} at t={t!r}")
+        if self._fixed_step_only:
+            comp._check_fixed_step(t, h)
+        self._begin(t)
+        job = self.job
+        job.t, job.h, job.snapshot = t, h, snapshot and job.get_state is not None
+
+    def end(self, t: float, h: float) -> None:
+        """The outcome of the job: raises as ``do_step`` does, else reads the outputs and records the step."""
+        comp = self.comp
+        status = self.job.status
+        if status == SNAPSHOT_FAILED:
+            raise comp._error(f"{self._state_function} returned {comp._status(self.job.state_status)} "
+                              f"at t={t:.12g}", t)
+        self._finish(t, h, status)
+        comp._stepped(t + h)
+
+    def undo(self) -> None:
+        """Return the FMU to the state its job saved before stepping (its ports were never updated)."""
+        comp = self.comp
+        inst = comp._instance
+        assert inst is not None and self._set_state is not None and self.job.state
+        status = self._set_state(inst.c, ctypes.c_void_p(self.job.state))
+        if status > 1:
+            name = "fmi3SetFMUState" if comp.is_fmi3 else "fmi2SetFMUstate"
+            raise comp._error(f"{name} returned {comp._status(status)} at t={comp.t:.12g}", comp.t)
+        comp.pending_event = None
+
+
+def _address(function: Any) -> int:
+    """The address of a ctypes function pointer."""
+    return ctypes.cast(function, ctypes.c_void_p).value or 0
 
 
 # ------------------------------------------------------------------ the compiled step path
