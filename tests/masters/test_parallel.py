@@ -185,6 +185,27 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert bool(undone) == discards  # the steps taken alongside a discarding FMU, after it in plan order, undone
 
 
+@pytest.mark.parametrize("name", ["jacobi", "gauss_seidel", "hybrid"])
+def test_fmi3_fmus_that_return_early_step_in_parallel_to_the_same_bits(
+    name: str, tmp_path_factory: pytest.TempPathFactory, always_parallel: list[tuple[int, int]]
+) -> None:
+    """FMI 3.0 balls with different restitutions return early at their impacts (fmi3DoStep on the native threads)."""
+    path = builders.bouncing_ball3(tmp_path_factory.mktemp("fmi3-parallel"))
+
+    def system() -> System:
+        system = System("balls")
+        for k, e in enumerate((0.7, 0.6, 0.5)):
+            system.add_component(fmu(f"b{k}", path, e=e))
+        return system
+
+    reference = run(system(), MASTERS[name]())
+    result = run(system(), MASTERS[name](parallel=2))
+    assert_bitwise_equal(result, reference)
+    assert result.stats.parallel_steps > 0
+    assert {comp for _, comp, _ in result.events} == {"b0", "b1", "b2"}  # every ball's impacts, cut and handled
+    assert [alive for _, alive in always_parallel] == [0]
+
+
 @pytest.mark.parametrize("spin", [0.0, 10.0], ids=["blocking", "polling"])
 def test_threads_that_block_and_threads_that_poll_step_the_same_bits(
     spin: float, fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
