@@ -63,7 +63,9 @@ def feedthrough(directory: Path, rollback: bool = True) -> Path:
 
 
 def bouncing_ball(directory: Path) -> Path:
-    """A bouncing ball (outputs h, v) whose impacts happen inside ``fmi2DoStep``."""
+    """A bouncing ball (outputs h, v) whose impacts happen inside ``fmi2DoStep``. With parameter
+    ``internal_step`` > 0 it advances only on its grid ``k * internal_step`` and holds h, v in between (piecewise
+    constant outputs; the grid time ``t_held`` is part of the FMU state)."""
     return _c_fmu(directory, "bouncing_ball", "bouncing_ball", (HERE / "bouncing_ball.xml").read_text())
 
 
