@@ -19,7 +19,8 @@ exist, with the shipped experiment's ball over its whole run (event-time error
 against the analytic sequence, trial steps per event for flights longer and
 shorter than a step) and an indicator held over 1 ms internal steps (as an FMU
 output; target <= 30 trial steps per event on average and none above
-ceil(log2(dt / tolerance)) + 4) next to it.
+ceil(log2(dt / tolerance)) + 4) next to it, in a Python stand-in and in the
+test FMU ball (``tests/fmus/bouncing_ball.c`` with ``internal_step``).
 ``--profile`` adds a cProfile breakdown of the N=100 ring.
 
 Usage::
@@ -44,6 +45,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from cosimrun.core.component import CoSimComponent
@@ -445,6 +447,7 @@ def bouncing_ball(args: argparse.Namespace) -> None:
           f"max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
     shipped_ball(Hybrid)
     held_indicator(Hybrid)
+    held_fmu(Hybrid)
 
 
 def shipped_ball(hybrid: Any) -> None:
@@ -540,6 +543,55 @@ def held_indicator(hybrid: Any) -> None:
           f"trial steps per event {per_event:.2f} (target <= {TARGET_HELD_TRIALS_PER_EVENT:g}; max {worst}, bound "
           f"{bound}) [{'ok' if per_event <= TARGET_HELD_TRIALS_PER_EVENT and worst <= bound else 'MISS'}], "
           f"max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
+
+
+def held_fmu(hybrid: Any) -> None:
+    """The same bound on a real FMU output: the test FMU ball (``tests/fmus/bouncing_ball.c``) advancing on a 1 ms
+    internal grid and holding h, v in between; indicator v rising through zero, truth the first grid point after
+    each analytic impact (flights until 3.95 s stay longer than two macro steps, so every descent is seen)."""
+    import tempfile
+
+    from cosimrun.components.fmu import FMUComponent, build_c_fmu
+
+    tol, dt, tf, hold, g, e = 1e-10, 0.01, 3.95, 1e-3, 9.81, 0.8
+    bound = math.ceil(math.log2(dt / tol)) + 4
+    exact, t_imp, k = [], math.sqrt(2.0 / g), 1
+    while t_imp < tf:
+        exact.append((math.floor(t_imp / hold) + 1) * hold)
+        t_imp += 2.0 * e**k * math.sqrt(2.0 * g) / g
+        k += 1
+    sources = Path(__file__).resolve().parents[1] / "tests" / "fmus"
+    with tempfile.TemporaryDirectory(prefix="cosimrun-bench-held-fmu-") as tmp:
+        try:
+            path = build_c_fmu(Path(tmp) / "bouncing_ball.fmu", model_identifier="bouncing_ball",
+                               model_description=(sources / "bouncing_ball.xml").read_text(),
+                               source=(sources / "bouncing_ball.c").read_text())
+        except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
+            print(f"  held FMU output: not built ({type(exc).__name__}: {exc})")
+            return
+        ball = FMUComponent("ball")
+        ball.set_parameters(path=str(path), internal_step=hold, events={"bounce": {"port": "v", "direction": 1}})
+        system = System("held_fmu")
+        system.add_component(ball)
+        try:
+            start = TIMER()
+            result = system.run(0.0, tf, dt, master=hybrid(time_tolerance=tol))
+            seconds = TIMER() - start
+        except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
+            print(f"  held FMU output failed: {type(exc).__name__}: {exc}")
+            return
+        finally:
+            system.free()
+    stats = result.stats
+    found = [when.t for when, _comp, _name in result.events]
+    err = max((abs(a - b) for a, b in zip(found, exact, strict=False)), default=float("nan"))
+    per_event = stats.trial_steps_per_event
+    worst = max(stats.event_trial_steps, default=0)
+    verdict = "ok" if per_event <= TARGET_HELD_TRIALS_PER_EVENT and worst <= bound else "MISS"
+    print(f"  held FMU output (ball FMU, v on a 1 ms internal grid, dt={dt:g}): events {stats.events} (expected "
+          f"{len(exact)}), trial steps per event {per_event:.2f} (target <= {TARGET_HELD_TRIALS_PER_EVENT:g}; max "
+          f"{worst}, bound {bound}) [{verdict}], max event-time error {err:.2e} s against the grid point, "
+          f"wall {seconds * 1e3:.1f} ms")
 
 
 # ---------------------------------------------------------------------------------------- profile
