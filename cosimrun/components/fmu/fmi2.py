@@ -163,10 +163,32 @@ class Instance:
     instance is freed (``alive`` false) they no longer call into the library.
     """
 
+    SPARE_STATES = 4
+    """FMU states of dropped snapshots kept for the next ones (``fmi2GetFMUstate`` overwrites a state it
+    returned before, so a checkpoint per step allocates and frees nothing)."""
+
     def __init__(self, functions: dict[str, Any], handle: int) -> None:
         self.c = ctypes.c_void_p(handle)
         self.f = functions
         self.alive = True
+        self.spares: list[ctypes.c_void_p] = []
+
+    def spare_state(self) -> ctypes.c_void_p:
+        """A state handle for ``fmi2GetFMUstate``: one a dropped snapshot left, or a new (NULL) one."""
+        return self.spares.pop() if self.spares else ctypes.c_void_p()
+
+    def drop_state(self, state: ctypes.c_void_p) -> None:
+        """Keep the state of a dropped snapshot for the next one, or free it when enough are kept."""
+        if len(self.spares) < self.SPARE_STATES and self.alive and state:
+            self.spares.append(state)
+        else:
+            self.free_state(state)
+
+    def free_spares(self) -> None:
+        """Free the kept states (before the instance is freed)."""
+        spares, self.spares = self.spares, []
+        for state in spares:
+            self.free_state(state)
 
     def free_state(self, state: ctypes.c_void_p) -> None:
         if self.alive and state and "fmi2FreeFMUstate" in self.f:
@@ -174,19 +196,20 @@ class Instance:
 
 
 class Snapshot:
-    """Opaque rollback point: the FMU state plus time and port values; frees the FMU state when dropped."""
+    """Opaque rollback point: the FMU state plus time and port values (in the component's snapshot port order);
+    its FMU state goes back to the instance when dropped."""
 
-    __slots__ = ("instance", "state", "t", "ports")
+    __slots__ = ("instance", "state", "t", "values")
 
-    def __init__(self, instance: Instance, state: ctypes.c_void_p, t: float, ports: tuple[Any, ...]) -> None:
+    def __init__(self, instance: Instance, state: ctypes.c_void_p, t: float, values: list[Any]) -> None:
         self.instance = instance
         self.state = state
         self.t = t
-        self.ports = ports
+        self.values = values
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # never raise from a finalizer (e.g. at interpreter exit)
-            self.instance.free_state(self.state)
+            self.instance.drop_state(self.state)
 
 
 def fast_functions(dll: Any) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class FMULifecycle(FMUBase):
         self._extraction: Extraction | None = None
         self._instance: Instance | None = None
         self._cb: Any = None
+        self._snapshot_ports: tuple[Any, ...] = ()
+        """The ports whose values a snapshot keeps, in its order (set when the instance starts)."""
 
     def _initialize_component(self, t0: float) -> None:
         if self.model is None:
@@ -110,10 +112,11 @@ class FMULifecycle(FMUBase):
             self._extraction = None
 
     def _free_instance(self) -> None:
-        inst, self._instance = self._instance, None
         self._unbind()
+        inst, self._instance = self._instance, None
         if inst is None:
             return
+        inst.free_spares()
         if isinstance(inst, fmi3.Instance):
             fmi3.free(inst)
             return
@@ -172,6 +175,7 @@ class FMULifecycle(FMUBase):
             self._call("fmi3EnterInitializationMode", t0, tol is not None, tol or 0.0, float(t0), False, 0.0)
         else:
             self._call("fmi2EnterInitializationMode", t0)
+        self._snapshot_ports = (*self.inputs.values(), *self.outputs.values())
         self._bind()
         self._push_inputs()
         self._call("fmi3ExitInitializationMode" if self.is_fmi3 else "fmi2ExitInitializationMode", t0)
@@ -258,13 +262,13 @@ class FMULifecycle(FMUBase):
         inst = self._instance
         if inst is None:
             raise RuntimeError(f"{self._where()}: call initialize(t0) before snapshot_state")
-        state = ctypes.c_void_p()
+        state = inst.spare_state()
         fname = "fmi3GetFMUState" if self.is_fmi3 else "fmi2GetFMUstate"
         status = inst.f[fname](inst.c, ctypes.byref(state))
         if status > 1:
+            inst.free_state(state)
             raise self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
-        ports = tuple((p, p.value) for p in (*self.inputs.values(), *self.outputs.values()))
-        return Snapshot(inst, state, self.t, ports)
+        return Snapshot(inst, state, self.t, [p.value for p in self._snapshot_ports])
 
     def restore_state(self, snapshot: Any, t: float) -> None:
         """Return exactly to *snapshot* (``fmi2SetFMUstate``); ports get their values of that time."""
@@ -278,7 +282,7 @@ class FMULifecycle(FMUBase):
         status = inst.f[fname](inst.c, snapshot.state)
         if status > 1:
             raise self._error(f"{fname} returned {self._status(status)} at t={t:.12g}", t)
-        for port, value in snapshot.ports:
+        for port, value in zip(self._snapshot_ports, snapshot.values, strict=True):
             port.value = value
         self.t = snapshot.t
         self.pending_event = None
