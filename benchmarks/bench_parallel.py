@@ -13,9 +13,10 @@ recorded exactly the same values. Columns:
 * ``speedup``: serial / parallel;
 * ``in parallel``: the share of component-steps the stepper ran concurrently in the
   fastest parallel run (``stats.parallel_fraction``): batches too short to gain stay serial;
-* ``bound``: the best speedup the machine allows: the serial run with as many FMU steps
-  overlapped as the threads (at most one per core) can overlap, plus one hand-off per macro
-  step (measured first, see below).
+* ``bound``: the best speedup the machine allows: the serial run with as much of the FMUs'
+  C work overlapped as the threads (at most one per core) can overlap (the rest of a step,
+  cosimrun's part, stays on the main thread), plus one hand-off per macro step (measured
+  first, see below).
 
 The header gives the cost of one hand-off: the native pool of the stepper
 (:mod:`cosimrun.masters.parallel`) running a batch of empty jobs, one per thread, after
@@ -188,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                         parallel, fraction = wall_p, res.stats.parallel_fraction
                     same = same and same_records(res, ref)
                 speedup = serial / parallel
-                fmu_step = min(overhead + iterations * per_iteration, serial / (n * steps))
-                overlapped = (n - math.ceil(n / min(threads, n))) * fmu_step * steps
+                c_work = min(iterations * per_iteration, serial / (n * steps))  # the part of a step that overlaps
+                overlapped = (n - math.ceil(n / min(threads, n))) * c_work * steps
                 bound = serial / max(serial - overlapped + handoff * steps, 1e-9)
                 if work >= 200:
                     check = "ok" if speedup >= 1.8 else "MISSED (>= 1.8x)"
