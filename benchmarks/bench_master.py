@@ -527,22 +527,32 @@ def held_indicator(hybrid: Any) -> None:
         level -= drop
     system = System("held")
     system.add_component(Held("held"))
+    report_held(f"held indicator (1 ms internal step, dt={dt:g})", system, hybrid(time_tolerance=tol),
+                (tf, dt, bound), exact, "")
+
+
+def report_held(label: str, system: System, master: Any, run: tuple[float, float, int], exact: list[float],
+                truth: str) -> None:
+    """Run *system* to ``run = (tf, dt, bound)`` and print its events against *exact* and the trial-step targets."""
+    tf, dt, bound = run
     try:
         start = TIMER()
-        result = system.run(0.0, tf, dt, master=hybrid(time_tolerance=tol))
+        result = system.run(0.0, tf, dt, master=master)
         seconds = TIMER() - start
     except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
-        print(f"  held indicator failed: {type(exc).__name__}: {exc}")
+        print(f"  {label} failed: {type(exc).__name__}: {exc}")
         return
+    finally:
+        system.free()
     stats = result.stats
     found = [when.t for when, _comp, _name in result.events]
     err = max((abs(a - b) for a, b in zip(found, exact, strict=False)), default=float("nan"))
     per_event = stats.trial_steps_per_event
     worst = max(stats.event_trial_steps, default=0)
-    print(f"  held indicator (1 ms internal step, dt={dt:g}): events {stats.events} (expected {len(exact)}), "
-          f"trial steps per event {per_event:.2f} (target <= {TARGET_HELD_TRIALS_PER_EVENT:g}; max {worst}, bound "
-          f"{bound}) [{'ok' if per_event <= TARGET_HELD_TRIALS_PER_EVENT and worst <= bound else 'MISS'}], "
-          f"max event-time error {err:.2e} s, wall {seconds * 1e3:.1f} ms")
+    verdict = "ok" if per_event <= TARGET_HELD_TRIALS_PER_EVENT and worst <= bound else "MISS"
+    print(f"  {label}: events {stats.events} (expected {len(exact)}), trial steps per event {per_event:.2f} "
+          f"(target <= {TARGET_HELD_TRIALS_PER_EVENT:g}; max {worst}, bound {bound}) [{verdict}], max event-time "
+          f"error {err:.2e} s{truth}, wall {seconds * 1e3:.1f} ms")
 
 
 def held_fmu(hybrid: Any) -> None:
@@ -573,25 +583,8 @@ def held_fmu(hybrid: Any) -> None:
         ball.set_parameters(path=str(path), internal_step=hold, events={"bounce": {"port": "v", "direction": 1}})
         system = System("held_fmu")
         system.add_component(ball)
-        try:
-            start = TIMER()
-            result = system.run(0.0, tf, dt, master=hybrid(time_tolerance=tol))
-            seconds = TIMER() - start
-        except Exception as exc:  # noqa: BLE001 - report, do not hide the rest of the benchmark
-            print(f"  held FMU output failed: {type(exc).__name__}: {exc}")
-            return
-        finally:
-            system.free()
-    stats = result.stats
-    found = [when.t for when, _comp, _name in result.events]
-    err = max((abs(a - b) for a, b in zip(found, exact, strict=False)), default=float("nan"))
-    per_event = stats.trial_steps_per_event
-    worst = max(stats.event_trial_steps, default=0)
-    verdict = "ok" if per_event <= TARGET_HELD_TRIALS_PER_EVENT and worst <= bound else "MISS"
-    print(f"  held FMU output (ball FMU, v on a 1 ms internal grid, dt={dt:g}): events {stats.events} (expected "
-          f"{len(exact)}), trial steps per event {per_event:.2f} (target <= {TARGET_HELD_TRIALS_PER_EVENT:g}; max "
-          f"{worst}, bound {bound}) [{verdict}], max event-time error {err:.2e} s against the grid point, "
-          f"wall {seconds * 1e3:.1f} ms")
+        report_held(f"held FMU output (ball FMU, v on a 1 ms internal grid, dt={dt:g})", system,
+                    hybrid(time_tolerance=tol), (tf, dt, bound), exact, " against the grid point")
 
 
 # ---------------------------------------------------------------------------------------- profile

@@ -58,10 +58,10 @@ from __future__ import annotations
 import ctypes
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cosimrun.core.component import CoSimComponent
 from cosimrun.core.cstep import CStep, CStepJob
 from cosimrun.errors import StepDiscarded
 from cosimrun.masters import _cpool
@@ -221,19 +221,10 @@ def _batch(steps: list[Step]) -> Batch | None:
     return Batch(steps, reads, pooled, speculative)
 
 
-def _end(c_step: CStep, t: float, h: float) -> BaseException | None:
-    """End a C step; its exception (any: it is raised in plan order), or ``None``."""
+def _outcome(step: Callable[[float, float], None], t: float, h: float) -> BaseException | None:
+    """Call *step* (a ``do_step`` on the main thread, or a C step's ``end``); its exception, or ``None``."""
     try:
-        c_step.end(t, h)
-    except BaseException as exc:  # noqa: BLE001 - raised by the caller in plan order
-        return exc
-    return None
-
-
-def _step_one(comp: CoSimComponent, t: float, h: float) -> BaseException | None:
-    """Step *comp* on the main thread; its exception, or ``None``."""
-    try:
-        comp.do_step(t, h)
+        step(t, h)
     except BaseException as exc:  # noqa: BLE001 - raised by the caller in plan order
         return exc
     return None
@@ -291,11 +282,11 @@ class ParallelStepper:
         for i, (comp, _, _) in enumerate(steps):
             c_step = begun[i]
             if c_step is None:
-                exc = _step_one(comp, t, h)
+                exc = _outcome(comp.do_step, t, h)
             elif isinstance(c_step, BaseException):
                 exc = c_step
             else:
-                exc = _end(c_step, t, h)
+                exc = _outcome(c_step.end, t, h)
             if exc is None:
                 continue
             if isinstance(exc, StepDiscarded):
