@@ -263,7 +263,7 @@ class CoSimComponent(ABC):
     def do_step(self, t: float, dt: float) -> None:
         """Advance from *t* to *t + dt*, refresh outputs and record them."""
         if not dt > 0.0:
-            raise ValueError(f"component {self.name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+            raise step_size_error(self.name, t, dt)
         self._do_step_internal(t, dt)
         t = t + dt
         self.t = t
@@ -498,6 +498,11 @@ class CoSimComponent(ABC):
             if rollback:
                 self.restore_state(snapshot, self.t)
         return result
+
+
+def step_size_error(name: str, t: float, dt: float) -> ValueError:
+    """The error of a step of component *name* from *t* by a step size *dt* that is not positive."""
+    return ValueError(f"component {name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
 
 
 def _perturbations(port: PortState) -> Iterable[Any]:

@@ -27,7 +27,7 @@ from cosimrun.components.fmu.fmi2 import (
     fast_functions,
     from_c,
 )
-from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.component import NO_EVENTS, step_size_error
 from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
 from cosimrun.core.ports import PortState
 from cosimrun.errors import StepDiscarded
@@ -395,7 +395,7 @@ class FMUStepping(FMUBase):
         step is one compiled call around the three FMI calls (see :meth:`_bind`).
         """
         if not dt > 0.0:
-            raise ValueError(f"component {self.name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+            raise step_size_error(self.name, t, dt)
         self._fast_step(t, dt)
         self._stepped(t + dt)
 
@@ -439,15 +439,17 @@ class FMUCStep:
     job and reused, and freed with the instance.
     """
 
-    __slots__ = ("comp", "job", "address", "_begin", "_finish", "_set_state", "_state_function", "_fixed_step_only")
+    __slots__ = ("comp", "job", "address", "_begin", "_finish", "_set_state", "_state_function", "_set_function",
+                 "_fixed_step_only")
 
     def __init__(self, comp: FMUStepping, job: CStepJob, begin: Callable[[float], None],
                  finish: Callable[[float, float, int], None]) -> None:
         inst = comp._instance
         assert inst is not None
-        self._state_function = "fmi3GetFMUState" if comp.is_fmi3 else "fmi2GetFMUstate"
+        self._state_function, self._set_function = ("fmi3GetFMUState", "fmi3SetFMUState") if comp.is_fmi3 \
+            else ("fmi2GetFMUstate", "fmi2SetFMUstate")
         get_state = inst.f.get(self._state_function) if comp.supports_rollback else None
-        self._set_state = inst.f.get("fmi3SetFMUState" if comp.is_fmi3 else "fmi2SetFMUstate")
+        self._set_state = inst.f.get(self._set_function)
         job.get_state = _address(get_state) if get_state is not None else None
         self.comp, self.job, self.address = comp, job, ctypes.addressof(job)
         self._begin, self._finish = begin, finish
@@ -457,7 +459,7 @@ class FMUCStep:
         """Check the step, set the inputs and the job's arguments (*snapshot*: save the state first)."""
         comp = self.comp
         if not h > 0.0:
-            raise ValueError(f"component {comp.name!r}: step size must be positive, got dt={h!r} at t={t!r}")
+            raise step_size_error(comp.name, t, h)
         if self._fixed_step_only:
             comp._check_fixed_step(t, h)
         self._begin(t)
@@ -481,8 +483,7 @@ class FMUCStep:
         assert inst is not None and self._set_state is not None and self.job.state
         status = self._set_state(inst.c, ctypes.c_void_p(self.job.state))
         if status > 1:
-            name = "fmi3SetFMUState" if comp.is_fmi3 else "fmi2SetFMUstate"
-            raise comp._error(f"{name} returned {comp._status(status)} at t={comp.t:.12g}", comp.t)
+            raise comp._error(f"{self._set_function} returned {comp._status(status)} at t={comp.t:.12g}", comp.t)
         comp.pending_event = None
 
 
