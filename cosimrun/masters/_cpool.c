@@ -2,15 +2,26 @@
  *
  * Pool.run(jobs, count) (one caller at a time) hands an array of cosimrun_step_job pointers (the layout of
  * cosimrun.core.cstep.CStepJob) to the pool's threads and to the calling thread, which all take jobs
- * from one shared counter until none is left, and returns once every job has run. The caller
+ * from one shared word until none is left, and returns once every job has run. The caller
  * releases the GIL for that time and no Python runs on the pool's threads (an FMU's log callback
  * takes the GIL itself), so a batch costs one hand-off and no GIL hand-over.
  *
- * Hand-off: the batch is published in one 64-bit word (batch number << 32 | next job), which
- * the threads claim jobs from by compare-and-swap, so a thread that wakes late cannot take a job
- * of a later batch with the count of an earlier one. A waiting thread polls for `spin_us`
- * microseconds (a wake-up from a blocked wait costs 40-180 us on a small cloud VM whose idle
- * cores halt), then blocks on a condition variable.
+ * Invariant: each job of a batch runs exactly once. The batch is published in one 64-bit atomic
+ * word, `claim` = generation << 32 | count << 16 | next, and a thread runs job `next` only after its
+ * compare-and-swap moved the word from (g, count, next) to (g, count, next + 1) with next < count: the
+ * word alone says whether a job is left, so a thread that read the word of a finished batch cannot
+ * claim with the count of the next one (the fields the caller rewrites for a batch, `jobs` and
+ * `remaining`, are read only after a successful claim). A successful claim is always of the batch
+ * being run, whatever the generation: the caller replaces the word only once `remaining` is 0, which
+ * takes the claimed job's end. Memory order (C11, sequentially consistent atomics): the caller
+ * writes `jobs`, the jobs and `remaining` before it stores the word, and every successful claim
+ * reads that store or a claim after it (a release sequence), so it sees them; a thread's writes to
+ * its job come before its decrement of `remaining`, which the caller reads as 0 before it reads the
+ * jobs or writes the next batch. The generation only tells a waiting thread that a batch came (once
+ * it wraps, a thread may miss a batch, which the others and the caller run).
+ *
+ * A waiting thread polls for `spin_us` microseconds (a wake-up from a blocked wait costs 40-180 us
+ * on a small cloud VM whose idle cores halt), then blocks on a condition variable.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -63,20 +74,21 @@ static void run_job(cosimrun_step_job *job, int32_t who)
     }
 }
 
+#define MAX_JOBS 0xFFFF      /* jobs of a batch: count and next have 16 bits each in `claim` */
+
 typedef struct {
     PyObject_HEAD
     int threads;                 /* pool threads (the caller is one more) */
     pthread_t *ids;
     int started;
-    long spin_ns;
+    int64_t spin_ns;
     cosimrun_step_job **jobs;    /* the batch being run */
-    uint32_t count;
-    _Atomic uint64_t claim;      /* batch << 32 | next job */
-    _Atomic int remaining;       /* jobs of the batch not yet finished */
-    _Atomic int sleepers;
-    _Atomic int stop;
-    _Atomic long pooled;         /* jobs run by pool threads, over the pool's life */
-    uint64_t batch;
+    _Atomic uint64_t claim;      /* generation << 32 | count << 16 | next job (see the top of the file) */
+    _Atomic int32_t remaining;   /* jobs of the batch not yet finished */
+    _Atomic int32_t sleepers;
+    _Atomic int32_t stop;
+    _Atomic int64_t pooled;      /* jobs run by pool threads, over the pool's life */
+    uint32_t generation;
     pthread_mutex_t mutex;
     pthread_cond_t wake;
 } Pool;
@@ -94,29 +106,33 @@ static inline void cpu_relax(void)
     __asm__ __volatile__("" ::: "memory");
 }
 
-static long now_ns(void)
+static int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Take jobs of batch `batch` until none is left; the number taken. */
-static long take_jobs(Pool *pool, uint64_t batch, int32_t who)
+static inline uint32_t generation_of(uint64_t word)
 {
-    long taken = 0;
+    return (uint32_t)(word >> 32);
+}
+
+/* Take jobs of the batch being run until none is left; the number taken. */
+static int64_t take_jobs(Pool *pool, int32_t who)
+{
+    int64_t taken = 0;
+    uint64_t word = atomic_load(&pool->claim);
     for (;;) {
-        uint64_t word = atomic_load(&pool->claim);
-        if ((word >> 32) != batch)
-            return taken;
-        uint32_t next = (uint32_t)word;
-        if (next >= pool->count)
+        uint32_t next = (uint32_t)(word & MAX_JOBS), count = (uint32_t)((word >> 16) & MAX_JOBS);
+        if (next >= count)
             return taken;
         if (!atomic_compare_exchange_weak(&pool->claim, &word, word + 1))
-            continue;
-        run_job(pool->jobs[next], who);  /* the batch cannot end before this job: the arrays stay */
+            continue;  /* `word` now holds what the claim word holds */
+        run_job(pool->jobs[next], who);  /* the batch cannot end before this job: its arrays stay */
         taken++;
         atomic_fetch_sub(&pool->remaining, 1);
+        word = atomic_load(&pool->claim);
     }
 }
 
@@ -125,18 +141,19 @@ static void *pool_thread(void *arg)
     Starter start = *(Starter *)arg;
     free(arg);
     Pool *pool = start.pool;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        uint64_t batch = atomic_load(&pool->claim) >> 32;
-        if (batch == seen && !atomic_load(&pool->stop)) {
-            long deadline = now_ns() + pool->spin_ns;
+        uint32_t generation = generation_of(atomic_load(&pool->claim));
+        if (generation == seen && !atomic_load(&pool->stop)) {
+            int64_t deadline = now_ns() + pool->spin_ns;
             int polls = 0;
-            while ((batch = atomic_load(&pool->claim) >> 32) == seen && !atomic_load(&pool->stop)) {
+            while ((generation = generation_of(atomic_load(&pool->claim))) == seen && !atomic_load(&pool->stop)) {
                 cpu_relax();
                 if (++polls % 64 == 0 && now_ns() > deadline) {
                     pthread_mutex_lock(&pool->mutex);
                     atomic_fetch_add(&pool->sleepers, 1);
-                    while ((batch = atomic_load(&pool->claim) >> 32) == seen && !atomic_load(&pool->stop))
+                    while ((generation = generation_of(atomic_load(&pool->claim))) == seen &&
+                           !atomic_load(&pool->stop))
                         pthread_cond_wait(&pool->wake, &pool->mutex);
                     atomic_fetch_sub(&pool->sleepers, 1);
                     pthread_mutex_unlock(&pool->mutex);
@@ -146,8 +163,8 @@ static void *pool_thread(void *arg)
         }
         if (atomic_load(&pool->stop))
             return NULL;
-        seen = batch;
-        long taken = take_jobs(pool, batch, start.index);
+        seen = generation;
+        int64_t taken = take_jobs(pool, start.index);
         if (taken)
             atomic_fetch_add(&pool->pooled, taken);
     }
@@ -182,7 +199,7 @@ static int Pool_init(Pool *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     self->threads = threads;
-    self->spin_ns = (long)(spin_us * 1000.0);
+    self->spin_ns = (int64_t)(spin_us * 1000.0);
     self->ids = calloc(threads ? threads : 1, sizeof(pthread_t));
     if (!self->ids) {
         PyErr_NoMemory();
@@ -213,8 +230,9 @@ static PyObject *Pool_run(Pool *self, PyObject *args)
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "Kn", &address, &count))
         return NULL;
-    if (count < 0 || count > UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "count out of range");
+    if (count < 0 || count > MAX_JOBS) {
+        PyErr_Format(PyExc_ValueError, "count %zd out of range: a batch holds 0 to %d jobs (MAX_JOBS)", count,
+                     MAX_JOBS);
         return NULL;
     }
     if (self->started != self->threads || atomic_load(&self->stop)) {
@@ -223,17 +241,15 @@ static PyObject *Pool_run(Pool *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     self->jobs = (cosimrun_step_job **)(uintptr_t)address;
-    self->count = (uint32_t)count;
-    atomic_store(&self->remaining, (int)count);
-    uint64_t batch = ++self->batch;
-    atomic_store(&self->claim, batch << 32);
+    atomic_store(&self->remaining, (int32_t)count);
+    atomic_store(&self->claim, (uint64_t)++self->generation << 32 | (uint64_t)count << 16);
     if (atomic_load(&self->sleepers) > 0) {
         pthread_mutex_lock(&self->mutex);
         pthread_cond_broadcast(&self->wake);
         pthread_mutex_unlock(&self->mutex);
     }
-    take_jobs(self, batch, 0);
-    long deadline = now_ns() + self->spin_ns;
+    take_jobs(self, 0);
+    int64_t deadline = now_ns() + self->spin_ns;
     int polls = 0;
     while (atomic_load(&self->remaining) > 0) {
         cpu_relax();
@@ -254,7 +270,7 @@ static PyObject *Pool_close(Pool *self, PyObject *Py_UNUSED(ignored))
 
 static PyObject *Pool_get_pooled(Pool *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromLong(atomic_load(&self->pooled));
+    return PyLong_FromLongLong(atomic_load(&self->pooled));
 }
 
 static PyObject *Pool_get_alive(Pool *self, void *Py_UNUSED(closure))
@@ -275,8 +291,8 @@ static void Pool_dealloc(Pool *self)
 
 static PyMethodDef Pool_methods[] = {
     {"run", (PyCFunction)Pool_run, METH_VARARGS,
-     "run(jobs, count): run `count` step jobs (the address of an array of CStepJob pointers) on the pool's "
-     "threads and this one, without the GIL; returns once all have run"},
+     "run(jobs, count): run `count` step jobs (the address of an array of CStepJob pointers, at most MAX_JOBS) "
+     "on the pool's threads and this one, without the GIL; returns once all have run"},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "close(): stop and join the pool's threads"},
     {NULL, NULL, 0, NULL},
 };
@@ -314,7 +330,8 @@ PyMODINIT_FUNC PyInit__cpool(void)
         return NULL;
     Py_INCREF(&PoolType);
     if (PyModule_AddObject(m, "Pool", (PyObject *)&PoolType) < 0 ||
-        PyModule_AddIntConstant(m, "JOB_SIZE", (long)sizeof(cosimrun_step_job)) < 0) {
+        PyModule_AddIntConstant(m, "JOB_SIZE", (long)sizeof(cosimrun_step_job)) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_JOBS", MAX_JOBS) < 0) {
         Py_DECREF(&PoolType);
         Py_DECREF(m);
         return NULL;

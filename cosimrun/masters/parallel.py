@@ -36,11 +36,12 @@ environment they inherit, and :meth:`ParallelStepper.close` joins them when
 the run ends, however it ends.
 
 **Hand-offs.** The native threads and the main thread take the jobs of a
-batch from one shared counter, so the main thread steps its share instead of
-waiting idle. A waiting native thread polls for :data:`SPIN_S` before it
-blocks: waking a blocked thread costs 40-180 µs on a small cloud VM whose idle
-cores halt, and the next macro step usually hands over its batch well within
-that time.
+batch from one shared atomic word (the batch, its size and its next job), so
+the main thread steps its share instead of waiting idle, and each job runs
+exactly once: a thread late from one batch cannot take a job of the next. A
+waiting native thread polls for :data:`SPIN_S` before it blocks: waking a
+blocked thread costs 40-180 µs on a small cloud VM whose idle cores halt, and
+the next macro step usually hands over its batch well within that time.
 
 **When it pays off.** Every batch measures its wall time both ways and steps
 in parallel only while that is the faster way. The first :data:`TIMED` steps
@@ -202,12 +203,13 @@ def split_plan(plan: list[Step]) -> list[Segment]:
 
 
 def _batch(steps: list[Step]) -> Batch | None:
-    """*steps* as a batch, or ``None`` when fewer than two of them can step concurrently."""
+    """*steps* as a batch, or ``None`` when fewer than two of them can step concurrently; at most
+    ``_cpool.MAX_JOBS`` of them are pooled."""
     pooled: list[int] = []
     speculative: list[int] = []
     discarding = False
     for i, (comp, _, _) in enumerate(steps):
-        if not comp.steps_in_parallel:
+        if not comp.steps_in_parallel or len(pooled) == _cpool.MAX_JOBS:  # the rest step on the main thread
             continue
         if discarding:
             if not comp.can_always_roll_back:

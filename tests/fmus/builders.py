@@ -72,7 +72,7 @@ def bouncing_ball(directory: Path) -> Path:
 def discard(directory: Path, *, variable_step: bool = True, rollback: bool = True,
             reports_time: bool = True, interpolate: bool = False) -> Path:
     """``x' = u``; a step across parameter ``t_discard`` ends there with ``fmi2Discard`` (outputs x, h_min, h_max,
-    discards, du1). Variants: ``canHandleVariableCommunicationStepSize`` false, no FMU state, no
+    discards, steps, du1). Variants: ``canHandleVariableCommunicationStepSize`` false, no FMU state, no
     ``fmi2LastSuccessfulTime``, and ``canInterpolateInputs`` (u integrated as the polynomial of its derivatives)."""
     identifier = "discard" + ("" if variable_step else "_fixed") + ("" if rollback else "_norollback") \
         + ("" if reports_time else "_notime") + ("_interpolating" if interpolate else "")

@@ -4,14 +4,16 @@
  * t_discard ends there: the FMU advances exactly to t_discard and returns fmi2Discard, and
  * fmi2LastSuccessfulTime reports t_discard (FMI 2.0's early end of a communication step).
  * Outputs h_min and h_max are the smallest and largest step sizes asked for; discards counts
- * the steps ended early. Parameter work (s) makes each step wait that long first, off the CPU (as a
- * step waiting for hardware or a remote model does), so that steps overlap on a loaded machine too.
+ * the steps ended early and steps every step (each fmi2DoStep that reaches the model): both are
+ * part of the FMU state, so a step undone by fmi2SetFMUstate is uncounted. Parameter work (s) makes
+ * each step wait that long first, off the CPU (as a step waiting for hardware or a remote model
+ * does), so that steps overlap on a loaded machine too.
  */
 #define MODEL_GUID "cosimrun-test-discard-1"
 #define N_REAL 7
-#define N_INTEGER 1
+#define N_INTEGER 2
 enum { U, X, T_DISCARD, H_MIN, H_MAX, DU1, WORK };
-enum { DISCARDS };
+enum { DISCARDS, STEPS };
 #include "cosimrun_fmi2cs.h"
 #include <time.h>
 
@@ -30,6 +32,7 @@ static double integral(const ModelState *s, double h) {
 static fmi2Status model_step(Instance *m, double t, double h) {
     ModelState *s = &m->s;
     double t_discard = s->r[T_DISCARD];
+    s->i[STEPS] += 1;
     if (s->r[WORK] > 0.0) {
         struct timespec pause = {(time_t)s->r[WORK], (long)(1e9 * (s->r[WORK] - (double)(time_t)s->r[WORK]))};
         nanosleep(&pause, NULL);

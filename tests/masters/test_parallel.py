@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import ctypes
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
 
 from cosimrun.components.fmu import FMUComponent
+from cosimrun.components.fmu.build import find_c_compiler
 from cosimrun.components.fmu.step import FMUCStep, FMUStepping
 from cosimrun.components.mechanics import BouncingBall
 from cosimrun.config.build import build_master
@@ -183,6 +185,68 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     events = [e for _, _, e in result.events]
     assert events.count("bounce") == 1 and events.count("discard") == (2 if discards else 0)
     assert bool(undone) == discards  # the steps taken alongside a discarding FMU, after it in plan order, undone
+
+
+def counting_system(path: Path, **first: Any) -> System:
+    """FMUs ``x' = u`` that count their steps (``steps``): ``a0``, ``a1`` drive ``b0``-``b4``, ``b0`` and ``b1`` drive
+    them back (oscillators); under Gauss-Seidel two priority levels, batches of 2 and 5 FMUs alternating. *first*:
+    parameters of ``a0``."""
+    system = System("counting")
+    for k in range(2):
+        system.add_component(fmu(f"a{k}", path, **(first if k == 0 else {})))
+    for k in range(5):
+        system.add_component(fmu(f"b{k}", path))
+        system.connect(f"a{k % 2}.x -> b{k}.u", scale=1.0 + k / 4, convert_units=False)
+    for k in range(2):
+        system.connect(f"b{k}.x -> a{k}.u", scale=-1.0 - k, convert_units=False)
+    return system
+
+
+def assert_each_step_counted_once(result: Any) -> None:
+    """Every FMU's ``steps`` output, recorded at each communication point, counts the steps up to it: 0, 1, 2, ..."""
+    counts = {comp: arrays for (comp, port), arrays in recorded(result).items() if port == "steps"}
+    assert sorted(counts) == ["a0", "a1", "b0", "b1", "b2", "b3", "b4"]
+    for comp, (times, steps, _) in counts.items():
+        assert np.array_equal(steps, np.arange(len(times))), comp
+
+
+@pytest.mark.parametrize(("discards", "steps"), [(False, 2000), (True, 2000),
+                                                 pytest.param(False, 20_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["gauss_seidel", "jacobi"])
+def test_parallel_fmus_take_each_step_exactly_once(
+    name: str, discards: bool, steps: int, fmus: dict[str, Path], always_parallel: list[tuple[int, int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FMUs that count their steps, stepped in parallel in batches of 2 and 5 (Gauss-Seidel's two levels) or 7
+    (Jacobi's one), record bitwise what serial stepping records, and each takes one step per macro step. With
+    *discards*, ``a0`` ends the step from 0.5 early: that macro step is cut in two (one step more for every FMU),
+    and the steps taken alongside ``a0`` after it in plan order are undone, each once (the count is part of the
+    FMU state, so an undone step is uncounted)."""
+    undone: list[str] = []
+    undo = FMUCStep.undo
+    monkeypatch.setattr(FMUCStep, "undo", lambda self: (undone.append(self.comp.name), undo(self))[1])
+    dt = 1.0 / steps
+    first = {"t_discard": 0.5 + dt / 2} if discards else {}
+    system = counting_system(fmus["discard"], **first)
+    try:
+        reference = system.run(0.0, 1.0, dt, master=MASTERS[name]())
+    finally:
+        system.free()
+    system = counting_system(fmus["discard"], **first)
+    try:
+        result = system.run(0.0, 1.0, dt, master=MASTERS[name](parallel=3))
+    finally:
+        system.free()
+    (pooled, alive), = always_parallel
+    assert pooled > 0 and alive == 0
+    assert_each_step_counted_once(result)
+    times, counts, _ = recorded(result)["a0", "steps"]
+    assert len(times) == steps + 1 + discards and counts[-1] == steps + discards
+    assert_bitwise_equal(result, reference)
+    if not discards:
+        assert undone == [] and result.stats.parallel_steps == 7 * steps
+    else:
+        assert undone == (["a1", "b0", "b1", "b2", "b3", "b4"] if name == "jacobi" else ["a1"])
 
 
 @pytest.mark.parametrize("name", ["jacobi", "gauss_seidel", "hybrid"])
@@ -349,6 +413,106 @@ def test_an_interrupt_during_parallel_steps_ends_the_run_once_they_are_done(
     finally:
         timer.cancel()
         system.free()
+
+
+COUNTING_STEP = """
+#include <stdatomic.h>
+
+/* fmi2DoStep's signature: counts its calls in the 64-bit counter that `instance` points to. */
+int counting_step(void *instance, double t, double h, int no_prior)
+{
+    (void)t; (void)h; (void)no_prior;
+    atomic_fetch_add((_Atomic long long *)instance, 1);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def counting_step(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, int]:
+    """The library of :data:`COUNTING_STEP`, compiled here, and the address of its step function."""
+    import fmpy
+
+    directory = tmp_path_factory.mktemp("counting-step")
+    source, library = directory / "counting.c", directory / f"counting{fmpy.sharedLibraryExtension}"
+    source.write_text(COUNTING_STEP)
+    subprocess.run([find_c_compiler(), "-shared", "-fPIC", "-O2", "-std=c11", "-o", str(library), str(source)],
+                   check=True, capture_output=True)
+    lib = ctypes.CDLL(str(library))
+    return lib, ctypes.cast(lib.counting_step, ctypes.c_void_p).value
+
+
+def alternating_batches(step: int, batches: int, threads: int, spin_us: float) -> tuple[list[int], list[int], int]:
+    """*batches* batches of 2 and 5 jobs alternating (a Gauss-Seidel plan of two levels), each job calling *step*
+    with its own counter, on a pool of *threads* threads: the calls each job made, each job's status and how
+    many jobs the pool's threads ran."""
+    counters = (ctypes.c_int64 * 7)()
+    jobs = [CStepJob(step=step, instance=ctypes.addressof(counters) + 8 * k, version=2, status=-7) for k in range(7)]
+    first = (ctypes.c_void_p * 2)(*(ctypes.addressof(j) for j in jobs[:2]))
+    second = (ctypes.c_void_p * 5)(*(ctypes.addressof(j) for j in jobs[2:]))
+    pool = _cpool.Pool(threads, spin_us)
+    try:
+        run, first_at, second_at = pool.run, ctypes.addressof(first), ctypes.addressof(second)
+        for _ in range(batches // 2):
+            run(first_at, 2)
+            run(second_at, 5)
+    finally:
+        pool.close()
+    return list(counters), [j.status for j in jobs], pool.pooled
+
+
+POOLS = pytest.mark.parametrize(("threads", "spin_us"), [(1, 200.0), (3, 0.0)], ids=["polling", "blocking"])
+"""A pool thread that polls for the next batch, and three (more than the cores of a small machine) that block."""
+
+
+@POOLS
+def test_the_native_pool_runs_each_job_exactly_once_in_batches_of_alternating_sizes(
+    threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
+) -> None:
+    """C steps that count their calls: a thread that read the claim word of a finished batch of 2 must not take
+    jobs 2-4 of the next batch of 5 (with the next batch's count, as it could), nor any job twice."""
+    batches = 20_000
+    calls, statuses, pooled = alternating_batches(counting_step[1], batches, threads, spin_us)
+    assert calls == [batches // 2] * 7
+    assert statuses == [0] * 7 and pooled > 0
+
+
+@pytest.mark.slow
+@POOLS
+def test_the_native_pool_runs_each_job_exactly_once_in_a_million_batches(
+    threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
+) -> None:
+    batches = 1_000_000
+    calls, statuses, pooled = alternating_batches(counting_step[1], batches, threads, spin_us)
+    assert calls == [batches // 2] * 7
+    assert statuses == [0] * 7 and pooled > 0
+
+
+def test_a_batch_holds_at_most_max_jobs(
+    fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool refuses a larger batch in one line; a plan level with more FMUs steps the rest on the main thread."""
+    assert _cpool.MAX_JOBS == 0xFFFF  # count and next job have 16 bits each in the pool's claim word
+    pool = _cpool.Pool(1)
+    addresses = (ctypes.c_void_p * 1)()
+    try:
+        with pytest.raises(ValueError, match=r"^count 65536 out of range: a batch holds 0 to 65535 jobs \(MAX_JOBS\)$"):
+            pool.run(ctypes.addressof(addresses), _cpool.MAX_JOBS + 1)
+    finally:
+        pool.close()
+    monkeypatch.setattr(_cpool, "MAX_JOBS", 2)
+    master = Jacobi(parallel=2)
+    system = mixed_system(fmus, discards=True)
+    system.initialize(0.0, master)
+    try:
+        (steps, batch), = parallel.split_plan(master.stepping_plan(master._step_order(), fresh=False)[0])
+    finally:
+        system.free()
+    assert [steps[i][0].name for i in batch.pooled] == ["f1", "f2"]  # f3 and g step on the main thread
+    reference = run(mixed_system(fmus, discards=True), Jacobi())
+    assert_bitwise_equal(run(mixed_system(fmus, discards=True), Jacobi(parallel=2)), reference)
+    (pooled, alive), = always_parallel
+    assert pooled > 0 and alive == 0
 
 
 def test_the_native_pool_runs_every_job_of_every_batch_once() -> None:
