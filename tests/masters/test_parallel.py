@@ -210,8 +210,11 @@ def assert_each_step_counted_once(result: Any) -> None:
         assert np.array_equal(steps, np.arange(len(times))), comp
 
 
-@pytest.mark.parametrize(("discards", "steps"), [(False, 2000), (True, 2000),
-                                                 pytest.param(False, 20_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(("discards", "steps"), [
+    pytest.param(False, 2000, id="steps"),
+    pytest.param(True, 2000, id="discards"),
+    pytest.param(False, 20_000, id="many-steps", marks=pytest.mark.slow),
+])
 @pytest.mark.parametrize("name", ["gauss_seidel", "jacobi"])
 def test_parallel_fmus_take_each_step_exactly_once(
     name: str, discards: bool, steps: int, fmus: dict[str, Path], always_parallel: list[tuple[int, int]],
@@ -482,6 +485,7 @@ def test_the_native_pool_runs_each_job_exactly_once_in_batches_of_alternating_si
 def test_the_native_pool_runs_each_job_exactly_once_in_a_million_batches(
     threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
 ) -> None:
+    """The same over 10^6 batches: a race that hits one batch in 10^5 shows here in every run."""
     batches = 1_000_000
     calls, statuses, pooled = alternating_batches(counting_step[1], batches, threads, spin_us)
     assert calls == [batches // 2] * 7
