@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
+from cosimrun.core.component import StopRequest
 from cosimrun.errors import (
     ConfigError,
     LoopConvergenceError,
@@ -49,6 +50,9 @@ class RunOutcome:
     """The exception that ended the run early (without its traceback, which ``error``'s file keeps)."""
     file_status: str = ""
     """The status the results file records: ``status``, or ``running`` when it could not be closed."""
+    stopped: StopRequest | None = None
+    """Set when a component asked to end the run (an FMU's ``terminateSimulation``): the run completed there, at
+    ``stopped.time``; the file's root attributes ``stop_time``, ``stop_component`` and ``stop_reason`` say so."""
 
     @property
     def ok(self) -> bool:
@@ -109,6 +113,8 @@ def run_experiment(
     SIGTERM's :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun``
     command) makes it ``interrupted``; a write error makes it ``failed`` with
     the file as far as it was flushed (see :class:`~cosimrun.storage.HDF5Writer`).
+    A component that asks to stop (an FMU's ``terminateSimulation``) ends the
+    run ``complete`` at that time (:attr:`RunOutcome.stopped`).
 
     numpy's floating-point warnings are silenced during the simulation: the
     recorder ends the run at the first NaN or infinity and names it. With
@@ -144,6 +150,9 @@ def run_experiment(
             )
         signals.check()
         write_run_summary(writer, result)
+        stopped = exp.master.stopped
+        if stopped is not None:
+            writer.set_attrs(stop_time=stopped.time, stop_component=stopped.component, stop_reason=stopped.reason)
         writer.close("complete")
     except KeyboardInterrupt as exc:
         return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
@@ -157,7 +166,7 @@ def run_experiment(
         system.free()
     wall = time.perf_counter() - start
     return RunOutcome(exp.name, "complete", writer.path, exp.master.name, result, None, wall,
-                      final_values=writer.final_values(), file_status="complete")
+                      final_values=writer.final_values(), file_status="complete", stopped=stopped)
 
 
 def _watching(progress: Progress | None) -> Progress:
