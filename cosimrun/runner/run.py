@@ -200,7 +200,8 @@ def default_experiment_notice(exp: Experiment) -> str | None:
             differ.append((f"run.{key}", given, attr, float(value)))
     if not differ:
         return None
-    ours = " and ".join(f"{key}={given:g}" for key, given, _, _ in differ)
+    settings = [f"{key}={given:g}" for key, given, _, _ in differ]
+    ours = " and ".join(filter(None, (", ".join(settings[:-1]), settings[-1])))
     theirs = ", ".join(f"{attr}={value:g}" for _, _, attr, value in differ)
     fix = " ".join(f"{key}={value:g}" for key, _, _, value in differ)
     return (f"experiment {exp.name!r}: {ours} differ{'s' if len(differ) == 1 else ''} from the default experiment of "

@@ -217,6 +217,9 @@ def _output(args: argparse.Namespace, name: str) -> tuple[Path, str]:
     out = Path(args.output).expanduser()
     if out.suffix.lower() in RESULTS_SUFFIXES:
         return out.parent, out.name
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--output", f"{args.output} is a file; name a directory, or a results file ending in "
+                                      f"{', '.join(RESULTS_SUFFIXES)}")
     return out, "results.h5"
 
 

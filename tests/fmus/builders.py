@@ -220,7 +220,8 @@ def me_bouncing_ball_with_cs(directory: Path) -> Path:
 
 def stair(directory: Path, *, fmi3: bool = False, interface: str = "cs", event_mode: bool = False,
           rollback: bool = True) -> Path:
-    """A stair (``stair.c``: counter = 1 + the instants k * period reached, y = counter) that asks to terminate at
+    """A stair (``stair.c``: counter = 1 + the instants k * period after the start reached, y = counter) that asks
+    to terminate at
     parameter ``t_stop``; FMI 2.0 or 3.0, co-simulation (``interface="cs"``; FMI 3.0 with or without event mode)
     or model exchange (``"me"``). Its default experiment: 0.5 to 6 s by 0.25 s, tolerance 1e-7."""
     identifier = ("stair" + ("3" if fmi3 else "") + ("_me" if interface == "me" else "")

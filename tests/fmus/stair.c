@@ -1,6 +1,6 @@
 /* Test FMU: a stair that asks to terminate, like the Reference FMUs' Stair.
  *
- * counter = 1 + the number of instants k * period (k >= 1) reached, y = counter (Real). At t_stop the FMU
+ * counter = 1 + the number of instants k * period (k >= 1) after the start time reached, y = counter (Real). At t_stop the FMU
  * asks to terminate the simulation (after the step of that instant when it is one): FMI 2.0 co-simulation
  * returns fmi2Discard with fmi2LastSuccessfulTime = t_stop and fmi2Terminated; FMI 3.0 co-simulation
  * returns terminateSimulation from fmi3DoStep with lastSuccessfulTime = t_stop, or, with event mode, returns
@@ -11,10 +11,10 @@
  * here (CO_SIMULATION with FMI_VERSION 3).
  */
 #define MODEL_GUID "cosimrun-test-stair-1"
-#define N_REAL 3
+#define N_REAL 4
 #define N_INTEGER 1
 #define N_BOOLEAN 2
-enum { T_STOP, PERIOD, Y };
+enum { T_STOP, PERIOD, Y, LAST }; /* LAST: internal, the time the counter was last brought to (NaN: none) */
 enum { COUNTER };
 enum { TERMINATE, EVENT_MODE_USED }; /* internal, no variables */
 #define MODEL_TERMINATED(s) ((s)->b[TERMINATE])
@@ -33,12 +33,20 @@ static void model_defaults(ModelState *s) {
     s->r[T_STOP] = 1e300;
     s->r[PERIOD] = 1.0;
     s->r[Y] = 1.0;
+    s->r[LAST] = NAN;
     s->i[COUNTER] = 1;
 }
 
 /* The counter at time t: 1 + the instants k * period (k >= 1) up to t (to a relative 1e-9 of the period). */
 static int counter_at(const ModelState *s, double t) {
     return 1 + (int)floor(t / s->r[PERIOD] + 1e-9);
+}
+
+/* Count the instants k * period after the time the counter was last brought to, up to t (the first call: t). */
+static void advance_to(ModelState *s, double t) {
+    if (isnan(s->r[LAST])) s->r[LAST] = t;
+    s->i[COUNTER] += counter_at(s, t) - counter_at(s, s->r[LAST]);
+    s->r[LAST] = t;
 }
 
 /* Whether t is t_stop (to 1e-9 relative). */
@@ -59,7 +67,7 @@ static void model_indicators(ModelState *s, double z[]) { (void)s; (void)z; }
 
 static void model_event(ModelState *s, int *states_changed) {
     (void)states_changed;
-    s->i[COUNTER] = counter_at(s, s->time);
+    advance_to(s, s->time);
     if (s->time >= s->r[T_STOP] || at_stop(s, s->time)) s->b[TERMINATE] = 1;
     s->t_next = s->b[TERMINATE] ? INFINITY : next_event(s, s->time);
 }
@@ -96,6 +104,7 @@ fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 t, fmi3Float64 h, fmi3B
     (void)noSetPrior;
     *eventNeeded = false; *terminate = false; *early = false;
     s->time = t;
+    advance_to(s, t);
     for (;;) {
         double te = next_event(s, s->time);
         if (te > end + eps) { s->time = end; break; }
@@ -119,14 +128,15 @@ fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 t, fmi3Float64 h, fmi3B
 static fmi2Status model_step(Instance *m, double t, double h) {
     ModelState *s = &m->s;
     double end = t + h;
+    advance_to(s, t);
     if (s->r[T_STOP] > t && (s->r[T_STOP] <= end || at_stop(s, end))) {
         s->time = s->r[T_STOP];
-        s->i[COUNTER] = counter_at(s, s->time);
+        advance_to(s, s->time);
         s->b[TERMINATE] = 1;
         log_message(m, fmi2OK, "logEvents", "terminating at t_stop=%g", s->r[T_STOP]);
         return fmi2Discard;
     }
-    s->i[COUNTER] = counter_at(s, end);
+    advance_to(s, end);
     return fmi2OK;
 }
 #endif

@@ -34,6 +34,8 @@ VARIANTS = {
 }
 MASTERS = ("jacobi", "gauss_seidel", "ijcsa", "hybrid")
 
+pytestmark = pytest.mark.filterwarnings("ignore:experiment 'stair'.*differ.*from the default experiment")
+
 
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -121,6 +123,21 @@ def test_a_stop_on_a_communication_point_ends_the_run_there(tmp_path: Path, fmus
         check_staircase(counter.time, counter.values)
         assert res.stats["discards"] == 0
         assert len(np.unique(counter.time)) == 1 + 12  # 0, 0.25, ..., 3: nothing past the stop
+
+
+@pytest.mark.parametrize("variant", ["fmi2-cs", "fmi3-cs-events"])
+def test_the_reference_stair_experiment_gives_the_published_result(tmp_path: Path, fmus: dict[str, Path],
+                                                                   variant: str) -> None:
+    """The Reference FMUs' Stair asks to terminate at t = 9 s; its published result, sampled every 0.2 s (its
+    stepSize) from 0 to its stop request, is counter = 1 + floor(t) and ends at t = 9 s with counter = 10."""
+    outcome = run_experiment(experiment(fmus[variant], "gauss_seidel", 9.0, dt=0.2, tf=10.0), tmp_path)
+    assert outcome.ok and outcome.stopped is not None and outcome.stopped.time == pytest.approx(9.0, abs=1e-12)
+    counter = load_results(outcome.path).history("stair")["counter"]
+    last = np.append(counter.time[1:] != counter.time[:-1], True)  # the value after the events of each instant
+    published_time = np.arange(46) * 0.2
+    np.testing.assert_allclose(counter.time[last], published_time, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(counter.values[last], 1 + np.floor(published_time + 1e-9))
+    assert counter.values[-1] == 10
 
 
 def test_a_run_without_a_stop_records_none(tmp_path: Path, fmus: dict[str, Path]) -> None:
