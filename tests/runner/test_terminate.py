@@ -20,9 +20,14 @@ import pytest
 
 from cosimrun.components.fmu import FMUComponent
 from cosimrun.console import Console
+from cosimrun.core.component import CoSimComponent, StopRequest
+from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.errors import FMUError, StepDiscarded
+from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi
+from cosimrun.plugins import create_component
 from cosimrun.runner.run import prepare, run_experiment
 from cosimrun.storage import load_results
+from cosimrun.system import System
 from tests.fmus import builders
 
 VARIANTS = {
@@ -195,6 +200,55 @@ def test_a_stop_at_the_start_ends_the_run_at_t0(tmp_path: Path, fmus: dict[str, 
     counter = load_results(outcome.path).history("stair")["counter"]
     assert counter.time.tolist() == [0.0] and counter.values.tolist() == [1]
     assert outcome.result is not None and outcome.result.stats.macro_steps == 0
+
+
+class Clock(CoSimComponent):
+    """A plain component (no FMI) that asks to stop the run once its time reaches ``t_stop``; output ``t``."""
+
+    may_request_stop = True
+
+    def __init__(self, name: str, t_stop: float) -> None:
+        super().__init__(name)
+        self.t_stop = t_stop
+        self.output_specs["t"] = PortSpec("t", PortType.REAL, "out")
+
+    def _initialize_component(self, t0: float) -> None:
+        self.stop_requested = None
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        if t + dt >= self.t_stop - 1e-12:
+            self.stop_requested = "reached its end"
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
+        self.outputs["t"].value = self.t
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        self.t = t
+
+
+@pytest.mark.parametrize("master", MASTERS)
+def test_the_engine_ends_a_run_where_any_component_asks(master: str) -> None:
+    """The contract is the engine's (no FMI): a library run ends at the request, the master says why."""
+    system = System("clocked")
+    system.add_component(Clock("clock", t_stop=1.0))
+    system.add_component(create_component("integrator", "i"))
+    system.connect("clock.t", "i.u")
+    masters = {"jacobi": Jacobi, "gauss_seidel": GaussSeidel, "ijcsa": IJCSA, "hybrid": Hybrid}
+    algorithm = masters[master]()
+    result = system.run(0.0, 3.0, 0.25, algorithm)
+    assert algorithm.stopped == StopRequest(1.0, "clock", "reached its end")
+    assert str(algorithm.stopped) == "stopped at t=1 s: component 'clock' reached its end"
+    assert [(e[0].t, e[1], e[2]) for e in result.events] == [(1.0, "clock", "stop")]
+    time, values = result.history.get_component_history("i").to_arrays()
+    assert time[-1] == 1.0 and len(time) == 5
+    # i integrates the clock's time held over each step of 0.25 s: the fresh end value under Gauss-Seidel and
+    # IJCSA, (0.25 + 0.5 + 0.75 + 1) * 0.25; the value at the step's start under Jacobi and under hybrid (the
+    # clock cannot roll back, so it steps after the trial of i), (0 + 0.25 + 0.5 + 0.75) * 0.25
+    fresh = master in ("gauss_seidel", "ijcsa")
+    assert values["y"][-1] == pytest.approx(0.625 if fresh else 0.375, rel=0, abs=1e-12)
 
 
 STAIR_EXPERIMENT = """\
