@@ -135,7 +135,11 @@ def experiment_config(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         params["tolerance"] = float(tolerance)
     for item in args.values:
         key, value = _setting(item, model)
-        params[key] = value
+        var = model.variables.get(key)
+        if var is not None and var.causality != "parameter":  # an input's or a state's start value
+            params.setdefault("start", {})[key] = value
+        else:
+            params[key] = value
     if tolerance is not None and _interface(model, params) == "me":
         params.setdefault("rtol", float(tolerance))
     cfg = {
@@ -198,7 +202,11 @@ def _as_option(exc: ConfigError, name: str) -> ConfigError:
     """*exc* of the composed experiment keyed by the option that gave the value: ``--set NAME``, ``--start`` ..."""
     key = exc.key or ""
     prefix = f"components.{name}.params."
-    if key.startswith(prefix):
+    if key.startswith(f"{prefix}start."):
+        exc.key = f"--set {key[len(prefix) + len('start.'):]}"
+    elif key == f"{prefix}start":  # start values of inputs and states: the message names the variable
+        exc.key = "--set"
+    elif key.startswith(prefix):
         exc.key = f"--set {key[len(prefix):]}"
     elif key in ("run.t0", "run.tf", "run.dt"):
         exc.key = {"run.t0": "--start", "run.tf": "--stop", "run.dt": "--step"}[key]

@@ -112,6 +112,17 @@ def test_a_model_exchange_fmu_gets_the_tolerance_as_its_integrators(tmp_path: Pa
     np.testing.assert_array_equal(counter.values, 1 + np.floor(counter.time + 1e-9))
 
 
+def test_without_a_default_experiment_the_run_is_one_second_in_500_steps(tmp_path: Path, monkeypatch) -> None:
+    fmu = builders.feedthrough(tmp_path)  # y = k u, no DefaultExperiment
+    monkeypatch.chdir(tmp_path)
+    assert simulate(str(fmu), "--set", "u=1.5", "--set", "k=2", "-o", "ft") == 0
+    res = load_results(tmp_path / "ft")
+    assert (res.attrs["t0"], res.attrs["tf"], res.attrs["dt"]) == (0.0, 1.0, 1.0 / 500)
+    y = res.history("feedthrough")["y"]
+    assert len(y) == 501 and y.time[-1] == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_array_equal(y.values, np.full(501, 3.0))
+
+
 BAD_ARGUMENTS = [
     (["--set", "t_stopp=2"], "simulate: --set t_stopp: unknown parameter 't_stopp' of FMU component 'stair' "
                              "(stair.fmu); did you mean 't_stop'?"),
