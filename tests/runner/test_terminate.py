@@ -130,6 +130,20 @@ def test_a_stop_on_a_communication_point_ends_the_run_there(tmp_path: Path, fmus
         assert len(np.unique(counter.time)) == 1 + 12  # 0, 0.25, ..., 3: nothing past the stop
 
 
+@pytest.mark.parametrize("master", ["jacobi", "gauss_seidel"])
+def test_another_fmu_stepped_in_parallel_is_cut_to_the_stop_too(tmp_path: Path, fmus: dict[str, Path],
+                                                                master: str) -> None:
+    """Two FMUs stepped concurrently (parallel: 2): the one that does not stop ends at the other's stop time."""
+    cfg = experiment(fmus["fmi2-cs"], master, 2.6)
+    cfg["components"]["other"] = {"type": "fmu", "params": {"path": str(fmus["fmi3-cs"])}}
+    cfg["master"]["parallel"] = 2
+    outcome = run_experiment(cfg, tmp_path)
+    assert outcome.ok and outcome.stopped is not None and outcome.stopped.component == "stair"
+    other = load_results(outcome.path).history("other")["counter"]
+    assert other.time[-1] == pytest.approx(2.6, abs=1e-12) and other.values[-1] == 3
+    check_staircase(other.time, other.values)
+
+
 @pytest.mark.parametrize("variant", ["fmi2-cs", "fmi3-cs-events"])
 def test_the_reference_stair_experiment_gives_the_published_result(tmp_path: Path, fmus: dict[str, Path],
                                                                    variant: str) -> None:
