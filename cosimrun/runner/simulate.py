@@ -140,8 +140,8 @@ def experiment_config(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             params.setdefault("start", {})[key] = value
         else:
             params[key] = value
-    if tolerance is not None and _interface(model, params) == "me":
-        params.setdefault("rtol", float(tolerance))
+    if params.get("tolerance") is not None and _interface(model, params) == "me":
+        params.setdefault("rtol", params["tolerance"])
     cfg = {
         "name": name,
         "run": {"t0": t0, "tf": tf, "dt": dt},
@@ -170,8 +170,8 @@ def _interface(model: Any, params: Mapping[str, Any]) -> str:
 
 
 def _setting(item: str, model: Any) -> tuple[str, Any]:
-    """``(name, value)`` of ``--set NAME=VALUE``: VALUE read as YAML (numbers, true/false, strings); a variable of
-    a numeric FMI type takes a number or a quantity such as ``2 m`` only."""
+    """``(name, value)`` of ``--set NAME=VALUE``: VALUE a number, else read as YAML (true/false, strings, ...); a
+    variable of a numeric FMI type takes a number or a quantity such as ``2 m`` only."""
     import yaml
 
     from cosimrun.core.units import Q_
@@ -180,10 +180,12 @@ def _setting(item: str, model: Any) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key:
         raise ConfigError("--set", f"{item!r} is not NAME=VALUE")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        value = text
+    value: Any = _plain_number(text.strip())
+    if value is None:
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
     var = model.variables.get(key)
     numeric = var is not None and var.type not in ("Boolean", "String")
     if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -196,6 +198,16 @@ def _setting(item: str, model: Any) -> tuple[str, Any]:
             unit = f" [{var.unit}]" if var.unit else ""
             raise ConfigError(f"--set {key}", f"{text!r} is not a number (variable {key!r} is {var.fmi_type}{unit})")
     return key, value
+
+
+def _plain_number(text: str) -> int | float | None:
+    """*text* as an int or a float (``1e-5`` too, which YAML reads as a string); ``None`` if it is neither."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return None
 
 
 def _as_option(exc: ConfigError, name: str) -> ConfigError:

@@ -108,6 +108,9 @@ def test_a_model_exchange_fmu_gets_the_tolerance_as_its_integrators(tmp_path: Pa
     res = load_results(tmp_path / "me")
     params = res.config["components"]["stair3_me"]["params"]
     assert params["rtol"] == params["tolerance"] == 1e-7
+    assert simulate(str(stair_me), "--output", "me2", "--set", "tolerance=1e-5", "--set", "integrator=rk45") == 0
+    params = load_results(tmp_path / "me2").config["components"]["stair3_me"]["params"]
+    assert params["rtol"] == params["tolerance"] == 1e-5 and params["integrator"] == "rk45"
     counter = res.history("stair3_me")["counter"]
     np.testing.assert_array_equal(counter.values, 1 + np.floor(counter.time + 1e-9))
 
