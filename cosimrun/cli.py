@@ -4,8 +4,9 @@
 ``cosimrun +experiment=NAME action=describe`` prints its structure,
 ``cosimrun --list-components [NAME]`` lists the installed component types (or one type's reference),
 ``cosimrun -m ...`` expands a sweep, ``cosimrun plot|report|compare|export ...``
-look at results and ``cosimrun ssp import ...`` imports an SSP system
-(:mod:`cosimrun.post.commands`). Mistakes in the command line or the config,
+look at results, ``cosimrun ssp import ...`` imports an SSP system and
+``cosimrun simulate MODEL.fmu`` runs one FMU on its default experiment
+(:mod:`cosimrun.post.commands`, :mod:`cosimrun.runner.simulate`). Mistakes in the command line or the config,
 Hydra's and YAML's included, end with one line on stderr naming the key (or
 file and line) and exit status 2 (see :mod:`cosimrun.exits` and
 :mod:`cosimrun.config.reporting`); ``HYDRA_FULL_ERROR=1`` shows Hydra's full
@@ -37,6 +38,7 @@ usage:
   cosimrun compare A B [--rtol R] [--atol A]    compare two runs, or a run with a CSV reference
   cosimrun export RESULTS [--format F] [-o DIR] CSV per component, Parquet or MATLAB .mat
   cosimrun ssp import SYSTEM.ssp DIR [--name N] an SSP system as DIR/experiment/N.yaml with its FMUs
+  cosimrun simulate MODEL.fmu [--stop TF ...]   one FMU on its default experiment (--set NAME=VALUE, --output)
   cosimrun --version | --help | --hydra-help    versions, this help, Hydra's own options
 
 overrides (Hydra's syntax):

@@ -64,6 +64,7 @@ class Console:
                 f"{result.stats.macro_steps} steps | {result.stats.events} events | "
                 f"{len(result.mode_switches)} mode switches{_notable(result.stats)} | "
                 f"{outcome.wall_time_s:.2f} s wall\n"
+                f"{_stopped(outcome)}"
                 f"{_largest_coupling_error(result.coupling_errors)}"
                 f"results: {outcome.path}"
             )
@@ -78,6 +79,13 @@ class Console:
                 f"partial results ({outcome.status}): {outcome.path}"
             )
         print(line, file=self.stream if not outcome.ok else sys.stdout)
+
+
+def _stopped(outcome: Any) -> str:
+    """``stopped at t=9 s: component 'stair' asked to terminate (...)`` and a newline for a run a component
+    ended early, or nothing."""
+    stopped = getattr(outcome, "stopped", None)
+    return f"{stopped}\n" if stopped is not None else ""
 
 
 def _largest_coupling_error(errors: list[Any]) -> str:

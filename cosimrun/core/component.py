@@ -17,7 +17,8 @@ component, and no underscore name:
   inputs and state, without advancing: direct feedthrough and algebraic loops),
   ``steps_in_parallel`` and ``c_step()`` (a step split around one C call that may run on
   another thread), ``may_discard`` (a step may end
-  early with ``StepDiscarded``), ``fixed_step_only`` (every step must have one size);
+  early with ``StepDiscarded``), ``fixed_step_only`` (every step must have one size),
+  ``may_request_stop`` and ``stop_requested`` (the component asks to end the run);
 - time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
 - rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
   ``restore_state(snapshot, t)``;
@@ -40,6 +41,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cosimrun.core.cstep import CStep
@@ -51,6 +53,19 @@ from cosimrun.parameters import Parameter, declared_parameters
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """A run that ended early because component *component* asked to stop at *time* (its
+    :attr:`CoSimComponent.stop_requested`, the *reason*, e.g. ``asked to terminate (...)``)."""
+
+    time: float
+    component: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"stopped at t={self.time:.12g} s: component {self.component!r} {self.reason}"
 
 
 class CoSimComponent(ABC):
@@ -84,6 +99,14 @@ class CoSimComponent(ABC):
     :attr:`leaves_events` are asked."""
     leaves_events: ClassVar[bool] = False
     """Whether a step may end with a :attr:`pending_event`."""
+    stop_requested: str | None = None
+    """Why the component asks to end the run at its current time (an FMU's ``terminateSimulation``), else
+    ``None``. A step or event handling sets it; the master ends the run normally at the communication point it
+    accepts with it (every component is there: a step the component ended early is cut there for all, see
+    :attr:`may_discard`), records a :class:`StopRequest` and steps the component no further. Rollback forgets a
+    request made after the snapshot. Only components that declare :attr:`may_request_stop` are asked."""
+    may_request_stop: ClassVar[bool] = False
+    """Whether the component may set :attr:`stop_requested`."""
     fixed_step_only: ClassVar[bool] = False
     """Whether the component must always be stepped by one step size (an FMU without
     ``canHandleVariableCommunicationStepSize``): the masters refuse or fail a run that would cut its steps."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cosimrun.core.component import CoSimComponent
+from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
@@ -38,6 +38,8 @@ ON_NONCONVERGENCE = ("raise", "warn")
 DISCARD_EVENT = "discard"
 """The event recorded when an FMU ended a step early (``fmi2Discard``) and the step was cut there."""
 VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
+STOP_EVENT = "stop"
+"""The event recorded where a component asked to end the run (:attr:`CoSimComponent.stop_requested`)."""
 
 
 @dataclass
@@ -306,6 +308,9 @@ class Master:
         self._timed = [c for c in comps.values() if c.max_step is not None or c.has_time_events]
         self._fixed = [c for c in self.order if fixed_step_only(c)]
         self._event_leavers = [c for c in self.order if c.leaves_events]
+        self._stoppers = [c for c in self.order if c.may_request_stop]
+        self.stopped: StopRequest | None = None
+        """Set when a component asked to end the run: the run then ended normally at that instant."""
         self._step_open = False
         self._control: ErrorControl | None = None
         self._next_step = 0.0
@@ -477,7 +482,8 @@ class Master:
         """Advance the (initialized) system from *t0* to *tf*, telling *recorder* every accepted sample.
 
         The first sample is the consistent state at *t0*; the recorder is
-        flushed at the end, also when the run fails.
+        flushed at the end, also when the run fails. A component that asks to
+        stop ends the run at the instant it was accepted with (:attr:`stopped`).
         """
         clock = Clock(t0, dt, tf)
         self.clock = clock
@@ -491,8 +497,11 @@ class Master:
             self._start_parallel()
             self.begin(t0)
             self._start_coupling_estimate(t0)
+            stoppers = self._stoppers
+            self.stopped = None
             try:
-                while a < end:
+                stop = bool(stoppers) and self._stop_at(t0)
+                while a < end and not stop:
                     b = self.next_point(clock, a)
                     self._step_open = True
                     try:
@@ -500,6 +509,7 @@ class Master:
                     except StepCut as cut:
                         a = self._advance_cut(clock, a, cut)
                     self.stats.macro_steps += 1
+                    stop = bool(stoppers) and self._stop_at(clock.time(a))
                     if progress is not None and a >= report:
                         report = a + stride
                         progress(clock.time(a))
@@ -511,6 +521,21 @@ class Master:
         if self._coupling is not None:
             self.coupling_errors = self._coupling.result()
         return self.stats
+
+    def stop_pending(self) -> bool:
+        """Whether a component asked to end the run at the current instant (see :meth:`_stop_at`)."""
+        return any(c.stop_requested is not None for c in self._stoppers)
+
+    def _stop_at(self, t: float) -> bool:
+        """Whether a component asked to end the run at the accepted instant *t* (:attr:`stop_requested`): the
+        run then ends there, normally, with :attr:`stopped` and a ``stop`` event of the component at *t*."""
+        for comp in self._stoppers:
+            reason = comp.stop_requested
+            if reason is not None:
+                self.stopped = StopRequest(t, comp.name, reason)
+                self.recorder.event(t, 0, comp.name, STOP_EVENT)
+                return True
+        return False
 
     def _start_parallel(self) -> None:
         """Start the run's threads when ``parallel`` allows more than one (see :meth:`step_all`)."""
@@ -660,6 +685,8 @@ class Master:
                     f"component {comp.name!r} was already stepped to t={reached:.12g} and cannot roll back "
                     f"(supports_rollback is False) to be stepped to t={target:.12g} with the others"))
         for comp in self._fixed:
+            if comp is fmu:  # already there: a fixed-step FMU cuts a step only to end the run (stop_requested)
+                continue
             raise self._cut_error(fmu, exc, reached, (
                 f"FMU component {comp.name!r} cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), "
                 f"so it cannot be stepped to t={target:.12g} with the others"))

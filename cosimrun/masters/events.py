@@ -141,14 +141,15 @@ class StateEvents:
         event; one heading back to zero that the probe's secant says gets there
         within *window* is armed across likewise. Without a *trial* (sources
         that cannot roll back), signed values arm as they are and the rest take
-        their side from the next step's hints or end.
+        their side from the next step's hints or end. Nothing is probed once a
+        component asked to end the run there.
         """
         self.arm(g_now)
         keys = [(c, n) for c in self.sources for n, v in g_now[c.name].items()
                 if (c.name, n) in self.fired or not self._signed(v)]
         if not keys:
             return
-        if trial is None or components is None:
+        if trial is None or components is None or self.master.stop_pending():  # no probe past a stop
             for comp, name in keys:
                 if not self._signed(g_now[comp.name][name]):
                     self.armed[comp.name][name] = 0.0

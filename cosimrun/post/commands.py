@@ -23,6 +23,7 @@ COMMANDS = {
     "compare": "cosimrun.post.compare",
     "export": "cosimrun.post.export",
     "ssp": "cosimrun.ssp.cli",
+    "simulate": "cosimrun.runner.simulate",
 }
 """Command name -> module."""
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import traceback as _traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
+from cosimrun.core.component import StopRequest
 from cosimrun.errors import (
     ConfigError,
     LoopConvergenceError,
@@ -49,6 +52,9 @@ class RunOutcome:
     """The exception that ended the run early (without its traceback, which ``error``'s file keeps)."""
     file_status: str = ""
     """The status the results file records: ``status``, or ``running`` when it could not be closed."""
+    stopped: StopRequest | None = None
+    """Set when a component asked to end the run (an FMU's ``terminateSimulation``): the run completed there, at
+    ``stopped.time``; the file's root attributes ``stop_time``, ``stop_component`` and ``stop_reason`` say so."""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +103,7 @@ def run_experiment(
     overrides: Sequence[str] = (),
     progress: Progress | None = None,
     experiment: Experiment | None = None,
+    compare_default_experiment: bool = True,
 ) -> RunOutcome:
     """Simulate the experiment *cfg* and write ``<out_dir>/<storage.file>``.
 
@@ -109,13 +116,23 @@ def run_experiment(
     SIGTERM's :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun``
     command) makes it ``interrupted``; a write error makes it ``failed`` with
     the file as far as it was flushed (see :class:`~cosimrun.storage.HDF5Writer`).
+    A component that asks to stop (an FMU's ``terminateSimulation``) ends the
+    run ``complete`` at that time (:attr:`RunOutcome.stopped`).
 
     numpy's floating-point warnings are silenced during the simulation: the
     recorder ends the run at the first NaN or infinity and names it. With
     ``storage.allow_nonfinite`` they are left on, as the only report of where
     such values arise.
+
+    With *compare_default_experiment*, a system of one FMU whose ``run``
+    settings differ from the FMU's default experiment gets a notice saying so
+    (``cosimrun simulate`` runs the default experiment unless told otherwise).
     """
     exp = experiment or prepare(cfg)
+    if compare_default_experiment:
+        notice = default_experiment_notice(exp)
+        if notice is not None:
+            warnings.warn(notice, UserWarning, stacklevel=2)
     writer = HDF5Writer(
         Path(out_dir) / exp.storage.file,
         experiment=exp.name,
@@ -144,6 +161,9 @@ def run_experiment(
             )
         signals.check()
         write_run_summary(writer, result)
+        stopped = exp.master.stopped
+        if stopped is not None:
+            writer.set_attrs(stop_time=stopped.time, stop_component=stopped.component, stop_reason=stopped.reason)
         writer.close("complete")
     except KeyboardInterrupt as exc:
         return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
@@ -157,7 +177,36 @@ def run_experiment(
         system.free()
     wall = time.perf_counter() - start
     return RunOutcome(exp.name, "complete", writer.path, exp.master.name, result, None, wall,
-                      final_values=writer.final_values(), file_status="complete")
+                      final_values=writer.final_values(), file_status="complete", stopped=stopped)
+
+
+def default_experiment_notice(exp: Experiment) -> str | None:
+    """The notice for an experiment whose ``run.t0``, ``run.tf`` or ``run.dt`` differs from the DefaultExperiment
+    (startTime, stopTime, stepSize) of its only FMU component; ``None`` when they agree, the FMU gives none, or
+    the system has another number of FMUs."""
+    from cosimrun.components.fmu.lifecycle import FMULifecycle
+
+    fmus = [c for c in exp.system.components.values() if isinstance(c, FMULifecycle)]
+    if len(fmus) != 1 or fmus[0].model is None:
+        return None
+    fmu = fmus[0]
+    default = fmu.model.description.defaultExperiment
+    if default is None:
+        return None
+    differ = []
+    for key, attr in (("t0", "startTime"), ("tf", "stopTime"), ("dt", "stepSize")):
+        given, value = getattr(exp.run, key), getattr(default, attr)
+        if value is not None and value != "" and not math.isclose(given, float(value), rel_tol=1e-12, abs_tol=0.0):
+            differ.append((f"run.{key}", given, attr, float(value)))
+    if not differ:
+        return None
+    settings = [f"{key}={given:g}" for key, given, _, _ in differ]
+    ours = " and ".join(filter(None, (", ".join(settings[:-1]), settings[-1])))
+    theirs = ", ".join(f"{attr}={value:g}" for _, _, attr, value in differ)
+    fix = " ".join(f"{key}={value:g}" for key, _, _, value in differ)
+    return (f"experiment {exp.name!r}: {ours} differ{'s' if len(differ) == 1 else ''} from the default experiment of "
+            f"its FMU {fmu.name!r} ({Path(fmu.model.path).name}: {theirs}); {fix} runs the FMU as its default "
+            "experiment does")
 
 
 def _watching(progress: Progress | None) -> Progress:

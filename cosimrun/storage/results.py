@@ -112,6 +112,23 @@ class Results:
     def error(self) -> str:
         return str(self.attrs.get("error", ""))
 
+    @property
+    def stop_time(self) -> float | None:
+        """Where a component asked to end the run (an FMU's ``terminateSimulation``; root attribute ``stop_time``):
+        the run completed there, before ``tf``. ``None`` for a run that was not stopped."""
+        value = self.attrs.get("stop_time")
+        return None if value is None else float(value)
+
+    @property
+    def stop_component(self) -> str:
+        """The component that asked to end the run (``""``: none)."""
+        return str(self.attrs.get("stop_component", ""))
+
+    @property
+    def stop_reason(self) -> str:
+        """Why it asked, e.g. ``asked to terminate (fmi2DoStep returned fmi2Discard with fmi2Terminated)``."""
+        return str(self.attrs.get("stop_reason", ""))
+
     @cached_property
     def config(self) -> dict[str, Any]:
         """The resolved config (root attribute ``config_yaml``) as a dict; ``{}`` when absent."""

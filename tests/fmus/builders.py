@@ -216,3 +216,34 @@ def me_bouncing_ball_with_cs(directory: Path) -> Path:
                            b'canHandleVariableCommunicationStepSize="true"/>\n  <ModelExchange ')
     files[f"binaries/{fmpy.platform}/me_bouncing_ball_cs{fmpy.sharedLibraryExtension}"] = b"not a library"
     return _archive(directory / "me_bouncing_ball_with_cs.fmu", files)
+
+
+def stair(directory: Path, *, fmi3: bool = False, interface: str = "cs", event_mode: bool = False,
+          rollback: bool = True) -> Path:
+    """A stair (``stair.c``: counter = 1 + the instants k * period after the start reached, y = counter) that asks
+    to terminate at
+    parameter ``t_stop``; FMI 2.0 or 3.0, co-simulation (``interface="cs"``; FMI 3.0 with or without event mode)
+    or model exchange (``"me"``). Its default experiment: 0.5 to 6 s by 0.25 s, tolerance 1e-7."""
+    identifier = ("stair" + ("3" if fmi3 else "") + ("_me" if interface == "me" else "")
+                  + ("_events" if event_mode else "") + ("" if rollback else "_norollback"))
+    flag = str(rollback).lower()
+    if interface == "me":
+        element = (f'<ModelExchange modelIdentifier="{identifier}" canGetAndSetFMU{"S" if fmi3 else "s"}tate="{flag}"'
+                   + ("" if fmi3 else ' canNotUseMemoryManagementFunctions="true"') + "/>")
+    elif fmi3:
+        element = (f'<CoSimulation modelIdentifier="{identifier}" canGetAndSetFMUState="{flag}" '
+                   f'canHandleVariableCommunicationStepSize="true" hasEventMode="{str(event_mode).lower()}" '
+                   f'canReturnEarlyAfterIntermediateUpdate="{str(event_mode).lower()}"/>')
+    else:
+        element = (f'<CoSimulation modelIdentifier="{identifier}" canHandleVariableCommunicationStepSize="true" '
+                   f'canGetAndSetFMUstate="{flag}" canNotUseMemoryManagementFunctions="true"/>')
+    xml = (HERE / ("stair3.xml" if fmi3 else "stair.xml")).read_text().replace("{interface}", element)
+    source = (HERE / "stair.c").read_text()
+    defines = {"CAN_GET_SET_STATE": int(rollback)}
+    if interface == "me" or fmi3:
+        header = (HERE / ("cosimrun_fmi3me.h" if fmi3 else "cosimrun_fmi2me.h")).read_text()
+        source = re.sub(r'#include "cosimrun_me\.h".*', lambda _: header, source)
+        defines["MODEL_EXCHANGE" if interface == "me" else "CO_SIMULATION"] = 1
+    built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                        source=source, defines=defines)
+    return _fmi3_binaries(built, identifier) if fmi3 else built

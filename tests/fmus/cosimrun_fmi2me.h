@@ -48,7 +48,7 @@ FMI2_Export fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *inf
     fmi2Status status = me_update_discrete_states(INSTANCE, &changed, &next_defined, &info->nextEventTime);
     if (status != fmi2OK) return status;
     info->newDiscreteStatesNeeded = fmi2False;
-    info->terminateSimulation = fmi2False;
+    info->terminateSimulation = MODEL_TERMINATED(&INSTANCE->s) ? fmi2True : fmi2False;
     info->nominalsOfContinuousStatesChanged = fmi2False;
     info->valuesOfContinuousStatesChanged = changed ? fmi2True : fmi2False;
     info->nextEventTimeDefined = next_defined ? fmi2True : fmi2False;

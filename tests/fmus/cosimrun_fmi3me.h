@@ -40,6 +40,7 @@ fmi3Instance fmi3InstantiateModelExchange(fmi3String name, fmi3String token, fmi
     return m;
 }
 
+#ifndef CO_SIMULATION /* a model that defines it gives fmi3InstantiateCoSimulation, fmi3EnterStepMode, fmi3DoStep */
 fmi3Instance fmi3InstantiateCoSimulation(fmi3String name, fmi3String token, fmi3String resources,
                                          fmi3Boolean visible, fmi3Boolean loggingOn, fmi3Boolean eventModeUsed,
                                          fmi3Boolean earlyReturnAllowed, const fmi3ValueReference required[],
@@ -50,6 +51,7 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String name, fmi3String token, fmi3
     if (log) log(env, fmi3Error, "logStatusError", "only model exchange is supported");
     return NULL;
 }
+#endif
 
 fmi3Instance fmi3InstantiateScheduledExecution(fmi3String name, fmi3String token, fmi3String resources,
                                                fmi3Boolean visible, fmi3Boolean loggingOn,
@@ -193,7 +195,7 @@ fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *needUpda
     fmi3Status status = me_update_discrete_states(INSTANCE, valuesChanged, nextTimeDefined, nextTime);
     if (status != fmi3OK) return status;
     *needUpdate = false;
-    *terminate = false;
+    *terminate = MODEL_TERMINATED(&INSTANCE->s) != 0;
     *nominalsChanged = false;
     return fmi3OK;
 }
@@ -246,12 +248,14 @@ fmi3Status fmi3GetNumberOfContinuousStates(fmi3Instance instance, size_t *n) {
 }
 
 /* ------------------------------------------------------------------ not provided */
+#ifndef CO_SIMULATION
 fmi3Status fmi3EnterStepMode(fmi3Instance instance) { NOT_PROVIDED("co-simulation") }
 fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 t, fmi3Float64 h, fmi3Boolean noSetPrior,
                       fmi3Boolean *eventNeeded, fmi3Boolean *terminate, fmi3Boolean *early, fmi3Float64 *last) {
     (void)t; (void)h; (void)noSetPrior; (void)eventNeeded; (void)terminate; (void)early; (void)last;
     NOT_PROVIDED("co-simulation")
 }
+#endif
 fmi3Status fmi3SerializedFMUStateSize(fmi3Instance instance, fmi3FMUState state, size_t *size) {
     (void)state; (void)size; NOT_PROVIDED("serialization")
 }

@@ -54,9 +54,10 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
     components: those stepped past it roll back and step to it, the others
     step to it, and the run goes on from there with a ``discard`` event in
     its event log and ``stats.discards`` counted. A discard the run cannot
-    follow (no last successful time, none past the step's start, an FMU that
-    asks to terminate, a component that would have to roll back and cannot)
-    fails the run with one line saying why.
+    follow (no last successful time, none past the step's start, a component
+    that would have to roll back and cannot) fails the run with one line
+    saying why. An FMU that asks to terminate (``fmi2Terminated``, FMI 3's
+    ``terminateSimulation``) sets ``stop_requested``: the run ends there, complete.
 
     **FMUs that cannot handle variable communication step sizes**
     (``canHandleVariableCommunicationStepSize="false"``, the default of FMI

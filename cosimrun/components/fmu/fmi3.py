@@ -149,10 +149,11 @@ class StepResult:
                      ctypes.byref(self.last))
 
 
-def update_discrete_states(inst: Instance, t: float, fail: Callable[[str], FMUError], limit: int = 1000) -> None:
-    """Iterate ``fmi3UpdateDiscreteStates`` at *t* until the FMU needs no further update (at most *limit* times).
+def update_discrete_states(inst: Instance, t: float, fail: Callable[[str], FMUError], limit: int = 1000) -> bool:
+    """Iterate ``fmi3UpdateDiscreteStates`` at *t* until the FMU needs no further update (at most *limit* times);
+    ``True`` when it asks to terminate (the iteration stops there).
 
-    *fail* makes the error of a message; an FMU asking to terminate is one.
+    *fail* makes the error of a message.
     """
     flags = [ctypes.c_bool() for _ in range(5)]
     next_time = ctypes.c_double()
@@ -162,9 +163,9 @@ def update_discrete_states(inst: Instance, t: float, fail: Callable[[str], FMUEr
         if status > 1:
             raise fail(f"fmi3UpdateDiscreteStates returned {status_name(status)} at t={t:.12g}")
         if flags[1].value:
-            raise fail(f"fmi3UpdateDiscreteStates at t={t:.12g} asks to terminate the simulation (terminateSimulation)")
+            return True
         if not flags[0].value:
-            return
+            return False
     raise fail(f"fmi3UpdateDiscreteStates still reports discreteStatesNeedUpdate after {limit} iterations at "
                f"t={t:.12g} (an event iteration that does not settle)")
 

@@ -42,6 +42,9 @@ class FMULifecycle(FMUBase):
     afresh by ``set_state``.
     """
 
+    may_request_stop = True
+    """An FMU may ask to terminate the simulation (:attr:`stop_requested`, see :meth:`_request_stop`)."""
+
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self._slave: Any = None
@@ -142,6 +145,7 @@ class FMULifecycle(FMUBase):
         self._load(t0)
         self._free_instance()
         self.pending_event = None  # a new instance has no event of the old one to handle
+        self.stop_requested = None  # nor its request to terminate
         if self._cb is None:
             self._cb = callbacks(self._env)
         functions = self._functions
@@ -186,6 +190,17 @@ class FMULifecycle(FMUBase):
         assert self.model is not None
         return fmi3.instantiate(self._functions, self.name, self.model.guid, resources, self._env,
                                 self.parameters["logging"], self._event_mode)
+
+    def _request_stop(self, how: str) -> None:
+        """The FMU asks to terminate the simulation at the component's time; *how*: the FMI call that said so."""
+        self.stop_requested = f"asked to terminate ({how})"
+
+    def _stepped_after_stop(self, t: float) -> FMUError:
+        """The error of a step from *t* after the FMU asked to terminate (:attr:`stop_requested`): a master that
+        does not end the run there, or an FMU inside a multi-model component."""
+        return self._error(f"asked to step from t={t:.12g} after it {self.stop_requested}; a run ends where an FMU "
+                           "asks to terminate only when the FMU is a component of the system itself (not a mode of "
+                           "a multi-model component)", t)
 
     def _push_inputs(self) -> None:
         """Set every input from its port."""
@@ -286,6 +301,7 @@ class FMULifecycle(FMUBase):
             port.value = value
         self.t = snapshot.t
         self.pending_event = None
+        self.stop_requested = None  # the masters step nothing past a stop: a snapshot is from before it
 
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:

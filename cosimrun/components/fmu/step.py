@@ -177,6 +177,8 @@ class FMUStepping(FMUBase):
         def begin(t: float) -> None:
             if self.pending_event is not None:
                 self._handle_pending_event(t)
+                if self.stop_requested is not None:
+                    raise self._stepped_after_stop(t)
             push_all()
 
         def finish(t: float, dt: float, status: int) -> None:
@@ -214,12 +216,15 @@ class FMUStepping(FMUBase):
 
     def _settle_events(self, t: float, enter: bool = False) -> None:
         """Handle the FMU's event at *t* in its event mode: enter it (with *enter*), update the discrete states until
-        they settle, then return to step mode (FMI 3.0, ``eventModeUsed``)."""
+        they settle, then return to step mode (FMI 3.0, ``eventModeUsed``); an FMU that asks to terminate there
+        stays in event mode with a stop request (:attr:`stop_requested`)."""
         inst = self._instance
         assert inst is not None
         if enter:
             self._call("fmi3EnterEventMode", t)
-        fmi3.update_discrete_states(inst, t, lambda message: self._error(message, t))
+        if fmi3.update_discrete_states(inst, t, lambda message: self._error(message, t)):
+            self._request_stop("fmi3UpdateDiscreteStates returned terminateSimulation")
+            return
         self._call("fmi3EnterStepMode", t)
 
     def _step_ended(self, t: float, dt: float, result: fmi3.StepResult, first: bool) -> bool:
@@ -238,12 +243,13 @@ class FMUStepping(FMUBase):
         did.
         An early return at the step's start (an event due at once)
         is handled and the step taken again (``True``: step again; once only,
-        the *first* time).
+        the *first* time). ``terminateSimulation`` ends the step at
+        ``lastSuccessfulTime`` with a stop request (see :meth:`_terminated`).
         """
-        if result.terminate.value:
-            raise self._error(f"fmi3DoStep from t={t:.12g} with step {dt:.6g} asks to terminate the simulation "
-                              "(terminateSimulation)", t)
         end = t + dt
+        if result.terminate.value:
+            self._terminated(t, dt, result.last.value, "fmi3DoStep returned terminateSimulation")
+            return False
         if not result.early.value:
             if result.event.value and self._event_mode:
                 self.pending_event = STEP_END_EVENT  # the sample before it is taken first
@@ -259,6 +265,9 @@ class FMUStepping(FMUBase):
             return False
         if result.event.value and self._event_mode and last <= t + eps:
             self._settle_events(last, enter=True)
+            if self.stop_requested is not None:
+                raise self._error(f"{message}, its start, and {self.stop_requested} there: cosimrun ends a run "
+                                  "where an FMU asks to terminate only at a time it reached in a step", t)
         if at_end:
             return False
         if last <= t + eps:
@@ -335,9 +344,10 @@ class FMUStepping(FMUBase):
         ``t_last``, nothing recorded: the master decides whether that instant
         becomes a communication point. A ``t_last`` within rounding (a few ulp)
         of ``t + dt`` is the step done. Any other discard (no last successful
-        time, none past ``t``, an FMU asking to terminate, a fixed-step FMU that
-        could not step on from ``t_last``), ``fmi2Error`` and ``fmi2Fatal``
-        raise :class:`FMUError`.
+        time, none past ``t``, a fixed-step FMU that could not step on from
+        ``t_last``), ``fmi2Error`` and ``fmi2Fatal`` raise :class:`FMUError`.
+        With ``fmi2Terminated`` the FMU asks to end the run at ``t_last``
+        (see :meth:`_terminated`).
         """
         prefix = "fmi3" if self.is_fmi3 else "fmi2"
         message = f"{prefix}DoStep from t={t:.12g} with step {dt:.6g} returned {self._status(status)}"
@@ -349,7 +359,8 @@ class FMUStepping(FMUBase):
         end = t + dt
         eps = 4.0 * math.ulp(max(abs(t), abs(end)))
         if self._status_value("fmi2GetBooleanStatus", FMI2_TERMINATED, ctypes.c_int):
-            raise self._error(f"{message}; the FMU asks to terminate the simulation (fmi2Terminated)", t)
+            self._terminated(t, dt, last, "fmi2DoStep returned fmi2Discard with fmi2Terminated")
+            return
         if abs(last - end) <= eps:
             return
         if not t + eps < last < end:
@@ -357,6 +368,25 @@ class FMUStepping(FMUBase):
         if self.fixed_step_only:
             raise self._error(f"{message}; it cannot handle variable communication step sizes ({VARIABLE_STEP_FLAG}), "
                               "so it cannot step on from there", t)
+        self.t = last
+        self._pull_all()
+        raise StepDiscarded(f"{self._where()}: {message}{self._log_tail()}", component=self.name, time=t,
+                            last_successful_time=last)
+
+    def _terminated(self, t: float, dt: float, last: float, how: str) -> None:
+        """The FMU asks to end the simulation at its last successful time *last* of the step from *t* by *dt*
+        (*how*: the FMI call that said so): a stop request (:attr:`stop_requested`), the step done when *last* is
+        its end; inside the step, :class:`StepDiscarded` at *last* (with the FMU's outputs there), so that the
+        masters bring every component to that instant, where the run ends."""
+        end = t + dt
+        eps = 4.0 * math.ulp(max(abs(t), abs(end)))
+        message = f"{how} in the step from t={t:.12g} with step {dt:.6g} at t={last:.12g}"
+        if not (math.isfinite(last) and t + eps < last <= end + eps):
+            raise self._error(f"{message}, not after the step's start and within the step: cosimrun ends a run "
+                              "where an FMU asks to terminate only at a time it reached in a step", t)
+        self._request_stop(how)
+        if abs(last - end) <= eps:
+            return
         self.t = last
         self._pull_all()
         raise StepDiscarded(f"{self._where()}: {message}{self._log_tail()}", component=self.name, time=t,
@@ -396,6 +426,8 @@ class FMUStepping(FMUBase):
         """
         if not dt > 0.0:
             raise step_size_error(self.name, t, dt)
+        if self.stop_requested is not None:
+            raise self._stepped_after_stop(t)
         self._fast_step(t, dt)
         self._stepped(t + dt)
 
@@ -460,6 +492,8 @@ class FMUCStep:
         comp = self.comp
         if not h > 0.0:
             raise step_size_error(comp.name, t, h)
+        if comp.stop_requested is not None:
+            raise comp._stepped_after_stop(t)
         if self._fixed_step_only:
             comp._check_fixed_step(t, h)
         self._begin(t)

@@ -3,7 +3,8 @@
  * Included by the co-simulation framework cosimrun_fmi2cs.h and the model-exchange ones of the
  * tests (FMI 2.0 and 3.0), after the model's defines: FMI_VERSION (2, the default, or 3),
  * MODEL_GUID, N_REAL, N_INTEGER, N_BOOLEAN (the sizes of the value-reference tables; no
- * String variables), optionally CAN_GET_SET_STATE (default 1) and, for model exchange,
+ * String variables), optionally CAN_GET_SET_STATE (default 1), MODEL_TERMINATED(s) (nonzero:
+ * the model asks to terminate; fmi2Terminated, terminateSimulation) and, for model exchange,
  * N_STATES, STATE_VRS, DERIVATIVE_VRS and N_EVENT_INDICATORS. It gives the FMI types by
  * version, ModelState (every variable in s->r, s->i or s->b at its value reference, so an FMU
  * state is a plain copy), Instance, the modes, log_message and the mode and value-reference
@@ -50,6 +51,9 @@ typedef fmi2ValueReference FmiValueReference;
 #endif
 #ifndef CAN_GET_SET_STATE
 #define CAN_GET_SET_STATE 1
+#endif
+#ifndef MODEL_TERMINATED
+#define MODEL_TERMINATED(s) 0 /* a model may define it: nonzero when it asks to terminate the simulation */
 #endif
 
 typedef struct {

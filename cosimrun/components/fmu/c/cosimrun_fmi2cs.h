@@ -142,7 +142,9 @@ FMI2_Export fmi2Status fmi2GetIntegerStatus(fmi2Component c, const fmi2StatusKin
 }
 
 FMI2_Export fmi2Status fmi2GetBooleanStatus(fmi2Component c, const fmi2StatusKind s, fmi2Boolean *value) {
-    (void)c; (void)s; (void)value; return fmi2Discard;
+    if (s != fmi2Terminated) return fmi2Discard;
+    *value = MODEL_TERMINATED(&INSTANCE->s) ? fmi2True : fmi2False;
+    return fmi2OK;
 }
 
 FMI2_Export fmi2Status fmi2GetStringStatus(fmi2Component c, const fmi2StatusKind s, fmi2String *value) {

@@ -254,7 +254,7 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._pull_all = chain(pullers)
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
         self._calls = ContinuousTimeCalls(self._api, f, self._slave.dll, c, len(self._state_vars),
-                                          self._n_indicators, real_vrs, self._error)
+                                          self._n_indicators, real_vrs, self._error, self._request_stop)
 
     def _unbind(self) -> None:
         self._calls = None
@@ -286,6 +286,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         calls = self._calls
         if calls is None:
             raise self._not_running()
+        if self.stop_requested is not None:
+            raise self._stepped_after_stop(t)
         self._push_other()
         unlocated = self._n_indicators > 0 and not self.supports_rollback
         if unlocated:

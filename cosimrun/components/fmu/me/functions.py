@@ -121,15 +121,18 @@ class ContinuousTimeCalls:
     types. *handle* is the instance; *input_vrs* the value references of the
     real (FMI 3: scalar ``Float64``) inputs in the order the integrator's input
     vectors have; *failed* builds the component's error from a message and the
-    simulation time.
+    simulation time; *request_stop*, when given, takes an FMU's request to
+    terminate (naming the call that made it) instead of an error.
     """
 
     def __init__(self, api: Api, functions: dict[str, Any], dll: Any, handle: ctypes.c_void_p, n_states: int,
-                 n_indicators: int, input_vrs: list[int], failed: Callable[[str, float], FMUError]) -> None:
+                 n_indicators: int, input_vrs: list[int], failed: Callable[[str, float], FMUError],
+                 request_stop: Callable[[str], None] | None = None) -> None:
         self.api = api
         self.f = functions
         self.c = handle
         self.failed = failed
+        self.request_stop = request_stop
         hot = {}
         for name in (api.set_time, api.set_states, api.set_real, api.get_derivatives, api.get_indicators):
             hot[name] = fn = dll[name]
@@ -209,21 +212,23 @@ class ContinuousTimeCalls:
         """Completed integrator step at the point last set; whether the FMU asks for a step event.
 
         ``noSetFMUStatePriorToCurrentPoint`` is false: the master may roll back.
-        An FMU that asks to terminate raises.
+        An FMU that asks to terminate requests a stop (or raises, see :meth:`_terminate`).
         """
         name = self.api.completed_step
         enter, terminate = self._flag(0), self._flag(0)
         self._check(name, self.f[name](self.c, 0, ctypes.byref(enter), ctypes.byref(terminate)), t)
         if terminate.value:
-            raise self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} ({name})", t)
+            self._terminate(t, name)
+            return False
         return bool(enter.value)
 
     def event_iteration(self, t: float, *, enter: bool = True) -> EventOutcome:
         """Handle an event at the point last set: event mode, new discrete states until settled, continuous mode.
 
         *enter* false is the iteration right after initialization, where the FMU
-        already is in event mode. An FMU that asks to terminate, or whose
-        iteration does not settle within :data:`MAX_EVENT_ITERATIONS`, raises.
+        already is in event mode. An FMU that asks to terminate ends the
+        iteration there (see :meth:`_terminate`); one whose iteration does not
+        settle within :data:`MAX_EVENT_ITERATIONS` raises.
         """
         api, f, c = self.api, self.f, self.c
         if enter:
@@ -231,7 +236,10 @@ class ContinuousTimeCalls:
         update = self._update3 if api.fmi3 else self._update2
         changed = False
         for _ in range(MAX_EVENT_ITERATIONS):
-            needed, values_changed, t_next = update(t)
+            outcome = update(t)
+            if outcome is None:  # asked to terminate: the FMU stays in event mode, its states read back
+                return EventOutcome(True, None)
+            needed, values_changed, t_next = outcome
             changed = changed or values_changed
             if not needed:
                 break
@@ -242,30 +250,36 @@ class ContinuousTimeCalls:
         self._z_key = None
         return EventOutcome(changed, t_next)
 
-    def _terminate(self, t: float) -> FMUError:
-        return self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} ({self.api.new_discrete_states})",
-                           t)
+    def _terminate(self, t: float, call: str) -> None:
+        """The FMU asked to terminate at *t* in *call*: a stop request (``request_stop``), else an error."""
+        if self.request_stop is None:
+            raise self.failed(f"the FMU asks to terminate the simulation at t={t:.12g} ({call})", t)
+        self.request_stop(f"{call} returned terminateSimulation")
 
-    def _update2(self, t: float) -> tuple[bool, bool, float | None]:
-        """One ``fmi2NewDiscreteStates``: (new discrete states needed, states changed, next time event)."""
+    def _update2(self, t: float) -> tuple[bool, bool, float | None] | None:
+        """One ``fmi2NewDiscreteStates``: (new discrete states needed, states changed, next time event); ``None``
+        when the FMU asks to terminate."""
         from fmpy.fmi2 import fmi2EventInfo
 
         info = fmi2EventInfo()
         self._check("fmi2NewDiscreteStates", self.f["fmi2NewDiscreteStates"](self.c, ctypes.byref(info)), t)
         if info.terminateSimulation:
-            raise self._terminate(t)
+            self._terminate(t, "fmi2NewDiscreteStates")
+            return None
         defined = info.nextEventTimeDefined and math.isfinite(info.nextEventTime)
         return (bool(info.newDiscreteStatesNeeded), bool(info.valuesOfContinuousStatesChanged),
                 float(info.nextEventTime) if defined else None)
 
-    def _update3(self, t: float) -> tuple[bool, bool, float | None]:
-        """One ``fmi3UpdateDiscreteStates``: (discrete states need update, states changed, next time event)."""
+    def _update3(self, t: float) -> tuple[bool, bool, float | None] | None:
+        """One ``fmi3UpdateDiscreteStates``: (discrete states need update, states changed, next time event);
+        ``None`` when the FMU asks to terminate."""
         needed, terminate, nominals, values, defined = (ctypes.c_bool() for _ in range(5))
         t_next = ctypes.c_double()
         status = self.f["fmi3UpdateDiscreteStates"](self.c, *(ctypes.byref(v) for v in (
             needed, terminate, nominals, values, defined, t_next)))
         self._check("fmi3UpdateDiscreteStates", status, t)
         if terminate.value:
-            raise self._terminate(t)
+            self._terminate(t, "fmi3UpdateDiscreteStates")
+            return None
         return (needed.value, values.value,
                 t_next.value if defined.value and math.isfinite(t_next.value) else None)
