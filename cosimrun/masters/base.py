@@ -165,6 +165,8 @@ def step_serially(plan: list[Step], t: float, h: float) -> None:
         for dst, src, scale, offset, line in fresh:
             if line:
                 dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+            elif scale is None:  # the identity: integers, booleans and strings stay what they are
+                dst.value = src.value
             else:
                 dst.value = scale * src.value + offset
         if push is not None:
@@ -412,7 +414,8 @@ class Master:
             if fresh and src in position and dst in position and position[src] < position[dst]:
                 consumer = components[position[dst]]
                 line = interpolate and lk.dst.spec.type is PortType.REAL and consumer.interpolates_inputs
-                reads[dst].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset, line))
+                scale = None if lk.conversion.is_identity and not line else lk.conversion.scale
+                reads[dst].append((lk.dst, lk.src, scale, lk.conversion.offset, line))
             else:
                 lagging.append(lk)
         return [(c, self.pushers[c.name], reads[c.name]) for c in components], lagging
