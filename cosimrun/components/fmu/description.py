@@ -325,7 +325,8 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
                     problem = str(exc)
             if unit == "dimensionless":
                 unit = None
-        if alias is not None and v.displayUnit and v.displayUnit != getattr(alias, "displayUnit", None):
+        element = next((a for a in alias.aliases if a.name == v.name), None) if alias is not None else None
+        if element is not None and element.displayUnit:
             unit, scale, offset = _display_unit(md, v, fmu_unit, unit)
     minimum = maximum = None
     if kind in ("Real", "Integer", "Enumeration"):

@@ -375,21 +375,19 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
 
     def _event(self, t: float) -> None:
         """The event iteration at *t* with the FMU at the component's state and inputs (the discrete ones set in
-        event mode); the indicators after it are kept for :meth:`detect_event_crossings`."""
+        event mode)."""
         calls = self._calls
         assert calls is not None
         self._alias_push()
         calls.set_continuous(t, self._x, self._gather_inputs())
         self._push_held()
         self._after_event(calls.event_iteration(t, in_event_mode=self._set_discrete), t)
-        if self._indicator_names_located:
-            z = calls.indicators(t, self._x, self._gather_inputs())
-            self._settled = (t, dict(zip(self._indicator_names_located, z.tolist(), strict=True)))
 
     def detect_event_crossings(self, previous: dict[str, float], current: dict[str, float],
                                sign_tolerance: float = 0.0) -> list[str]:
-        """Crossings between *previous* and *current*; at the instant of an event the FMU's indicators are compared
-        from their values right after its event iteration (what it moved across zero is that event's effect)."""
+        """Crossings between *previous* and *current*; at the instant of an event handed to the component
+        (:meth:`handle_event`) the FMU's indicators are compared from their values right after its event iteration
+        (what it moved across zero is that event's effect). Any step forgets that instant."""
         settled = self._settled
         if settled is not None and settled[0] == self.t:
             previous = {**previous, **{k: v for k, v in settled[1].items() if k in previous}}
@@ -403,8 +401,13 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._integrator.forget()
 
     def _handle_events_internal(self, event_names: list[str], t: float) -> None:
-        """Any event at *t* (the FMU's state events, events it subscribes to) runs the FMU's event iteration."""
+        """Any event at *t* (the FMU's state events, events it subscribes to) runs the FMU's event iteration; the
+        indicators after it are kept for :meth:`detect_event_crossings`."""
         self._event(t)
+        if self._indicator_names_located:
+            assert self._calls is not None
+            z = self._calls.indicators(t, self._x, self._gather_inputs())
+            self._settled = (t, dict(zip(self._indicator_names_located, z.tolist(), strict=True)))
 
     def next_time_event(self, t: float) -> float | None:
         """The FMU's next time event (``nextEventTime`` of its last event iteration) strictly after *t*."""
