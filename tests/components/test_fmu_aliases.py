@@ -89,6 +89,13 @@ def test_alias_outputs_follow_their_value_under_every_master(balls: dict[str, An
     assert ball.get_outputs()["h"] == out_ref["h"][-1]
 
 
+@pytest.fixture(scope="session")
+def linears(fmu_dir: Path) -> dict[str, Path]:
+    """The linear model, FMI 2 and 3, with and without aliases."""
+    return {f"{version}{suffix}": builders.me_linear(fmu_dir, fmi3=version == "3", aliases=bool(suffix))
+            for version in ("2", "3") for suffix in ("", "+aliases")}
+
+
 def run_linear(path: Path, port: str, value: Any, master: str = "jacobi") -> tuple[Any, np.ndarray]:
     """The linear model x' = -x + u from x = 1 with *value* (a number or a quantity) on input *port*."""
     s = System("s")
@@ -101,18 +108,17 @@ def run_linear(path: Path, port: str, value: Any, master: str = "jacobi") -> tup
 
 
 @pytest.mark.parametrize("master", list(MASTERS))
-def test_setting_an_input_alias_sets_the_input(fmu_dir: Path, master: str) -> None:
+def test_setting_an_input_alias_sets_the_input(linears: dict[str, Path], master: str) -> None:
     """An input driven through its alias: FMI 3 u_ft in feet sets u in metres (the port u shows it), FMI 2 w
     sets u. x is bitwise what the FMU without aliases computes with u driven directly by that value."""
-    lin3 = builders.me_linear(fmu_dir, fmi3=True, aliases=True)
-    lin, x = run_linear(lin3, "u_ft", 2.0, master)
+    lin, x = run_linear(linears["3+aliases"], "u_ft", 2.0, master)
     u = lin.inputs["u"].value
     assert u == pytest.approx(2.0 * 0.3048, rel=2e-16) and lin.inputs["u_ft"].value == pytest.approx(2.0, rel=2e-16)
-    _, x_ref = run_linear(builders.me_linear(fmu_dir, fmi3=True), "u", u, master)
+    _, x_ref = run_linear(linears["3"], "u", u, master)
     assert np.array_equal(x, x_ref) and x[-1] == pytest.approx(u + (1.0 - u) * np.exp(-1.0), abs=1e-6)
-    lin, x = run_linear(builders.me_linear(fmu_dir, aliases=True), "w", 0.5, master)
+    lin, x = run_linear(linears["2+aliases"], "w", 0.5, master)
     assert lin.inputs["u"].value == 0.5
-    assert np.array_equal(x, run_linear(builders.me_linear(fmu_dir), "u", 0.5, master)[1])
+    assert np.array_equal(x, run_linear(linears["2"], "u", 0.5, master)[1])
 
 
 def test_an_array_input_set_through_its_alias_in_co_simulation(balls: dict[str, Any]) -> None:
@@ -138,10 +144,10 @@ def test_a_start_value_in_another_unit_than_the_fmus_is_refused(balls: dict[str,
     assert ball.get_outputs()["h_ft"] == pytest.approx(3.0, rel=1e-15)
 
 
-def test_a_display_unit_the_fmu_defines_otherwise_than_pint_is_not_used(fmu_dir: Path,
+def test_a_display_unit_the_fmu_defines_otherwise_than_pint_is_not_used(balls: dict[str, Any], fmu_dir: Path,
                                                                         caplog: pytest.LogCaptureFixture) -> None:
     """An FMU whose DisplayUnit ft is 3 * m (pint: 3.28084 * m): the alias keeps m, with a warning."""
-    with zipfile_of(builders.me_bouncing_ball(fmu_dir, fmi3=True, aliases=True)) as files:
+    with zipfile_of(balls["me3"][0]) as files:
         xml = files["modelDescription.xml"].decode().replace('factor="3.280839895013123"', 'factor="3"')
         files["modelDescription.xml"] = xml.encode()
         path = builders._archive(fmu_dir / "bad_feet.fmu", files)

@@ -146,16 +146,20 @@ def impact_times(tf: float, e: float = 0.8, h0: float = 1.0) -> np.ndarray:
     return np.array(times)
 
 
+@pytest.fixture(scope="session")
+def balls(fmu_dir: Path) -> dict[str, Path]:
+    return {version: builders.me_bouncing_ball(fmu_dir, fmi3=version == "3.0") for version in ("2.0", "3.0")}
+
+
 @pytest.mark.parametrize("version", ["2.0", "3.0"])
 @pytest.mark.parametrize("master", list(MASTERS))
-def test_each_impact_is_one_event_under_every_master(fmu_dir: Path, version: str, master: str) -> None:
+def test_each_impact_is_one_event_under_every_master(balls: dict[str, Path], version: str, master: str) -> None:
     """The ball's event sets h = DBL_MIN, moving its indicator back across zero within the FMU's own event
     iteration: that is the impact's effect, not a second event. One logged event per impact (the FMU counts
     them); under the hybrid master exactly the analytic impacts, each to 1e-9 s, under the others the grid points
     where the ball is first found below the floor."""
-    path = builders.me_bouncing_ball(fmu_dir, fmi3=version == "3.0")
     s = System("s")
-    ball = s.add_component(me("ball", path))
+    ball = s.add_component(me("ball", balls[version]))
     result = s.run(0.0, 3.0, 0.01, master=MASTERS[master]())
     times = np.array([ev[0].t for ev in result.events])
     assert len(times) == ball.get_outputs()["impacts"] and len(np.unique(times)) == len(times)
