@@ -12,6 +12,7 @@ FMU without aliases.
 from __future__ import annotations
 
 import logging
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -147,27 +148,16 @@ def test_a_start_value_in_another_unit_than_the_fmus_is_refused(balls: dict[str,
 def test_a_display_unit_the_fmu_defines_otherwise_than_pint_is_not_used(balls: dict[str, Any], fmu_dir: Path,
                                                                         caplog: pytest.LogCaptureFixture) -> None:
     """An FMU whose DisplayUnit ft is 3 * m (pint: 3.28084 * m): the alias keeps m, with a warning."""
-    with zipfile_of(balls["me3"][0]) as files:
-        xml = files["modelDescription.xml"].decode().replace('factor="3.280839895013123"', 'factor="3"')
-        files["modelDescription.xml"] = xml.encode()
-        path = builders._archive(fmu_dir / "bad_feet.fmu", files)
+    files = archive_files(balls["me3"][0])
+    xml = files["modelDescription.xml"].decode().replace('factor="3.280839895013123"', 'factor="3"')
+    path = builders._archive(fmu_dir / "bad_feet.fmu", {**files, "modelDescription.xml": xml})
     with caplog.at_level(logging.WARNING, logger="cosimrun.fmu"):
         h_ft = read_fmu(path).variables["h_ft"]
     assert (h_ft.unit, h_ft.scale, h_ft.converted) == ("m", 1.0, False)
     assert "display unit 'ft' not used (the FMU defines ft as 3 * m + 0, pint as 3.28084 * m + 0)" in caplog.text
 
 
-class zipfile_of:  # noqa: N801 (used as a context manager like a function)
-    """The entries of a zip archive as a dict (name -> bytes)."""
-
-    def __init__(self, path: Path) -> None:
-        import zipfile
-
-        with zipfile.ZipFile(path) as zf:
-            self.files = {name: zf.read(name) for name in zf.namelist()}
-
-    def __enter__(self) -> dict[str, bytes]:
-        return self.files
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
+def archive_files(path: Path) -> dict[str, bytes]:
+    """The entries of the zip archive *path* (name -> content)."""
+    with zipfile.ZipFile(path) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
