@@ -173,6 +173,12 @@ class FMUVariable:
             return value
         return self.scale * value + self.offset if self.type == "Real" else -value
 
+    def from_port(self, value: Any) -> Any:
+        """This variable's *value* as the FMU's value (the inverse of :meth:`to_port`)."""
+        if value is None or not self.converted:
+            return value
+        return (value - self.offset) / self.scale if self.type == "Real" else -value
+
     @property
     def port_type(self) -> PortType:
         return _PORT_TYPES[self.type]

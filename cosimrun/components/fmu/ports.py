@@ -15,7 +15,7 @@ from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
 from cosimrun.components.fmu.step import nothing
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.ports import PortSpec, PortState, PortType, PortValue
+from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import UnknownNameError
 
 _log = logging.getLogger("cosimrun.fmu")
@@ -202,32 +202,12 @@ class FMUPorts(FMUBase):
         super()._initialize_ports_from_specs()
 
 
-def _from_value(var: FMUVariable) -> Callable[[PortValue], PortValue]:
-    """The FMU's value as the value of alias *var*."""
-    if not var.converted:
-        return lambda value: value
-    if var.type != "Real":
-        return lambda value: -value  # type: ignore[operator]
-    scale, offset = var.scale, var.offset
-    return lambda value: scale * value + offset  # type: ignore[operator]
-
-
-def _to_value(var: FMUVariable) -> tuple[Callable[[PortValue], PortValue], float]:
-    """Alias *var*'s value as the FMU's value, and the factor of its derivatives."""
-    if not var.converted:
-        return (lambda value: value), 1.0
-    if var.type != "Real":
-        return (lambda value: -value), -1.0  # type: ignore[operator]
-    scale, offset = var.scale, var.offset
-    return (lambda value: (value - offset) / scale), 1.0 / scale  # type: ignore[operator]
-
-
 def _alias_puller(copies: list[tuple[PortState, PortState, FMUVariable]]) -> Callable[[], None]:
     """Set each alias output from the port its value was read into (``(source, alias, variable)``)."""
     if not copies:
         return nothing
     same = [(src, dst) for src, dst, var in copies if not var.converted]
-    converted = [(src, dst, _from_value(var)) for src, dst, var in copies if var.converted]
+    converted = [(src, dst, var.to_port) for src, dst, var in copies if var.converted]
 
     def pull() -> None:
         for src, dst in same:
@@ -245,7 +225,7 @@ def _alias_pusher(groups: list[tuple[PortState, list[tuple[PortState, FMUVariabl
         return nothing
     compiled = []
     for own, others in groups:
-        aliases = [(port, *_to_value(var), _from_value(var)) for port, var in others]
+        aliases = [(port, var.from_port, 1.0 / var.scale, var.to_port) for port, var in others]
         for port, _, _, from_value in aliases:
             port.value = from_value(own.value)
         compiled.append((own, aliases, [own.value, *(port.value for port, *_ in aliases)]))
