@@ -99,9 +99,10 @@ class MasterStats:
 Pusher = Callable[[float], None] | None
 Checkpoint = tuple[list[tuple[CoSimComponent, Any]], list[Any]]
 """Component snapshots and port values to roll back to (see :meth:`Master.checkpoint`)."""
-Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float, bool]]]
+Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float | None, float, bool]]]
 """A component, its input pusher and the ``(dst, src, scale, offset, line)`` links it reads before stepping
-(``line``: as the line from the value at the step start, see :meth:`Master.stepping_plan`)."""
+(``line``: as the line from the value at the step start, see :meth:`Master.stepping_plan`; ``scale`` ``None``:
+copied as it is)."""
 
 
 class StepCut(Exception):
@@ -407,7 +408,7 @@ class Master:
         """
         assert self.system is not None
         position = {c.name: i for i, c in enumerate(components)}
-        reads: dict[str, list[tuple[Any, Any, float, float, bool]]] = {c.name: [] for c in components}
+        reads: dict[str, list[tuple[Any, Any, float | None, float, bool]]] = {c.name: [] for c in components}
         lagging = []
         for lk in self.system.links:
             src, dst = lk.connection.src_component, lk.connection.dst_component
