@@ -101,9 +101,10 @@ class MasterStats:
 Pusher = Callable[[float], None] | None
 Checkpoint = tuple[list[tuple[CoSimComponent, Any]], list[Any]]
 """Component snapshots and port values to roll back to (see :meth:`Master.checkpoint`)."""
-Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float, float, bool]]]
+Step = tuple[CoSimComponent, Pusher, list[tuple[Any, Any, float | None, float, bool]]]
 """A component, its input pusher and the ``(dst, src, scale, offset, line)`` links it reads before stepping
-(``line``: as the line from the value at the step start, see :meth:`Master.stepping_plan`)."""
+(``line``: as the line from the value at the step start, see :meth:`Master.stepping_plan`; ``scale`` ``None``:
+copied as it is)."""
 
 
 class StepCut(Exception):
@@ -167,6 +168,8 @@ def step_serially(plan: list[Step], t: float, h: float) -> None:
         for dst, src, scale, offset, line in fresh:
             if line:
                 dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+            elif scale is None:  # the identity: integers, booleans and strings stay what they are
+                dst.value = src.value
             else:
                 dst.value = scale * src.value + offset
         if push is not None:
@@ -410,14 +413,15 @@ class Master:
         """
         assert self.system is not None
         position = {c.name: i for i, c in enumerate(components)}
-        reads: dict[str, list[tuple[Any, Any, float, float, bool]]] = {c.name: [] for c in components}
+        reads: dict[str, list[tuple[Any, Any, float | None, float, bool]]] = {c.name: [] for c in components}
         lagging = []
         for lk in self.system.links:
             src, dst = lk.connection.src_component, lk.connection.dst_component
             if fresh and src in position and dst in position and position[src] < position[dst]:
                 consumer = components[position[dst]]
                 line = interpolate and lk.dst.spec.type is PortType.REAL and consumer.interpolates_inputs
-                reads[dst].append((lk.dst, lk.src, lk.conversion.scale, lk.conversion.offset, line))
+                scale = None if lk.conversion.is_identity and not line else lk.conversion.scale
+                reads[dst].append((lk.dst, lk.src, scale, lk.conversion.offset, line))
             else:
                 lagging.append(lk)
         return [(c, self.pushers[c.name], reads[c.name]) for c in components], lagging

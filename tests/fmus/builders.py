@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -141,30 +141,79 @@ def _fmi3_binaries(built: Path, identifier: str) -> Path:
     return _archive(built, files)
 
 
-def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool, fmi3: bool = False) -> Path:
+def _me_fmu(directory: Path, identifier: str, model: str, rollback: bool, fmi3: bool = False,
+            edit: Callable[[str], str] = str) -> Path:
     """Compile model-exchange model ``<model>.c`` on the framework ``cosimrun_fmi2me.h`` (``cosimrun_fmi3me.h``
-    with *fmi3*, model description ``<model>3.xml``), inlined into the source for its ``#include "cosimrun_me.h"``,
-    into ``<directory>/<identifier>.fmu``."""
+    with *fmi3*, model description ``<model>3.xml``, changed by *edit*), inlined into the source for its
+    ``#include "cosimrun_me.h"``, into ``<directory>/<identifier>.fmu``."""
     header = (HERE / ("cosimrun_fmi3me.h" if fmi3 else "cosimrun_fmi2me.h")).read_text()
     source = re.sub(r'#include "cosimrun_me\.h".*', lambda _: header, (HERE / f"{model}.c").read_text())
-    xml = (HERE / f"{model}{'3' if fmi3 else ''}.xml").read_text().format(identifier=identifier,
-                                                                           rollback=str(rollback).lower())
+    xml = edit((HERE / f"{model}{'3' if fmi3 else ''}.xml").read_text().format(identifier=identifier,
+                                                                                rollback=str(rollback).lower()))
     built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
                         source=source, defines={"CAN_GET_SET_STATE": int(rollback)})
     return _fmi3_binaries(built, identifier) if fmi3 else built
 
 
-def me_bouncing_ball(directory: Path, rollback: bool = True, fmi3: bool = False) -> Path:
-    """A model-exchange bouncing ball (outputs h, v, impacts; one event indicator, the height), FMI 2.0 or 3.0."""
-    identifier = "me_bouncing_ball" + ("3" if fmi3 else "") + ("" if rollback else "_norollback")
-    return _me_fmu(directory, identifier, "me_bouncing_ball", rollback, fmi3)
+FEET = '<Unit name="m"><BaseUnit m="1"/><DisplayUnit name="ft" factor="3.280839895013123"/></Unit>'
+"""FMI 3's unit m with the display unit ft (``factor``: feet per metre)."""
 
 
-def me_linear(directory: Path, rollback: bool = True, fmi3: bool = False) -> Path:
+def _alias3(xml: str, variable: str, alias: str) -> str:
+    """FMI 3 model description *xml* with ``<Alias ...>`` text *alias* on variable *variable* and the display unit
+    ft of m (:data:`FEET`)."""
+    xml = re.sub(rf'(<Float64 name="{variable}" [^>]*?)/>', rf"\1>\n      {alias}\n    </Float64>", xml, count=1)
+    if '<Unit name="m">' in xml:
+        return xml.replace('<Unit name="m"><BaseUnit m="1"/></Unit>', FEET)
+    return xml.replace("  <ModelVariables>", f"  <UnitDefinitions>{FEET}</UnitDefinitions>\n  <ModelVariables>")
+
+
+def _ball_aliases2(xml: str) -> str:
+    """The FMI 2.0 ball's description with outputs ``height`` (alias of h) and ``depth`` (negated alias of h)."""
+    extra = "".join(
+        f'    <ScalarVariable name="{name}" valueReference="0" causality="output" variability="continuous" '
+        f'alias="{kind}">\n      <Real unit="m"/></ScalarVariable>\n'
+        for name, kind in (("height", "alias"), ("depth", "negatedAlias")))
+    return (xml.replace("  </ModelVariables>", extra + "  </ModelVariables>")
+            .replace("    </Outputs>", '      <Unknown index="10" dependencies=""/>\n'
+                                       '      <Unknown index="11" dependencies=""/>\n    </Outputs>'))
+
+
+def me_bouncing_ball(directory: Path, rollback: bool = True, fmi3: bool = False, aliases: bool = False) -> Path:
+    """A model-exchange bouncing ball (outputs h, v, impacts; one event indicator, the height), FMI 2.0 or 3.0.
+    After an impact it leaves the floor from h = DBL_MIN, as the Reference-FMUs' ball does. With *aliases*, h has
+    the FMI 3 alias ``h_ft`` in feet, or the FMI 2 aliases ``height`` and ``depth`` (negated)."""
+    identifier = "me_bouncing_ball" + ("3" if fmi3 else "") + ("" if rollback else "_norollback") \
+        + ("_aliases" if aliases else "")
+    edit = (lambda xml: _alias3(xml, "h", '<Alias name="h_ft" displayUnit="ft"/>')) if aliases and fmi3 \
+        else _ball_aliases2 if aliases else str
+    return _me_fmu(directory, identifier, "me_bouncing_ball", rollback, fmi3, edit)
+
+
+def _linear_alias2(xml: str) -> str:
+    """The FMI 2.0 linear model's description with input ``w``, an alias of u."""
+    return xml.replace("  </ModelVariables>", '    <ScalarVariable name="w" valueReference="2" causality="input" '
+                                              'variability="continuous" alias="alias">\n      <Real start="0"/>'
+                                              "</ScalarVariable>\n  </ModelVariables>")
+
+
+def me_linear(directory: Path, rollback: bool = True, fmi3: bool = False, aliases: bool = False) -> Path:
     """A model-exchange ``x' = a x + b u``, ``y = x`` with a time event (``t_jump``: x += jump) and a step
-    event (x above ``x_max`` is clamped); outputs x, jumps, clamps; FMI 2.0 or 3.0."""
-    identifier = "me_linear" + ("3" if fmi3 else "") + ("" if rollback else "_norollback")
-    return _me_fmu(directory, identifier, "me_linear", rollback, fmi3)
+    event (x above ``x_max`` is clamped); outputs x, jumps, clamps; FMI 2.0 or 3.0. With *aliases*, input u has
+    the FMI 3 alias ``u_ft`` (u in m, the alias in feet) or the FMI 2 alias ``w``."""
+    identifier = "me_linear" + ("3" if fmi3 else "") + ("" if rollback else "_norollback") \
+        + ("_aliases" if aliases else "")
+    edit = (lambda xml: _alias3(xml.replace('name="u" valueReference="2"', 'name="u" valueReference="2" unit="m"'),
+                                "u", '<Alias name="u_ft" displayUnit="ft"/>')) if aliases and fmi3 \
+        else _linear_alias2 if aliases else str
+    return _me_fmu(directory, identifier, "me_linear", rollback, fmi3, edit)
+
+
+def me_feedthrough(directory: Path, fmi3: bool = False) -> Path:
+    """Model exchange with discrete inputs, as the Reference-FMUs' Feedthrough (``me_feedthrough.c``): y = u, and
+    ud, k, on taken at events only; x' = ud + k; event indicator x - level; counters updates and crossings. A
+    discrete input set outside initialization or event mode is an FMU error."""
+    return _me_fmu(directory, "me_feedthrough" + ("3" if fmi3 else ""), "me_feedthrough", True, fmi3)
 
 
 def feedthrough_in(directory: Path, unit: str) -> Path:
@@ -185,14 +234,20 @@ def _fmi3_xml(identifier: str, rollback: bool, event_mode: bool) -> str:
                                                             event_mode=str(event_mode).lower())
 
 
-def bouncing_ball3(directory: Path, *, rollback: bool = True, event_mode: bool = True) -> Path:
+def bouncing_ball3(directory: Path, *, rollback: bool = True, event_mode: bool = True, aliases: bool = False) -> Path:
     """The FMI 3.0 co-simulation bouncing ball (``bouncing_ball3.c``): outputs h, v, scaled[1..3] (= gain[i] * h +
     offset, array input gain), bounces (Int32), h32 (Float32), falling (Boolean), phase (String). With event mode
-    it returns early at each impact; without, it bounces inside ``fmi3DoStep``. FMI 3 binaries live under the
-    platform tuple (:func:`_fmi3_binaries`)."""
-    identifier = "bouncing_ball3" + ("" if rollback else "_norollback") + ("" if event_mode else "_noevents")
-    built = _c_fmu(directory, identifier, "bouncing_ball3", _fmi3_xml(identifier, rollback, event_mode),
-                   defines={"CAN_GET_SET_STATE": int(rollback)})
+    it returns early at each impact; without, it bounces inside ``fmi3DoStep``. With *aliases*, h has the alias
+    ``h_ft`` in feet (as the Reference-FMUs' BouncingBall) and gain the alias ``g_in``. FMI 3 binaries live under
+    the platform tuple (:func:`_fmi3_binaries`)."""
+    identifier = "bouncing_ball3" + ("" if rollback else "_norollback") + ("" if event_mode else "_noevents") \
+        + ("_aliases" if aliases else "")
+    xml = _fmi3_xml(identifier, rollback, event_mode)
+    if aliases:
+        xml = _alias3(xml, "h", '<Alias name="h_ft" displayUnit="ft"/>').replace(
+            '<Dimension start="3"/>\n    </Float64>\n    <Float64 name="scaled"',
+            '<Dimension start="3"/>\n      <Alias name="g_in"/>\n    </Float64>\n    <Float64 name="scaled"')
+    built = _c_fmu(directory, identifier, "bouncing_ball3", xml, defines={"CAN_GET_SET_STATE": int(rollback)})
     return _fmi3_binaries(built, identifier)
 
 

@@ -106,6 +106,9 @@ fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference vr[], 
     if (n != nvr) return fmi3Error;
     for (size_t k = 0; k < nvr; k++) {
         if (vr[k] >= N_REAL) { log_error(INSTANCE, "Float64 value reference %u out of range", vr[k]); return fmi3Error; }
+        CHECK_SET(INSTANCE, 'R', vr[k])
+    }
+    for (size_t k = 0; k < nvr; k++) {
         INSTANCE->s.r[vr[k]] = v[k];
     }
     return fmi3OK;
@@ -127,6 +130,9 @@ fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference vr[], 
         if (n != nvr) return fmi3Error;                                                                          \
         for (size_t k = 0; k < nvr; k++) {                                                                       \
             if (vr[k] < (OFFSET) || vr[k] >= (OFFSET) + (N)) return no_variables(INSTANCE, "such " #TYPE, 1);   \
+            CHECK_SET(INSTANCE, #TYPE[0], vr[k] - (OFFSET))                                                      \
+        }                                                                                                        \
+        for (size_t k = 0; k < nvr; k++) {                                                                       \
             INSTANCE->s.FIELD[vr[k] - (OFFSET)] = v[k];                                                          \
         }                                                                                                        \
         return fmi3OK;                                                                                           \

@@ -1,5 +1,5 @@
 /* Test model-exchange FMU: a ball falling under gravity onto the floor h = 0.
- * One event indicator z (h, 1 at rest); at an impact h -> 0 and v -> -e v, and below
+ * One event indicator z (h, 1 at rest); at an impact h -> DBL_MIN and v -> -e v, and below
  * v_min the ball rests on the floor. The integration is the environment's. Compiled on
  * cosimrun_fmi2me.h (FMI 2.0) or cosimrun_fmi3me.h (FMI 3.0).
  */
@@ -14,6 +14,7 @@
 enum { H, V, G, E, V_MIN, DER_H, DER_V, Z };
 enum { IMPACTS };
 enum { RESTING };
+#include <float.h>
 #include "cosimrun_me.h" /* the framework of the FMI version built (tests/fmus/builders.py inlines it) */
 
 static void model_defaults(ModelState *s) {
@@ -30,7 +31,7 @@ static void model_update(ModelState *s) {
 
 static void model_event(ModelState *s, int *states_changed) {
     if (s->b[RESTING] || s->r[H] > 0.0 || s->r[V] >= 0.0) return;
-    s->r[H] = 0.0;
+    s->r[H] = DBL_MIN; /* just above the floor, as the Reference-FMUs' ball: the event moves z across zero */
     s->r[V] = -s->r[E] * s->r[V];
     s->i[IMPACTS] += 1;
     if (s->r[V] < s->r[V_MIN]) { s->r[V] = 0.0; s->b[RESTING] = 1; }

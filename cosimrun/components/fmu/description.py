@@ -7,7 +7,12 @@ FMI version, the interfaces it offers (co-simulation ``cs``, model exchange
 flags), the variables as :class:`FMUVariable` (an FMI 3 array is one variable
 per element, ``name[i]``), their units translated for pint
 (:func:`modelica_unit_to_pint`), the parameters, the physical state and the
-direct feedthrough from ``ModelStructure``. Which interface a component uses is
+direct feedthrough from ``ModelStructure``. Aliases (FMI 2 variables sharing a
+value reference with ``alias``/``negatedAlias``, FMI 3 ``<Alias>`` elements)
+are variables of their own name with the value reference they share and the
+conversion from the FMU's value (:attr:`FMUVariable.scale`,
+:attr:`FMUVariable.negated`): an FMI 3 alias with a ``displayUnit`` has that
+unit. Which interface a component uses is
 chosen by the component (:meth:`FMUModel.interface` refuses one the FMU does
 not offer); FMI 1.0 is refused here.
 """
@@ -18,7 +23,7 @@ import logging
 import os
 import re
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,7 @@ import numpy as np
 
 from cosimrun.components.fmu.extraction import FMUSettings, check_archive
 from cosimrun.core.ports import PortType
-from cosimrun.core.units import parse_unit
+from cosimrun.core.units import compile_conversion, parse_unit
 from cosimrun.errors import suggest
 
 _log = logging.getLogger("cosimrun.fmu")
@@ -137,10 +142,42 @@ class FMUVariable:
     """The element's position in its FMI 3 array variable (row-major), ``None`` for a scalar."""
     size: int = 1
     """Elements of the variable behind value reference ``vr`` (1 for a scalar)."""
+    alias_of: str | None = None
+    """The variable this one is an alias of (FMI 3 ``<Alias>``; FMI 2: the ``noAlias`` variable of its value
+    reference), ``None`` for the variable itself."""
+    negated: bool = False
+    """FMI 2 ``negatedAlias``: the value is minus the FMU's."""
+    scale: float = 1.0
+    offset: float = 0.0
+    """A Real's value is ``scale * FMU value + offset`` (an FMI 3 alias in its ``displayUnit``; -1 when negated)."""
 
     def __post_init__(self) -> None:
         if not self.fmi_type:
             object.__setattr__(self, "fmi_type", self.type)
+
+    @property
+    def converted(self) -> bool:
+        """Whether the value differs from the FMU's (a negated alias, an alias in another unit)."""
+        return self.negated or self.scale != 1.0 or self.offset != 0.0
+
+    @property
+    def slot(self) -> tuple[str, int, int]:
+        """What identifies the FMU value behind the variable: its get/set function kind, value reference and
+        element (aliases share it)."""
+        return self.fmi_type if self.fmi_type not in ("Integer", "Enumeration") else "Integer", self.vr, \
+            self.index or 0
+
+    def to_port(self, value: Any) -> Any:
+        """The FMU's *value* as this variable's value (see :attr:`scale`, :attr:`negated`)."""
+        if value is None or not self.converted:
+            return value
+        return self.scale * value + self.offset if self.type == "Real" else -value
+
+    def from_port(self, value: Any) -> Any:
+        """This variable's *value* as the FMU's value (the inverse of :meth:`to_port`)."""
+        if value is None or not self.converted:
+            return value
+        return (value - self.offset) / self.scale if self.type == "Real" else -value
 
     @property
     def port_type(self) -> PortType:
@@ -149,7 +186,8 @@ class FMUVariable:
     @property
     def settable_start(self) -> bool:
         """True when a start value may be set before initialization."""
-        if self.variability == "constant" or self.causality in ("independent", "calculatedParameter"):
+        if self.variability == "constant" or self.causality in ("independent", "calculatedParameter") \
+                or self.converted:
             return False
         return self.causality in ("parameter", "input") or self.initial in ("exact", "approx")
 
@@ -271,10 +309,16 @@ def _float_or_none(text: Any) -> float | None:
         return None
 
 
-def _variables(md: Any, v: Any, kind: str) -> list[FMUVariable]:
-    """The cosimrun variables of FMPy's variable *v* of kind *kind*: one, or one per element of an FMI 3 array."""
+def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVariable]:
+    """The cosimrun variables of FMPy's variable *v* of kind *kind*: one, or one per element of an FMI 3 array.
+
+    An FMI 3 alias (``v.alias``) takes the unit of its ``displayUnit`` where pint knows it as the FMU defines it;
+    *negated* marks an FMI 2 ``negatedAlias``.
+    """
     fmu_unit = None
     unit = problem = None
+    scale, offset = (-1.0 if negated else 1.0), 0.0
+    alias = getattr(v, "alias", None)
     if kind == "Real":
         fmu_unit = v.unit or (v.declaredType.unit if v.declaredType is not None else None)
         if fmu_unit:
@@ -287,6 +331,9 @@ def _variables(md: Any, v: Any, kind: str) -> list[FMUVariable]:
                     problem = str(exc)
             if unit == "dimensionless":
                 unit = None
+        element = next((a for a in alias.aliases if a.name == v.name), None) if alias is not None else None
+        if element is not None and element.displayUnit:
+            unit, scale, offset = _display_unit(md, v, fmu_unit, unit)
     minimum = maximum = None
     if kind in ("Real", "Integer", "Enumeration"):
         declared = v.declaredType
@@ -296,20 +343,61 @@ def _variables(md: Any, v: Any, kind: str) -> list[FMUVariable]:
         if bounds is not None:
             minimum = float(bounds[0]) if minimum is None else max(minimum, bounds[0])
             maximum = float(bounds[1]) if maximum is None else min(maximum, bounds[1])
+    if scale != 1.0 or offset != 0.0:
+        minimum, maximum = (None if x is None else scale * x + offset for x in (minimum, maximum))
+        if scale < 0:
+            minimum, maximum = maximum, minimum
+    elif negated:
+        minimum, maximum = (None if x is None else -x for x in (maximum, minimum))
     common = dict(vr=int(v.valueReference), type=kind, causality=v.causality, variability=v.variability,
                   initial=v.initial, unit=unit, fmu_unit=fmu_unit, unit_problem=problem, description=v.description,
-                  minimum=minimum, maximum=maximum, fmi_type=v.type)
+                  minimum=minimum, maximum=maximum, fmi_type=v.type,
+                  alias_of=alias.name if alias is not None else None, negated=negated,
+                  scale=scale, offset=offset)
     shape = tuple(getattr(v, "shape", None) or ())
     if not v.dimensions or not shape:
-        return [FMUVariable(name=v.name, start=_python_value(kind, v.start), **common)]
+        var = FMUVariable(name=v.name, start=None, **common)
+        return [replace(var, start=var.to_port(_python_value(kind, v.start)))]
     size = int(np.prod(shape))
     starts = (v.start or "").split() if kind != "String" else []
     elements = []
     for i, position in enumerate(np.ndindex(*shape)):
         name = f"{v.name}[{','.join(str(k + 1) for k in position)}]"
+        var = FMUVariable(name=name, start=None, index=i, size=size, **common)
         start = _python_value(kind, starts[i] if i < len(starts) else (starts[-1] if starts else None))
-        elements.append(FMUVariable(name=name, start=start, index=i, size=size, **common))
+        elements.append(replace(var, start=var.to_port(start)))
     return elements
+
+
+_DISPLAY_TOLERANCE = 1e-6
+"""Relative difference between an FMU's ``DisplayUnit`` factor and pint's conversion that counts as agreement."""
+
+
+def _display_unit(md: Any, v: Any, fmu_unit: str | None, unit: str | None) -> tuple[str | None, float, float]:
+    """``(unit, scale, offset)`` of FMI 3 alias *v* in its ``displayUnit``: pint's unit of that name and the
+    conversion from the variable's *unit*; the variable's own unit (and a warning) when pint does not know the
+    display unit, it does not convert from *unit*, or the FMU's ``DisplayUnit`` definition says otherwise."""
+    display = v.displayUnit
+    try:
+        if unit is None:
+            raise ValueError(f"the variable has no unit ({fmu_unit or 'none'}) to convert from")
+        target = modelica_unit_to_pint(display)
+        conversion = compile_conversion(unit, target)
+        definition = next((u for u in md.unitDefinitions if u.name == fmu_unit), None)
+        declared = next((d for d in getattr(definition, "displayUnits", ()) if d.name == display), None)
+        if declared is not None:
+            factor, shift = float(declared.factor), float(declared.offset)
+            if abs(factor - conversion.scale) > _DISPLAY_TOLERANCE * abs(conversion.scale) \
+                    or abs(shift - conversion.offset) > _DISPLAY_TOLERANCE * max(1.0, abs(conversion.offset)):
+                raise ValueError(f"the FMU defines {display} as {factor:g} * {fmu_unit} + {shift:g}, pint as "
+                                 f"{conversion.scale:g} * {fmu_unit} + {conversion.offset:g}")
+    except ValueError as exc:  # IncompatibleUnitsError is one
+        _log.warning("FMU alias %r of %r: display unit %r not used (%s); the alias has the variable's unit %s",
+                     v.name, v.alias.name, display, exc, unit or "(none)")
+        return unit, 1.0, 0.0
+    if target == "dimensionless":
+        target = None
+    return target, conversion.scale, conversion.offset
 
 
 _MODEL_CACHE: dict[tuple[str, int, int], FMUModel] = {}
@@ -395,24 +483,29 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     variables: dict[str, FMUVariable] = {}
     elements: dict[str, list[FMUVariable]] = {}
     clocks, unsupported = [], []
+    negated = set() if fmi3 else {sv.get("name") for sv in root.iterfind("ModelVariables/ScalarVariable")
+                                  if sv.get("alias") == "negatedAlias"}
     for v in md.modelVariables:
         kind = kinds.get(v.type)
         if kind is None:
             if v.type == "Clock":
                 clocks.append(v.name)
-            elif v.causality in ("input", "output"):
+            elif v.causality in ("input", "output") and getattr(v, "alias", None) is None:
                 unsupported.append(f"{v.name} ({v.type})")
             continue
-        elements[v.name] = _variables(md, v, kind)
+        elements[v.name] = _variables(md, v, kind, v.name in negated)
         variables.update((e.name, e) for e in elements[v.name])
+    if not fmi3:
+        variables = _aliases2(variables, root)
     inputs = [v for v in variables.values() if v.causality == "input"]
     outputs = [v for v in variables.values() if v.causality == "output"]
     parameters = [v for v in variables.values()
-                  if v.causality == "parameter" and v.variability in ("fixed", "tunable")]
+                  if v.causality == "parameter" and v.variability in ("fixed", "tunable") and not v.converted]
     if fmi3:
         states, feedthrough = _structure3(md, elements, inputs, outputs)
     else:
         states, feedthrough = _structure2(path, md, variables, inputs, outputs)
+    _alias_feedthrough(feedthrough, inputs, outputs)
     model = FMUModel(
         path=path.resolve(),
         description=md,
@@ -464,6 +557,32 @@ def _interface(kind: str, element: Any, names: set[str], fmi3: bool) -> FMUInter
         can_rollback=bool(element.canGetAndSetFMUstate),
         only_once_per_process=bool(element.canBeInstantiatedOnlyOncePerProcess), **flags,
     )
+
+
+def _aliases2(variables: dict[str, FMUVariable], root: Any) -> dict[str, FMUVariable]:
+    """*variables* of an FMI 2.0 model with ``alias_of`` set on the ``alias``/``negatedAlias`` ones: the
+    ``noAlias`` variable of the same value reference and type."""
+    kinds = {sv.get("name"): sv.get("alias", "noAlias") for sv in root.iterfind("ModelVariables/ScalarVariable")}
+    owners = {v.slot: v.name for v in variables.values() if kinds.get(v.name, "noAlias") == "noAlias"}
+    return {name: v if kinds.get(name, "noAlias") == "noAlias" else replace(v, alias_of=owners.get(v.slot))
+            for name, v in variables.items()}
+
+
+def _alias_feedthrough(feedthrough: dict[str, set[str]], inputs: list[FMUVariable],
+                       outputs: list[FMUVariable]) -> None:
+    """Give aliases the direct feedthrough of their value: an output without ``ModelStructure`` entry of its own (an
+    FMI 3 alias) that of the output it shares its value with, and an output depending on an input also on that
+    input's aliases."""
+    by_slot: dict[tuple[str, int, int], list[str]] = {}
+    for var in inputs:
+        by_slot.setdefault(var.slot, []).append(var.name)
+    named = {v.slot: v.name for v in outputs if v.alias_of is None}
+    input_slots = {v.name: v.slot for v in inputs}
+    for out in outputs:
+        source = named.get(out.slot) if out.alias_of is not None else None
+        deps = set(feedthrough.get(source, ())) if source is not None and source != out.name \
+            else set(feedthrough.get(out.name, ()))
+        feedthrough[out.name] = {name for dep in deps for name in by_slot.get(input_slots[dep], (dep,))}
 
 
 def _structure2(path: Path, md: Any, variables: dict[str, FMUVariable], inputs: list[FMUVariable],

@@ -239,11 +239,12 @@ class FMULifecycle(FMUBase):
         """*items* completed with the other elements of each FMI 3 array among them (FMI 3 sets arrays whole):
         their current parameter values, else their start values."""
         assert self.model is not None
-        given = {v.name for v, _ in items}
+        given = {v.slot for v, _ in items}
         extra = []
         for var in {v.vr: v for v, _ in items if v.index is not None}.values():
             for other in self.model.variables.values():
-                if other.vr == var.vr and other.name not in given and other.fmi_type == var.fmi_type:
+                if other.vr == var.vr and other.slot not in given and other.fmi_type == var.fmi_type \
+                        and other.alias_of is None:
                     value = self.parameters.get(other.name, self._start_values.get(other.name, other.start))
                     extra.append((other, value))
         return [*items, *extra]

@@ -1,4 +1,9 @@
-"""The FMU component's ports, feedthrough, physical state and event indicators, from the model description."""
+"""The FMU component's ports, feedthrough, physical state and event indicators, from the model description.
+
+Ports that share one FMU value (aliases: FMI 2 variables with one value
+reference, FMI 3 ``<Alias>`` elements) are set and read once through the port
+of the variable itself; the others follow it (:meth:`FMUPorts._value_ports`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.description import FMUVariable
+from cosimrun.components.fmu.step import nothing
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import UnknownNameError
@@ -25,6 +31,10 @@ class FMUPorts(FMUBase):
         self._var_ports: dict[str, str] = {}
         self._state_vars: list[tuple[str, FMUVariable]] = []
         """The physical state: (name, variable) in ``get_state`` order."""
+        self._alias_push: Callable[[], None] = nothing
+        """Before inputs are set: the value of an input given through one of its aliases (see :meth:`_value_ports`)."""
+        self._alias_pull: Callable[[], None] = nothing
+        """After outputs are read: the aliases of each output (see :meth:`_value_ports`)."""
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -66,6 +76,11 @@ class FMUPorts(FMUBase):
         self._port_vars = by_port
         self._var_ports = {v.name: p for p, v in by_port.items()}
         ports = self._var_ports
+        for var in by_port.values():
+            if var.causality == "input" and var.converted and not any(
+                    v.slot == var.slot and not v.converted for v in model.inputs):
+                raise ValueError(f"{where}: input {var.name!r} is a negated alias or an alias in another unit of a "
+                                 "value that no input of the FMU carries as it is; cosimrun cannot set it")
         self.direct_feedthrough = {
             ports[out.name]: {ports[i] for i in model.feedthrough.get(out.name, ())} for out in model.outputs
         }
@@ -135,6 +150,49 @@ class FMUPorts(FMUBase):
             raise RuntimeError(self._no_event_source(name))
         super().add_event_indicator(name, func, direction)
 
+    def _value_ports(self) -> tuple[list[tuple[PortState, FMUVariable]], list[tuple[PortState, FMUVariable]]]:
+        """The ports the FMI calls set (inputs) and read (outputs), one per FMU value, with their variables.
+
+        Where ports share a value (aliases), the port of the variable itself
+        (unconverted) is the one set and read; an output value that only
+        converted aliases carry is read into a port of its own outside
+        :attr:`outputs`. This also compiles :attr:`_alias_pull` (each alias
+        output from its value, converted: ``scale * value + offset``, negated)
+        and :attr:`_alias_push`: an alias input changed since the last push
+        gives the input its value (converted back, with its derivatives), and
+        all ports of the value then show it; when both change, the variable's
+        own port wins. Called when the instance is bound, with the ports' current
+        values as the last pushed.
+        """
+        ins: list[tuple[PortState, FMUVariable]] = []
+        outs: list[tuple[PortState, FMUVariable]] = []
+        in_groups: list[tuple[PortState, list[tuple[PortState, FMUVariable]]]] = []
+        out_copies: list[tuple[PortState, PortState, FMUVariable]] = []
+        for states, chosen in ((self.inputs, ins), (self.outputs, outs)):
+            for members in self._slots(states):
+                own = next(((states[n], v) for n, v in members if not v.converted), None)
+                if own is None:  # an output only converted aliases carry (inputs are refused in _rebuild)
+                    var = members[0][1]
+                    own = (PortState(PortSpec(var.name, var.port_type, "out")), var)
+                chosen.append(own)
+                others = [(states[n], v) for n, v in members if states[n] is not own[0]]
+                if states is self.inputs and others:
+                    in_groups.append((own[0], others))
+                elif others:
+                    out_copies.extend((own[0], port, var) for port, var in others)
+        self._alias_pull = _alias_puller(out_copies)
+        self._alias_push = _alias_pusher(in_groups)
+        return ins, outs
+
+    def _slots(self, ports: Mapping[str, Any]) -> list[list[tuple[str, FMUVariable]]]:
+        """The ports among *ports* (names) by the FMU value they carry, each ``(name, variable)``, in port order;
+        the first unconverted one of a value is the one set or read (see :meth:`_value_ports`)."""
+        slots: dict[tuple[str, int, int], list[tuple[str, FMUVariable]]] = {}
+        for name, var in self._port_vars.items():
+            if name in ports:
+                slots.setdefault(var.slot, []).append((name, var))
+        return list(slots.values())
+
     def _initialize_ports_from_specs(self) -> None:
         """Inputs start at their start values (the ``start`` setting, else the model's)."""
         for name, spec in self.input_specs.items():
@@ -142,3 +200,48 @@ class FMUPorts(FMUBase):
                 var = self._port_vars[name]
                 self.inputs[name] = PortState(spec, self._start_values.get(var.name, var.start))
         super()._initialize_ports_from_specs()
+
+
+def _alias_puller(copies: list[tuple[PortState, PortState, FMUVariable]]) -> Callable[[], None]:
+    """Set each alias output from the port its value was read into (``(source, alias, variable)``)."""
+    if not copies:
+        return nothing
+    same = [(src, dst) for src, dst, var in copies if not var.converted]
+    converted = [(src, dst, var.to_port) for src, dst, var in copies if var.converted]
+
+    def pull() -> None:
+        for src, dst in same:
+            dst.value = src.value
+        for src, dst, convert in converted:
+            dst.value = convert(src.value)
+
+    return pull
+
+
+def _alias_pusher(groups: list[tuple[PortState, list[tuple[PortState, FMUVariable]]]]) -> Callable[[], None]:
+    """Give each input with aliases the value of whichever of its ports changed since the last call (``(input,
+    [(alias port, alias variable)])``); all its ports then show that value."""
+    if not groups:
+        return nothing
+    compiled = []
+    for own, others in groups:
+        aliases = [(port, var.from_port, 1.0 / var.scale, var.to_port) for port, var in others]
+        for port, _, _, from_value in aliases:
+            port.value = from_value(own.value)
+        compiled.append((own, aliases, [own.value, *(port.value for port, *_ in aliases)]))
+
+    def push() -> None:
+        for own, aliases, last in compiled:
+            if own.value == last[0]:
+                for i, (port, to_value, factor, _) in enumerate(aliases, 1):
+                    if port.value != last[i]:
+                        own.value = to_value(port.value)
+                        own.derivatives = tuple(factor * d for d in port.derivatives)
+                        break
+                else:
+                    continue
+            last[0] = own.value
+            for i, (port, _, _, from_value) in enumerate(aliases, 1):
+                port.value = last[i] = from_value(own.value)
+
+    return push

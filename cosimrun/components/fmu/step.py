@@ -94,9 +94,8 @@ class FMUStepping(FMUBase):
         assert inst is not None
         fast = fast_functions(self._slave.dll)
         c = inst.c
-        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
-        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
-        pushers: list[Callable[[], None]] = []
+        ins, outs = self._value_ports()
+        pushers: list[Callable[[], None]] = [] if self._alias_push is nothing else [self._alias_push]
         pullers: list[Callable[[], None]] = []
         for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
             group = port_group(ins, kinds)
@@ -107,6 +106,8 @@ class FMUStepping(FMUBase):
                 pullers.append(make_puller(fast[GETTERS[kinds[0]]], c, *group, kinds[0], self._call_failed))
         if self.interpolates_inputs and port_group(ins, ("Real",)) is not None:
             pushers.append(_make_derivative_pusher(self._slave.dll, c, *port_group(ins, ("Real",)), self._call_failed))
+        if self._alias_pull is not nothing:
+            pullers.append(self._alias_pull)
         self._push_all = push_all = chain(pushers)
         self._pull_all = pull_all = chain(pullers)
         self._push_on_read = any(self.direct_feedthrough.values())
@@ -161,10 +162,11 @@ class FMUStepping(FMUBase):
         inst = self._instance
         assert inst is not None and self.model is not None
         c, f = inst.c, inst.f
-        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs]
-        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
-        pushers = [make_pusher3(f[fmi3.SETTERS[t]], c, group, t, self._call_failed) for t, group in groups3(ins)]
+        ins, outs = self._value_ports()
+        pushers = [self._alias_push, *(make_pusher3(f[fmi3.SETTERS[t]], c, group, t, self._call_failed)
+                                       for t, group in groups3(ins))]
         pullers = [make_puller3(f[fmi3.GETTERS[t]], c, group, t, self._call_failed) for t, group in groups3(outs)]
+        pullers.append(self._alias_pull)
         self._push_all = push_all = chain(pushers)
         self._pull_all = pull_all = chain(pullers)
         self._push_on_read = any(self.direct_feedthrough.values())
@@ -543,7 +545,9 @@ def nothing() -> None:
 
 
 def chain(functions: list[Callable[[], None]]) -> Callable[[], None]:
-    """One function calling *functions* in order (the function itself when there is one)."""
+    """One function calling *functions* in order, leaving out :func:`nothing` (the function itself when one is
+    left)."""
+    functions = [fn for fn in functions if fn is not nothing]
     if not functions:
         return nothing
     if len(functions) == 1:

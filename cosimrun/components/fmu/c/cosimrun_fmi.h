@@ -124,6 +124,17 @@ static void log_message(Instance *m, FmiStatus status, const char *category, con
         log_error((m), FMI_PREFIX what " called in mode %d", (m)->mode);                       \
         return FMI_ERROR;                                                                      \
     }
+/* A model may define MODEL_MAY_SET(mode, kind, index): nonzero when its variable at index of kind 'R' (Real,
+ * Float64), 'I' (Integer, Int32) or 'B' (Boolean) may be set in mode, to enforce the FMI rules for its inputs. */
+#ifndef MODEL_MAY_SET
+#define MODEL_MAY_SET(mode, kind, index) 1
+#endif
+#define CHECK_SET(m, kind, index)                                                              \
+    if (!MODEL_MAY_SET((m)->mode, kind, index)) {                                              \
+        log_error((m), FMI_PREFIX "Set: variable %c%u cannot be set in mode %d", kind,         \
+                  (unsigned)(index), (m)->mode);                                               \
+        return FMI_ERROR;                                                                      \
+    }
 #define NO_STATE(m)                                                                            \
     log_error((Instance *)(m), "this FMU cannot get or set its state");                        \
     return FMI_ERROR;
@@ -235,6 +246,7 @@ FMI2_Export fmi2Status fmi2Reset(fmi2Component c) { return reset_instance(INSTAN
     FMI2_Export fmi2Status fmi2Set##TYPE(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,            \
                                          const fmi2##TYPE value[]) {                                            \
         CHECK_VR(#TYPE, N)                                                                                      \
+        for (size_t k = 0; k < nvr; k++) { CHECK_SET(INSTANCE, #TYPE[0], vr[k]) }                               \
         for (size_t k = 0; k < nvr; k++) INSTANCE->s.FIELD[vr[k]] = value[k];                                   \
         return fmi2OK;                                                                                          \
     }

@@ -55,16 +55,24 @@ are named by their variables)."""
 
 
 def _continuous(var: FMUVariable) -> bool:
-    """Whether input *var* reaches the integrator (and its polynomial): a Real (FMI 2), a scalar Float64 (FMI 3)."""
-    return var.fmi_type in ("Real", "Float64") and var.index is None
+    """Whether input *var* may change in continuous-time mode: a continuous Real (any FMI float)."""
+    return var.type == "Real" and var.variability == "continuous"
+
+
+def _integrated(var: FMUVariable) -> bool:
+    """Whether input *var* reaches the integrator (and its polynomial): a continuous Real (FMI 2), a continuous
+    scalar Float64 (FMI 3)."""
+    return _continuous(var) and var.fmi_type in ("Real", "Float64") and var.index is None
 
 
 @dataclass(frozen=True, slots=True)
 class _Extra:
-    """What a snapshot holds beyond the continuous state: the FMU state and the next time event."""
+    """What a snapshot holds beyond the continuous state: the FMU state, the next time event and the discrete
+    inputs last set in the FMU."""
 
     fmu: Any
     t_next: float | None
+    discrete: list[Any]
 
 
 class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
@@ -92,6 +100,19 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
     until none are needed, enter continuous-time mode, and the continuous
     states read back when the FMU changed them.
 
+    **Inputs** are set in the modes FMI allows: continuous Real inputs in
+    continuous-time mode, discrete ones (any other type, and Reals declared
+    ``discrete``) in event mode only. A discrete input that changed since it
+    was last set is an event at that instant (the step's start, or where
+    outputs are read): enter event mode, set it, update the discrete states,
+    back to continuous-time mode.
+
+    **Each event is handled once.** The event iteration settles the FMU's
+    discrete states; an indicator it moves across zero (the Reference-FMUs'
+    ball leaves the floor at ``h = DBL_MIN``) is the event's own effect, not a
+    new event: at the instant of an event the indicators after the iteration
+    are the reference for further crossings (:meth:`detect_event_crossings`).
+
     **Rollback** needs ``canGetAndSetFMUstate``: a snapshot holds the FMU state
     besides the continuous states. An FMU without it cannot roll back; its
     event indicators are then compared at the end of every step and an event
@@ -111,7 +132,17 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         super().__init__(name, label, group)
         self._calls: ContinuousTimeCalls | None = None
         self._t_next: float | None = None
-        self._push_other: Any = nothing
+        self._push_held: Any = nothing
+        """Sets the continuous inputs the integrator does not see (FMI 3 Float32 and arrays): held over a step."""
+        self._push_discrete: Any = nothing
+        self._discrete_ports: list[Any] = []
+        """The ports of the discrete inputs (set in event mode only)."""
+        self._discrete_set: list[Any] = []
+        """Their values last set in the FMU."""
+        self._indicator_names_located: list[str] = []
+        """The names of the FMU's indicators as state events (none when it cannot roll back to locate them)."""
+        self._settled: tuple[float, dict[str, float]] | None = None
+        """The time and the FMU's indicators right after its last event iteration (until the next step)."""
         self._pull_all: Any = nothing
         self._n_indicators = 0
         self._z_start: np.ndarray | None = None
@@ -167,12 +198,15 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._state_vars = [(self._var_ports.get(v.name, v.name), v) for v in states]
         self._state_specs = [PortSpec(n, PortType.REAL, "out", v.unit, v.description) for n, v in self._state_vars]
         self._state_index = {n: i for i, (n, _) in enumerate(self._state_vars)}
-        self._input_names = [p for p, v in self._port_vars.items() if p in self.input_specs and _continuous(v)]
+        self._input_names = [members[0][0] for members in self._slots(self.input_specs)
+                             if _integrated(members[0][1])]
         self._state_events.clear()
         self._n_indicators = int(md.numberOfEventIndicators or 0)
+        self._indicator_names_located = []
         if not self.supports_rollback:
             return
-        for i, name in enumerate(self._indicator_names()):
+        self._indicator_names_located = self._indicator_names()
+        for i, name in enumerate(self._indicator_names_located):
             self.add_state_event(name, self._indicator_function(i))
 
     def _indicator_names(self) -> list[str]:
@@ -235,39 +269,61 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         inst = self._instance
         assert inst is not None
         f, c = inst.f, inst.c
-        continuous = set(self._input_names)
-        ins = [(self.inputs[p], v) for p, v in self._port_vars.items() if p in self.input_specs and p not in continuous]
-        outs = [(self.outputs[p], v) for p, v in self._port_vars.items() if p in self.output_specs]
-        failed = self._call_failed
-        if self.is_fmi3:
-            others = [make_pusher3(f[fmi3.SETTERS[t]], c, group, t, failed) for t, group in groups3(ins)]
-            pullers = [make_puller3(f[fmi3.GETTERS[t]], c, group, t, failed) for t, group in groups3(outs)]
-        else:
-            others, pullers = [], []
-            for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
-                for ports, out, maker, names in ((ins, others, make_pusher, SETTERS),
-                                                 (outs, pullers, make_puller, GETTERS)):
-                    group = port_group(ports, kinds)
-                    if group is not None:
-                        out.append(maker(f[names[kinds[0]]], c, *group, kinds[0], failed))
-        self._push_other = chain(others)
-        self._pull_all = chain(pullers)
+        ins, outs = self._value_ports()
+        integrated = {id(self.inputs[name]) for name in self._input_names}
+        held = [(p, v) for p, v in ins if id(p) not in integrated and _continuous(v)]
+        discrete = [(p, v) for p, v in ins if not _continuous(v)]
+        self._push_held = self._pusher(held)
+        self._push_discrete = self._pusher(discrete)
+        self._discrete_ports = [p for p, _ in discrete]
+        self._pull_all = chain([self._pusher(outs, read=True), self._alias_pull])
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
         self._calls = ContinuousTimeCalls(self._api, f, self._slave.dll, c, len(self._state_vars),
                                           self._n_indicators, real_vrs, self._error, self._request_stop)
 
+    def _pusher(self, ports: list[tuple[Any, FMUVariable]], read: bool = False) -> Any:
+        """One function setting (*read*: reading) *ports* in one ``fmi2Set*``/``fmi3Set*`` call per type."""
+        inst = self._instance
+        assert inst is not None
+        f, c, failed = inst.f, inst.c, self._call_failed
+        if self.is_fmi3:
+            names3, maker3 = (fmi3.GETTERS, make_puller3) if read else (fmi3.SETTERS, make_pusher3)
+            return chain([maker3(f[names3[t]], c, group, t, failed) for t, group in groups3(ports)])
+        names, maker = (GETTERS, make_puller) if read else (SETTERS, make_pusher)
+        calls = []
+        for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
+            group = port_group(ports, kinds)
+            if group is not None:
+                calls.append(maker(f[names[kinds[0]]], c, *group, kinds[0], failed))
+        return chain(calls)
+
     def _unbind(self) -> None:
         self._calls = None
-        self._push_other = self._pull_all = nothing
+        self._push_held = self._push_discrete = self._pull_all = nothing
+        self._discrete_ports = []
+        self._settled = None
 
     def _call_failed(self, fname: str, status: int) -> FMUError:
         return self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
 
     def _push_inputs(self) -> None:
-        """Set every input from its port (the real ones with the continuous-time calls' buffer)."""
+        """Set every input from its port in initialization mode (the real ones with the continuous-time calls'
+        buffer)."""
         assert self._calls is not None
+        self._alias_push()
         self._calls.set_inputs(np.array([self.inputs[p].value for p in self._input_names], dtype=float), self.t)
-        self._push_other()
+        self._push_held()
+        self._set_discrete()
+
+    def _set_discrete(self) -> None:
+        """Set the discrete inputs (in initialization or event mode) and remember what was set."""
+        self._push_discrete()
+        self._discrete_set = [p.value for p in self._discrete_ports]
+
+    def _discrete_changed(self) -> bool:
+        """Whether a discrete input differs from what was last set in the FMU."""
+        ports = self._discrete_ports
+        return bool(ports) and [p.value for p in ports] != self._discrete_set
 
     # ------------------------------------------------------------------ the model for the integrators
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -288,7 +344,11 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
             raise self._not_running()
         if self.stop_requested is not None:
             raise self._stepped_after_stop(t)
-        self._push_other()
+        self._settled = None
+        self._alias_push()
+        if self._discrete_changed():
+            self._event(t)
+        self._push_held()
         unlocated = self._n_indicators > 0 and not self.supports_rollback
         if unlocated:
             self._z_start = calls.indicators(t, self._x, self._gather_inputs()).copy()
@@ -316,12 +376,24 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         return changed
 
     def _event(self, t: float) -> None:
-        """The event iteration at *t* with the FMU at the component's state and inputs."""
+        """The event iteration at *t* with the FMU at the component's state and inputs (the discrete ones set in
+        event mode)."""
         calls = self._calls
         assert calls is not None
+        self._alias_push()
         calls.set_continuous(t, self._x, self._gather_inputs())
-        self._push_other()
-        self._after_event(calls.event_iteration(t), t)
+        self._push_held()
+        self._after_event(calls.event_iteration(t, in_event_mode=self._set_discrete), t)
+
+    def detect_event_crossings(self, previous: dict[str, float], current: dict[str, float],
+                               sign_tolerance: float = 0.0) -> list[str]:
+        """Crossings between *previous* and *current*; at the instant of an event handed to the component
+        (:meth:`handle_event`) the FMU's indicators are compared from their values right after its event iteration
+        (what it moved across zero is that event's effect). Any step forgets that instant."""
+        settled = self._settled
+        if settled is not None and settled[0] == self.t:
+            previous = {**previous, **{k: v for k, v in settled[1].items() if k in previous}}
+        return super().detect_event_crossings(previous, current, sign_tolerance)
 
     def _after_event(self, outcome: EventOutcome, t: float) -> None:
         assert self._calls is not None
@@ -331,8 +403,13 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         self._integrator.forget()
 
     def _handle_events_internal(self, event_names: list[str], t: float) -> None:
-        """Any event at *t* (the FMU's state events, events it subscribes to) runs the FMU's event iteration."""
+        """Any event at *t* (the FMU's state events, events it subscribes to) runs the FMU's event iteration; the
+        indicators after it are kept for :meth:`detect_event_crossings`."""
         self._event(t)
+        if self._indicator_names_located:
+            assert self._calls is not None
+            z = self._calls.indicators(t, self._x, self._gather_inputs())
+            self._settled = (t, dict(zip(self._indicator_names_located, z.tolist(), strict=True)))
 
     def next_time_event(self, t: float) -> float | None:
         """The FMU's next time event (``nextEventTime`` of its last event iteration) strictly after *t*."""
@@ -345,8 +422,12 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         if calls is None:
             return
         t = self.t if t is None else t
-        calls.set_continuous(t, self._x, self._gather_inputs())
-        self._push_other()
+        self._alias_push()
+        if self._discrete_changed():
+            self._event(t)
+        else:
+            calls.set_continuous(t, self._x, self._gather_inputs())
+            self._push_held()
         self._pull_all()
 
     def _after_set_state(self, t: float) -> None:
@@ -359,11 +440,13 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
     get_state = ContinuousComponent.get_state
 
     def _snapshot_extra(self) -> Any:
-        return _Extra(FMULifecycle.snapshot_state(self), self._t_next)
+        return _Extra(FMULifecycle.snapshot_state(self), self._t_next, self._discrete_set)
 
     def _restore_extra(self, extra: Any) -> None:
         FMULifecycle.restore_state(self, extra.fmu, self.t)
         self._t_next = extra.t_next
+        self._discrete_set = extra.discrete
+        self._settled = None
         assert self._calls is not None
         self._calls.set_continuous(self.t, self._x, self._gather_inputs())
 

@@ -222,17 +222,22 @@ class ContinuousTimeCalls:
             return False
         return bool(enter.value)
 
-    def event_iteration(self, t: float, *, enter: bool = True) -> EventOutcome:
+    def event_iteration(self, t: float, *, enter: bool = True,
+                        in_event_mode: Callable[[], None] | None = None) -> EventOutcome:
         """Handle an event at the point last set: event mode, new discrete states until settled, continuous mode.
 
         *enter* false is the iteration right after initialization, where the FMU
-        already is in event mode. An FMU that asks to terminate ends the
+        already is in event mode. *in_event_mode* runs once in event mode before
+        the discrete states are updated (it sets the discrete inputs, which FMI
+        allows in event mode only). An FMU that asks to terminate ends the
         iteration there (see :meth:`_terminate`); one whose iteration does not
         settle within :data:`MAX_EVENT_ITERATIONS` raises.
         """
         api, f, c = self.api, self.f, self.c
         if enter:
             self._check(api.enter_event_mode, f[api.enter_event_mode](c), t)
+        if in_event_mode is not None:
+            in_event_mode()
         update = self._update3 if api.fmi3 else self._update2
         changed = False
         for _ in range(MAX_EVENT_ITERATIONS):
