@@ -254,7 +254,8 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
     except (KeyError, ValueError, TypeError) as exc:
         raise _placed(key, exc) from None
     first = getattr(type(comp), "FIRST_PARAMETERS", ())
-    ordered = sorted(params.items(), key=lambda item: item[0] not in first)
+    # then elements named A[1,2], before keys that may name them by indices (A.1.2, as an override must): these win
+    ordered = sorted(params.items(), key=lambda item: (item[0] not in first, "[" not in str(item[0])))
     for param, value in ordered:
         try:
             comp.set_parameters(**{str(param): value})

@@ -67,6 +67,12 @@ def array_shapes(variables: Mapping[str, FMUVariable]) -> dict[str, tuple[int, .
     return shapes
 
 
+def _by_name_first(values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The items of *values*, elements named ``A[1,2]`` first: the same element named by indices (``A.1.2``, the
+    only way an override can name it) is set after them and wins, whatever the order in the file."""
+    return sorted(values.items(), key=lambda item: "[" not in item[0])
+
+
 def _array_text(base: str, shape: tuple[int, ...], brackets: bool) -> str:
     """``A is a 2x2 array (valid: A.1.1 to A.2.2, 1-based, row-major)``, with ``A[1,1]`` ... under *brackets*."""
     def name(position: Sequence[int]) -> str:
@@ -105,7 +111,7 @@ class FMUParameters(FMUBase):
             for name, value in parameters.items():
                 self._set_one(name, value)
             return
-        items = [item for name, value in parameters.items() for item in self._elements(name, value)]
+        items = [item for name, value in _by_name_first(parameters) for item in self._elements(name, value)]
         for name, key, value in items:
             self._set_element(name, key, value)
 
@@ -269,7 +275,7 @@ class FMUParameters(FMUBase):
         self._rebuild()
         self._apply_start(self.parameters["start"])
         pending, self._pending = self._pending, {}
-        items = [item for name, value in pending.items()
+        items = [item for name, value in _by_name_first(pending)
                  for item in self._elements(name, value, where=f"of {self._where()} (set before 'path')")]
         for name, key, value in items:
             self._set_element(name, key, value)
@@ -298,7 +304,7 @@ class FMUParameters(FMUBase):
         values = {}
         known = {**self._port_vars, **variables}
         try:
-            items = [item for name, value in start.items()
+            items = [item for name, value in _by_name_first(start)
                      for item in self._elements(name, value, known, "variable", f"in 'start' of {self._where()}")]
         except ConfigError as exc:
             raise exc.within("start") from None
