@@ -44,11 +44,12 @@ class ImportResult:
 
     @property
     def annotation_notice(self) -> str | None:
-        """One line listing the ignored annotations by type and count (``None`` when there are none)."""
+        """One line listing the ignored annotations by type, the most frequent first (``None`` when there are none)."""
         if not self.annotations:
             return None
         n = sum(self.annotations.values())
-        kinds = ", ".join(f"{kind} ({count})" for kind, count in sorted(self.annotations.items()))
+        ranked = sorted(self.annotations.items(), key=lambda item: (-item[1], item[0]))
+        kinds = ", ".join(f"{kind} ({count})" for kind, count in ranked)
         return (f"ignored {n} annotation{'' if n == 1 else 's'} (tool-specific data, which SSP lets an importer "
                 f"ignore; none changes what cosimrun maps): {kinds}")
 

@@ -131,7 +131,7 @@ def test_annotations_are_ignored_listed_once_and_change_nothing(make_ssp: MakeSS
     assert result.annotations == {TOOL: 6, OMS: 2, "(no type)": 1}
     assert result.annotation_notice == (
         "ignored 9 annotations (tool-specific data, which SSP lets an importer ignore; none changes what cosimrun "
-        "maps): (no type) (1), com.example.tool (6), org.openmodelica (2)")
+        "maps): com.example.tool (6), org.openmodelica (2), (no type) (1)")
     assert result.experiment.read_text().replace("annotated.ssp", "loop.ssp") == plain.experiment.read_text()
     with_annotations, without = run_file(result.experiment, GaussSeidel), run_file(plain.experiment, GaussSeidel)
     assert with_annotations.keys() == without.keys()
