@@ -160,6 +160,21 @@ def test_start_values_of_array_input_elements_by_indices(fmu_dir: Path) -> None:
     ball.free()
 
 
+def test_initial_values_of_array_input_elements_by_indices(fmu_dir: Path) -> None:
+    ball3 = builders.bouncing_ball3(fmu_dir)
+    cfg = {"components": {"b": {"type": "fmu", "params": {"path": str(ball3)},
+                                "initial": {"gain": {2: 4.0, "3": 5.0}, "gain[1]": 3.0}}}}
+    system = build_experiment(cfg).system
+    assert {k: v for k, v in system.initial_values.items() if k.startswith("b.gain")} == {
+        "b.gain[1]": 3.0, "b.gain[2]": 4.0, "b.gain[3]": 5.0}
+    system.free()
+    cfg["components"]["b"]["initial"] = {"gain": {4: 1.0}}
+    with pytest.raises(ConfigError) as info:
+        build_experiment(cfg)
+    assert str(info.value) == ("components.b.initial.gain.4: unknown input 'gain[4]' of component 'b'; did you mean "
+                               "'gain[3]' or 'gain[2]' or 'gain[1]'? (known: gain[1], gain[2], gain[3])")
+
+
 @pytest.mark.slow
 def test_elements_on_the_command_line_in_a_run_a_sweep_and_an_error(ss3: Path, tmp_path: Path) -> None:
     exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
