@@ -98,6 +98,8 @@ class FMUParameters(FMUBase):
         """FMU parameters set by the user: variable name -> value in the FMU's unit."""
         self._start_values: dict[str, Any] = {}
         """Values of the 'start' setting: variable name -> value in the FMU's unit."""
+        self._shapes: tuple[FMUModel, dict[str, tuple[int, ...]]] | None = None
+        """The model and the shapes of its array variables (:func:`array_shapes`), read once per model."""
 
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name; ``path`` is applied first, so it may come in any position.
@@ -132,7 +134,9 @@ class FMUParameters(FMUBase):
             for sub, item in value.items():
                 yield from self._elements(f"{key}.{sub}", item, known, kind, where)
             return
-        shapes = array_shapes(self.model.variables)
+        if self._shapes is None or self._shapes[0] is not self.model:
+            self._shapes = (self.model, array_shapes(self.model.variables))
+        shapes = self._shapes[1]
         match = _ELEMENT.fullmatch(key)
         if match is not None and match["base"] in shapes:
             base, indices, brackets = match["base"], match["indices"].split(","), True
