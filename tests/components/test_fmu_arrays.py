@@ -151,6 +151,23 @@ def test_a_wrong_element_is_one_line_naming_key_value_and_what_is_valid(ss3: Pat
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize(("override", "message"), [
+    ("components.ss.params.A[1,2]=0.5", "components.ss.params.A[1,2]: Hydra's overrides allow no '[' in a key; name "
+                                        "the array element by its indices: components.ss.params.A.1.2=0.5"),
+    ("+components.ss.params.B[2]=1,2", "components.ss.params.B[2]: Hydra's overrides allow no '[' in a key; name the "
+                                       "array element by its indices: +components.ss.params.B.2=1,2"),
+])
+def test_an_override_naming_an_element_with_brackets_says_how_to_name_it(override: str, message: str) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from cosimrun.config.reporting import config_error
+
+    with pytest.raises(OverrideParseException) as info:
+        OverridesParser.create().parse_overrides([override])
+    assert str(config_error(info.value, ["+experiment=ss", override])) == message
+
+
 def test_start_values_of_array_input_elements_by_indices(fmu_dir: Path) -> None:
     ball = builders.component("b", builders.bouncing_ball3(fmu_dir), start={"gain": {2: 5.0}, "gain.3": -1.0})
     ball.initialize(0.0)
