@@ -106,13 +106,22 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
         _connect_event(system, f"events[{i}]", item)
     for comp_name, comp_cfg in components.items():
         key = f"components.{comp_name}.initial"
-        for port, value in _mapping(key, comp_cfg.get("initial"), "{INPUT: VALUE, ...}").items():
-            try:
-                system.set_initial_value(f"{comp_name}.{port}", value)
-            except (KeyError, ValueError, TypeError) as exc:
-                raise _placed(f"{key}.{port}", exc) from None
+        for given, raw in _mapping(key, comp_cfg.get("initial"), "{INPUT: VALUE, ...}").items():
+            for port, path, value in _elements(str(given), raw):
+                try:
+                    system.set_initial_value(f"{comp_name}.{port}", value)
+                except (KeyError, ValueError, TypeError) as exc:
+                    raise _placed(f"{key}.{path}", exc) from None
     recorded = recorded_ports(system, storage.record)
     return Experiment(name, action, system, master, run, storage, recorded)
+
+
+def _elements(name: str, value: Any, indices: tuple[str, ...] = ()) -> list[tuple[str, str, Any]]:
+    """``(port, key, value)``: a mapping keyed by indices names array elements (``{y: {2: v}}``, the override
+    ``y.2=v``, is port ``y[2]`` at key ``y.2``); any other value is *name*'s."""
+    if isinstance(value, Mapping) and value and all(str(k).strip().isdigit() for k in value):
+        return [item for k, v in value.items() for item in _elements(name, v, (*indices, str(k).strip()))]
+    return [(f"{name}[{','.join(indices)}]" if indices else name, ".".join([name, *indices]), value)]
 
 
 def known_keys(path: str, node: Mapping[str, Any] | None = None) -> list[str] | None:
@@ -254,7 +263,8 @@ def _create(key: str, name: str, type_name: str, params: Mapping[str, Any]) -> C
     except (KeyError, ValueError, TypeError) as exc:
         raise _placed(key, exc) from None
     first = getattr(type(comp), "FIRST_PARAMETERS", ())
-    ordered = sorted(params.items(), key=lambda item: item[0] not in first)
+    # then elements named A[1,2], before keys that may name them by indices (A.1.2, as an override must): these win
+    ordered = sorted(params.items(), key=lambda item: (item[0] not in first, "[" not in str(item[0])))
     for param, value in ordered:
         try:
             comp.set_parameters(**{str(param): value})

@@ -146,6 +146,12 @@ def _grammar_error(exc: BaseException, argv: Sequence[str]) -> ConfigError:
             parser.parse_override(line)
         except Exception as bad:  # noqa: BLE001 - Hydra's parser raises HydraException or ANTLR's errors
             key = line.split("=", 1)[0].lstrip("+~") if "=" in line else ""
+            element = re.fullmatch(r"(.+\.params\..+)\[([\d,\s]+)\]", key)
+            if element:  # an FMU's array element (cosimrun.components.fmu.parameters)
+                dotted = ".".join([element[1], *(i.strip() for i in element[2].split(","))])
+                return ConfigError(key, f"Hydra's overrides allow no '[' in a key; name the array element by its "
+                                        f"indices: {line[:len(line) - len(line.lstrip('+~'))]}{dotted}="
+                                        f"{line.split('=', 1)[1]}")
             return ConfigError(
                 key or line,
                 f"cannot parse the override {line!r}: {_first_line(bad)}; write key=value and quote a value "

@@ -29,8 +29,12 @@ if TYPE_CHECKING:
 
     from cosimrun.storage.results import Results
 
-_UNIT_IN_HEADER = re.compile(r"^\s*(?P<name>.*?)\s*[\[(](?P<unit>[^\])]*)[\])]\s*$")
-"""``name [unit]`` or ``name (unit)`` in a CSV header."""
+_UNIT_IN_HEADER = re.compile(r"^\s*(?P<name>.*?)(?P<gap>\s*)[\[(](?P<unit>[^\])]*)[\])]\s*$")
+"""``name [unit]`` or ``name (unit)`` in a CSV header (``y[1]``, indices right after the name, is an array element)."""
+_INDICES = re.compile(r"[\d,\s]+")
+"""What an array element's brackets hold: ``y[2]``, ``A[1,2]``."""
+_INDEX_PATTERN = re.compile(r"\[([\d,\s*?]*)\]")
+"""Brackets in a signal pattern that name array elements (``y[1]``, ``A[*,2]``) rather than a character class."""
 TIME_COLUMNS = ("time", "Time", "t", "TIME")
 
 
@@ -163,6 +167,8 @@ def read_csv(path: Path) -> dict[str, Signal]:
     names, units = [], []
     for cell in header:
         match = _UNIT_IN_HEADER.match(cell)
+        if match and not match["gap"] and cell.rstrip().endswith("]") and _INDICES.fullmatch(match["unit"]):
+            match = None  # y[1]: an element of the array y, no unit
         names.append(match["name"] if match else cell.strip())
         units.append((match["unit"].strip() or None) if match else None)
     time_col = next((i for i, n in enumerate(names) if n in TIME_COLUMNS), None)
@@ -218,16 +224,19 @@ def select(names: Iterable[str], patterns: Iterable[str] | None, where: str = ""
     """The names matching any ``fnmatch`` pattern (all names without patterns), in the order given.
 
     A pattern without a dot also matches the port part (``h`` selects
-    ``ball.h``). ``UnknownNameError`` names a pattern that matches nothing.
+    ``ball.h``). Brackets holding indices name FMI 3 array elements, not a
+    character class: ``ss.y[1]`` is that element, ``ss.y[*]`` every element of
+    ``y``. ``UnknownNameError`` names a pattern that matches nothing.
     """
     names = list(names)
     if not patterns:
         return names
     chosen: dict[str, None] = {}
-    for pattern in patterns:
+    for given in patterns:
+        pattern = _INDEX_PATTERN.sub(lambda m: f"[[]{m[1]}[]]", given)  # fnmatch's [[] and []] are literal
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)
-                or ("." not in pattern and fnmatch.fnmatchcase(n.rpartition(".")[2], pattern))]
+                or ("." not in given and fnmatch.fnmatchcase(n.rpartition(".")[2], pattern))]
         if not hits:
-            raise UnknownNameError("signal", pattern, names, where)
+            raise UnknownNameError("signal", given, names, where)
         chosen.update(dict.fromkeys(hits))
     return list(chosen)

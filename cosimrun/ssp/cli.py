@@ -6,8 +6,8 @@ cosimrun --config-dir DIR +experiment=NAME (overrides such as run.dt=0.001 or
 master=jacobi work as for any experiment). Components, connections (with units,
 suppressUnitConversion and LinearTransformation as scale and offset), parameter
 values from SSV files and parameter bindings, and the DefaultExperiment are
-imported; anything else in the SSD is refused with one line naming the element,
-and nothing is written then.
+imported; annotations are ignored (listed once by type); anything else in the
+SSD is refused with one line naming the element, and nothing is written then.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
           f"FMU{'' if len(result.fmus) == 1 else 's'} in {result.fmus[0].parent if result.fmus else root}")
     for note in result.notes:
         print(f"  {note}")
+    if result.annotation_notice:
+        print(f"  {result.annotation_notice}")
     if result.unused_entries:
         print(f"  not imported (the SSD does not refer to them): {', '.join(result.unused_entries)}")
     print(f"run it with: cosimrun --config-dir {root} +experiment={result.experiment.stem}")

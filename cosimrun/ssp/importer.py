@@ -39,6 +39,19 @@ class ImportResult:
     """Choices made where the SSP says nothing (``run.tf``, ``run.dt``)."""
     unused_entries: list[str] = field(default_factory=list)
     """Archive entries the SSD does not refer to: not imported."""
+    annotations: dict[str, int] = field(default_factory=dict)
+    """The annotations of the SSD and its SSV files, ignored: how many of each ``type``."""
+
+    @property
+    def annotation_notice(self) -> str | None:
+        """One line listing the ignored annotations by type, the most frequent first (``None`` when there are none)."""
+        if not self.annotations:
+            return None
+        n = sum(self.annotations.values())
+        ranked = sorted(self.annotations.items(), key=lambda item: (-item[1], item[0]))
+        kinds = ", ".join(f"{kind} ({count})" for kind, count in ranked)
+        return (f"ignored {n} annotation{'' if n == 1 else 's'} (tool-specific data, which SSP lets an importer "
+                f"ignore; none changes what cosimrun maps): {kinds}")
 
 
 def import_ssp(ssp: str | os.PathLike[str], directory: str | os.PathLike[str], name: str | None = None, *,
@@ -82,7 +95,7 @@ def import_ssp(ssp: str | os.PathLike[str], directory: str | os.PathLike[str], n
         raise
     shutil.rmtree(staging, ignore_errors=True)
     fmus = sorted(targets[1] / f.name for f in set(files.values()))
-    return ImportResult(targets[0], fmus, notes, system.unused_entries)
+    return ImportResult(targets[0], fmus, notes, system.unused_entries, dict(system.annotations))
 
 
 def _make_dirs(root: Path) -> list[Path]:

@@ -10,8 +10,12 @@ Accepted without effect on the simulation: ``id``, ``description`` and the
 top-level metadata attributes (``author``, ``fileversion``, ``copyright``,
 ``license``, ``generationTool``, ``generationDateAndTime``) and the graphical
 elements (``ElementGeometry``, ``ConnectorGeometry``, ``ConnectionGeometry``,
-``SystemGeometry``, ``GraphicalElements``). ``Annotations`` are refused: they
-are tool-specific and may change what a tool simulates.
+``SystemGeometry``, ``GraphicalElements``) and ``Annotations``, wherever they
+stand: SSP's extension mechanism (SSP 1.0, "Extensibility"), tool-specific data
+or layered standards that add ignorable content. No annotation type changes what
+cosimrun simulates from the standard elements it maps, so none is read; their
+``type`` attributes are counted (:attr:`SystemDecl.annotations`) for the import
+to list once.
 
 FMPy's ``fmpy.ssp.ssd.read_ssd`` is not used: it drops ``suppressUnitConversion``,
 the mapping transformations, system-level parameter bindings, annotations and
@@ -60,6 +64,11 @@ GRAPHICAL = ("ssd:ElementGeometry", "ssd:ConnectorGeometry", "ssd:ConnectionGeom
              "ssd:GraphicalElements")
 """Elements that only draw the system: accepted, not read."""
 TYPES = ("Real", "Integer", "Boolean", "String", "Enumeration", "Binary")
+ANNOTATIONS = frozenset(f"{prefix}:Annotations" for prefix in NAMESPACES.values())
+"""The annotation blocks of every SSP file format (``ssd:Annotations``, ``ssv:Annotations`` ...): accepted, not
+read."""
+NO_TYPE = "(no type)"
+"""How :attr:`SystemDecl.annotations` counts an ``ssc:Annotation`` without its required ``type``."""
 
 
 class SSPError(ConfigError):
@@ -136,6 +145,8 @@ class SystemDecl:
     stop_time: float | None = None
     unused_entries: list[str] = field(default_factory=list)
     """Archive entries nothing refers to (other SSDs, documentation ...): not imported, listed by the importer."""
+    annotations: dict[str, int] = field(default_factory=dict)
+    """How many ``ssc:Annotation`` elements of each ``type`` the SSD and the SSV files it uses hold (ignored)."""
 
 
 # ------------------------------------------------------------------ XML walk
@@ -165,7 +176,7 @@ class _Node:
             if _qualified(name) not in allowed:
                 raise self.fail(f"attribute {_qualified(name)}={self.element.attrib[name]!r} is not supported "
                                 f"(supported here: {', '.join(sorted(allowed)) or 'none'})")
-        known = set(children) | set(GRAPHICAL)
+        known = set(children) | set(GRAPHICAL) | ANNOTATIONS
         for child in self.children():
             if child.tag not in known:
                 raise child.fail(_unsupported(child.tag))
@@ -219,8 +230,6 @@ class _Node:
 
 
 _UNSUPPORTED = {
-    "ssc:Annotations": "annotations are tool-specific and may change what a tool simulates; remove them to import",
-    "ssd:Annotations": "annotations are tool-specific and may change what a tool simulates; remove them to import",
     "ssd:System": "nested systems are not supported; flatten the system into one level of components",
     "ssd:SignalDictionaries": "signal dictionaries are not supported",
     "ssd:SignalDictionaryReference": "signal dictionaries are not supported",
@@ -262,6 +271,8 @@ class SSPArchive:
                 raise SSPError(str(path), f"entry {info.filename!r} points outside the archive's directory "
                                           "(absolute path, '..', drive letter or backslash)")
         self.names = {str(_safe_name(i.filename)): i for i in self.zip.infolist() if not i.is_dir()}
+        self.annotations: dict[str, dict[str, int]] = {}
+        """Per XML file read: how many annotations of each type it holds."""
         if SSD_FILE not in self.names:
             raise SSPError(str(path), f"the archive has no {SSD_FILE} at its root "
                                       f"(entries: {', '.join(sorted(self.names)[:8]) or 'none'})")
@@ -287,9 +298,11 @@ class SSPArchive:
             raise SSPError(name, f"{info.file_size} bytes, above the limit of {limit} "
                                  "(raise it with COSIMRUN_FMU_MAX_DESCRIPTION_SIZE)")
         try:
-            return ElementTree.fromstring(self.zip.read(info))
+            root = ElementTree.fromstring(self.zip.read(info))
         except ElementTree.ParseError as exc:
             raise SSPError(name, f"not well-formed XML: {exc}") from None
+        self.annotations[name] = _annotation_types(root)
+        return root
 
     def copy(self, name: str, target: Path) -> None:
         """Write entry *name* to *target*, never more than its declared size."""
@@ -381,7 +394,21 @@ def read_ssp(path: str | Path) -> tuple[SystemDecl, SSPArchive]:
         archive.close()
         raise
     system.unused_entries = sorted(set(archive.names) - archive.used - {s.source for s in system.components})
+    for counts in archive.annotations.values():
+        for kind, n in counts.items():
+            system.annotations[kind] = system.annotations.get(kind, 0) + n
     return system, archive
+
+
+def _annotation_types(root: ElementTree.Element) -> dict[str, int]:
+    """How many ``ssc:Annotation`` elements of each ``type`` the annotation blocks under *root* hold."""
+    counts: dict[str, int] = {}
+    for block in root.iter():
+        if _qualified(block.tag) in ANNOTATIONS:
+            for annotation in block:
+                kind = annotation.get("type") or NO_TYPE
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def _read(archive: SSPArchive) -> SystemDecl:
@@ -411,7 +438,7 @@ def _read(archive: SSPArchive) -> SystemDecl:
 def _read_system(archive: SSPArchive, node: _Node, units: _Units, out: SystemDecl) -> None:
     node.check(("name", *BASE), ("ssd:Connectors", "ssd:ParameterBindings", "ssd:Elements", "ssd:Connections"))
     connectors = node.child("ssd:Connectors")
-    if connectors is not None and connectors.children():
+    if connectors is not None and any(c.tag not in ANNOTATIONS for c in connectors.children()):
         raise connectors.fail("connectors of the system itself are not supported: cosimrun runs the system closed "
                               "(connect the components to each other)")
     system_values = _bindings(archive, node.child("ssd:ParameterBindings"), units)
@@ -457,7 +484,7 @@ def _component(archive: SSPArchive, node: _Node, units: _Units) -> ComponentDecl
 
 def _connector(node: _Node, units: _Units) -> ConnectorDecl:
     node.check(("name", "kind", *BASE), [f"ssc:{t}" for t in TYPES])
-    types = [c for c in node.children() if c.tag.startswith("ssc:")]
+    types = [c for c in node.children() if c.tag.startswith("ssc:") and c.tag not in ANNOTATIONS]
     type_name = unit = None
     if len(types) > 1:
         raise types[1].fail(f"a connector has one type; {types[0].tag} is given already")
@@ -560,7 +587,7 @@ def _parameter_set(node: _Node, prefix: str, units: _Units) -> list[ValueDecl]:
     values = []
     for parameter in parameters.children("ssv:Parameter"):
         parameter.check(("name", *BASE), [f"ssv:{t}" for t in TYPES])
-        typed = [c for c in parameter.children() if c.tag.startswith("ssv:")]
+        typed = [c for c in parameter.children() if c.tag.startswith("ssv:") and c.tag not in ANNOTATIONS]
         if len(typed) != 1:
             raise parameter.fail("expected one value element (ssv:Real, ssv:Integer, ssv:Boolean, ssv:String)")
         value = typed[0]

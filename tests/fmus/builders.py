@@ -302,3 +302,17 @@ def stair(directory: Path, *, fmi3: bool = False, interface: str = "cs", event_m
     built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
                         source=source, defines=defines)
     return _fmi3_binaries(built, identifier) if fmi3 else built
+
+
+def state_space3(directory: Path) -> Path:
+    """The FMI 3.0 co-simulation ``x' = A x + B u``, ``y = x`` (``state_space3.c``) with array parameters ``A``
+    (2x2, row-major, default ``[[0, 1], [-2, -3]]``), ``B`` (``[0, 1]``) and ``x0`` (``[1, 0]`` m), the input ``u``
+    and the array output ``y`` (m): the elements are ports and parameters ``A[1,1]`` ... ``y[2]``."""
+    identifier = "state_space3"
+    header = (HERE / "cosimrun_fmi3cs_float64.h").read_text()
+    source = re.sub(r'#include "cosimrun_fmi3cs_float64\.h".*', lambda _: header,
+                    (HERE / "state_space3.c").read_text())
+    xml = (HERE / "state_space3.xml").read_text().format(identifier=identifier)
+    built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
+                        source=source)
+    return _fmi3_binaries(built, identifier)

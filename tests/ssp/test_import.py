@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from ssp_system import SSD, MakeSSP
+from ssp_system import SSD, SSV_GAIN, MakeSSP
 
 from cosimrun.masters import GaussSeidel, Jacobi
 from cosimrun.runner.run import prepare
-from cosimrun.ssp import SSPError, import_ssp
+from cosimrun.ssp import SSPError, cli, import_ssp
 
 MASTERS = [pytest.param(GaussSeidel, id="gauss_seidel"), pytest.param(Jacobi, id="jacobi")]
 PORTS = {"pendulum": ("q", "omega"), "gainA": ("y",), "gainB": ("y",)}
@@ -94,6 +95,62 @@ def test_unreferenced_entries_are_listed(make_ssp: MakeSSP, tmp_path: Path) -> N
     assert result.unused_entries == ["Variant.ssd", "documentation/index.html"]
 
 
+def _annotations(kind: str | None, prefix: str = "ssd", content: str = "") -> str:
+    """An annotation block of one ``ssc:Annotation`` of *kind* (no ``type`` for ``None``) holding *content*."""
+    type_attribute = "" if kind is None else f' type="{kind}"'
+    return f"<{prefix}:Annotations><ssc:Annotation{type_attribute}>{content}</ssc:Annotation></{prefix}:Annotations>"
+
+
+TOOL, OMS = "com.example.tool", "org.openmodelica"
+OMS_SETTINGS = ('<oms:SimulationInformation xmlns:oms="https://raw.githubusercontent.com/OpenModelica/OMSimulator/'
+                'master/schema/oms.xsd"><oms:FixedStepMaster description="oms-ma" stepSize="0.5"/>'
+                "</oms:SimulationInformation>")
+ANNOTATED = [  # (where in the SSD, what is inserted after it): annotations on most kinds of element
+    ("</ssd:Units>", _annotations(TOOL, content='<x:layout xmlns:x="urn:x" zoom="2"/>')),  # the root's
+    ('<ssd:System name="root">', _annotations(OMS, content=OMS_SETTINGS)),
+    ('<ssd:ParameterBinding prefix="gainB.">', _annotations(TOOL)),
+    ('<ssv:ParameterSet version="1.0" name="gain B">', _annotations(TOOL, "ssv")),
+    ('<ssd:Component name="pendulum" source="resources/pendulum.fmu">', _annotations(None)),
+    ('<ssd:Connector name="torque" kind="input"><ssc:Real unit="N.m"/>', _annotations(TOOL)),
+    ('<ssc:LinearTransformation factor="2" offset="0.1"/>', _annotations(TOOL)),
+    ('<ssd:DefaultExperiment startTime="0" stopTime="2">', _annotations(OMS) + "</ssd:DefaultExperiment>"),
+]
+
+
+def test_annotations_are_ignored_listed_once_and_change_nothing(make_ssp: MakeSSP, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    ssd = SSD.replace('stopTime="2"/>', 'stopTime="2">')  # the experiment gets a child, closed below
+    for anchor, inserted in ANNOTATED:
+        assert ssd.count(anchor) == 1, anchor
+        ssd = ssd.replace(anchor, anchor + inserted)
+    ssv = SSV_GAIN.replace('xmlns:ssv="', 'xmlns:ssc="http://ssp-standard.org/SSP1/SystemStructureCommon" xmlns:ssv="')
+    ssv = ssv.replace('<ssv:Real value="1.5"/>', '<ssv:Real value="1.5"/>' + _annotations(TOOL, "ssv"))
+    annotated = make_ssp(ssd, "annotated.ssp", files={"resources/gainA.ssv": ssv})
+    plain = import_ssp(make_ssp(), tmp_path / "plain", "loop")
+    result = import_ssp(annotated, tmp_path / "annotated", "loop")
+    assert result.annotations == {TOOL: 6, OMS: 2, "(no type)": 1}
+    assert result.annotation_notice == (
+        "ignored 9 annotations (tool-specific data, which SSP lets an importer ignore; none changes what cosimrun "
+        "maps): com.example.tool (6), org.openmodelica (2), (no type) (1)")
+    assert result.experiment.read_text().replace("annotated.ssp", "loop.ssp") == plain.experiment.read_text()
+    with_annotations, without = run_file(result.experiment, GaussSeidel), run_file(plain.experiment, GaussSeidel)
+    assert with_annotations.keys() == without.keys()
+    for signal, values in without.items():
+        np.testing.assert_array_equal(with_annotations[signal], values, err_msg=signal)
+    assert np.ptp(without["pendulum.q"]) > 0.5  # it swings
+
+    code = cli.run(argparse.Namespace(ssp=str(annotated), directory=str(tmp_path / "cli"), name="x", force=False))
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[1:-1] == ["  run.dt = 0.01: the smallest stepSize of the FMUs' default experiments",
+                         f"  {result.annotation_notice}"]  # between the files written and how to run it
+
+
+def test_without_annotations_there_is_no_notice(make_ssp: MakeSSP, tmp_path: Path) -> None:
+    result = import_ssp(make_ssp(), tmp_path / "d")
+    assert (result.annotations, result.annotation_notice) == ({}, None)
+
+
 def test_existing_targets_are_kept_unless_forced(make_ssp: MakeSSP, tmp_path: Path) -> None:
     import_ssp(make_ssp(), tmp_path / "d")
     with pytest.raises(ValueError, match=r"experiment/loop\.yaml exists; pass --force to replace it"):
@@ -108,11 +165,6 @@ def test_existing_targets_are_kept_unless_forced(make_ssp: MakeSSP, tmp_path: Pa
 # ---------------------------------------------------------------------- refused archives
 COMPONENT_2 = f"{ROOT}/ssd:Elements/ssd:Component[2]"
 REFUSED = [
-    pytest.param('<ssd:Connector name="k" kind="parameter"><ssc:Real/></ssd:Connector>',
-                 '<ssd:Connector name="k" kind="parameter"><ssc:Real/></ssd:Connector></ssd:Connectors>'
-                 '<ssd:Annotations><ssc:Annotation type="org.tool"/></ssd:Annotations><ssd:Connectors>',
-                 f"{COMPONENT_2}/ssd:Annotations: element ssd:Annotations is not supported: annotations are "
-                 "tool-specific and may change what a tool simulates; remove them to import", id="annotations"),
     pytest.param("<ssd:Elements>", '<ssd:Elements><ssd:System name="inner"/>',
                  f"{ROOT}/ssd:Elements/ssd:System: element ssd:System is not supported: nested systems are not "
                  "supported; flatten the system into one level of components", id="nested-system"),

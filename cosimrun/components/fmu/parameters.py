@@ -1,11 +1,21 @@
-"""The FMU component's parameters: its own settings, ``path`` (which loads the model) and the FMU's parameters."""
+"""The FMU component's parameters: its own settings, ``path`` (which loads the model) and the FMU's parameters.
+
+An element of an FMI 3 array variable is the parameter ``A[1,2]`` (1-based,
+row-major). Hydra's override grammar allows no ``[`` in a key, so an element
+may also be named by its indices as further keys, ``A.1.2`` on the command line
+and ``A: {1: {2: VALUE}}`` in YAML; :func:`array_shapes` and
+:meth:`FMUParameters._elements` turn either spelling into the element's name.
+A list is refused for a whole array: an override ``A.1.2`` of a list would be
+indexed from 0 by OmegaConf.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,7 +27,7 @@ from cosimrun.components.fmu.build import resolve_example
 from cosimrun.components.fmu.description import INTERFACE_NAMES, FMUInterface, FMUModel, FMUVariable, read_fmu
 from cosimrun.components.fmu.errors import FMUError
 from cosimrun.core.units import Q_, compile_conversion
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import ConfigError, UnknownNameError
 
 _log = logging.getLogger("cosimrun.fmu")
 
@@ -40,6 +50,38 @@ STRUCTURAL = ("aliases", "events", "states")
 INTERFACES = ("cs", "me")
 """Values of the ``interface`` parameter: co-simulation, model exchange (``null``: co-simulation if offered)."""
 
+_ELEMENT = re.compile(r"(?P<base>.+)\[(?P<indices>[^\[\]]*)\]")
+"""An element name ``A[1,2]``: the array variable's name and the indices."""
+
+
+def array_shapes(variables: Mapping[str, FMUVariable]) -> dict[str, tuple[int, ...]]:
+    """The shape of every FMI 3 array variable among *variables* (one variable per element, ``A[i,j]``), by name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, var in variables.items():
+        match = _ELEMENT.fullmatch(name) if var.index is not None else None
+        if match is None:
+            continue
+        position = tuple(int(i) for i in match["indices"].split(","))
+        shape = shapes.get(match["base"], (0,) * len(position))
+        shapes[match["base"]] = tuple(max(n, i) for n, i in zip(shape, position, strict=True))
+    return shapes
+
+
+def _by_name_first(values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The items of *values*, elements named ``A[1,2]`` first: the same element named by indices (``A.1.2``, the
+    only way an override can name it) is set after them and wins, whatever the order in the file."""
+    return sorted(values.items(), key=lambda item: "[" not in item[0])
+
+
+def _array_text(base: str, shape: tuple[int, ...], brackets: bool) -> str:
+    """``A is a 2x2 array (valid: A.1.1 to A.2.2, 1-based, row-major)``, with ``A[1,1]`` ... under *brackets*."""
+    def name(position: Sequence[int]) -> str:
+        return f"{base}[{','.join(map(str, position))}]" if brackets else ".".join([base, *map(str, position)])
+
+    size = "a " + "x".join(map(str, shape)) + " array" if len(shape) > 1 else f"an array of {shape[0]} elements"
+    order = ", row-major" if len(shape) > 1 else ""
+    return f"{base} is {size} (valid: {name([1] * len(shape))} to {name(shape)}, 1-based{order})"
+
 
 class FMUParameters(FMUBase):
     """Parameters: the own settings are checked here, the FMU's are converted to the variable's type and unit."""
@@ -56,6 +98,8 @@ class FMUParameters(FMUBase):
         """FMU parameters set by the user: variable name -> value in the FMU's unit."""
         self._start_values: dict[str, Any] = {}
         """Values of the 'start' setting: variable name -> value in the FMU's unit."""
+        self._shapes: tuple[FMUModel, dict[str, tuple[int, ...]]] | None = None
+        """The model and the shapes of its array variables (:func:`array_shapes`), read once per model."""
 
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name; ``path`` is applied first, so it may come in any position.
@@ -65,12 +109,71 @@ class FMUParameters(FMUBase):
         """
         if "path" in parameters:
             self._set_path(parameters.pop("path"))
-        if self.model is not None:
-            for name in parameters:
-                if name not in self.parameters:
-                    raise self._unknown(name)
-        for name, value in parameters.items():
+        if self.model is None:
+            for name, value in parameters.items():
+                self._set_one(name, value)
+            return
+        items = [item for name, value in _by_name_first(parameters) for item in self._elements(name, value)]
+        for name, key, value in items:
+            self._set_element(name, key, value)
+
+    def _elements(self, key: str, value: Any, known: Mapping[str, Any] | None = None,
+                  kind: str = "parameter", where: str = "") -> Iterator[tuple[str, str, Any]]:
+        """``(name, key, value)`` of each variable that *key*: *value* sets: the name itself, or the elements of
+        an FMI 3 array named ``A[1,2]``, ``A.1.2`` or by a mapping ``A: {1: {2: VALUE}}`` (*key* is then the
+        dotted path, as a config names it). Names are checked against *known* (the parameters by default);
+        ``ConfigError`` for an index outside the array or a whole array, naming *key*, the value and what is valid.
+        """
+        assert self.model is not None
+        known = self.parameters if known is None else known
+        where = where or f"of {self._where()}"
+        if key in known:
+            yield key, key, value
+            return
+        if isinstance(value, Mapping):
+            for sub, item in value.items():
+                yield from self._elements(f"{key}.{sub}", item, known, kind, where)
+            return
+        if self._shapes is None or self._shapes[0] is not self.model:
+            self._shapes = (self.model, array_shapes(self.model.variables))
+        shapes = self._shapes[1]
+        match = _ELEMENT.fullmatch(key)
+        if match is not None and match["base"] in shapes:
+            base, indices, brackets = match["base"], match["indices"].split(","), True
+        else:
+            parts = key.split(".")
+            base = next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in shapes), "")
+            if not base:
+                raise UnknownNameError(kind, key, known, where, key=key)
+            indices, brackets = parts[base.count(".") + 1:], False
+        shape = shapes[base]
+        if not indices:
+            raise ConfigError(key, f"{value!r}: {_array_text(base, shape, brackets)}; set its elements one by one "
+                                   f"(a list would be indexed from 0 by overrides)")
+        if len(indices) != len(shape):
+            raise ConfigError(key, f"{value!r}: an element of {base} has {len(shape)} "
+                                   f"{'index' if len(shape) == 1 else 'indices'}: {_array_text(base, shape, brackets)}")
+        position = [int(i) if i.strip().isdigit() else 0 for i in indices]
+        if not all(1 <= i <= n for i, n in zip(position, shape, strict=True)):
+            raise ConfigError(key, f"{value!r}: no element [{','.join(indices)}]: {_array_text(base, shape, brackets)}")
+        name = f"{base}[{','.join(map(str, position))}]"
+        if name not in known:
+            var = self.model.variables[name]
+            raise ConfigError(key, f"{value!r}: {name} is not a {kind} of {where.removeprefix('of ')} "
+                                   f"(its causality is {var.causality})")
+        yield name, key, value
+
+    def _set_element(self, name: str, key: str, value: Any) -> None:
+        """:meth:`_set_one`; an invalid value of an element named by a dotted *key* is a ``ConfigError`` there."""
+        if key == name:
             self._set_one(name, value)
+            return
+        try:
+            self._set_one(name, value)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(key, f"{value!r} is invalid: {exc}") from None
 
     def _unknown(self, name: str, note: str = "") -> UnknownNameError:
         return UnknownNameError("parameter", name, self.parameters, f"of {self._where()}{note}")
@@ -176,10 +279,10 @@ class FMUParameters(FMUBase):
         self._rebuild()
         self._apply_start(self.parameters["start"])
         pending, self._pending = self._pending, {}
-        for name, value in pending.items():
-            if name not in self.parameters:
-                raise self._unknown(name, " (set before 'path')")
-            self._set_one(name, value)
+        items = [item for name, value in _by_name_first(pending)
+                 for item in self._elements(name, value, where=f"of {self._where()} (set before 'path')")]
+        for name, key, value in items:
+            self._set_element(name, key, value)
 
     def _choose_interface(self, model: FMUModel) -> FMUInterface:
         """The interface of *model* this class runs; ``ValueError`` when the FMU or the ``interface`` setting
@@ -203,13 +306,14 @@ class FMUParameters(FMUBase):
         assert self.model is not None
         variables = self.model.variables
         values = {}
-        for key, value in start.items():
-            var = variables.get(key)
-            if var is None and key in self._port_vars:
-                var = self._port_vars[key]
-            if var is None:
-                raise UnknownNameError("variable", key, variables, f"in 'start' of {self._where()}",
-                                       key=f"start.{key}")
+        known = {**self._port_vars, **variables}
+        try:
+            items = [item for name, value in _by_name_first(start)
+                     for item in self._elements(name, value, known, "variable", f"in 'start' of {self._where()}")]
+        except ConfigError as exc:
+            raise exc.within("start") from None
+        for name, _key, value in items:
+            var = known[name]
             if not var.settable_start:
                 raise ValueError(
                     f"{self._where()}: the start value of {var.name!r} cannot be set "
