@@ -803,7 +803,9 @@ class ExplicitMaster(Master):
 
     ``step_control: error`` chooses each communication step from the coupling
     error estimated over the last one (``rtol``, ``atol``, ``min_step``,
-    ``max_step``; the first step is ``rtol * run.dt``; see :mod:`.step_control`).
+    ``max_step``; the first step is ``rtol * run.dt``; without evidence of the
+    estimate, and while components have event indicators, steps stay within
+    ``run.dt``; see :mod:`.step_control`).
     """
 
     extrapolation: int = 0
@@ -817,7 +819,8 @@ class ExplicitMaster(Master):
     """Under ``step_control: error``: the shortest step (default ``1e-6 * run.dt``); a step this short stands
     whatever its error."""
     max_step: float | None = None
-    """Under ``step_control: error``: the longest step (default: the whole run)."""
+    """Under ``step_control: error``: the longest step (default: the whole run; ``run.dt`` at most while components
+    have event indicators)."""
 
     fresh_outputs: ClassVar[bool] = False
     """Whether a component reads the outputs of components stepped before it."""
@@ -927,6 +930,8 @@ class ExplicitMaster(Master):
         self._control.start(t0)
         self._first_step = min(max_step, max(min_step, self.rtol * clock.dt if self.rtol > 0 else clock.dt))
         self._next_step = self._first_step
+        self._event_step = max(self._first_step, (clock.snap + 1) * clock.tick)
+        """The longest step an event is handled at, with rollback: the first step, or the clock's shortest."""
         self._rejects = all(c.can_always_roll_back for c in self.order)
         self.step_log = self._control.log
         self.stats.step_control = "error"
@@ -937,8 +942,8 @@ class ExplicitMaster(Master):
             self.hold_mode_switches(True)
             self.switch_modes(t0)
         if self._rejects:
-            self.stats.event_delay = self._first_step if events else math.nan
-            return SHORTENED_NOTICE.format(resolution=self._first_step)
+            self.stats.event_delay = self._event_step if events else math.nan
+            return SHORTENED_NOTICE.format(resolution=self._event_step)
         self.stats.event_delay = blind if events else math.nan
         return CAPPED_NOTICE.format(limit=blind)
 
@@ -957,7 +962,7 @@ class ExplicitMaster(Master):
         t = clock.time(a)
         rejects = self._rejects
         events = self._events if rejects else None
-        resolution = self._first_step
+        resolution = self._event_step
         due = None
         while True:
             t1 = clock.time(b)
@@ -966,12 +971,13 @@ class ExplicitMaster(Master):
             b, t1, discarded = self._step_to(t, t1, b, saved)
             h = t1 - t
             norm = control.estimate(t1)
+            shortest = b - a <= clock.snap + 1  # the clock cannot take it shorter
             crossing = None
             if events is not None:
                 self._hints = events.drain_hints(events.sources)
-                if h > resolution * (1.0 + 1e-9) and discarded is None:
+                if h > resolution * (1.0 + 1e-9) and discarded is None and not shortest:
                     crossing = events.earliest_crossing(t, t1, self._hints)
-            accepted = crossing is None and (not norm > 1.0 or not rejects or discarded is not None
+            accepted = crossing is None and (not norm > 1.0 or not rejects or discarded is not None or shortest
                                              or h <= control.min_step * (1.0 + 1e-9))
             control.log.append(t, h, norm, accepted)
             if accepted:
@@ -1001,7 +1007,7 @@ class ExplicitMaster(Master):
             self.switch_modes(t1)
         if stats.events > before:
             control.restart(t1)
-            self._next_step = resolution
+            self._next_step = self._first_step
         else:
             control.accept(t1)
         if self._lagging:

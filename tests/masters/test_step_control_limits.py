@@ -27,6 +27,7 @@ from scipy.integrate import solve_ivp
 
 from cosimrun.components.mechanics import BouncingBall, LinearPendulum, MassSpringDamper, Pendulum
 from cosimrun.components.sources import Constant, Ramp, Sine
+from cosimrun.core.ode import OdeComponent
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
 from cosimrun.storage import load_results
 from cosimrun.system import System
@@ -225,3 +226,49 @@ def test_the_cli_ball_under_step_control_reports_its_limits(tmp_path: Path) -> N
     assert results.stats["steps_without_estimate"] == results.stats["macro_steps"]
     _, h = (np.asarray(a) for a in (results.to_dataframe("ball").index, results.to_dataframe("ball")["h"]))
     assert h.min() >= -math.sqrt(2 * G * H0) * 1e-6
+
+
+def test_an_event_step_below_the_clocks_resolution_ends_at_its_shortest_step() -> None:
+    """rtol * run.dt (1e-14 s) is shorter than the clock can step (2**-24 run.dt): the event step is the clock's
+    shortest, and the run says so."""
+    master = Jacobi(step_control="error", rtol=1e-12, min_step=1e-13)
+    result, _, notices = ball_run(master, tf=1.0)
+    delay = result.stats.event_delay
+    assert delay == pytest.approx(DT * (2**-24 + 2**-40), rel=1e-9)
+    assert f"until it is at most {delay:.3g} s" in notices[1]
+    (event,) = result.events
+    t_ref = impacts()[0]
+    assert t_ref <= event[0].t <= t_ref + delay + 1e-12
+
+
+PEAK = 0.255
+"""The maxima of :class:`Peaks` are at k + PEAK: between two points of the grid k * run.dt."""
+
+
+class Peaks(OdeComponent):
+    """``x = sin(2 pi (t - PEAK) + pi / 2)``; event ``peak`` when x rises through ``level``: above it for a short
+    window around each maximum (4.5 ms for level 0.9999, between two grid points), shorter than a step of run.dt."""
+
+    def __init__(self, name: str, level: float) -> None:
+        super().__init__(name)
+        self.add_state("x", None, math.cos(2 * math.pi * PEAK))
+        self.add_state_event("peak", lambda t, x, u: x[0] - level, direction=1)
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return np.array([-2 * math.pi * math.sin(2 * math.pi * (t - PEAK))])
+
+
+def test_a_crossing_inside_a_step_that_its_end_does_not_show_is_an_event() -> None:
+    """The integrator's hint reports the excursion above the level; the step is taken again to end inside it."""
+    level = 0.9999
+    system = System("peaks")
+    system.add_component(Peaks("peaks", level))
+    master = Jacobi(step_control="error", rtol=RTOL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = system.run(0.0, 5.0, DT, master=master)
+    rise = PEAK - math.acos(level) / (2 * math.pi)  # the level is crossed at k + rise, k = 0..4
+    times = [t.t for t, _, _ in result.events]
+    assert len(times) == 5
+    for k, t in enumerate(times):
+        assert k + rise <= t <= k + rise + result.stats.event_delay + 1e-9
