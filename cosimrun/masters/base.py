@@ -90,7 +90,7 @@ class MasterStats:
     steps_without_estimate: int = 0
     """Accepted steps under ``step_control: error`` whose error norm was zero or not estimated (the first step, the
     first after an event, no coupled real input, inputs the extrapolation reproduces exactly): the estimate bounded
-    nothing, so they were kept to ``run.dt`` (see :mod:`.step_control`)."""
+    nothing, so the next step grew to ``run.dt`` at most (see :mod:`.step_control`)."""
     event_delay: float = math.nan
     """The longest an event could be handled after its indicator crossed zero, in seconds: ``run.dt`` (or the
     longest step) at communication points, the step events are cut down to under error control with rollback
@@ -941,7 +941,6 @@ class ExplicitMaster(Master):
         if self._rejects:
             self.hold_mode_switches(True)
             self.switch_modes(t0)
-        if self._rejects:
             self.stats.event_delay = self._event_step if events else math.nan
             return SHORTENED_NOTICE.format(resolution=self._event_step)
         self.stats.event_delay = blind if events else math.nan
