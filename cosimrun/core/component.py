@@ -19,7 +19,7 @@ component, and no underscore name:
   another thread), ``may_discard`` (a step may end
   early with ``StepDiscarded``), ``fixed_step_only`` (every step must have one size),
   ``may_request_stop`` and ``stop_requested`` (the component asks to end the run);
-- time: ``max_step``, ``has_time_events`` and ``next_time_event(t)``;
+- time: ``max_step``, ``has_time_events``, ``next_time_event(t)`` and ``bound_internal_steps(dt)``;
 - rollback: ``supports_rollback``, ``can_always_roll_back``, ``snapshot_state()``,
   ``restore_state(snapshot, t)``;
 - state events: ``has_state_events``, ``evaluate_event_indicators()``,
@@ -347,6 +347,12 @@ class CoSimComponent(ABC):
     def can_always_roll_back(self) -> bool:
         """Whether rollback holds for the whole run (a multi-model component needs it in every mode)."""
         return self.supports_rollback
+
+    def bound_internal_steps(self, dt: float | None) -> None:  # noqa: B027 (optional hook)
+        """Hook: keep internal steps as long as they are at communication steps of *dt* at most (``None``: as
+        configured again). Masters call it around runs under error-controlled steps, whose communication steps
+        may be longer than ``run.dt``; a component whose internal step is a fraction of the communication step
+        (a fixed number of substeps) bounds it here."""
 
     # ------------------------------------------------------------------ time events
     def next_time_event(self, t: float) -> float | None:

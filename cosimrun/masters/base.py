@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,7 +21,17 @@ from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
 from cosimrun.masters.coupling_error import CouplingError, CouplingErrorEstimate
-from cosimrun.masters.events import AT_COMMUNICATION_POINTS, LOCATED, Indicators, StateEvents, notice_unlocated
+from cosimrun.masters.events import (
+    AT_COMMUNICATION_POINTS,
+    CAPPED_NOTICE,
+    LOCATED,
+    SHORTENED_NOTICE,
+    UNLOCATED_NOTICE,
+    Hints,
+    Indicators,
+    StateEvents,
+    notice_unlocated,
+)
 from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolation
 from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl, StepLog
 from cosimrun.masters.stepsize import Clock
@@ -78,6 +89,14 @@ class MasterStats:
     smallest_step: float = math.nan
     largest_step: float = math.nan
     """The shortest and longest accepted step under ``step_control: error`` (NaN under fixed steps)."""
+    steps_without_estimate: int = 0
+    """Accepted steps under ``step_control: error`` whose error norm was zero or not estimated (the first step, the
+    first after an event, no coupled real input, inputs the extrapolation reproduces exactly): the estimate bounded
+    nothing, so the next step grew to ``run.dt`` at most (see :mod:`.step_control`)."""
+    event_delay: float = math.nan
+    """The longest an event could be handled after its indicator crossed zero, in seconds: ``run.dt`` (or the
+    longest step) at communication points, the step events are cut down to under error control with rollback
+    (NaN without event indicators, and under the hybrid master, which locates them to ``time_tolerance``)."""
 
     @property
     def trial_steps_per_event(self) -> float:
@@ -317,6 +336,8 @@ class Master:
         self._step_open = False
         self._control: ErrorControl | None = None
         self._next_step = 0.0
+        self._hints: Hints | None = None
+        """Event hints drained while checking a controlled step for crossings, for handling its events."""
         self.step_log: StepLog | None = None
         """Every step tried under ``step_control: error`` (``None`` under fixed steps)."""
         self._lagging: list[Link] = []
@@ -813,7 +834,9 @@ class ExplicitMaster(Master):
 
     ``step_control: error`` chooses each communication step from the coupling
     error estimated over the last one (``rtol``, ``atol``, ``min_step``,
-    ``max_step``; the first step is ``rtol * run.dt``; see :mod:`.step_control`).
+    ``max_step``; the first step is ``rtol * run.dt``; without evidence of the
+    estimate, and while components have event indicators, steps stay within
+    ``run.dt``; see :mod:`.step_control`).
     """
 
     extrapolation: int = 0
@@ -827,7 +850,8 @@ class ExplicitMaster(Master):
     """Under ``step_control: error``: the shortest step (default ``1e-6 * run.dt``); a step this short stands
     whatever its error."""
     max_step: float | None = None
-    """Under ``step_control: error``: the longest step (default: the whole run)."""
+    """Under ``step_control: error``: the longest step (default: the whole run; ``run.dt`` at most while components
+    have event indicators)."""
 
     fresh_outputs: ClassVar[bool] = False
     """Whether a component reads the outputs of components stepped before it."""
@@ -852,12 +876,14 @@ class ExplicitMaster(Master):
                                                  interpolate=self.extrapolation >= 1)
         self._guarded = cut_guard(self._plan)
         self._start_extrapolation(self.extrapolation, lagging, t0)
-        if self.step_control == "error":
-            self._start_error_control(t0)
         sources = [c for c in self.order if c.has_state_events]
+        notice = UNLOCATED_NOTICE
+        self.stats.event_delay = self.clock.dt if sources else math.nan
+        if self.step_control == "error":
+            notice = self._start_error_control(t0, bool(sources))
         self._events = StateEvents(self, sources) if sources else None
         if self._events is not None:
-            notice_unlocated(sources)
+            notice_unlocated(sources, notice)
             probing = all(c.can_always_roll_back and not fixed_step_only(c) for c in sources)
             self._probe_plan = self.stepping_plan(sources, fresh=False)[0] if probing else None
             self._probe_guarded = cut_guard(self._probe_plan) if probing else []
@@ -907,33 +933,67 @@ class ExplicitMaster(Master):
                 f"'error' cannot be used: FMU component {self._fixed[0].name!r} cannot handle variable "
                 f"communication step sizes ({VARIABLE_STEP_FLAG}); use step_control=fixed"))
 
-    def _start_error_control(self, t0: float) -> None:
-        """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`)."""
+    def _start_error_control(self, t0: float, events: bool) -> str:
+        """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`); *events*: whether components have
+        event indicators. Returns the notice on how late events are handled.
+
+        Without rollback, and always while components have event indicators, no step is longer than
+        ``run.dt``; with rollback a step in which an indicator crosses zero is taken again up to just before
+        the crossing, so that the step the event is handled at is at most the first step's length (see
+        :meth:`_advance_controlled`). Components keep their internal steps as at ``run.dt``
+        (:meth:`~cosimrun.core.component.CoSimComponent.bound_internal_steps`).
+        """
         assert self.system is not None
         clock = self.clock
         span = clock.time(clock.end) - t0
         min_step = self.min_step if self.min_step is not None else 1e-6 * clock.dt
         max_step = self.max_step if self.max_step is not None else max(span, clock.dt)
+        blind = min(max_step, max(min_step, clock.dt))
+        if events:
+            max_step = blind
         real = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
+        if not real:
+            warnings.warn(f"step control has no coupled real input to estimate an error from; steps are limited to "
+                          f"{blind:.3g} s ({'run.dt' if blind == clock.dt else 'max_step'})", UserWarning,
+                          stacklevel=4)
         self._control = ErrorControl(real, self._coupling_kinds(real), self._ex_order, rtol=self.rtol,
-                                     atol=self.atol, min_step=min_step, max_step=max_step)
+                                     atol=self.atol, min_step=min_step, max_step=max_step, blind_step=blind)
         self._control.start(t0)
-        self._next_step = min(max_step, max(min_step, self.rtol * clock.dt if self.rtol > 0 else clock.dt))
+        self._first_step = min(max_step, max(min_step, self.rtol * clock.dt if self.rtol > 0 else clock.dt))
+        self._next_step = self._first_step
+        self._event_step = max(self._first_step, (clock.snap + 1) * clock.tick)
+        """The longest step an event is handled at, with rollback: the first step, or the clock's shortest."""
         self._rejects = all(c.can_always_roll_back for c in self.order)
         self.step_log = self._control.log
         self.stats.step_control = "error"
         self.stats.step_rejection = "rollback" if self._rejects else "none"
+        for comp in self.order:
+            comp.bound_internal_steps(clock.dt)
         if self._rejects:
             self.hold_mode_switches(True)
             self.switch_modes(t0)
+            self.stats.event_delay = self._event_step if events else math.nan
+            return SHORTENED_NOTICE.format(resolution=self._event_step)
+        self.stats.event_delay = blind if events else math.nan
+        return CAPPED_NOTICE.format(limit=blind)
 
     def _advance_controlled(self, clock: Clock, a: int, b: int) -> int:
         """One accepted step from *a* towards *b* under error control: steps whose error norm exceeds 1 are
-        rolled back and taken again, shorter, while every component can roll back."""
+        rolled back and taken again, shorter, while every component can roll back.
+
+        With rollback, a step longer than the first step in which an event indicator crosses zero (seen at its
+        end or reported inside it by a component's integrator) is rolled back too and taken again up to half a
+        first step before the crossing's estimated instant (at most 0.9 of it); the step after that is at most
+        one first step past that instant. The step the event is handled at is thus at most a first step long,
+        and the controller starts again after it.
+        """
         control = self._control
         assert control is not None
         t = clock.time(a)
         rejects = self._rejects
+        events = self._events if rejects else None
+        resolution = self._event_step
+        due = None
         while True:
             t1 = clock.time(b)
             saved = self.checkpoint(self.order) if rejects else (
@@ -941,34 +1001,56 @@ class ExplicitMaster(Master):
             b, t1, discarded = self._step_to(t, t1, b, saved)
             h = t1 - t
             norm = control.estimate(t1)
-            accepted = (not norm > 1.0 or not rejects or discarded is not None
-                        or h <= control.min_step * (1.0 + 1e-9))
+            shortest = b - a <= clock.snap + 1  # the clock cannot take it shorter
+            crossing = None
+            if events is not None:
+                self._hints = events.drain_hints(events.sources)
+                if h > resolution * (1.0 + 1e-9) and discarded is None and not shortest:
+                    crossing = events.earliest_crossing(t, t1, self._hints)
+            accepted = crossing is None and (not norm > 1.0 or not rejects or discarded is not None or shortest
+                                             or h <= control.min_step * (1.0 + 1e-9))
             control.log.append(t, h, norm, accepted)
             if accepted:
                 break
             assert saved is not None
             self.roll_back(saved, t)
             self.stats.rejected_steps += 1
-            shorter = control.next_step(h, norm, accepted=False)
+            if crossing is not None:
+                due = crossing + 0.5 * resolution
+                shorter = min(0.9 * h, max(crossing - t - 0.5 * resolution, resolution))
+            else:
+                shorter = control.next_step(h, norm, accepted=False)
             b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
         if norm > 1.0:
             self.stats.steps_over_tolerance += 1
         stats = self.stats
         stats.smallest_step = h if not stats.smallest_step <= h else stats.smallest_step
         stats.largest_step = h if not stats.largest_step >= h else stats.largest_step
+        if not norm > 0.0:
+            stats.steps_without_estimate += 1
         self._next_step = control.next_step(h, norm, accepted=True)
+        if due is not None:
+            self._next_step = min(self._next_step, max(due - t1, resolution))
+        before = stats.events
         self._close_step(t1, h, discarded)
         if rejects:
             self.switch_modes(t1)
-        control.accept(t1)
+        if stats.events > before:
+            control.restart(t1)
+            self._next_step = self._first_step
+        else:
+            control.accept(t1)
         if self._lagging:
             self._sample_extrapolation(t1)
         return b
 
     def finish(self) -> None:
         super().finish()
-        if self._control is not None and self._rejects:
-            self.hold_mode_switches(False)
+        if self._control is not None:
+            for comp in self.order:
+                comp.bound_internal_steps(None)
+            if self._rejects:
+                self.hold_mode_switches(False)
 
     def _end_step(self, t1: float, h: float, discarded: str | None) -> None:
         """After the components stepped to *t1* (by *h*): exchange, record the sample, note a discard by the FMU
@@ -1015,7 +1097,8 @@ class ExplicitMaster(Master):
         """
         events = self._events
         assert events is not None
-        g_ref = events.reference(events.drain_hints(events.sources))
+        hints, self._hints = self._hints, None
+        g_ref = events.reference(events.drain_hints(events.sources) if hints is None else hints)
         g = events.indicators()
         crossings = events.crossings(g_ref, g)
         if crossings:

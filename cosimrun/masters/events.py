@@ -12,7 +12,9 @@ A master that locates events (hybrid) hands the located instant to
 :meth:`StateEvents.handle`; masters that do not (Jacobi, Gauss-Seidel, IJCSA)
 compare the indicators after each macro step against their armed sides and hand
 the communication point to the same method, so events are handled the same way
-everywhere, only up to one step late without localization.
+everywhere, only up to one step late without localization. Under error-controlled
+steps those masters keep that step short (see :meth:`StateEvents.earliest_crossing`
+and :func:`unlocated_notice`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ Trial = Callable[[float], Indicators]
 LOCATED = "located"
 AT_COMMUNICATION_POINTS = "at communication points"
 UNLOCATED_NOTICE = "events are handled at communication points, up to dt late; use master=hybrid to locate them"
+SHORTENED_NOTICE = ("events are handled at the end of the step they occur in, and step control takes a step in which "
+                    "an event indicator crosses zero again, shorter, until it is at most {resolution:.3g} s (the first "
+                    "step, rtol * run.dt): each is handled at most that late; use master=hybrid to locate them")
+CAPPED_NOTICE = ("events are handled at communication points, up to one step late, and step control keeps steps at "
+                 "most {limit:.3g} s (run.dt) while components have event indicators (a component cannot roll back "
+                 "to shorten the step an event occurs in); use master=hybrid to locate them")
 PROBE_GROWTH = 16
 """Factor by which a departure probe grows while an indicator stays exactly on its surface."""
 
@@ -125,6 +133,30 @@ class StateEvents:
                 if key not in hints or hint.t_after < hints[key].t_after:
                     hints[key] = hint
         return hints
+
+    def earliest_crossing(self, t: float, t1: float, hints: Hints) -> float | None:
+        """The earliest estimated instant in ``[t, t1]`` at which an indicator crossed over the step from *t* to
+        *t1* (the sources stepped there), or ``None`` when none did.
+
+        A crossing is one the indicators at *t1* show against their armed sides
+        (:meth:`reference` with *hints*), or one a component's integrator reported
+        inside the step (its internal event hint) that the step's end does not
+        show (the indicator crossed and came back). Its instant is the secant root
+        of the hint's bracket when there is one, else of the armed side and the
+        value at *t1* over the step.
+        """
+        g_ref = self.reference(hints)
+        g_now = self.indicators()
+        earliest = None
+        for comp, name in self.crossings(g_ref, g_now):
+            hint = hints.get((comp.name, name))
+            root = _root(hint.t_before, hint.t_after, hint.indicator_before, hint.indicator_after) \
+                if hint is not None else _root(t, t1, g_ref[comp.name][name], g_now[comp.name][name])
+            earliest = root if earliest is None else min(earliest, root)
+        for hint in hints.values():
+            root = _root(hint.t_before, hint.t_after, hint.indicator_before, hint.indicator_after)
+            earliest = root if earliest is None else min(earliest, root)
+        return None if earliest is None else min(max(earliest, t), t1)
 
     def depart(
         self, t: float, g_now: Indicators, components: list[CoSimComponent] | None, trial: Trial | None,
@@ -234,7 +266,14 @@ class StateEvents:
                 )
 
 
-def notice_unlocated(sources: list[CoSimComponent]) -> None:
-    """Warn once per run that a master without localization handles *sources*' events late."""
+def _root(t0: float, t1: float, g0: float | None, g1: float | None) -> float:
+    """The secant root of an indicator going from *g0* at *t0* to *g1* at *t1* (the midpoint without values)."""
+    if g0 is None or g1 is None or g0 == g1:
+        return 0.5 * (t0 + t1)
+    return t0 + (t1 - t0) * (g0 / (g0 - g1))
+
+
+def notice_unlocated(sources: list[CoSimComponent], notice: str = UNLOCATED_NOTICE) -> None:
+    """Warn once per run that a master without localization handles *sources*' events late (*notice*: how late)."""
     if sources:
-        warnings.warn(UNLOCATED_NOTICE, UserWarning, stacklevel=3)
+        warnings.warn(notice, UserWarning, stacklevel=3)

@@ -38,7 +38,26 @@ max_step]``), so that its error, ``h |y'|`` for a held input, is ``rtol`` times
 what a step of ``run.dt`` would make; the controller then grows the step by
 up to 5 per step (about ``log5(1/rtol)`` steps to reach ``run.dt``). From the
 second step on the estimates have the extrapolation's order as soon as enough
-samples exist.
+samples exist. After an event the inputs' history is discontinuous: the
+controller starts again from there (:meth:`ErrorControl.restart`), with a first
+step as at the start of the run.
+
+An estimate of zero bounds nothing: a system without coupled real inputs, a
+constant input, or one the extrapolation reproduces exactly (a parabola under
+``extrapolation: 2``) shows no error however long the step. Estimates at the
+level of rounding (``ROUNDOFF`` times the input's magnitude) count as zero, and
+a step with a zero norm grows by up to 5 but not beyond ``blind_step``
+(``run.dt``, or ``max_step`` if shorter): without evidence the steps are those of
+fixed stepping. The masters say so at the start of a run without coupled real
+inputs and count such steps (``steps_without_estimate``).
+
+What bounds a step besides the estimate (see the masters): components'
+``max_step`` and time events; ``run.dt`` while components have event
+indicators (an indicator that changes sign twice within one step is seen no
+less often than under fixed steps), and a step in which one crosses zero is
+taken again until it is at most the first step's length; a fixed-step
+integrator's internal step stays what it is at ``run.dt``
+(:meth:`~cosimrun.core.component.CoSimComponent.bound_internal_steps`).
 """
 
 from __future__ import annotations
@@ -61,6 +80,8 @@ STEP_CONTROLS = ("fixed", "error")
 SAFETY = 0.9
 GROWTH = 5.0
 """Largest factor between two consecutive steps, up or down."""
+ROUNDOFF = 1e3 * float(np.finfo(float).eps)
+"""Estimates below this times the input's magnitude are rounding, not an error: they count as zero."""
 STEP_COLUMNS = ("time", "step", "error", "accepted")
 """The columns of a run's ``/steps`` table."""
 
@@ -110,11 +131,13 @@ class ErrorControl:
     """
 
     def __init__(self, links: list[Link], kinds: list[str], order: int, *, rtol: float, atol: float,
-                 min_step: float, max_step: float) -> None:
+                 min_step: float, max_step: float, blind_step: float) -> None:
         self.links = links
         self.order = order
         self.rtol, self.atol = rtol, atol
         self.min_step, self.max_step = min_step, max_step
+        self.blind_step = blind_step
+        """The longest step a zero error norm (no evidence) lets the step grow to."""
         self._kind = np.array(kinds)
         self._held = self._kind == "held"
         self._poly = (self._kind == "taylor") | (self._kind == "mean")
@@ -146,6 +169,16 @@ class ErrorControl:
         self._magnitude = np.abs(y)
         self._push(t0, y)
 
+    def restart(self, t: float) -> None:
+        """Start again from the accepted point *t* (after an event): the samples before it are forgotten, the
+        magnitudes the inputs have had are kept, and the next step is estimated as the first one was."""
+        y = self.values()
+        np.maximum(self._magnitude, np.abs(self._pending), out=self._magnitude)
+        np.maximum(self._magnitude, np.abs(y), out=self._magnitude)
+        self._times, self._values = [], []
+        self._previous = 1.0
+        self._push(t, y)
+
     @property
     def starting(self) -> bool:
         """Whether the coming step is the run's first: no earlier sample to estimate it from."""
@@ -171,8 +204,9 @@ class ErrorControl:
         if self._line.any() and len(times) >= 2:
             h_prev = t0 - times[-2]
             est = np.where(self._line, line_error(h, h_prev, (y0 - values[-2]) / h_prev, y0, y1), est)
-        scale = self.atol + self.rtol * np.maximum(self._magnitude, np.abs(y1))
-        ratios = est / scale
+        magnitude = np.maximum(self._magnitude, np.abs(y1))
+        est[est <= ROUNDOFF * magnitude] = 0.0
+        ratios = est / (self.atol + self.rtol * magnitude)
         norm = float(np.max(ratios))
         return norm if math.isfinite(norm) else math.inf
 
@@ -196,12 +230,13 @@ class ErrorControl:
         self._set_order(min(self.order, len(self._times) - 1))
 
     def next_step(self, h: float, norm: float, accepted: bool) -> float:
-        """The step to try after a step of *h* with error *norm* (PI control; no growth right after a rejection)."""
+        """The step to try after a step of *h* with error *norm* (PI control; no growth right after a rejection;
+        a zero norm grows the step up to :attr:`blind_step` only)."""
         if math.isnan(norm):
             factor = 1.0
         elif accepted:
             if norm <= 0.0:
-                factor = GROWTH
+                factor = min(GROWTH, max(1.0, self.blind_step / h))
             else:
                 factor = SAFETY * norm ** -self._alpha * self._previous ** self._beta
             self._previous = max(norm, 1e-4)

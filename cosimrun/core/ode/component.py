@@ -553,6 +553,16 @@ class OdeComponent(ContinuousComponent):
     def _solver_defaults(self) -> Mapping[str, Any]:
         return INTEGRATOR_DEFAULTS
 
+    def bound_internal_steps(self, dt: float | None) -> None:
+        """Under error-controlled steps, keep the fixed-step integrator's substep length, not its count: ``rk4``
+        takes substeps no longer than ``dt / substeps`` (and ``max_substep``), so a communication step longer
+        than *dt* is integrated as accurately as steps of *dt*; a shorter one keeps its ``substeps`` substeps.
+        The adaptive integrators bound their own steps by ``rtol`` and ``atol``. ``None``: as configured."""
+        self._compile_integrator()
+        if dt is not None and self.parameters["integrator"] == "rk4":
+            integrator = self._integrator
+            integrator.max_substep = min(integrator.max_substep, dt / self.parameters["substeps"] * (1.0 + 1e-9))
+
     def _integrator_for(self, settings: Mapping[str, Any], current: Integrator | None) -> Integrator:
         method = settings["integrator"]
         return current if current is not None and current.name == method else INTEGRATORS[method](self, method)
