@@ -221,7 +221,24 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         values = {name: self.inputs[name].value for name in signals}
         cached = self._latest_inputs[0] if self._latest_inputs is not None else {}
         self._latest_inputs = ({**cached, **values}, t)
-        self.active_comp.set_inputs(self._to_model_inputs(self.active_mode, values), t)
+        self._forward_inputs(self.active_mode, self.active_comp, values, t)
+
+    def _forward_inputs(self, mode: ModeKey, model: CoSimComponent, values: dict[str, Any], t: float | None) -> None:
+        """Set *values* of this component's inputs on *model* (of *mode*), with the inputs' derivatives over the
+        coming step when *model* interpolates inputs (in its units)."""
+        model.set_inputs(self._to_model_inputs(mode, values), t)
+        if model.interpolates_inputs:
+            conv = self._in_conv[mode]
+            own, theirs = self.inputs, model.inputs
+            for name in values:
+                derivatives = own[name].derivatives
+                c = conv.get(name)
+                theirs[name].derivatives = derivatives if c is None else tuple(c.scale * d for d in derivatives)
+
+    @property
+    def interpolates_inputs(self) -> bool:  # type: ignore[override]
+        """Whether every model interpolates inputs: the input polynomials then reach the active one."""
+        return all(model.interpolates_inputs for model in self.models.values())
 
     def _to_model_inputs(self, mode: ModeKey, values: dict[str, Any]) -> dict[str, Any]:
         conv = self._in_conv[mode]
@@ -332,7 +349,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         retrieved = self.active_comp.get_state()
         if self._latest_inputs is not None:
             signals, t_in = self._latest_inputs
-            new_comp.set_inputs(self._to_model_inputs(new_mode, dict(signals)), t_in)
+            self._forward_inputs(new_mode, new_comp, dict(signals), t_in)
         adapted = self._adapt(retrieved, new_mode, new_comp)
         new_comp.set_state(adapted, t)
         new_comp.t = t
@@ -605,6 +622,12 @@ class MultiComponent(CoSimComponent, ModeSwitching):
     @max_step.setter
     def max_step(self, value: float | None) -> None:
         self._max_step_cap = value
+
+    def bound_internal_steps(self, dt: float | None) -> None:
+        """Bound every model's internal steps (see :meth:`CoSimComponent.bound_internal_steps`): a model that
+        becomes active later steps as the active one would."""
+        for model in self.models.values():
+            model.bound_internal_steps(dt)
 
     # ------------------------------------------------------------------ events
     def add_event_indicator(self, name: str, func: Callable[[CoSimComponent], float], direction: int = 0) -> None:

@@ -27,6 +27,7 @@ from scipy.integrate import solve_ivp
 
 from cosimrun.components.mechanics import BouncingBall, LinearPendulum, MassSpringDamper, Pendulum
 from cosimrun.components.sources import Constant, Ramp, Sine
+from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import OdeComponent
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
 from cosimrun.storage import load_results
@@ -139,10 +140,16 @@ def test_a_pendulum_on_a_constant_torque_is_accurate_under_step_control(model: s
     assert master.stats.largest_step <= DT * (1 + 1e-9)
 
 
-def driven_mass(source: Any, stiffness: float = 100.0) -> System:
+def driven_mass(source: Any, stiffness: float = 100.0, modes: bool = False) -> System:
+    """A mass on a spring driven by *source*; *modes*: the mass is the active mode of a multi component (its
+    other mode, the same mass, never becomes active)."""
     system = System("driven")
-    mass = MassSpringDamper("mass")
-    mass.set_parameters(mass=1.0, stiffness=stiffness, x0=0.0, v0=0.0)
+    models = []
+    for name in ("mass", "spare") if modes else ("mass",):
+        model = MassSpringDamper(name)
+        model.set_parameters(mass=1.0, stiffness=stiffness, x0=0.0, v0=0.0)
+        models.append(model)
+    mass = MultiComponent("mass", {"a": models[0], "b": models[1]}, initial_mode="a") if modes else models[0]
     system.add_component(source)
     system.add_component(mass)
     system.connect(f"{source.name}.y -> mass.force")
@@ -158,14 +165,16 @@ def mass_error(system: System, force: Any, tf: float, stiffness: float = 100.0) 
     return float(np.max(np.abs(x - sol(t)[0])) / np.ptp(sol(t)[0]))
 
 
+@pytest.mark.parametrize("modes", [False, True], ids=["plain", "multi"])
 @pytest.mark.parametrize("rtol", [1e-4, 1e-6])
-def test_steps_longer_than_run_dt_keep_the_integrators_substep(rtol: float) -> None:
+def test_steps_longer_than_run_dt_keep_the_integrators_substep(rtol: float, modes: bool) -> None:
     """A slow force on a fast oscillator: the coupling allows steps far longer than run.dt, and RK4 integrates
-    them by substeps of run.dt / substeps (ten substeps per step are off by 50 to 65 x rtol)."""
+    them by substeps of run.dt / substeps (ten substeps per step are off by 50 to 65 x rtol), also as a mode of a
+    multi component."""
     tf, amplitude, frequency = 20.0, 1.0, 0.02
     source = Sine("force")
     source.set_parameters(amplitude=amplitude, frequency=frequency, unit="N")
-    system = driven_mass(source, stiffness=400.0)
+    system = driven_mass(source, stiffness=400.0, modes=modes)
     master = Jacobi(extrapolation=2, step_control="error", rtol=rtol)
     system.run(0.0, tf, DT, master=master)
     assert master.stats.largest_step > 10 * DT
