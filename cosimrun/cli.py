@@ -277,7 +277,10 @@ def _list_components(argv: list[str], flag: str) -> None:
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
     argv = sys.argv[1:]
+    from cosimrun.console import warnings_as_lines
     from cosimrun.post import commands
+
+    warnings_as_lines()  # notices outside a run (plugin discovery) as one line; a run's go to its log too
 
     if commands.is_command(argv):
         commands.main(argv)

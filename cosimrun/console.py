@@ -1,13 +1,55 @@
-"""Console output of a run: a progress bar on a terminal and a one-block summary."""
+"""Console output of a run: a progress bar on a terminal, a one-block summary, and cosimrun's notices.
+
+:func:`notice` is the one channel for what cosimrun tells a user beside results
+and errors (a loop that did not converge, events handled late, a plugin package
+that holds no experiments). A notice is a ``UserWarning`` issued each time it is
+called (the caller says a thing once per run or once per process; Python's
+once-per-location filter would hide it from every later run in the same
+process, such as the jobs of a sweep worker). Library users see and filter it
+as any warning; the ``cosimrun`` command shows it as one line
+``cosimrun: warning: ...`` on stderr (:func:`warnings_as_lines`) and, during a
+run, writes it to the run's ``cosimrun.log`` once, which also puts it on
+stderr once (:func:`cosimrun.runner.joblog.warnings_logged`).
+
+This module imports nothing beyond the standard library and
+:mod:`cosimrun.errors` at import time, so the engine may use :func:`notice`.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
-from cosimrun.config.build import Experiment
 from cosimrun.errors import ResultsWriteError
+
+if TYPE_CHECKING:
+    from cosimrun.config.build import Experiment
+
+
+def notice(message: str, *, stacklevel: int = 2) -> None:
+    """Tell the user *message* (one line) as a ``UserWarning`` attributed to the caller's caller at
+    *stacklevel*, every time this is called (see the module)."""
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:  # called from less deep than stacklevel: the outermost frame
+        frame = sys._getframe(1)
+        while frame.f_back is not None:
+            frame = frame.f_back
+    warnings.warn_explicit(message, UserWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=None, module_globals=frame.f_globals)
+
+
+def warnings_as_lines(stream: Any = None) -> None:
+    """Show every Python warning of this process as one line ``cosimrun: warning: <message>`` on *stream*
+    (stderr), its category named unless it is a plain ``UserWarning`` (a notice); the ``cosimrun`` command."""
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        text = str(message) if category is UserWarning else f"{category.__name__}: {message}"
+        print(f"cosimrun: warning: {text}", file=stream or sys.stderr)
+
+    warnings.showwarning = show
 
 
 class Console:

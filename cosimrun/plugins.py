@@ -22,12 +22,12 @@ model exchange from the FMU file this way). It may raise a
 from __future__ import annotations
 
 import importlib.metadata
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cosimrun.components import TYPES
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import PluginError, suggest
 
@@ -157,7 +157,7 @@ class ComponentRegistry:
                     continue
                 if kept.value == ep.value and distribution_name(kept) == distribution_name(ep):
                     continue  # the same distribution seen twice on the path
-                warnings.warn(
+                notice(
                     f"component type {ep.name!r} is registered twice in entry-point group {self.group!r}: "
                     f"by {distribution_name(kept) or 'unknown'!r} ({kept.value}) and by "
                     f"{distribution_name(ep) or 'unknown'!r} ({ep.value}); using the one from "

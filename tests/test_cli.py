@@ -213,7 +213,7 @@ def test_bad_input_gives_one_clear_line_and_no_complete_file(tmp_path, config_di
 def test_warnings_are_one_line_on_stderr_and_kept_in_the_job_log(tmp_path, config_dir) -> None:
     proc = cosimrun("--config-dir", str(config_dir), "+experiment=loop_warns", "hydra.run.dir=out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    warning = ("RuntimeWarning: algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
+    warning = ("algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
                "residual 1.68e+06 on input s.u2 (tolerance 1e-10); the run goes on from the best iterate "
                "(further such solves are only counted)")
     assert proc.stderr.splitlines() == [f"cosimrun: warning: {warning}"]
@@ -223,6 +223,21 @@ def test_warnings_are_one_line_on_stderr_and_kept_in_the_job_log(tmp_path, confi
     results = re.escape(str(tmp_path / "out" / "results.h5"))
     assert re.search(rf"\[cosimrun\]\[INFO\] - loop_warns: complete in [\d.]+ s; results: {results}$", log[1])
     assert load_results(tmp_path / "out" / "results.h5").stats["unconverged_loop_solves"] == 10
+
+
+def test_every_job_of_a_sweep_keeps_its_warning_in_its_log_and_shows_it_once(tmp_path, config_dir) -> None:
+    # the jobs run one after the other in one process (the basic launcher), as on a sweep worker: the same
+    # warning at the same place must still reach the second job's log
+    proc = cosimrun("-m", "--config-dir", str(config_dir), "+experiment=loop_warns", "run.tf=2,3",
+                    "hydra/launcher=basic", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warning = ("cosimrun: warning: algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
+               "residual 1.68e+06 on input s.u2 (tolerance 1e-10); the run goes on from the best iterate "
+               "(further such solves are only counted)")
+    assert [line for line in proc.stderr.splitlines() if "warning" in line] == [warning, warning]
+    for job in ("0", "1"):
+        log = (tmp_path / "sweep" / job / "cosimrun.log").read_text().splitlines()
+        assert [line.split(" - ", 1)[1] for line in log if "[WARNING]" in line] == [warning.split(": ", 2)[2]]
 
 
 def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir) -> None:

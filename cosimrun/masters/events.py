@@ -17,10 +17,10 @@ everywhere, only up to one step late without localization.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import EventLocalizationError, ZenoError
 
@@ -236,4 +236,4 @@ class StateEvents:
 def notice_unlocated(sources: list[CoSimComponent]) -> None:
     """Warn once per run that a master without localization handles *sources*' events late."""
     if sources:
-        warnings.warn(UNLOCATED_NOTICE, UserWarning, stacklevel=3)
+        notice(UNLOCATED_NOTICE, stacklevel=3)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from importlib.metadata import entry_points
 from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+from cosimrun.console import notice
 
 CONFIG_GROUP = "cosimrun.configs"
 
@@ -54,7 +55,7 @@ def _warn(ep: Any, problem: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(
+    notice(
         f"ignoring {CONFIG_GROUP} entry point '{ep.name} = {ep.value}' of {dist}: {problem}", stacklevel=3
     )
 
