@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cosimrun.exits import EXIT_SIGPIPE
 from cosimrun.storage import load_results
 
 RUN_CLI = Path(__file__).parent / "support" / "run_cli.py"
@@ -123,6 +125,43 @@ def test_master_choice_and_describe(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "ref.y -> ctrl.r  [deg -> rad" in proc.stdout and "Priority levels" in proc.stdout
     assert not (tmp_path / "outputs" / "pendulum_switch").exists()  # describe leaves no run directory
+
+
+F_SETPIPE_SZ = 1031
+"""Linux's fcntl command that sets a pipe's capacity."""
+
+
+def closed_early(*args: str, cwd: Path, read: int) -> tuple[bytes, subprocess.Popen]:
+    """Run the command into a pipe of 4 KiB, read *read* bytes of its stdout (0: none) and close the pipe."""
+    proc = subprocess.Popen([sys.executable, str(RUN_CLI), *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    if sys.platform == "linux":
+        import fcntl
+
+        fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, 4096)
+    first = os.read(proc.stdout.fileno(), read) if read else b""
+    proc.stdout.close()
+    proc.wait(timeout=300)
+    return first, proc
+
+
+def test_describe_into_a_pipe_closed_early_ends_quietly_and_leaves_no_run_directory(tmp_path) -> None:
+    # a sum of 400 inputs: more description than the pipe holds, so the command is still writing when
+    # the reader goes away, as under `cosimrun ... action=describe | head`
+    wide = "+components.wide={type: sum, params: {signs: '" + "+" * 400 + "'}}"
+    first, proc = closed_early("+experiment=bouncing_ball", "action=describe", wide, cwd=tmp_path, read=20)
+    assert first == b"System 'bouncing_ball'"[:20]
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
+    assert list(tmp_path.iterdir()) == []  # no outputs/ left
+
+
+def test_a_run_or_the_help_into_a_closed_pipe_ends_quietly(tmp_path) -> None:
+    _, proc = closed_early("+experiment=bouncing_ball", "hydra.run.dir=run", cwd=tmp_path, read=0)
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
+    assert load_results(tmp_path / "run" / "results.h5").status == "complete"  # the summary was not read
+    _, proc = closed_early("--help", cwd=tmp_path, read=0)
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
 
 
 def test_cfg_job_shows_the_composed_config(tmp_path) -> None:
