@@ -297,7 +297,17 @@ def create_component(
     type_name: str, name: str, params: Mapping[str, Any] | None = None, *, configure: bool = True,
     **init_kwargs: Any,
 ) -> CoSimComponent:
-    """Create component *name* of type *type_name* with *params* (see :meth:`ComponentRegistry.create_component`)."""
+    """Component *name* of the installed type *type_name* (a builtin's or a plugin's, as a config's ``type``),
+    with its *params* set and checked; also ``cosimrun.create_component``.
+
+    ``create_component("pid", "ctrl", {"kp": 40.0, "kd": 6.0})`` is the component a config's
+    ``ctrl: {type: pid, params: {kp: 40.0, kd: 6.0}}`` builds, ready for ``System.add_component``.
+    *params* take the values a config takes (numbers in the declared unit, or quantities such as
+    ``"200 kJ/K"``); an unknown type raises :class:`~cosimrun.errors.PluginError` and an unknown or
+    invalid parameter a :class:`~cosimrun.errors.ConfigError` (both with "did you mean"), at once.
+    ``configure=False`` leaves the parameters unset; *init_kwargs* go to the constructor (``multi``
+    takes ``models={mode: component}`` and ``initial_mode``). See :meth:`ComponentRegistry.create_component`.
+    """
     return _registry.create_component(type_name, name, params, configure=configure, **init_kwargs)
 
 
