@@ -123,13 +123,12 @@ class Console:
 
 
 def _largest_coupling_error(errors: list[Any]) -> str:
-    """``largest estimated coupling error: 3.2e-04 rad on ctrl.u -> pendulum.torque (1.1e-03 of its range)``
-    and a newline, or nothing for a system without coupled real inputs."""
-    if not errors:
-        return ""
-    e = max(errors, key=lambda item: item.relative)
-    unit = f" {e.unit}" if e.unit else ""
-    return f"largest estimated coupling error: {e.max:.2g}{unit} on {e.connection} ({e.relative:.2g} of its range)\n"
+    """The coupling-error line (:func:`cosimrun.masters.coupling_error.summary_line`) and a newline, or nothing
+    for a system without coupled real inputs."""
+    from cosimrun.masters.coupling_error import summary_line  # here: the engine imports this module
+
+    line = summary_line(errors)
+    return f"{line}\n" if line else ""
 
 
 def _notable(stats: Any) -> str:
