@@ -316,6 +316,7 @@ def main() -> None:
 
 
 def _main(argv: list[str]) -> None:
+    """The command named by *argv*: a result command, a listing, the help, or Hydra's runs and sweeps."""
     from cosimrun.console import warnings_as_lines
     from cosimrun.post import commands
 
