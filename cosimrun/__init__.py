@@ -12,6 +12,8 @@ Library use::
     ...  # add_component, connect
     result = system.run(0.0, 10.0, 0.01, master=GaussSeidel())
 
+:func:`create_component` builds any installed component type by its config name
+(``create_component("pid", "ctrl", {"kp": 40.0})``), the builtins and plugins'.
 ``System.run`` takes the master explicitly (the engine has no default; the
 ``cosimrun`` command's is ``conf/master``). Errors raised on purpose come
 from :mod:`cosimrun.errors`.
@@ -57,6 +59,7 @@ _LAZY = {
     "SystemHistory": ".core",
     "compile_conversion": ".core",
     "ureg": ".core",
+    "create_component": ".plugins",
     "load_results": ".storage",
     "load_sweep": ".runner.load",
     "load_sweep_dataset": ".runner.load",
@@ -86,6 +89,7 @@ if TYPE_CHECKING:
     )
     from cosimrun.errors import ConfigError, CosimrunError, SimulationError
     from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
+    from cosimrun.plugins import create_component
     from cosimrun.runner.load import load_sweep, load_sweep_dataset
     from cosimrun.storage import load_results
     from cosimrun.system import MemorySink, Recorder, RunResult, System
@@ -125,6 +129,7 @@ __all__ = [
     "SystemHistory",
     "__version__",
     "compile_conversion",
+    "create_component",
     "load_results",
     "load_sweep",
     "load_sweep_dataset",

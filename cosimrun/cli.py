@@ -17,12 +17,14 @@ report instead. SIGINT and SIGTERM end the runs as ``interrupted``
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from cosimrun.exits import EXIT_FAILED, fail
+from cosimrun.exits import EXIT_FAILED, EXIT_SIGPIPE, fail
 
 HELP = """\
 cosimrun: declarative co-simulation experiments (Hydra configs)
@@ -166,9 +168,12 @@ def _task(cfg: Any) -> Any:
         remove_unused_dir(out_dir, hydra_files)  # nothing ran: no run directory
         fail(str(error))
     if experiment.action == "describe":
-        print(experiment.system.describe())
-        experiment.system.free()
-        remove_unused_dir(out_dir, hydra_files)
+        try:
+            with _closed_stdout_ends_quietly():
+                print(experiment.system.describe(), flush=True)
+        finally:  # also when stdout was closed (| head): describing leaves no run directory
+            experiment.system.free()
+            remove_unused_dir(out_dir, hydra_files)
         return 0
     console = Console(experiment)
     try:
@@ -184,7 +189,9 @@ def _task(cfg: Any) -> Any:
     except ResultsWriteError as exc:  # the file could not even be created
         fail(str(exc), EXIT_FAILED)
     log_outcome(outcome)
-    console.summary(outcome)
+    with _closed_stdout_ends_quietly():
+        console.summary(outcome)
+        sys.stdout.flush()
     if outcome.status == "interrupted":
         sys.exit(signals.exit_code(outcome.cause))
     if not outcome.ok:
@@ -237,6 +244,8 @@ def _error_handler(argv: list[str]) -> Any:
     dirs = _config_dirs(argv)
 
     def handle(exc: Exception) -> None:
+        if isinstance(exc, BrokenPipeError):
+            _stdout_closed()
         if full_error_requested():
             return
         error = config_error(exc, argv, lambda group, option: _group_file(group, option, dirs))
@@ -276,10 +285,44 @@ def _list_components(argv: list[str], flag: str) -> None:
         fail(f"--list-components {name}: {exc}")
 
 
+def _stdout_closed() -> NoReturn:
+    """Exit quietly with 141 because the reader of stdout went away (``cosimrun ... | head``).
+
+    As a tool that SIGPIPE ends, with no traceback (:mod:`cosimrun.exits`). SIGPIPE itself keeps
+    Python's handling (BrokenPipeError), which sockets, a sweep's dask connections among them, rely
+    on. stdout goes to devnull so that the interpreter's last flush does not fail again (Python's
+    documentation, "Note on SIGPIPE").
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_SIGPIPE)
+
+
+@contextlib.contextmanager
+def _closed_stdout_ends_quietly() -> Iterator[None]:
+    """Inside the block, a write to a closed stdout ends the command with :func:`_stdout_closed` (inside a Hydra
+    task too, where Hydra would report the error first)."""
+    try:
+        yield
+    except BrokenPipeError:
+        _stdout_closed()
+
+
 def main() -> None:
     """Entry point of the ``cosimrun`` console script."""
-    argv = sys.argv[1:]
+    with _closed_stdout_ends_quietly():
+        try:
+            _main(sys.argv[1:])
+        finally:
+            sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's last flush
+
+
+def _main(argv: list[str]) -> None:
+    """The command named by *argv*: a result command, a listing, the help, or Hydra's runs and sweeps."""
+    from cosimrun.console import warnings_as_lines
     from cosimrun.post import commands
+
+    warnings_as_lines()  # notices outside a run (plugin discovery) as one line; a run's go to its log too
 
     if commands.is_command(argv):
         commands.main(argv)

@@ -1,13 +1,55 @@
-"""Console output of a run: a progress bar on a terminal and a one-block summary."""
+"""Console output of a run: a progress bar on a terminal, a one-block summary, and cosimrun's notices.
+
+:func:`notice` is the one channel for what cosimrun tells a user beside results
+and errors (a loop that did not converge, events handled late, a plugin package
+that holds no experiments). A notice is a ``UserWarning`` issued each time it is
+called (the caller says a thing once per run or once per process; Python's
+once-per-location filter would hide it from every later run in the same
+process, such as the jobs of a sweep worker). Library users see and filter it
+as any warning; the ``cosimrun`` command shows it as one line
+``cosimrun: warning: ...`` on stderr (:func:`warnings_as_lines`) and, during a
+run, writes it to the run's ``cosimrun.log`` once, which also puts it on
+stderr once (:func:`cosimrun.runner.joblog.warnings_logged`).
+
+This module imports nothing beyond the standard library and
+:mod:`cosimrun.errors` at import time, so the engine may use :func:`notice`.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
-from cosimrun.config.build import Experiment
 from cosimrun.errors import ResultsWriteError
+
+if TYPE_CHECKING:
+    from cosimrun.config.build import Experiment
+
+
+def notice(message: str, *, stacklevel: int = 2) -> None:
+    """Tell the user *message* (one line) as a ``UserWarning`` attributed to the caller's caller at
+    *stacklevel*, every time this is called (see the module)."""
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:  # called from less deep than stacklevel: the outermost frame
+        frame = sys._getframe(1)
+        while frame.f_back is not None:
+            frame = frame.f_back
+    warnings.warn_explicit(message, UserWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=None, module_globals=frame.f_globals)
+
+
+def warnings_as_lines(stream: Any = None) -> None:
+    """Show every Python warning of this process as one line ``cosimrun: warning: <message>`` on *stream*
+    (stderr), its category named unless it is a plain ``UserWarning`` (a notice); the ``cosimrun`` command."""
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        text = str(message) if category is UserWarning else f"{category.__name__}: {message}"
+        print(f"cosimrun: warning: {text}", file=stream or sys.stderr)
+
+    warnings.showwarning = show
 
 
 class Console:
@@ -89,13 +131,12 @@ def _stopped(outcome: Any) -> str:
 
 
 def _largest_coupling_error(errors: list[Any]) -> str:
-    """``largest estimated coupling error: 3.2e-04 rad on ctrl.u -> pendulum.torque (1.1e-03 of its range)``
-    and a newline, or nothing for a system without coupled real inputs."""
-    if not errors:
-        return ""
-    e = max(errors, key=lambda item: item.relative)
-    unit = f" {e.unit}" if e.unit else ""
-    return f"largest estimated coupling error: {e.max:.2g}{unit} on {e.connection} ({e.relative:.2g} of its range)\n"
+    """The coupling-error line (:func:`cosimrun.masters.coupling_error.summary_line`) and a newline, or nothing
+    for a system without coupled real inputs."""
+    from cosimrun.masters.coupling_error import summary_line  # here: the engine imports this module
+
+    line = summary_line(errors)
+    return f"{line}\n" if line else ""
 
 
 def _notable(stats: Any) -> str:

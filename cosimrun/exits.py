@@ -8,6 +8,9 @@ code    meaning
 2       bad input: the command line, a config or a sweep directory in use; nothing ran
 130     interrupted by SIGINT (Ctrl-C); what finished is kept, the rest is ``interrupted``
 143     terminated by SIGTERM; as for 130
+141     stdout was closed before cosimrun finished writing to it (``cosimrun ... | head``): it stops
+        quietly, as a tool that SIGPIPE ends (128 + 13, what a shell reports for one); a run's results
+        file is whole and says its status
 ======  ==========================================================================
 """
 
@@ -21,6 +24,7 @@ EXIT_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+EXIT_SIGPIPE = 141
 
 
 def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:

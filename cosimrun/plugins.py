@@ -22,12 +22,12 @@ model exchange from the FMU file this way). It may raise a
 from __future__ import annotations
 
 import importlib.metadata
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cosimrun.components import TYPES
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import PluginError, suggest
 
@@ -157,7 +157,7 @@ class ComponentRegistry:
                     continue
                 if kept.value == ep.value and distribution_name(kept) == distribution_name(ep):
                     continue  # the same distribution seen twice on the path
-                warnings.warn(
+                notice(
                     f"component type {ep.name!r} is registered twice in entry-point group {self.group!r}: "
                     f"by {distribution_name(kept) or 'unknown'!r} ({kept.value}) and by "
                     f"{distribution_name(ep) or 'unknown'!r} ({ep.value}); using the one from "
@@ -297,7 +297,17 @@ def create_component(
     type_name: str, name: str, params: Mapping[str, Any] | None = None, *, configure: bool = True,
     **init_kwargs: Any,
 ) -> CoSimComponent:
-    """Create component *name* of type *type_name* with *params* (see :meth:`ComponentRegistry.create_component`)."""
+    """Component *name* of the installed type *type_name* (a builtin's or a plugin's, as a config's ``type``),
+    with its *params* set and checked; also ``cosimrun.create_component``.
+
+    ``create_component("pid", "ctrl", {"kp": 40.0, "kd": 6.0})`` is the component a config's
+    ``ctrl: {type: pid, params: {kp: 40.0, kd: 6.0}}`` builds, ready for ``System.add_component``.
+    *params* take the values a config takes (numbers in the declared unit, or quantities such as
+    ``"200 kJ/K"``); an unknown type raises :class:`~cosimrun.errors.PluginError` and an unknown or
+    invalid parameter a :class:`~cosimrun.errors.ConfigError` (both with "did you mean"), at once.
+    ``configure=False`` leaves the parameters unset; *init_kwargs* go to the constructor (``multi``
+    takes ``models={mode: component}`` and ``initial_mode``). See :meth:`ComponentRegistry.create_component`.
+    """
     return _registry.create_component(type_name, name, params, configure=configure, **init_kwargs)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cosimrun.exits import EXIT_SIGPIPE
 from cosimrun.storage import load_results
 
 RUN_CLI = Path(__file__).parent / "support" / "run_cli.py"
@@ -125,6 +127,43 @@ def test_master_choice_and_describe(tmp_path) -> None:
     assert not (tmp_path / "outputs" / "pendulum_switch").exists()  # describe leaves no run directory
 
 
+F_SETPIPE_SZ = 1031
+"""Linux's fcntl command that sets a pipe's capacity."""
+
+
+def closed_early(*args: str, cwd: Path, read: int) -> tuple[bytes, subprocess.Popen]:
+    """Run the command into a pipe of 4 KiB, read *read* bytes of its stdout (0: none) and close the pipe."""
+    proc = subprocess.Popen([sys.executable, str(RUN_CLI), *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    if sys.platform == "linux":
+        import fcntl
+
+        fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, 4096)
+    first = os.read(proc.stdout.fileno(), read) if read else b""
+    proc.stdout.close()
+    proc.wait(timeout=300)
+    return first, proc
+
+
+def test_describe_into_a_pipe_closed_early_ends_quietly_and_leaves_no_run_directory(tmp_path) -> None:
+    # a sum of 400 inputs: more description than the pipe holds, so the command is still writing when
+    # the reader goes away, as under `cosimrun ... action=describe | head`
+    wide = "+components.wide={type: sum, params: {signs: '" + "+" * 400 + "'}}"
+    first, proc = closed_early("+experiment=bouncing_ball", "action=describe", wide, cwd=tmp_path, read=20)
+    assert first == b"System 'bouncing_ball'"[:20]
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
+    assert list(tmp_path.iterdir()) == []  # no outputs/ left
+
+
+def test_a_run_or_the_help_into_a_closed_pipe_ends_quietly(tmp_path) -> None:
+    _, proc = closed_early("+experiment=bouncing_ball", "hydra.run.dir=run", cwd=tmp_path, read=0)
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
+    assert load_results(tmp_path / "run" / "results.h5").status == "complete"  # the summary was not read
+    _, proc = closed_early("--help", cwd=tmp_path, read=0)
+    assert (proc.returncode, proc.stderr.read()) == (EXIT_SIGPIPE, b"")
+
+
 def test_cfg_job_shows_the_composed_config(tmp_path) -> None:
     proc = cosimrun("+experiment=bouncing_ball", "--cfg", "job", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -213,7 +252,7 @@ def test_bad_input_gives_one_clear_line_and_no_complete_file(tmp_path, config_di
 def test_warnings_are_one_line_on_stderr_and_kept_in_the_job_log(tmp_path, config_dir) -> None:
     proc = cosimrun("--config-dir", str(config_dir), "+experiment=loop_warns", "hydra.run.dir=out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    warning = ("RuntimeWarning: algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
+    warning = ("algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
                "residual 1.68e+06 on input s.u2 (tolerance 1e-10); the run goes on from the best iterate "
                "(further such solves are only counted)")
     assert proc.stderr.splitlines() == [f"cosimrun: warning: {warning}"]
@@ -223,6 +262,21 @@ def test_warnings_are_one_line_on_stderr_and_kept_in_the_job_log(tmp_path, confi
     results = re.escape(str(tmp_path / "out" / "results.h5"))
     assert re.search(rf"\[cosimrun\]\[INFO\] - loop_warns: complete in [\d.]+ s; results: {results}$", log[1])
     assert load_results(tmp_path / "out" / "results.h5").stats["unconverged_loop_solves"] == 10
+
+
+def test_every_job_of_a_sweep_keeps_its_warning_in_its_log_and_shows_it_once(tmp_path, config_dir) -> None:
+    # the jobs run one after the other in one process (the basic launcher), as on a sweep worker: the same
+    # warning at the same place must still reach the second job's log
+    proc = cosimrun("-m", "--config-dir", str(config_dir), "+experiment=loop_warns", "run.tf=2,3",
+                    "hydra/launcher=basic", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warning = ("cosimrun: warning: algebraic loop s -> a diverged at t=0.1 after 11 gauss_seidel iterations: "
+               "residual 1.68e+06 on input s.u2 (tolerance 1e-10); the run goes on from the best iterate "
+               "(further such solves are only counted)")
+    assert [line for line in proc.stderr.splitlines() if "warning" in line] == [warning, warning]
+    for job in ("0", "1"):
+        log = (tmp_path / "sweep" / job / "cosimrun.log").read_text().splitlines()
+        assert [line.split(" - ", 1)[1] for line in log if "[WARNING]" in line] == [warning.split(": ", 2)[2]]
 
 
 def test_component_failing_mid_run_keeps_history_and_fails(tmp_path, config_dir) -> None:

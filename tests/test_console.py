@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
-from cosimrun.console import Console
+import pytest
+
+from cosimrun.console import Console, notice, warnings_as_lines
 
 
 class Terminal(io.StringIO):
@@ -58,3 +61,29 @@ def test_summary_of_a_complete_and_of_a_failed_run(capsys) -> None:
         "cosimrun: error: run failed at t=0.9 s: RuntimeError: boom",
         "partial results (failed): r.h5",
     ]
+
+
+def _notify(message: str) -> None:
+    notice(message)  # attributed to the caller of _notify, as a component's or master's notice would be
+
+
+def test_a_notice_is_a_user_warning_each_time_and_one_line_under_the_command(monkeypatch) -> None:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")  # once per location and text: a notice is not held back by it
+        for _ in range(2):
+            _notify("events are handled late")
+    assert [(w.category, str(w.message), Path(w.filename).name) for w in record] == \
+        [(UserWarning, "events are handled late", "test_console.py")] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a library user's filter applies
+        _notify("not shown")
+    stream = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings_as_lines(stream)
+        _notify("events are handled late")
+        warnings.warn("old API", DeprecationWarning, stacklevel=1)
+    assert stream.getvalue().splitlines() == ["cosimrun: warning: events are handled late",
+                                              "cosimrun: warning: DeprecationWarning: old API"]
+    with pytest.warns(UserWarning, match="^from deep$"):
+        notice("from deep", stacklevel=10_000)  # deeper than the stack: the outermost frame

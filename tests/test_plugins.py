@@ -6,6 +6,7 @@ import sys
 import textwrap
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from cosimrun import plugins
@@ -230,3 +231,24 @@ def test_listing_real_names_imports_no_component_module():
         assert not loaded, loaded
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_create_component_is_public_and_builds_builtins_as_a_config_does():
+    import cosimrun
+    from cosimrun import Jacobi, System
+    from cosimrun.errors import ConfigError
+
+    assert "create_component" in cosimrun.__all__ and cosimrun.create_component.__doc__
+    system = System("demo")  # the README's example ("The engine as a library")
+    system.add_component(cosimrun.create_component("step", "ref", {"final": 2.0, "step_time": 0.5}))
+    system.add_component(cosimrun.create_component("integrator", "i", {"k": 3.0}))
+    system.connect("ref.y", "i.u")
+    result = system.run(0.0, 1.0, 0.1, master=Jacobi())  # Jacobi: the input jumps at t = 0.5, held from there
+    t, y = result.history.get_port_trajectory("i", "y")
+    np.testing.assert_allclose(y, 3.0 * 2.0 * np.clip(t - 0.5, 0.0, None), atol=1e-12)  # y = k * final * (t - 0.5)
+    with pytest.raises(PluginError, match=r"unknown component type 'integratr'; did you mean 'integrator'"):
+        cosimrun.create_component("integratr", "i", {"k": 3.0})
+    with pytest.raises(ConfigError, match=r"unknown parameter 'kk' of component 'i'; did you mean 'k'"):
+        cosimrun.create_component("integrator", "i", {"kk": 3.0})
+    with pytest.raises(ConfigError, match=r"^step_time: "):
+        cosimrun.create_component("step", "ref", {"step_time": "2 m"})  # a length is not a time

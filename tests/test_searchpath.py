@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from types import SimpleNamespace
 
@@ -48,3 +49,51 @@ def test_names_that_cannot_be_imported(installed: list[SimpleNamespace], value: 
     installed.append(entry_point("bad", value))
     with pytest.warns(UserWarning, match=r"ignoring cosimrun\.configs entry point 'bad = .*' of cosimrun-fake: \w+"):
         assert searchpath.config_packages() == []
+
+
+def test_a_config_package_without_experiment_files_is_kept_with_one_notice(
+    installed: list[SimpleNamespace], tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a plugin built without package-data: its conf package is installed, its experiment/*.yaml are not
+    for pkg, files in (("plugin_bare", []), ("plugin_whole", ["heating.yaml"])):
+        folder = tmp_path / pkg / "conf" / "experiment"
+        folder.mkdir(parents=True)
+        for name in ("__init__.py", "conf/__init__.py"):
+            (tmp_path / pkg / name).write_text("")
+        for name in files:
+            (folder / name).write_text("# @package _global_\nname: heating\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    installed += [entry_point("bare", "plugin_bare.conf", dist="plugin-bare"),
+                  entry_point("whole", "plugin_whole.conf", dist="plugin-whole"),
+                  entry_point("own", "cosimrun.conf")]
+    with pytest.warns(UserWarning) as caught:
+        assert searchpath.config_packages() == [("bare", "plugin_bare.conf"), ("own", "cosimrun.conf"),
+                                                ("whole", "plugin_whole.conf")]
+    assert [str(w.message) for w in caught] == [
+        "cosimrun.configs entry point 'bare = plugin_bare.conf' of plugin-bare holds no experiment files "
+        "(plugin_bare/conf/experiment/*.yaml); list them as package data of the plugin, e.g. "
+        '[tool.setuptools.package-data] "plugin_bare.conf" = ["experiment/*.yaml"]'
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        searchpath.config_packages()  # once per process
+
+
+def test_the_command_shows_the_notice_as_one_line(installed: list[SimpleNamespace], tmp_path, monkeypatch,
+                                                  capsys) -> None:
+    (tmp_path / "plugin_empty" / "conf").mkdir(parents=True)
+    for name in ("__init__.py", "conf/__init__.py"):
+        (tmp_path / "plugin_empty" / name).write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    installed.append(entry_point("empty", "plugin_empty.conf", dist="plugin-empty"))
+    monkeypatch.setattr(sys, "argv", ["cosimrun", "--help"])
+    from cosimrun.cli import main
+
+    main()
+    out, err = capsys.readouterr()
+    assert "experiments: bouncing_ball" in out
+    assert err.splitlines() == [
+        "cosimrun: warning: cosimrun.configs entry point 'empty = plugin_empty.conf' of plugin-empty holds no "
+        "experiment files (plugin_empty/conf/experiment/*.yaml); list them as package data of the plugin, e.g. "
+        '[tool.setuptools.package-data] "plugin_empty.conf" = ["experiment/*.yaml"]'
+    ]

@@ -162,9 +162,20 @@ def unknown_key(path: str, key: str, node: Mapping[str, Any] | None = None) -> C
                                      f"({', '.join(STEP_CONTROL_SETTINGS)}) is a setting of jacobi, gauss_seidel and "
                                      "ijcsa")
         return UnknownNameError("setting", key, [k for k in known if k != "name"], f"of the {name} master", key=full)
+    parts = path.split(".")
     multi_only = set(_fields(MultiComponentConfig)) - set(_fields(ComponentConfig))
-    if path.startswith("components.") and path.count(".") == 1 and key in multi_only:
-        return ConfigError(full, f"only components of type multi have {key} (type is {node.get('type')!r})")
+    if len(parts) == 2 and parts[0] == "components":
+        if node.get("type") == "multi" and key == "params":
+            modes = node.get("modes")
+            names = f" ({', '.join(sorted(map(str, modes)))})" if isinstance(modes, Mapping) and modes else ""
+            return ConfigError(full, f"a multi component takes its parameters per mode: {path}.modes.MODE.params"
+                                     f"{names}")
+        if key in multi_only:
+            return ConfigError(full, f"only components of type multi have {key} (type is {node.get('type')!r})")
+    if len(parts) == 4 and parts[0] == "components" and parts[2] == "modes" and key in _fields(MultiComponentConfig):
+        owner = ".".join(parts[:2])
+        return ConfigError(full, f"{key} belongs to the multi component, not to one of its modes: {owner}.{key} "
+                                 f"(a mode has {', '.join(known)})")
     return UnknownNameError("key", key, known, f"in {path}" if path else "at the top level", key=full)
 
 
@@ -287,8 +298,6 @@ def _build_multi(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:
     modes = _mapping(f"{key}.modes", cfg.get("modes"), "{MODE: {type: TYPE, params: {...}}, ...}")
     if not modes:
         raise ConfigError(f"{key}.modes", "a multi component needs at least one mode")
-    if cfg.get("params"):
-        raise ConfigError(f"{key}.params", "a multi component takes its parameters per mode (modes.<mode>.params)")
     models = {}
     for mode, mode_cfg in modes.items():
         mode_cfg = _mapping(f"{key}.modes.{mode}", mode_cfg, "{type: TYPE, params: {...}}")

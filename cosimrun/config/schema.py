@@ -45,10 +45,14 @@ class ComponentConfig(ModelConfig):
 
 
 @dataclass
-class MultiComponentConfig(ComponentConfig):
+class MultiComponentConfig:
     """A ``type: multi`` component: ``modes`` (name -> :class:`ModelConfig`), the mode it starts in,
-    the ``selector`` that switches and a ``hysteresis``; its parameters are per mode."""
+    the ``selector`` that switches and a ``hysteresis``, unit relabels and initial input values; no
+    ``params`` of its own (each mode has its own)."""
 
+    type: str = MISSING
+    units: dict[str, str] = field(default_factory=dict)
+    initial: dict[str, Any] = field(default_factory=dict)
     modes: dict[str, Any] = field(default_factory=dict)
     initial_mode: str | None = None
     selector: dict[str, Any] | None = None

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.ports import PortType
 from cosimrun.core.switching import ModeSwitching
@@ -877,13 +877,13 @@ class ExplicitMaster(Master):
         self._guarded = cut_guard(self._plan)
         self._start_extrapolation(self.extrapolation, lagging, t0)
         sources = [c for c in self.order if c.has_state_events]
-        notice = UNLOCATED_NOTICE
+        lateness = UNLOCATED_NOTICE
         self.stats.event_delay = self.clock.dt if sources else math.nan
         if self.step_control == "error":
-            notice = self._start_error_control(t0, bool(sources))
+            lateness = self._start_error_control(t0, bool(sources))
         self._events = StateEvents(self, sources) if sources else None
         if self._events is not None:
-            notice_unlocated(sources, notice)
+            notice_unlocated(sources, lateness)
             probing = all(c.can_always_roll_back and not fixed_step_only(c) for c in sources)
             self._probe_plan = self.stepping_plan(sources, fresh=False)[0] if probing else None
             self._probe_guarded = cut_guard(self._probe_plan) if probing else []
@@ -953,9 +953,8 @@ class ExplicitMaster(Master):
             max_step = blind
         real = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
         if not real:
-            warnings.warn(f"step control has no coupled real input to estimate an error from; steps are limited to "
-                          f"{blind:.3g} s ({'run.dt' if blind == clock.dt else 'max_step'})", UserWarning,
-                          stacklevel=4)
+            notice(f"step control has no coupled real input to estimate an error from; steps are limited to "
+                   f"{blind:.3g} s ({'run.dt' if blind == clock.dt else 'max_step'})", stacklevel=4)
         self._control = ErrorControl(real, self._coupling_kinds(real), self._ex_order, rtol=self.rtol,
                                      atol=self.atol, min_step=min_step, max_step=max_step, blind_step=blind)
         self._control.start(t0)

@@ -19,10 +19,10 @@ and :func:`unlocated_notice`).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import EventLocalizationError, ZenoError
 
@@ -273,7 +273,7 @@ def _root(t0: float, t1: float, g0: float | None, g1: float | None) -> float:
     return t0 + (t1 - t0) * (g0 / (g0 - g1))
 
 
-def notice_unlocated(sources: list[CoSimComponent], notice: str = UNLOCATED_NOTICE) -> None:
-    """Warn once per run that a master without localization handles *sources*' events late (*notice*: how late)."""
+def notice_unlocated(sources: list[CoSimComponent], text: str = UNLOCATED_NOTICE) -> None:
+    """Warn once per run that a master without localization handles *sources*' events late (*text*: how late)."""
     if sources:
-        warnings.warn(notice, UserWarning, stacklevel=3)
+        notice(text, stacklevel=3)

@@ -9,12 +9,12 @@ Fixed-point iteration (optionally with Aitken relaxation) repeats
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cosimrun.console import notice
 from cosimrun.errors import LoopConvergenceError
 
 _EPS = float(np.finfo(float).eps)
@@ -176,6 +176,6 @@ class LoopSolver:
             stats.unconverged_loop_solves += 1
             if stats.unconverged_loop_solves == 1:
                 message += "; the run goes on from the best iterate (further such solves are only counted)"
-                warnings.warn(message, RuntimeWarning, stacklevel=2)
+                notice(message, stacklevel=2)
             return
         raise LoopConvergenceError(message)

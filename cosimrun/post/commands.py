@@ -58,6 +58,8 @@ def main(argv: list[str]) -> NoReturn:
     args = parser(name).parse_args(argv[1:])
     try:
         code = import_module(COMMANDS[name]).run(args)
+    except BrokenPipeError:  # stdout closed (| head): cosimrun.cli.main exits quietly
+        raise
     except (CosimrunError, OSError, ValueError) as exc:
         fail(f"{name}: {exc}")
     sys.exit(code)

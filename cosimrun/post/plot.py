@@ -10,6 +10,12 @@ parameter (a scatter, or a box plot when the parameter is not a number); failed
 runs are marked. An index column may be named by its last dotted parts when they
 name one column (``--x e`` for ``components.ball.params.e``). PORTS are
 ``fnmatch`` patterns (``ball.*``, ``*.h``, ``h``).
+``--reference REF`` overlays a reference on a run, to see where ``cosimrun compare``
+found them apart: REF is what ``compare`` takes as B (a CSV such as the Modelica
+Association's ``*_out.csv``, or another run), read and matched to the run's
+signals as ``compare`` does (a column ``h`` matches ``ball.h``) and drawn dashed
+in the colour of its signal, converted to its unit. A reference with no signal
+matching the plotted ones is an error.
 Without ``-o`` the figure opens in a window when one can, else it is written
 to ``plot.png`` beside the results.
 """
@@ -37,15 +43,18 @@ PANEL_HEIGHT = 2.4
 """Inches per panel."""
 WIDTH = 9.0
 FAILED_STYLE = {"linestyle": "--", "alpha": 0.6}
+REFERENCE_STYLE = {"linestyle": "--", "linewidth": 1.2}
+"""A reference (``--reference``) in the colour of the signal it matches."""
 
 
 # ---------------------------------------------------------------------------- a run
 def plot_run(results: str | os.PathLike[str] | Source, ports: Sequence[str] | None = None, *,
-             by: str = "unit") -> Figure:
+             by: str = "unit", reference: str | os.PathLike[str] | None = None) -> Figure:
     """A figure of one run: one panel per unit (``by="unit"``) or per component (``by="component"``).
 
     *ports* are patterns selecting signals (default: every numeric one; event
-    ports appear as the events' vertical lines instead).
+    ports appear as the events' vertical lines instead). *reference* (a CSV or
+    results file) is overlaid dashed on the signals it matches (see the module).
     """
     from matplotlib.figure import Figure
 
@@ -60,12 +69,17 @@ def plot_run(results: str | os.PathLike[str] | Source, ports: Sequence[str] | No
     for sig in signals:
         key = (sig.unit or "1") if by == "unit" else (sig.component or source.label)
         groups.setdefault(key, []).append(sig)
+    overlay = _reference(reference, signals) if reference is not None else {}
     fig = Figure(figsize=(WIDTH, 0.8 + PANEL_HEIGHT * len(groups)), layout="constrained")
     axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (key, members) in zip(axes, groups.items(), strict=True):
         for sig in members:
             label = sig.name if by == "unit" else f"{sig.port} [{sig.unit}]" if sig.unit else sig.port
-            ax.plot(sig.time, sig.values.astype(np.float64), label=label, drawstyle=_drawstyle(sig))
+            [line] = ax.plot(sig.time, sig.values.astype(np.float64), label=label, drawstyle=_drawstyle(sig))
+            if sig.name in overlay:
+                time, values = overlay[sig.name]
+                ax.plot(time, values, color=line.get_color(), drawstyle=_drawstyle(sig), label=f"{label} (reference)",
+                        **REFERENCE_STYLE)
         ax.set_ylabel(f"[{key}]" if by == "unit" else key)
         ax.legend(loc="best", fontsize="small")
         ax.grid(True, alpha=0.3)
@@ -74,6 +88,30 @@ def plot_run(results: str | os.PathLike[str] | Source, ports: Sequence[str] | No
     axes[-1].set_xlabel("time [s]")
     fig.suptitle(_run_title(source))
     return fig
+
+
+def _reference(path: str | os.PathLike[str], signals: list[Signal]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{run signal name: (time, values in its unit)}`` of the reference at *path* that match *signals*
+    (read and matched as ``cosimrun compare`` does); ``ValueError`` when none does."""
+    from cosimrun.post.compare import _as_numbers, match_names
+
+    ref = open_source(path)
+    by_name = {s.name: s for s in signals}
+    pairs = [(a, b) for _, a, b in match_names(list(by_name), ref.names) if a is not None and b is not None]
+    if not pairs:
+        raise ValueError(f"--reference {ref.path}: none of its signals ({', '.join(ref.names) or 'none'}) matches "
+                         f"a plotted one ({', '.join(by_name)}); name its columns as the run's signals or their ports")
+    overlay = {}
+    for a, b in pairs:
+        ref_sig = ref.signals([b])[0]
+        if not ref_sig.is_numeric:
+            continue
+        try:
+            _, values, _ = _as_numbers(by_name[a], ref_sig, a)
+        except ValueError as exc:
+            raise ValueError(f"--reference {ref.path}: {exc} (A: the run, B: the reference)") from None
+        overlay[a] = (ref_sig.time.astype(np.float64), values)
+    return overlay
 
 
 def _drawstyle(sig: Signal) -> str:
@@ -310,6 +348,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write the figure to FILE (.png, .svg or .pdf)")
     parser.add_argument("--by", choices=("unit", "component"), default="unit",
                         help="a run: one panel per unit (default) or per component")
+    parser.add_argument("--reference", metavar="REF",
+                        help="a run: overlay REF (a CSV or results file, as compare takes) dashed on the signals "
+                        "it matches")
     parser.add_argument("--color-by", metavar="PARAM",
                         help="a sweep: the parameter that colours the runs (default: the first swept one)")
     parser.add_argument("--x", metavar="PARAM",
@@ -324,12 +365,14 @@ def figure(args: argparse.Namespace) -> Figure:
     if is_sweep(args.results):
         if (args.x is None) != (args.y is None):
             raise ValueError("--x and --y go together (an index column against a parameter)")
+        if args.reference is not None:
+            raise ValueError(f"--reference is for a run; {args.results} is a sweep directory")
         if args.x is not None:
             return plot_index(args.results, args.x, args.y)
         return plot_sweep(args.results, args.ports or None, color_by=args.color_by)
     if args.x is not None or args.y is not None or args.color_by is not None:
         raise ValueError(f"--x, --y and --color-by are for sweep directories; {args.results} is a run")
-    return plot_run(args.results, args.ports or None, by=args.by)
+    return plot_run(args.results, args.ports or None, by=args.by, reference=args.reference)
 
 
 def run(args: argparse.Namespace) -> int:

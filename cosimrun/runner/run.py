@@ -6,7 +6,6 @@ import contextlib
 import math
 import time
 import traceback as _traceback
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
+from cosimrun.console import notice
 from cosimrun.core.component import StopRequest
 from cosimrun.errors import (
     ConfigError,
@@ -130,9 +130,9 @@ def run_experiment(
     """
     exp = experiment or prepare(cfg)
     if compare_default_experiment:
-        notice = default_experiment_notice(exp)
-        if notice is not None:
-            warnings.warn(notice, UserWarning, stacklevel=2)
+        differs = default_experiment_notice(exp)
+        if differs is not None:
+            notice(differs)
     writer = HDF5Writer(
         Path(out_dir) / exp.storage.file,
         experiment=exp.name,

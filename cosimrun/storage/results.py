@@ -189,10 +189,13 @@ class Results:
         conv = compile_conversion(series.unit, as_unit)
         return series.time, conv.scale * series.values.astype(np.float64) + conv.offset
 
-    def to_dataframe(self, component: str) -> pd.DataFrame:
-        """A DataFrame indexed by ``time`` with a ``micro`` column and one column per port."""
+    def to_dataframe(self, component: str | None = None) -> pd.DataFrame:
+        """A DataFrame indexed by ``time`` with a ``micro`` column and one column per port of *component*,
+        or, without one, of the whole run (see :meth:`_run_dataframe`)."""
         import pandas as pd
 
+        if component is None:
+            return self._run_dataframe()
         series = self.history(component)
         with self._open() as f:
             group = f["components"][self._check(component)]
@@ -200,6 +203,28 @@ class Results:
             time, micro = group["time"][:n], group["micro"][:n]
         data = {"micro": micro, **{name: s.values for name, s in series.items()}}
         return pd.DataFrame(data, index=pd.Index(time, name="time"))
+
+    def _run_dataframe(self) -> pd.DataFrame:
+        """Every component's ports as ``component.port`` columns on the union of their sample instants.
+
+        Rows are superdense instants ``(time, micro)`` in order: an instant with events
+        has a row per micro step (``time`` repeats, ``micro`` counts 0, 1, ...), as in a
+        component's own frame. A port has a value where its component recorded a sample
+        and is missing (NaN) elsewhere: nothing is interpolated or held, so every value
+        is one the run recorded.
+        """
+        import pandas as pd
+
+        frames = []
+        for comp in self.components:
+            frame = self.to_dataframe(comp)
+            keys = pd.MultiIndex.from_arrays([frame.index.to_numpy(), frame["micro"].to_numpy()],
+                                             names=["time", "micro"])
+            frames.append(frame.drop(columns="micro").set_axis(keys).add_prefix(f"{comp}."))
+        if not frames:
+            return pd.DataFrame({"micro": np.zeros(0, dtype=np.int32)}, index=pd.Index([], name="time"))
+        whole = pd.concat(frames, axis=1, join="outer", sort=True)
+        return whole.reset_index(level="micro")
 
     def to_xarray(self, component: str) -> xr.Dataset:
         """The component group read by xarray (``engine="h5netcdf"``), loaded into memory."""

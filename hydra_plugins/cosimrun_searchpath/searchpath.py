@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
-import warnings
 from importlib.metadata import entry_points
 from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+from cosimrun.console import notice
 
 CONFIG_GROUP = "cosimrun.configs"
 
@@ -21,16 +23,32 @@ def config_packages() -> list[tuple[str, str]]:
 
     An entry point whose package cannot be found (a typo in the plugin's
     metadata) would otherwise add nothing, silently: it is left out with one
-    warning naming the entry point, its distribution and the error.
+    notice naming the entry point, its distribution and the error. A package
+    without experiment files (``experiment/*.yaml``, which a wheel leaves out
+    unless they are listed as package data) is kept, with one notice.
     """
     packages = []
     for ep in entry_points(group=CONFIG_GROUP):
         problem = _problem(ep.value)
         if problem is None:
             packages.append((ep.name, ep.value))
+            if not _has_experiments(ep.value):
+                _warn(ep, f"{CONFIG_GROUP} entry point '{ep.name} = {ep.value}' of {{dist}} holds no experiment "
+                          f"files ({ep.value.replace('.', '/')}/experiment/*.yaml); list them as package data "
+                          "of the plugin, e.g. [tool.setuptools.package-data] "
+                          f"\"{ep.value}\" = [\"experiment/*.yaml\"]")
         else:
-            _warn(ep, problem)
+            _warn(ep, f"ignoring {CONFIG_GROUP} entry point '{ep.name} = {ep.value}' of {{dist}}: {problem}")
     return sorted(packages)
+
+
+def _has_experiments(package: str) -> bool:
+    """Whether config package *package* holds an ``experiment/*.yaml`` file."""
+    try:
+        folder = importlib.resources.files(package) / "experiment"
+        return any(entry.name.endswith(".yaml") for entry in folder.iterdir())
+    except (OSError, ImportError, TypeError):  # no folder (or a package that cannot be read as files)
+        return False
 
 
 def _problem(package: str) -> str | None:
@@ -46,7 +64,8 @@ def _problem(package: str) -> str | None:
     return None
 
 
-def _warn(ep: Any, problem: str) -> None:
+def _warn(ep: Any, message: str) -> None:
+    """Notice *message* (``{dist}`` in it: the entry point's distribution) once per process and entry point."""
     from cosimrun.plugins import distribution_name
 
     dist = distribution_name(ep) or "an unknown distribution"
@@ -54,9 +73,7 @@ def _warn(ep: Any, problem: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(
-        f"ignoring {CONFIG_GROUP} entry point '{ep.name} = {ep.value}' of {dist}: {problem}", stacklevel=3
-    )
+    notice(message.replace("{dist}", dist), stacklevel=3)
 
 
 class CosimrunSearchPathPlugin(SearchPathPlugin):

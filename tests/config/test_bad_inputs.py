@@ -121,6 +121,21 @@ CLI_CASES = [
     ("multi-mode-key", [*PENDULUM, "+components.pendulum.modes.linear.parms={}"],
      "components.pendulum.modes.linear.parms: unknown key 'parms' in components.pendulum.modes.linear; "
      "did you mean 'params'?", True),
+    # a multi component has no params of its own: never "unknown key 'params' ... did you mean 'params'"
+    ("multi-params-override", [*PENDULUM, "components.pendulum.params.length=2"],
+     "components.pendulum.params: a multi component takes its parameters per mode: "
+     "components.pendulum.modes.MODE.params (linear, nonlinear)", False),
+    ("multi-params-added", [*PENDULUM, "+components.pendulum.params.length=2"],
+     "components.pendulum.params: a multi component takes its parameters per mode: "
+     "components.pendulum.modes.MODE.params (linear, nonlinear)", False),
+    ("multi-key-typo", [*PENDULUM, "components.pendulum.parms=1"],
+     "components.pendulum.parms: unknown key 'parms' in components.pendulum "
+     "(known: hysteresis, initial, initial_mode, modes, selector, type, units)", False),
+    ("multi-key-near", [*PENDULUM, "+components.pendulum.selectr={}"],
+     "components.pendulum.selectr: unknown key 'selectr' in components.pendulum; did you mean 'selector'?", True),
+    ("multi-key-in-mode", [*PENDULUM, "+components.pendulum.modes.linear.initial.torque=1"],
+     "components.pendulum.modes.linear.initial: initial belongs to the multi component, not to one of its modes: "
+     "components.pendulum.initial (a mode has type, params, units)", False),
     ("describe", [*BALL, "action=describe", "+run.tff=1"], "run.tff: unknown key 'tff' in run", True),
     ("cfg-job", [*BALL, "run.dt=abc", "--cfg", "job"], "run.dt: 'abc' is not a number", False),
     ("config-dir-missing", ["--config-dir", "nowhere", *BALL], "--config-dir: Additional config directory", False),
@@ -141,7 +156,8 @@ CLI_CASES = [
      "conections: unknown key 'conections' at the top level; did you mean 'connections'", True),
     ("file-modes", ["+experiment=modes"], "components.g.modes: only components of type multi have modes", False),
     ("file-mode-key", ["+experiment=modekey"],
-     "components.m.modes.a.initial: unknown key 'initial' in components.m.modes.a", False),
+     "components.m.modes.a.initial: initial belongs to the multi component, not to one of its modes: "
+     "components.m.initial", False),
     ("file-master-key", ["+experiment=masterkey"],
      "master.time_tolerence: unknown setting 'time_tolerence' of the hybrid master; did you mean", True),
     ("sweep-common", ["-m", *BALL, "run.tf=0.1,0.2", "+run.tff=1", "hydra/launcher=basic"],

@@ -123,8 +123,8 @@ def test_the_results_file_and_the_summary_carry_the_estimates(tmp_path: Path) ->
     with redirect_stdout(buf):
         Console(prepare(cfg)).summary(outcome)
     e = outcome.result.coupling_errors[0]
-    assert f"largest estimated coupling error: {e.max:.2g} on src.y -> int.u ({e.relative:.2g} of its range)\n" \
-        in buf.getvalue()
+    assert (f"estimated coupling error: {e.rms:.2g} RMS on src.y -> int.u, {e.rms / e.range:.2g} of its range "
+            f"(largest {e.max:.2g} at t={e.time_of_max:.6g} s)\n") in buf.getvalue()
 
 
 @pytest.mark.slow
@@ -147,3 +147,72 @@ def test_a_connection_whose_producer_is_not_recorded_is_not_estimated(tmp_path: 
     assert outcome.ok, outcome.error
     assert outcome.result.coupling_errors == []
     assert load_results(outcome.path).coupling_error.empty
+
+
+def held_inputs(**sources: dict[str, Any]) -> System:
+    """Each source (``name={type, params}``) held into an integrator of its own, under Jacobi."""
+    from cosimrun import create_component
+
+    system = System("held")
+    for name, spec in sources.items():
+        system.add_component(create_component(spec["type"], name, spec.get("params", {})))
+        system.add_component(create_component("integrator", f"i_{name}"))
+        system.connect(f"{name}.y -> i_{name}.u")
+    return system
+
+
+def held_estimates(t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The held estimate of every step, ``|y(t_k) - y(t_k-1)|``, from the producer's exact values."""
+    return np.abs(np.diff(y))
+
+
+def test_the_summary_ranks_by_the_sustained_estimate_relative_to_the_range() -> None:
+    from cosimrun.masters.coupling_error import ranked, summary_line
+
+    # a step at a communication point (t = 0.55, a time event of the source), a 1 Hz sine and a constant
+    system = held_inputs(st={"type": "step", "params": {"final": 2.0, "step_time": 0.55}},
+                         s={"type": "sine", "params": {"amplitude": 1e-3}},
+                         c={"type": "constant", "params": {"value": 3.0}})
+    result = system.run(0.0, 4.0, 0.1, master=Jacobi())
+    t, _ = result.history.get_port_trajectory("st", "y")
+    assert 0.55 in t
+    by = {e.connection: e for e in result.coupling_errors}
+    step = np.where(t >= 0.55, 2.0, 0.0)
+    sine = 1e-3 * np.sin(2 * np.pi * t)
+    for name, y in (("st.y -> i_st.u", step), ("s.y -> i_s.u", sine)):
+        e = held_estimates(t, y)
+        assert by[name].max == pytest.approx(e.max(), rel=1e-9)
+        assert by[name].rms == pytest.approx(np.sqrt(np.mean(e**2)), rel=1e-9)
+        assert by[name].range == pytest.approx(y.max() - y.min(), rel=1e-9)
+    # the step's one estimate is its whole range (relative 1, the largest), the sine's are a third of its
+    # range at every step: the sine's sustained error ranks first, the constant's 0 is left out
+    assert by["st.y -> i_st.u"].relative == pytest.approx(1.0) and by["s.y -> i_s.u"].relative < 0.35
+    assert [e.connection for e in ranked(result.coupling_errors)] == ["s.y -> i_s.u", "st.y -> i_st.u"]
+    s = by["s.y -> i_s.u"]
+    assert summary_line(result.coupling_errors) == (
+        f"estimated coupling error: {s.rms:.2g} RMS on s.y -> i_s.u, {s.rms / s.range:.2g} of its range "
+        f"(largest {s.max:.2g} at t={s.time_of_max:.6g} s)")
+
+
+def test_the_summary_says_what_a_jump_and_a_constant_input_are() -> None:
+    from cosimrun.masters.coupling_error import summary_line
+
+    system = held_inputs(st={"type": "step", "params": {"final": 2.0, "step_time": 0.55}},
+                         c={"type": "constant", "params": {"value": 3.0}})
+    errors = system.run(0.0, 1.0, 0.1, master=Jacobi()).coupling_errors
+    n = 11  # steps: 0.1 ... 0.5, 0.55, 0.6 ... 1.0
+    assert summary_line(errors) == (
+        f"estimated coupling error: {2.0 / math.sqrt(n):.2g} RMS on st.y -> i_st.u, {1.0 / math.sqrt(n):.2g} of its "
+        "range (largest 2 at t=0.55 s: a jump over the input's whole range, which the estimate counts in full "
+        "whichever side of it the input was given)")
+    constant = held_inputs(c={"type": "constant", "params": {"value": 3.0}})
+    errors = constant.run(0.0, 1.0, 0.1, master=Jacobi()).coupling_errors
+    assert [(e.max, e.range) for e in errors] == [(0.0, 0.0)]
+    assert summary_line(errors) == "estimated coupling error: 0 on every coupled input"  # not "0 of its range"
+    assert summary_line([]) == ""
+    from cosimrun.masters.coupling_error import CouplingError
+
+    # an estimate on an input whose recorded values never changed has no range to be compared with
+    odd = CouplingError("a.y -> b.u", "N", max=1e-3, rms=5e-4, time_of_max=0.3, range=0.0)
+    assert summary_line([odd]) == ("estimated coupling error: 0.0005 N RMS on a.y -> b.u, an input that never "
+                                   "changed (largest 0.001 N at t=0.3 s)")

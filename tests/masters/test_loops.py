@@ -94,12 +94,24 @@ def test_nonconvergence_can_warn_instead(solver):
         r = s.run(0.0, 1.0, 0.1, master=GaussSeidel(loop_solver=solver, on_nonconvergence="warn"))
     assert r.stats.macro_steps == 10
     assert r.stats.unconverged_loop_solves == 8  # every failed solve is counted: t = 0.3, 0.4, ..., 1.0
-    assert len(record) == 1 and record[0].category is RuntimeWarning  # only the first warns
+    assert len(record) == 1 and record[0].category is UserWarning  # only the first warns (a cosimrun notice)
     assert re.search(r"algebraic loop p -> q .* at t=0\.3 .* on input [pq]\.u", str(record[0].message))
     assert "further such solves are only counted" in str(record[0].message)
     # each solve goes on from its best iterate instead of a diverged one (which reached 1e53 by t = 1)
     _, y1 = r.history.get_port_trajectory("p", "y")
     assert np.all(np.abs(y1) < 1e7)
+
+
+def test_every_run_of_a_process_warns_under_the_default_filter():
+    # Python's "default" action shows a warning once per location and message: a second run in the same
+    # process (a sweep worker's next job) must still be told, so the notice bypasses that registry
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")
+        for _ in range(2):
+            loop(0.5, 0.8, a_late=2.5, t_late=0.3).run(0.0, 1.0, 0.1, master=GaussSeidel(on_nonconvergence="warn"))
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2 and messages[0] == messages[1], messages
+    assert messages[0].startswith("algebraic loop p -> q diverged at t=0.3 ")
 
 
 def test_converging_loop_does_not_warn():

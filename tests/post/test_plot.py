@@ -67,6 +67,44 @@ def test_without_output_and_display_the_figure_goes_beside_the_results(cli: Cli,
     assert non_blank(image(pendulum_run / "plot.png"))
 
 
+def reference_csv(pendulum_run: Path, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A reference of the pendulum's angle in degrees, 1 degree above the run, every 0.5 s (a column ``q``)."""
+    from cosimrun.storage import load_results
+
+    t, q = load_results(pendulum_run).trajectory("pendulum", "q")
+    times = np.arange(0.0, 4.01, 0.5)
+    degrees = np.degrees(np.interp(times, t, q)) + 1.0
+    rows = "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(times, degrees, strict=True))
+    path.write_text(f"time,q [deg]\n{rows}")
+    return times, degrees
+
+
+def test_a_reference_is_overlaid_dashed_in_the_colour_and_unit_of_its_signal(pendulum_run: Path,
+                                                                             tmp_path: Path) -> None:
+    times, degrees = reference_csv(pendulum_run, tmp_path / "ref.csv")
+    fig = plot_run(pendulum_run, ["pendulum.q", "pendulum.omega"], reference=tmp_path / "ref.csv")
+    [ax] = [ax for ax in fig.axes if ax.get_ylabel() == "[rad]"]
+    run, ref = [line for line in ax.get_lines() if line.get_label().startswith("pendulum.q")]
+    assert (run.get_label(), ref.get_label()) == ("pendulum.q", "pendulum.q (reference)")
+    assert run.get_linestyle() == "-" and ref.get_linestyle() == "--" and ref.get_color() == run.get_color()
+    np.testing.assert_allclose(ref.get_xdata(), times)
+    np.testing.assert_allclose(ref.get_ydata(), np.radians(degrees), rtol=1e-12)  # in the run's unit
+    assert "pendulum.q (reference)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    [omega_ax] = [ax for ax in fig.axes if ax.get_ylabel() == "[rad/s]"]
+    assert [line.get_label() for line in omega_ax.get_lines() if "omega" in line.get_label()] == \
+        ["pendulum.omega"]  # the reference has no angular velocity
+
+
+def test_the_command_overlays_a_reference(cli: Cli, pendulum_run: Path, tmp_path: Path) -> None:
+    reference_csv(pendulum_run, tmp_path / "ref.csv")
+    out = tmp_path / "fig.svg"
+    proc = cli("plot", str(pendulum_run), "q", "--reference", str(tmp_path / "ref.csv"), "-o", str(out),
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    svg = out.read_text()
+    assert "pendulum.q (reference)" in svg and "stroke-dasharray" in svg
+
+
 def test_a_sweep_overlay_is_coloured_by_the_swept_parameter(cli: Cli, sweep_dir: Path, tmp_path: Path) -> None:
     fig = plot_sweep(sweep_dir, ["h"])
     (ax,) = [a for a in fig.axes if a.get_ylabel()]
@@ -126,11 +164,20 @@ def test_categorical_x_is_a_box_plot(sweep_dir: Path) -> None:
         (["plot", "RUN", "--x", "e"], "cosimrun: error: plot: --x, --y and --color-by are for sweep directories"),
         (["plot", "SWEEP", "--x", "components.ball.params.e", "--y", "final.ball.q"],
          "cosimrun: error: plot: unknown index column 'final.ball.q' for --y"),
+        (["plot", "RUN", "--reference", "nowhere.csv"], "cosimrun: error: plot: no CSV file nowhere.csv\n"),
+        (["plot", "RUN", "--reference", "UNMATCHED"],
+         "cosimrun: error: plot: --reference UNMATCHED: none of its signals (height, speed) matches a plotted one "
+         "(ref.y, ctrl.u, pendulum.q, pendulum.omega)"),
+        (["plot", "SWEEP", "--reference", "UNMATCHED"], "cosimrun: error: plot: --reference is for a run"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(cli: Cli, args: list[str], message: str, pendulum_run: Path,
                                                sweep_dir: Path, tmp_path: Path) -> None:
+    unmatched = tmp_path / "unmatched.csv"
+    unmatched.write_text("time,height [m],speed [m/s]\n0,1,0\n1,0.5,-1\n")
     args = [str(pendulum_run) if a == "RUN" else str(sweep_dir) if a == "SWEEP" else a for a in args]
+    args = [str(unmatched) if a == "UNMATCHED" else a for a in args]
+    message = message.replace("UNMATCHED", str(unmatched))
     proc = cli(*args, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr

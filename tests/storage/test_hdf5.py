@@ -103,6 +103,38 @@ def test_history_round_trip(tmp_path):
     np.testing.assert_allclose(x_mm, 1000 * v)
 
 
+def test_the_whole_run_as_one_dataframe_on_the_union_of_instants(tmp_path):
+    history = make_history(20)  # plant: every 0.1 s, micro 0 and 1 at 0.5 and 1.5; ctrl: every 0.1 s, micro 0
+    slow = ComponentHistory("slow")
+    slow.add_port("y", "K", PortType.REAL)
+    for k in range(9):
+        slow.append("y", 0.125 + 0.25 * k, 300.0 + k)  # on its own grid, no instant shared with the others
+    history.add_component("slow", slow)
+    path = tmp_path / "run.h5"
+    with HDF5Writer(path) as w:
+        write_history(w, history)
+    res = load_results(path)
+    whole = res.to_dataframe()
+    ports = {comp: list(res.ports(comp)) for comp in res.components}
+    assert list(whole.columns) == ["micro", *(f"{c}.{p}" for c in res.components for p in ports[c])]
+    # rows: the superdense instants of any component, in order
+    instants = sorted({(t, m) for c in res.components for t, m in
+                       zip(res.to_dataframe(c).index, res.to_dataframe(c)["micro"], strict=True)})
+    assert list(zip(whole.index, whole["micro"], strict=True)) == instants
+    assert len(instants) == 20 + 2 + 9  # 0, 0.1, ..., 1.9; micro 1 at 0.5 and 1.5 (plant); 0.125, ..., 2.125
+    at = {key: i for i, key in enumerate(instants)}
+    for comp in res.components:
+        own = res.to_dataframe(comp)
+        rows = [at[(t, m)] for t, m in zip(own.index, own["micro"], strict=True)]
+        others = np.setdiff1d(np.arange(len(instants)), rows)
+        for port in ports[comp]:
+            column = whole[f"{comp}.{port}"]
+            assert list(column.iloc[rows]) == list(own[port])  # every value as the component recorded it
+            assert column.iloc[others].isna().all()  # nothing interpolated or held where it has no sample
+    assert whole.loc[0.5, "plant.x"].tolist() == [2.5, 3.5] and np.isnan(whole.loc[0.5, "ctrl.u"].iloc[1])
+    assert whole.loc[0.875, "slow.y"] == 303.0 and np.isnan(whole.loc[0.875, "plant.x"])
+
+
 def test_xarray_reads_component_groups_with_units(tmp_path):
     history = make_history()
     path = tmp_path / "run.h5"
