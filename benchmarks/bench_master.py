@@ -479,11 +479,11 @@ def bare_builtin(steps: int) -> Outcome:
 
     dt = DT
     start = TIMER()
+    h = dt / BUILTIN_SUBSTEPS
+    h2, h6 = 0.5 * h, h / 6.0
+    a_h, a_h2, a_h6, two = np.array(h), np.array(h2), np.array(h6), np.array(2.0)
     for step in range(steps):
         t = step * dt
-        h = dt / BUILTIN_SUBSTEPS
-        h2, h6 = 0.5 * h, h / 6.0
-        a_h, a_h2, a_h6, two = np.array(h), np.array(h2), np.array(h6), np.array(2.0)
         for i in range(BUILTIN_SUBSTEPS):
             ti = t + i * h
             k1 = f(ti, x, u)
@@ -533,10 +533,10 @@ def builtin_components(args: argparse.Namespace) -> bool:
           f"({args.clock} time), {steps} steps of dt={DT:g}, history on, median of {args.repeat}")
     header = ["master", "trivial x2", "builtin", "bare rk4", "builtin/bare", "overhead"]
     widths = [12, 10, 9, 9, 12, 9]
-    if args.against:
-        header += ["against", "builtin/against"]
-        widths += [9, 15]
-        print(f"against: {args.against} (child process, same clock, interleaved)")
+    for n, root in enumerate(args.against, 1):
+        header += [f"against{n}", f"builtin/against{n}"]
+        widths += [9, 17]
+        print(f"against{n}: {root} (child process, same clock, interleaved)")
     print(fmt_row(header, widths))
     print(fmt_row(["-" * w for w in widths], widths))
     run_builtin(args.masters[0], 10)
@@ -546,14 +546,15 @@ def builtin_components(args: argparse.Namespace) -> bool:
             "trivial": partial(run_cosimrun, "chain", 2, master, steps, CosimAccumulator),
             "builtin": partial(run_builtin, master, steps),
             "bare": partial(bare_builtin, steps),
-            "against": partial(run_builtin_tree, args.against, master, steps) if args.against else None,
+            **{root: partial(run_builtin_tree, root, master, steps) for root in args.against},
         })
-        trivial, builtin, bare, against = (res[k] for k in ("trivial", "builtin", "bare", "against"))
+        trivial, builtin, bare = (res[k] for k in ("trivial", "builtin", "bare"))
         assert trivial is not None and builtin is not None and bare is not None
         same = builtin.finals == bare.finals and builtin.samples == bare.samples
         cells = [master, us(trivial, steps), us(builtin, steps), us(bare, steps), ratio(builtin, bare),
                  f"{(builtin.seconds - bare.seconds) / steps * 1e6:.2f}"]
-        if args.against:
+        for root in args.against:
+            against = res[root]
             assert against is not None
             same = same and against.finals == builtin.finals
             cells += [us(against, steps), ratio(builtin, against)]
@@ -561,8 +562,8 @@ def builtin_components(args: argparse.Namespace) -> bool:
         print(fmt_row(cells, widths) + ("" if same else "  DIFFERS"), flush=True)
     print("columns: trivial x2 = two trivial components (chain); builtin = Constant -> Integrator; bare rk4 = the "
           "same RK4 arithmetic in a plain loop; overhead = builtin - bare (master, ports, recording), us per step"
-          + ("; against = the builtin case from the --against tree" if args.against else ""))
-    print(f"equivalence: the builtin runs end on the bare loop's bits{' and the against tree' if args.against else ''}"
+          + ("; againstN = the builtin case from the Nth --against tree" if args.against else ""))
+    print(f"equivalence: the builtin runs end on the bare loop's bits{' and the against trees' if args.against else ''}"
           f" with steps+1 samples: {'yes' if ok else 'no'}")
     return ok
 
@@ -820,9 +821,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--builtin-only", action="store_true",
                         help="only the builtin-component section (no table, no event section)")
     parser.add_argument("--no-builtin", action="store_true", help="skip the builtin-component section")
-    parser.add_argument("--against", metavar="DIR", default=None,
+    parser.add_argument("--against", metavar="DIR", action="append", default=[],
                         help="also time the builtin case with the cosimrun of source tree DIR (e.g. a git worktree "
-                             "of an older commit)")
+                             "of an older commit); may be given more than once")
     parser.add_argument("--profile-rows", type=int, default=15)
     args = parser.parse_args(argv)
     if args.steps is None:
@@ -831,8 +832,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.sizes = [10, 100] if args.quick else [10, 100, 1000]
     if args.builtin_steps is None:
         args.builtin_steps = 2_000 if args.quick else 20_000
-    if args.against is not None and not (Path(args.against) / "cosimrun" / "__init__.py").is_file():
-        parser.error(f"--against: {args.against!r} holds no cosimrun package (cosimrun/__init__.py)")
+    for root in args.against:
+        if not (Path(root) / "cosimrun" / "__init__.py").is_file():
+            parser.error(f"--against: {root!r} holds no cosimrun package (cosimrun/__init__.py)")
     for name, valid in (("topologies", TOPOLOGIES), ("masters", MASTERS)):
         bad = [v for v in getattr(args, name) if v not in valid]
         if bad:

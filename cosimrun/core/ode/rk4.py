@@ -10,6 +10,10 @@ import numpy as np
 
 from cosimrun.core.ode.base import Integrator
 
+_TWO = np.array(2.0)
+"""RK4's factors are 0-d arrays: numpy combines those with arrays faster than Python floats, with the same
+result (the times stay floats)."""
+
 
 class RK4(Integrator):
     """RK4 with ``substeps`` equal sub-steps, more when ``max_substep`` asks for it.
@@ -19,6 +23,9 @@ class RK4(Integrator):
 
     substeps: int
     buffers: list[np.ndarray]
+    _h: float = math.nan
+    """The substep of the factors in ``_factors``."""
+    _factors: tuple[np.ndarray, np.ndarray, np.ndarray]
 
     def configure(self, parameters: Mapping[str, Any]) -> None:
         super().configure(parameters)
@@ -38,9 +45,10 @@ class RK4(Integrator):
             n_sub = math.ceil(dt / self.max_substep)
         h = dt / n_sub
         h2, h6 = 0.5 * h, h / 6.0
-        # The factors as 0-d arrays: numpy combines those with arrays faster than Python floats, with the same
-        # result; the times stay floats.
-        a_h, a_h2, a_h6, two = np.array(h), np.array(h2), np.array(h6), np.array(2.0)
+        if h != self._h:  # the factors as 0-d arrays (see _TWO), made again only when the substep changes
+            self._h, self._factors = h, (np.array(h), np.array(h2), np.array(h6))
+        a_h, a_h2, a_h6 = self._factors
+        two = _TWO
         comp = self.component
         f = comp.derivatives
         s2, s3, s4, w, v = self.buffers
