@@ -23,11 +23,19 @@ ceil(log2(dt / tolerance)) + 4) next to it, in a Python stand-in and in the
 test FMU ball (``tests/fmus/bouncing_ball.c`` with ``internal_step``).
 ``--profile`` adds a cProfile breakdown of the N=100 ring.
 
+A builtin-component section times ``Constant -> Integrator`` (the library's
+blocks, RK4 with 10 substeps) per macro step beside two trivial components,
+under each master, against a bare loop doing the same RK4 arithmetic on numpy
+arrays; ``--against DIR`` times the same system from another source tree (a
+checkout of an older commit) in a child process, interleaved, for before/after
+figures.
+
 Usage::
 
     python benchmarks/bench_master.py --quick
     python benchmarks/bench_master.py                      # N = 10, 100, 1000; 10,000 steps
     python benchmarks/bench_master.py --sizes 100 --steps 2000 --profile
+    python benchmarks/bench_master.py --builtin-only --builtin-steps 100000 --against /tmp/old
 
 Benchmarks are never run as tests.
 """
@@ -39,6 +47,8 @@ import cProfile
 import gc
 import math
 import pstats
+import statistics
+import subprocess
 import sys
 import time
 from array import array
@@ -48,6 +58,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from cosimrun.components.blocks import Integrator
+from cosimrun.components.sources import Constant
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.masters import GaussSeidel, Jacobi
@@ -391,6 +405,169 @@ def run_table(args: argparse.Namespace) -> bool:
     return all_ok
 
 
+# ---------------------------------------------------------------------------------------- builtin components
+BUILTIN_SUBSTEPS = 10
+"""The Integrator's default ``substeps`` (RK4 sub-steps per macro step), which the bare loop repeats."""
+
+BUILTIN_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import cosimrun
+assert cosimrun.__file__.startswith(sys.argv[1]), cosimrun.__file__
+from cosimrun.components.blocks import Integrator
+from cosimrun.components.sources import Constant
+from cosimrun.masters import GaussSeidel, Jacobi
+from cosimrun.system import System
+master, steps, dt = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+timer = time.perf_counter if sys.argv[5] == "wall" else time.process_time
+system = System("builtin")
+source = Constant("c")
+source.set_parameters(value=1.0)
+system.add_component(source)
+system.add_component(Integrator("i"))
+system.connect("c.y", "i.u")
+start = timer()
+system.run(0.0, steps * dt, dt, master=Jacobi() if master == "jacobi" else GaussSeidel())
+print(timer() - start, repr(system.components["i"].outputs["y"].value))
+"""
+"""The builtin case as a child process importing cosimrun from the tree ``argv[1]`` (``--against``): only the
+library API that every version has."""
+
+
+def build_builtin() -> System:
+    """``Constant(value=1) -> Integrator`` (default parameters: ``y' = k u``, RK4, 10 substeps)."""
+    system = System("builtin")
+    source = Constant("c")
+    source.set_parameters(value=1.0)
+    system.add_component(source)
+    system.add_component(Integrator("i"))
+    system.connect("c.y", "i.u")
+    return system
+
+
+def run_builtin(master: str, steps: int) -> Outcome:
+    system = build_builtin()
+    algo = Jacobi() if master == "jacobi" else GaussSeidel()
+    start = TIMER()
+    system.run(0.0, steps * DT, DT, master=algo)
+    seconds = TIMER() - start
+    integrator = system.components["i"]
+    assert algo.stats.macro_steps == steps, (algo.stats.macro_steps, steps)
+    return Outcome(seconds, [integrator.outputs["y"].value], len(integrator.history.get_port_history("y")))
+
+
+def run_builtin_tree(root: str, master: str, steps: int) -> Outcome:
+    """The builtin case run by the cosimrun in source tree *root*, in a child process."""
+    out = subprocess.run([sys.executable, "-c", BUILTIN_CHILD, root, master, str(steps), repr(DT),
+                          "wall" if TIMER is time.perf_counter else "cpu"], capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"--against {root}: {out.stderr.strip().splitlines()[-1] if out.stderr else out.returncode}")
+    seconds, y = out.stdout.split()
+    return Outcome(float(seconds), [float(y)], steps + 1)
+
+
+def bare_builtin(steps: int) -> Outcome:
+    """The Integrator's RK4 arithmetic on numpy arrays (same operations in the same order, so the same bits)
+    with ``y' = k u`` as a plain function, plus the two outputs' history appends: no master, no ports."""
+    k, u, x = np.array(1.0), np.array([1.0]), np.array([0.0])
+    s2, s3, s4, w, v = (np.empty(1) for _ in range(5))
+    hist_t, hist_c, hist_i = array("d", [0.0]), array("d", [1.0]), array("d", [0.0])
+    multiply, add = np.multiply, np.add
+
+    def f(t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return k * u
+
+    dt = DT
+    start = TIMER()
+    h = dt / BUILTIN_SUBSTEPS
+    h2, h6 = 0.5 * h, h / 6.0
+    a_h, a_h2, a_h6, two = np.array(h), np.array(h2), np.array(h6), np.array(2.0)
+    for step in range(steps):
+        t = step * dt
+        for i in range(BUILTIN_SUBSTEPS):
+            ti = t + i * h
+            k1 = f(ti, x, u)
+            multiply(k1, a_h2, out=w)
+            add(w, x, out=s2)
+            k2 = f(ti + h2, s2, u)
+            multiply(k2, a_h2, out=w)
+            add(w, x, out=s3)
+            k3 = f(ti + h2, s3, u)
+            multiply(k3, a_h, out=w)
+            add(w, x, out=s4)
+            k4 = f(ti + h, s4, u)
+            add(k2, k3, out=w)
+            multiply(w, two, out=v)
+            add(v, k1, out=w)
+            add(w, k4, out=v)
+            multiply(v, a_h6, out=w)
+            x += w
+        hist_t.append((step + 1) * dt)
+        hist_c.append(1.0)
+        hist_i.append(float(x[0]))
+    seconds = TIMER() - start
+    return Outcome(seconds, [float(x[0])], len(hist_t))
+
+
+def median_of_each(repeat: int, runs: dict[str, Callable[[], Outcome] | None]) -> dict[str, Outcome | None]:
+    """The run of median time of *repeat* runs of each entry, taken round-robin like :func:`best_of_each`."""
+    done: dict[str, list[Outcome]] = {key: [] for key, fn in runs.items() if fn is not None}
+    for _ in range(repeat):
+        for key, fn in runs.items():
+            if fn is not None:
+                gc.collect()
+                done[key].append(fn())
+    out: dict[str, Outcome | None] = dict.fromkeys(runs)
+    for key, outcomes in done.items():
+        middle = statistics.median_low([o.seconds for o in outcomes])
+        out[key] = next(o for o in outcomes if o.seconds == middle)
+    return out
+
+
+def builtin_components(args: argparse.Namespace) -> bool:
+    """Per-step cost of builtin components beside trivial ones and a bare loop; return whether every run of
+    the builtin case recorded the bare loop's final value and sample count (and the ``--against`` tree's)."""
+    steps = args.builtin_steps
+    print()
+    print(f"builtin components: Constant -> Integrator (rk4, {BUILTIN_SUBSTEPS} substeps), us per macro step "
+          f"({args.clock} time), {steps} steps of dt={DT:g}, history on, median of {args.repeat}")
+    header = ["master", "trivial x2", "builtin", "bare rk4", "builtin/bare", "overhead"]
+    widths = [12, 10, 9, 9, 12, 9]
+    for n, root in enumerate(args.against, 1):
+        header += [f"against{n}", f"builtin/against{n}"]
+        widths += [9, 17]
+        print(f"against{n}: {root} (child process, same clock, interleaved)")
+    print(fmt_row(header, widths))
+    print(fmt_row(["-" * w for w in widths], widths))
+    run_builtin(args.masters[0], 10)
+    ok = True
+    for master in args.masters:
+        res = median_of_each(args.repeat, {
+            "trivial": partial(run_cosimrun, "chain", 2, master, steps, CosimAccumulator),
+            "builtin": partial(run_builtin, master, steps),
+            "bare": partial(bare_builtin, steps),
+            **{root: partial(run_builtin_tree, root, master, steps) for root in args.against},
+        })
+        trivial, builtin, bare = (res[k] for k in ("trivial", "builtin", "bare"))
+        assert trivial is not None and builtin is not None and bare is not None
+        same = builtin.finals == bare.finals and builtin.samples == bare.samples
+        cells = [master, us(trivial, steps), us(builtin, steps), us(bare, steps), ratio(builtin, bare),
+                 f"{(builtin.seconds - bare.seconds) / steps * 1e6:.2f}"]
+        for root in args.against:
+            against = res[root]
+            assert against is not None
+            same = same and against.finals == builtin.finals
+            cells += [us(against, steps), ratio(builtin, against)]
+        ok = ok and same
+        print(fmt_row(cells, widths) + ("" if same else "  DIFFERS"), flush=True)
+    print("columns: trivial x2 = two trivial components (chain); builtin = Constant -> Integrator; bare rk4 = the "
+          "same RK4 arithmetic in a plain loop; overhead = builtin - bare (master, ports, recording), us per step"
+          + ("; againstN = the builtin case from the Nth --against tree" if args.against else ""))
+    print(f"equivalence: the builtin runs end on the bare loop's bits{' and the against trees' if args.against else ''}"
+          f" with steps+1 samples: {'yes' if ok else 'no'}")
+    return ok
+
+
 # ---------------------------------------------------------------------------------------- events
 def bouncing_ball(args: argparse.Namespace) -> None:
     """Trial steps per event of the Hybrid master on a bouncing ball (event tolerance 1e-10)."""
@@ -639,18 +816,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-syssimx", action="store_true", help="skip the syssimx column")
     parser.add_argument("--no-table", action="store_true", help="skip the main table")
     parser.add_argument("--profile", action="store_true", help="cProfile cosimrun on the ring (N=100)")
+    parser.add_argument("--builtin-steps", type=int, default=None,
+                        help="macro steps of the builtin-component section (default 20,000; --quick 2,000)")
+    parser.add_argument("--builtin-only", action="store_true",
+                        help="only the builtin-component section (no table, no event section)")
+    parser.add_argument("--no-builtin", action="store_true", help="skip the builtin-component section")
+    parser.add_argument("--against", metavar="DIR", action="append", default=[],
+                        help="also time the builtin case with the cosimrun of source tree DIR (e.g. a git worktree "
+                             "of an older commit); may be given more than once")
     parser.add_argument("--profile-rows", type=int, default=15)
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 1_000 if args.quick else 10_000
     if args.sizes is None:
         args.sizes = [10, 100] if args.quick else [10, 100, 1000]
+    if args.builtin_steps is None:
+        args.builtin_steps = 2_000 if args.quick else 20_000
+    for root in args.against:
+        if not (Path(root) / "cosimrun" / "__init__.py").is_file():
+            parser.error(f"--against: {root!r} holds no cosimrun package (cosimrun/__init__.py)")
     for name, valid in (("topologies", TOPOLOGIES), ("masters", MASTERS)):
         bad = [v for v in getattr(args, name) if v not in valid]
         if bad:
             parser.error(f"--{name}: unknown {bad} (valid: {', '.join(valid)})")
-    if args.steps < 1 or args.repeat < 1 or any(n < 2 for n in args.sizes):
-        parser.error("--steps and --repeat must be >= 1 and every size >= 2")
+    if args.steps < 1 or args.builtin_steps < 1 or args.repeat < 1 or any(n < 2 for n in args.sizes):
+        parser.error("--steps, --builtin-steps and --repeat must be >= 1 and every size >= 2")
     return args
 
 
@@ -658,12 +848,16 @@ def main(argv: list[str] | None = None) -> int:
     global TIMER
     args = parse_args(argv)
     TIMER = time.perf_counter if args.clock == "wall" else time.process_time
-    if not args.no_table:
+    if not args.no_table and not args.builtin_only:
         run_table(args)
-    bouncing_ball(args)
+    same = True
+    if not args.no_builtin:
+        same = builtin_components(args)
+    if not args.builtin_only:
+        bouncing_ball(args)
     if args.profile:
         profile(args)
-    return 0
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -136,6 +136,12 @@ class Saturation(StatelessComponent):
         set_output(self.outputs["y"], y, self.t if t is None else t)
 
 
+def _constant(value: float) -> np.ndarray:
+    """*value* as a 0-d float array, for the derivatives' arithmetic on state arrays: numpy combines it with an
+    array faster than a Python float (no scalar conversion per operation), with the same result."""
+    return np.array(value, dtype=float)
+
+
 def _times_second(unit: UnitLike) -> str | None:
     """The unit of the time integral of a signal in *unit* (``None`` stays ``None``)."""
     if unit is None:
@@ -159,14 +165,18 @@ class Integrator(OdeBlock):
         super().__init__(name, label, group)
         self.add_state("y", None, 0.0, "integral of k * u")
         self.add_input("u", None, 0.0, "integrand")
+        self._refresh()
 
     def _port_units(self) -> dict[str, UnitLike]:
         p = self.parameters
         out = p["output_unit"] if p["output_unit"] is not None else _times_second(p["input_unit"])
         return {"u": p["input_unit"], "y": out}
 
+    def _refresh(self) -> None:
+        self._k = _constant(self.parameters["k"])
+
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return self.parameters["k"] * u
+        return self._k * u
 
 
 class FirstOrderLag(OdeBlock):
@@ -182,10 +192,14 @@ class FirstOrderLag(OdeBlock):
         super().__init__(name, label, group)
         self.add_state("y", None, 0.0, "lagged output")
         self.add_input("u", None, 0.0, "input")
+        self._refresh()
 
     def _port_units(self) -> dict[str, UnitLike]:
         return {"u": self.parameters["unit"], "y": self.parameters["unit"]}
 
-    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def _refresh(self) -> None:
         p = self.parameters
-        return (p["k"] * u - x) / p["time_constant"]
+        self._k, self._time_constant = _constant(p["k"]), _constant(p["time_constant"])
+
+    def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return (self._k * u - x) / self._time_constant

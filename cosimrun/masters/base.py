@@ -1067,7 +1067,8 @@ class ExplicitMaster(Master):
         """Record the accepted sample at *t1*, note a discard by the FMU named *discarded*, handle the events seen
         over the step (of length *h*)."""
         self.recorder.sample(t1)
-        self._end_events(t1, discarded)
+        if discarded is not None or self._event_leavers:
+            self._end_events(t1, discarded)
         if self._events is not None:
             self._handle_events(t1, h)
 

@@ -10,6 +10,10 @@ import numpy as np
 
 from cosimrun.core.ode.base import Integrator
 
+_TWO = np.array(2.0)
+"""RK4's factors are 0-d arrays: numpy combines those with arrays faster than Python floats, with the same
+result (the times stay floats)."""
+
 
 class RK4(Integrator):
     """RK4 with ``substeps`` equal sub-steps, more when ``max_substep`` asks for it.
@@ -19,6 +23,9 @@ class RK4(Integrator):
 
     substeps: int
     buffers: list[np.ndarray]
+    _h: float = math.nan
+    """The substep of the factors in ``_factors``."""
+    _factors: tuple[np.ndarray, np.ndarray, np.ndarray]
 
     def configure(self, parameters: Mapping[str, Any]) -> None:
         super().configure(parameters)
@@ -27,8 +34,10 @@ class RK4(Integrator):
     def start(self, n_states: int) -> None:
         super().start(n_states)
         # One buffer per stage input: a derivative that returns (a view of) its
-        # argument stays valid until the step is combined.
-        self.buffers = [np.empty(n_states) for _ in range(4)]
+        # argument stays valid until the step is combined; two for the products
+        # and sums, so no operation but the state's update writes over one of its
+        # operands (numpy checks such an overlap on every call).
+        self.buffers = [np.empty(n_states) for _ in range(5)]
 
     def integrate(self, t: float, dt: float, x: np.ndarray, u: np.ndarray) -> None:
         n_sub = self.substeps
@@ -36,9 +45,13 @@ class RK4(Integrator):
             n_sub = math.ceil(dt / self.max_substep)
         h = dt / n_sub
         h2, h6 = 0.5 * h, h / 6.0
+        if h != self._h:  # the factors as 0-d arrays (see _TWO), made again only when the substep changes
+            self._h, self._factors = h, (np.array(h), np.array(h2), np.array(h6))
+        a_h, a_h2, a_h6 = self._factors
+        two = _TWO
         comp = self.component
         f = comp.derivatives
-        s2, s3, s4, acc = self.buffers
+        s2, s3, s4, w, v = self.buffers
         multiply, add = np.multiply, np.add
         trackers = self.start_trackers(t, x, u)
         u_at = comp.input_at
@@ -54,21 +67,21 @@ class RK4(Integrator):
                 u1, u2, u4 = u4, u_at(ti + h2), u_at(ti + h)
             if i:
                 k1 = f(ti, x, u1)
-            multiply(k1, h2, out=s2)
-            s2 += x
+            multiply(k1, a_h2, out=w)
+            add(w, x, out=s2)
             k2 = f(ti + h2, s2, u2)
-            multiply(k2, h2, out=s3)
-            s3 += x
+            multiply(k2, a_h2, out=w)
+            add(w, x, out=s3)
             k3 = f(ti + h2, s3, u2)
-            multiply(k3, h, out=s4)
-            s4 += x
+            multiply(k3, a_h, out=w)
+            add(w, x, out=s4)
             k4 = f(ti + h, s4, u4)
-            add(k2, k3, out=acc)
-            acc *= 2.0
-            acc += k1
-            acc += k4
-            acc *= h6
-            x += acc
+            add(k2, k3, out=w)
+            multiply(w, two, out=v)
+            add(v, k1, out=w)
+            add(w, k4, out=v)
+            multiply(v, a_h6, out=w)
+            x += w
             if trackers:
                 t_next = t + dt if i == last else t + (i + 1) * h
                 for tr in trackers:
