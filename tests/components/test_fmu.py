@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
@@ -505,6 +506,45 @@ def test_extraction_is_shared_cached_and_read_only(feedthrough_fmu: Path, fmu_ca
     assert b.evaluate_outputs({"u": 1.0})["y"] == 2.0
     b.free()
     assert not [p for p in fmu_cache.iterdir() if p.name.startswith((".tmp-", ".private-"))]
+
+
+def test_an_fmu_finalized_while_its_thread_acquires_an_extraction_does_not_deadlock(
+        feedthrough_fmu: Path, fmu_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The garbage collector may finalize an FMU component (its ``__del__`` releases its extraction) on a thread
+    that is inside ``acquire_extraction``: the release must not wait for the lock that thread holds. Here the
+    last reference to a private-copy component is dropped inside the acquisition of another; its private copy is
+    removed when the acquisition ends."""
+    from cosimrun.components.fmu import extraction
+
+    doomed = [fmu("doomed", feedthrough_fmu, private_copy=True)]
+    doomed[0].initialize(0.0)
+    [private] = [d for d in extracted_directories() if d.name.startswith(".private-")]
+    cached = extraction.cached_extraction
+
+    def finalize_inside(path: Path) -> Path:
+        doomed.clear()  # the last reference: __del__ runs here, with the extraction lock held
+        gc.collect()
+        return cached(path)
+
+    monkeypatch.setattr(extraction, "cached_extraction", finalize_inside)
+    other = fmu("other", feedthrough_fmu)
+    done: list[BaseException | None] = []
+
+    def initialize() -> None:
+        try:
+            other.initialize(0.0)
+            done.append(None)
+        except BaseException as exc:  # reported below
+            done.append(exc)
+
+    thread = threading.Thread(target=initialize, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "deadlock: the finalizer waited for the lock its own thread held"
+    assert done == [None]
+    assert not private.exists() and private not in extracted_directories()
+    assert other.evaluate_outputs({"u": 1.0})["y"] == 2.0
+    other.free()
 
 
 def test_private_copy_is_writable_and_removed_by_free(feedthrough_fmu: Path, fmu_cache: Path) -> None:

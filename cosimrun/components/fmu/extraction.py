@@ -366,6 +366,34 @@ class Extraction:
 _EXTRACTIONS: dict[str, Extraction] = {}
 _EXTRACTION_LOCK = threading.Lock()
 _PRIVATE = itertools.count(1)
+_DEFERRED: list[Extraction] = []
+"""Releases that found the lock taken: a finalizer (``__del__`` of an FMU component the garbage collector runs
+while its thread holds the lock) must not wait for it; the next holder drops them."""
+
+
+@contextlib.contextmanager
+def _extractions() -> Iterator[dict[str, Extraction]]:
+    """Hold the lock on the process's extractions, dropping deferred releases on entry and on exit."""
+    with _EXTRACTION_LOCK:
+        _drop_deferred()
+        try:
+            yield _EXTRACTIONS
+        finally:
+            _drop_deferred()
+
+
+def _drop_deferred() -> None:
+    while _DEFERRED:
+        _drop(_DEFERRED.pop())
+
+
+def _drop(ex: Extraction) -> None:
+    """Drop one use of *ex* (the lock held); the last use forgets it and removes a private copy."""
+    ex.users -= 1
+    if ex.users <= 0 and _EXTRACTIONS.get(ex.key) is ex:
+        del _EXTRACTIONS[ex.key]
+        if not ex.shared:
+            _remove(ex.directory)
 
 
 def acquire_extraction(path: Path, *, once_per_process: bool = False, private: bool = False) -> Extraction:
@@ -375,7 +403,7 @@ def acquire_extraction(path: Path, *, once_per_process: bool = False, private: b
     (``canBeInstantiatedOnlyOncePerProcess``) and another user holds the
     shared one (its library must be loaded from another file).
     """
-    with _EXTRACTION_LOCK:
+    with _extractions():
         entry = cached_extraction(path)
         key = entry.name
         ex = _EXTRACTIONS.get(key)
@@ -395,25 +423,31 @@ def acquire_extraction(path: Path, *, once_per_process: bool = False, private: b
         return ex
 
 
-def release_extraction(ex: Extraction) -> None:
-    """Drop one use; the last user's release forgets it (and removes it when it is a private copy)."""
-    with _EXTRACTION_LOCK:
-        ex.users -= 1
-        if ex.users <= 0 and _EXTRACTIONS.get(ex.key) is ex:
-            del _EXTRACTIONS[ex.key]
-            if not ex.shared:
-                _remove(ex.directory)
+def release_extraction(ex: Extraction, *, wait: bool = True) -> None:
+    """Drop one use; the last user's release forgets it (and removes it when it is a private copy).
+
+    A finalizer passes ``wait=False``: the garbage collector may run it on a thread that holds the lock (inside
+    :func:`acquire_extraction`), where waiting would deadlock; a taken lock then leaves the release to its holder.
+    """
+    if not _EXTRACTION_LOCK.acquire(blocking=wait):
+        _DEFERRED.append(ex)
+        return
+    try:
+        _drop(ex)
+        _drop_deferred()
+    finally:
+        _EXTRACTION_LOCK.release()
 
 
 def extracted_directories() -> list[Path]:
     """Directories of extracted FMUs in use in this process (for tests and diagnostics)."""
-    with _EXTRACTION_LOCK:
-        return [ex.directory for ex in _EXTRACTIONS.values()]
+    with _extractions() as extractions:
+        return [ex.directory for ex in extractions.values()]
 
 
 @atexit.register
 def _remove_private_copies() -> None:
-    with _EXTRACTION_LOCK:
+    with _extractions():
         for ex in _EXTRACTIONS.values():
             if not ex.shared:
                 _remove(ex.directory)

@@ -102,8 +102,9 @@ class FMULifecycle(FMUBase):
                                     instanceName=self.name)
             self._functions = raw_functions(self._slave.dll)
 
-    def _unload(self) -> None:
-        """Free the instance, unload the library and release the extraction."""
+    def _unload(self, finalizing: bool = False) -> None:
+        """Free the instance, unload the library and release the extraction (without waiting for its lock when
+        *finalizing*: see :func:`release_extraction`)."""
         self._free_instance()
         if self._slave is not None:
             with contextlib.suppress(Exception):
@@ -111,7 +112,7 @@ class FMULifecycle(FMUBase):
             self._slave = None
             self._functions = {}
         if self._extraction is not None:
-            release_extraction(self._extraction)
+            release_extraction(self._extraction, wait=not finalizing)
             self._extraction = None
 
     def _free_instance(self) -> None:
@@ -372,6 +373,6 @@ class FMULifecycle(FMUBase):
     def __del__(self) -> None:
         try:
             if self._extraction is not None:
-                self._unload()
+                self._unload(finalizing=True)
         except Exception:  # never raise from a finalizer
             pass
