@@ -38,7 +38,7 @@ def notice(message: str, *, stacklevel: int = 2) -> None:
         while frame.f_back is not None:
             frame = frame.f_back
     warnings.warn_explicit(message, UserWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=frame.f_globals.get("__name__"), registry=None, module_globals=frame.f_globals)
+                           module=frame.f_globals.get("__name__"), registry=None)
 
 
 def warnings_as_lines(stream: Any = None) -> None:
