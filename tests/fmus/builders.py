@@ -35,7 +35,18 @@ def component(name: str, path: Path, cls: type[Any] = FMUComponent, **params: An
 def _c_fmu(directory: Path, identifier: str, model: str, xml: str, defines: Mapping[str, Any] | None = None) -> Path:
     """Compile ``<model>.c`` with model description *xml* into ``<directory>/<identifier>.fmu``."""
     return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
-                       source=(HERE / f"{model}.c").read_text(), defines=defines)
+                       source=_inline_headers((HERE / f"{model}.c").read_text()), defines=defines)
+
+
+def _inline_headers(source: str) -> str:
+    """*source* with each ``#include "NAME"`` of a header in tests/fmus replaced by that header, itself inlined
+    (a built FMU's source is one file)."""
+
+    def header(match: re.Match[str]) -> str:
+        path = HERE / match.group(1)
+        return _inline_headers(path.read_text()) if path.is_file() else match.group(0)
+
+    return re.sub(r'^#include "([^"/]+\.h)".*$', header, source, flags=re.M)
 
 
 def _feedthrough_xml(identifier: str = "feedthrough", rollback: bool = True) -> str:
@@ -309,9 +320,7 @@ def state_space3(directory: Path) -> Path:
     (2x2, row-major, default ``[[0, 1], [-2, -3]]``), ``B`` (``[0, 1]``) and ``x0`` (``[1, 0]`` m), the input ``u``
     and the array output ``y`` (m): the elements are ports and parameters ``A[1,1]`` ... ``y[2]``."""
     identifier = "state_space3"
-    header = (HERE / "cosimrun_fmi3cs_float64.h").read_text()
-    source = re.sub(r'#include "cosimrun_fmi3cs_float64\.h".*', lambda _: header,
-                    (HERE / "state_space3.c").read_text())
+    source = _inline_headers((HERE / "state_space3.c").read_text())
     xml = (HERE / "state_space3.xml").read_text().format(identifier=identifier)
     built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
                         source=source)
