@@ -147,16 +147,10 @@ class StateEvents:
         """
         g_ref = self.reference(hints)
         g_now = self.indicators()
-        earliest = None
-        for comp, name in self.crossings(g_ref, g_now):
-            hint = hints.get((comp.name, name))
-            root = _root(hint.t_before, hint.t_after, hint.indicator_before, hint.indicator_after) \
-                if hint is not None else _root(t, t1, g_ref[comp.name][name], g_now[comp.name][name])
-            earliest = root if earliest is None else min(earliest, root)
-        for hint in hints.values():
-            root = _root(hint.t_before, hint.t_after, hint.indicator_before, hint.indicator_after)
-            earliest = root if earliest is None else min(earliest, root)
-        return None if earliest is None else min(max(earliest, t), t1)
+        roots = [secant_root(t, t1, g_ref[comp.name][name], g_now[comp.name][name])
+                 for comp, name in self.crossings(g_ref, g_now) if (comp.name, name) not in hints]
+        roots += [secant_root(h.t_before, h.t_after, h.indicator_before, h.indicator_after) for h in hints.values()]
+        return min(max(min(roots), t), t1) if roots else None
 
     def depart(
         self, t: float, g_now: Indicators, components: list[CoSimComponent] | None, trial: Trial | None,
@@ -266,7 +260,7 @@ class StateEvents:
                 )
 
 
-def _root(t0: float, t1: float, g0: float | None, g1: float | None) -> float:
+def secant_root(t0: float, t1: float, g0: float | None, g1: float | None) -> float:
     """The secant root of an indicator going from *g0* at *t0* to *g1* at *t1* (the midpoint without values)."""
     if g0 is None or g1 is None or g0 == g1:
         return 0.5 * (t0 + t1)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import StepDiscarded
 from cosimrun.masters.base import Checkpoint, Master, StepCut, may_discard
-from cosimrun.masters.events import Hints, Indicators, StateEvents
+from cosimrun.masters.events import Hints, Indicators, StateEvents, secant_root
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ class Hybrid(Master):
                 est = hint.t_before
             else:
                 g0, g1 = g_lo[comp.name][name], g_hi[comp.name][name]
-                est = t_lo + (t_hi - t_lo) * (g0 / (g0 - g1)) if g0 != g1 else t_lo
+                est = secant_root(t_lo, t_hi, g0, g1) if g0 != g1 else t_lo
             if best_t is None or est < best_t:
                 best, best_t = (comp.name, name), est
         assert best is not None

@@ -184,20 +184,19 @@ def default_experiment_notice(exp: Experiment) -> str | None:
     """The notice for an experiment whose ``run.t0``, ``run.tf`` or ``run.dt`` differs from the DefaultExperiment
     (startTime, stopTime, stepSize) of its only FMU component; ``None`` when they agree, the FMU gives none, or
     the system has another number of FMUs."""
+    from cosimrun.components.fmu.description import DEFAULT_EXPERIMENT
     from cosimrun.components.fmu.lifecycle import FMULifecycle
 
     fmus = [c for c in exp.system.components.values() if isinstance(c, FMULifecycle)]
     if len(fmus) != 1 or fmus[0].model is None:
         return None
     fmu = fmus[0]
-    default = fmu.model.description.defaultExperiment
-    if default is None:
-        return None
+    default = fmu.model.default_experiment
     differ = []
-    for key, attr in (("t0", "startTime"), ("tf", "stopTime"), ("dt", "stepSize")):
-        given, value = getattr(exp.run, key), getattr(default, attr)
-        if value is not None and value != "" and not math.isclose(given, float(value), rel_tol=1e-12, abs_tol=0.0):
-            differ.append((f"run.{key}", given, attr, float(value)))
+    for key in ("t0", "tf", "dt"):
+        given, value = getattr(exp.run, key), default.get(key)
+        if value is not None and not math.isclose(given, value, rel_tol=1e-12, abs_tol=0.0):
+            differ.append((f"run.{key}", given, DEFAULT_EXPERIMENT[key], value))
     if not differ:
         return None
     settings = [f"{key}={given:g}" for key, given, _, _ in differ]

@@ -115,24 +115,23 @@ def experiment_config(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if not path.is_file():
         raise ConfigError(None, f"{args.fmu}: no such FMU file" if not path.exists() else f"{args.fmu}: not a file")
     model = read_fmu(path)
-    default = model.description.defaultExperiment
+    default = model.default_experiment
     name = component_name(path)
-    t0 = _first(args.start, default and default.startTime, 0.0)
-    tf = _first(args.stop, default and default.stopTime, t0 + DEFAULT_SPAN)
+    t0 = _first(args.start, default.get("t0"), 0.0)
+    tf = _first(args.stop, default.get("tf"), t0 + DEFAULT_SPAN)
     if not tf > t0:
         raise ConfigError("--stop", f"{tf:g} is not after the start time {t0:g}")
     step, interval = args.step, args.output_interval
     if step is not None and interval is not None and step != interval:
         raise ConfigError("--output-interval", f"{interval:g} differs from --step {step:g}: cosimrun records every "
                                                "communication step, so the output interval is the step; give one")
-    dt = _first(step if step is not None else interval, default and default.stepSize, (tf - t0) / STEPS_WITHOUT_HINT)
+    dt = _first(step if step is not None else interval, default.get("dt"), (tf - t0) / STEPS_WITHOUT_HINT)
     for option, value in (("--step", step), ("--output-interval", interval)):
         if value is not None and not value > 0:
             raise ConfigError(option, f"{value:g} must be positive")
     params: dict[str, Any] = {"path": str(path.resolve())}
-    tolerance = default.tolerance if default is not None else None
-    if tolerance is not None:
-        params["tolerance"] = float(tolerance)
+    if "tolerance" in default:
+        params["tolerance"] = default["tolerance"]
     for item in args.values:
         key, value = _setting(item, model)
         var = model.variables.get(key)
@@ -158,9 +157,9 @@ def component_name(path: Path) -> str:
     return re.sub(r"[^\w-]", "_", path.stem) or "fmu"
 
 
-def _first(*values: Any) -> float:
-    """The first of *values* that is given (not ``None`` or ``""``), as a float."""
-    return float(next(v for v in values if v is not None and v != ""))
+def _first(*values: float | None) -> float:
+    """The first of *values* that is given (not ``None``), as a float."""
+    return float(next(v for v in values if v is not None))
 
 
 def _interface(model: Any, params: Mapping[str, Any]) -> str:

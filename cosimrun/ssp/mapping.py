@@ -177,17 +177,17 @@ def _connection(conn: ConnectionDecl, components: list[ComponentDecl],
 
 def _run(system: SystemDecl, models: Mapping[str, FMUModel]) -> tuple[dict[str, float], list[str]]:
     notes = []
-    defaults = [m.description.defaultExperiment for m in models.values() if m.description.defaultExperiment]
+    defaults = [m.default_experiment for m in models.values()]
     t0 = system.start_time if system.start_time is not None else 0.0
     stop = system.stop_time
     if stop is None:
-        stops = [float(d.stopTime) for d in defaults if d.stopTime is not None and float(d.stopTime) > t0]
+        stops = [d["tf"] for d in defaults if d.get("tf", t0) > t0]
         stop = max(stops) if stops else t0 + DEFAULT_STOP_TIME
         notes.append(f"run.tf = {stop:g}: the SSD has no DefaultExperiment stopTime ("
                      + ("the FMUs' largest" if stops else "no FMU gives one either; a default") + ")")
     if not stop > t0:
         raise SSPError(EXPERIMENT, f"stopTime {stop:g} is not after startTime {t0:g}")
-    hints = [float(d.stepSize) for d in defaults if d.stepSize is not None and 0 < float(d.stepSize) <= stop - t0]
+    hints = [d["dt"] for d in defaults if 0 < d.get("dt", 0.0) <= stop - t0]
     if hints:
         dt = min(hints)
         notes.append(f"run.dt = {dt:g}: the smallest stepSize of the FMUs' default experiments")

@@ -220,6 +220,8 @@ class FMUInterface:
 
 
 INTERFACE_NAMES = {"cs": "co-simulation", "me": "model exchange"}
+DEFAULT_EXPERIMENT = {"t0": "startTime", "tf": "stopTime", "dt": "stepSize", "tolerance": "tolerance"}
+"""The run settings an FMU's ``DefaultExperiment`` may give, by the attribute that gives each."""
 
 
 @dataclass
@@ -263,6 +265,16 @@ class FMUModel:
     @property
     def label(self) -> str:
         return self.path.name
+
+    @property
+    def default_experiment(self) -> dict[str, float]:
+        """The run settings (``t0``, ``tf``, ``dt``, ``tolerance``, see :data:`DEFAULT_EXPERIMENT`) the FMU's
+        ``DefaultExperiment`` gives, each only where it gives it."""
+        default = self.description.defaultExperiment
+        if default is None:
+            return {}
+        given = {key: _float_or_none(getattr(default, attr, None)) for key, attr in DEFAULT_EXPERIMENT.items()}
+        return {key: value for key, value in given.items() if value is not None}
 
     @property
     def offers(self) -> str:
