@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import posixpath
 import zipfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,7 +272,7 @@ class SSPArchive:
                 raise SSPError(str(path), f"entry {info.filename!r} points outside the archive's directory "
                                           "(absolute path, '..', drive letter or backslash)")
         self.names = {str(_safe_name(i.filename)): i for i in self.zip.infolist() if not i.is_dir()}
-        self.annotations: dict[str, dict[str, int]] = {}
+        self.annotations: dict[str, Counter[str]] = {}
         """Per XML file read: how many annotations of each type it holds."""
         if SSD_FILE not in self.names:
             raise SSPError(str(path), f"the archive has no {SSD_FILE} at its root "
@@ -394,21 +395,14 @@ def read_ssp(path: str | Path) -> tuple[SystemDecl, SSPArchive]:
         archive.close()
         raise
     system.unused_entries = sorted(set(archive.names) - archive.used - {s.source for s in system.components})
-    for counts in archive.annotations.values():
-        for kind, n in counts.items():
-            system.annotations[kind] = system.annotations.get(kind, 0) + n
+    system.annotations = dict(sum(archive.annotations.values(), Counter()))
     return system, archive
 
 
-def _annotation_types(root: ElementTree.Element) -> dict[str, int]:
+def _annotation_types(root: ElementTree.Element) -> Counter[str]:
     """How many ``ssc:Annotation`` elements of each ``type`` the annotation blocks under *root* hold."""
-    counts: dict[str, int] = {}
-    for block in root.iter():
-        if _qualified(block.tag) in ANNOTATIONS:
-            for annotation in block:
-                kind = annotation.get("type") or NO_TYPE
-                counts[kind] = counts.get(kind, 0) + 1
-    return counts
+    return Counter(annotation.get("type") or NO_TYPE
+                   for block in root.iter() if _qualified(block.tag) in ANNOTATIONS for annotation in block)
 
 
 def _read(archive: SSPArchive) -> SystemDecl:
