@@ -17,9 +17,10 @@
     │   ├── EventLocalizationError
     │   │   └── ZenoError           events accumulating in time     indicator
     │   ├── NonFiniteValueError                                    port
+    │   ├── StepEndedEarly          a step ended early              reached, event
     │   └── FMUError
     │       ├── FMULimitError       an FMU above a size limit      path, size, limit, setting
-    │       └── StepDiscarded       a step ended early (discard)   last_successful_time
+    │       └── StepDiscarded       an FMU's discard (also a StepEndedEarly)  last_successful_time
     ├── ResultsWriteError           also an OSError                path, reason, errno
     └── SweepDirectoryInUseError    another sweep holds the dir    path, holder
 
@@ -60,6 +61,7 @@ __all__ = [
     "ResultsWriteError",
     "SimulationError",
     "StepDiscarded",
+    "StepEndedEarly",
     "SweepDirectoryInUseError",
     "UnknownNameError",
     "ZenoError",
@@ -268,22 +270,40 @@ class FMULimitError(FMUError):
         self.path, self.size, self.limit, self.setting = path, size, limit, setting
 
 
-class StepDiscarded(FMUError):
-    """An FMU's ``fmi2DoStep`` returned ``fmi2Discard`` after reaching ``last_successful_time`` inside the step.
+class StepEndedEarly(SimulationError):
+    """A component ended its step before the requested end, at ``reached`` inside the step.
 
-    ``time`` is the step's start. The FMU is left at ``last_successful_time``
-    (time and outputs), so a master can make that instant the communication
-    point of every component and go on, as FMI 2.0 describes; uncaught, it
-    ends the run like any :class:`FMUError`.
+    ``time`` is the step's start. The component is left at ``reached`` (time
+    and outputs), so a master can make that instant the communication point
+    of every component and go on; uncaught, it ends the run like any
+    :class:`SimulationError`. Components that may raise it declare
+    :attr:`~cosimrun.core.component.CoSimComponent.may_discard`.
+    """
+
+    def __init__(self, message: str, *, component: str, time: float, reached: float,
+                 event: str | None = None) -> None:
+        super().__init__(message, component=component, time=time)
+        self.reached = reached
+        self.event = event
+        """The component's event at that instant, recorded under this name (``early_return``: an FMI 3 FMU
+        returned early at an event it handled there); ``None``: a plain cut, recorded as ``discard``."""
+
+
+class StepDiscarded(FMUError, StepEndedEarly):
+    """An FMU's ``fmi2DoStep`` returned ``fmi2Discard`` (or an FMI 3 step returned early) at its last successful time.
+
+    ``reached`` is the FMU's last successful time (also ``last_successful_time``).
     """
 
     def __init__(self, message: str, *, component: str, time: float, last_successful_time: float,
                  event: str | None = None) -> None:
-        super().__init__(message, component=component, time=time)
-        self.last_successful_time = last_successful_time
-        self.event = event
-        """The FMU's event at that instant, recorded under this name (``early_return``: an FMI 3 FMU returned early
-        at an event it handled there); ``None``: a plain discard, recorded as ``discard``."""
+        StepEndedEarly.__init__(self, message, component=component, time=time, reached=last_successful_time,
+                                event=event)
+
+    @property
+    def last_successful_time(self) -> float:
+        """The FMU's last successful time: where the step ended (:attr:`reached`)."""
+        return self.reached
 
 
 class ResultsWriteError(CosimrunError, OSError):

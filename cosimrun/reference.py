@@ -25,8 +25,8 @@ from typing import Any
 
 from cosimrun.components import TYPES
 from cosimrun.core.ode.registry import INTEGRATORS
+from cosimrun.core.parameters import Parameter, declared_parameters
 from cosimrun.errors import CosimrunError
-from cosimrun.parameters import Parameter, declared_parameters
 from cosimrun.plugins import ComponentRegistry, distribution_name, first_doc_line, get_registry
 
 TABLE_START = "<!-- components:start -->"

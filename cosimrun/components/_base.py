@@ -15,9 +15,9 @@ from typing import Any
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.ode import OdeComponent
+from cosimrun.core.parameters import declared_parameters, value_in_unit
 from cosimrun.core.ports import PortSpec, PortState
 from cosimrun.core.units import UnitLike, unit_str
-from cosimrun.parameters import declared_parameters, value_in_unit
 
 TIME_RTOL = 1e-12
 """Relative tolerance for comparing times with breakpoints (one ulp of float noise from ``t + dt``)."""

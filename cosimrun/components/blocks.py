@@ -15,9 +15,9 @@ import numpy as np
 
 from cosimrun.components._base import OdeBlock, StatelessComponent, parameter_error, set_output
 from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.parameters import Parameter
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike, parse_unit, unit_str
-from cosimrun.parameters import Parameter
 
 INPUT_UNIT = Parameter("unit", doc="unit of the input (null: a plain number)")
 OUTPUT_UNIT = Parameter("unit", doc="unit of the output (null: see the description)")

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from cosimrun.components._base import OdeBlock, parameter_error
+from cosimrun.core.parameters import Parameter
 from cosimrun.core.units import UnitLike
-from cosimrun.parameters import Parameter
 
 ANTI_WINDUP = ("clamping", "back_calculation", "none")
 

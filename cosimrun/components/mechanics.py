@@ -19,7 +19,7 @@ import numpy as np
 from cosimrun.components._base import OdeBlock, UnitParameters, parameter_error
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.dae import DaeComponent
-from cosimrun.parameters import Parameter
+from cosimrun.core.parameters import Parameter
 
 
 def check_q0_within_end_stop(comp: CoSimComponent) -> None:

@@ -23,10 +23,10 @@ import numpy as np
 
 from cosimrun.components._base import StatelessComponent, parameter_error, set_output, time_tol, where
 from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.parameters import Parameter, value_in_unit
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike
 from cosimrun.errors import suggest
-from cosimrun.parameters import Parameter, value_in_unit
 
 
 def _magnitude(default: float, doc: str, unit: str = "{unit}") -> Parameter:

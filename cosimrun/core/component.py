@@ -47,9 +47,9 @@ from typing import Any, ClassVar
 from cosimrun.core.cstep import CStep
 from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, crossed
 from cosimrun.core.history import ComponentHistory
+from cosimrun.core.parameters import Parameter, declared_parameters
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import DuplicateNameError, UnknownNameError
-from cosimrun.parameters import Parameter, declared_parameters
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
@@ -73,7 +73,7 @@ class CoSimComponent(ABC):
 
     Declare ports in ``__init__`` by filling ``input_specs``/``output_specs``
     (name -> :class:`PortSpec`) and parameters in the class attribute
-    ``PARAMETERS`` (:class:`~cosimrun.parameters.Parameter`, checked by
+    ``PARAMETERS`` (:class:`~cosimrun.core.parameters.Parameter`, checked by
     :meth:`set_parameters`) or, unchecked, in ``parameters``; everything
     that depends on parameter values belongs in ``_initialize_component``.
     """
@@ -161,7 +161,7 @@ class CoSimComponent(ABC):
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``.
 
-        Declared parameters are checked and converted by their :class:`~cosimrun.parameters.Parameter`
+        Declared parameters are checked and converted by their :class:`~cosimrun.core.parameters.Parameter`
         (a :class:`~cosimrun.errors.ConfigError`, also a ``ValueError``, keyed by the parameter).
         """
         for name in parameters:

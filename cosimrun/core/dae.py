@@ -39,7 +39,7 @@ import numpy as np
 from cosimrun.core.ode.base import INTEGRATOR_DEFAULTS, Integrator
 from cosimrun.core.ode.component import ContinuousComponent
 from cosimrun.core.ode.sundials import SundialsIntegrator
-from cosimrun.parameters import Parameter, declared_parameters
+from cosimrun.core.parameters import Parameter, declared_parameters
 
 __all__ = ["DaeComponent", "Ida"]
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.ports import PortType
+from cosimrun.core.steplog import StepLog
 from cosimrun.core.switching import ModeSwitching
 from cosimrun.errors import ConfigError, FMUError, StepDiscarded, did_you_mean, suggest
 from cosimrun.masters.coupling_error import CouplingError, CouplingErrorEstimate
@@ -33,7 +34,7 @@ from cosimrun.masters.events import (
     notice_unlocated,
 )
 from cosimrun.masters.extrapolation import mean_extrapolation, taylor_extrapolation
-from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl, StepLog
+from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:

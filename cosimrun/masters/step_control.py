@@ -63,12 +63,11 @@ integrator's internal step stays what it is at ``run.dt``
 from __future__ import annotations
 
 import math
-from array import array
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cosimrun.core.steplog import StepLog
 from cosimrun.masters.coupling_error import line_error
 from cosimrun.masters.extrapolation import polynomial_at
 
@@ -82,38 +81,6 @@ GROWTH = 5.0
 """Largest factor between two consecutive steps, up or down."""
 ROUNDOFF = 1e3 * float(np.finfo(float).eps)
 """Estimates below this times the input's magnitude are rounding, not an error: they count as zero."""
-STEP_COLUMNS = ("time", "step", "error", "accepted")
-"""The columns of a run's ``/steps`` table."""
-
-
-@dataclass
-class StepLog:
-    """Every step a run under error control tried: start time, length, error norm, whether it was accepted."""
-
-    time: array = field(default_factory=lambda: array("d"))
-    step: array = field(default_factory=lambda: array("d"))
-    error: array = field(default_factory=lambda: array("d"))
-    accepted: array = field(default_factory=lambda: array("b"))
-
-    def append(self, t: float, h: float, norm: float, accepted: bool) -> None:
-        self.time.append(t)
-        self.step.append(h)
-        self.error.append(norm)
-        self.accepted.append(accepted)
-
-    def __len__(self) -> int:
-        return len(self.time)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The log as arrays by column name (:data:`STEP_COLUMNS`)."""
-        return {
-            "time": np.frombuffer(self.time, dtype=np.float64).copy(),
-            "step": np.frombuffer(self.step, dtype=np.float64).copy(),
-            "error": np.frombuffer(self.error, dtype=np.float64).copy(),
-            "accepted": np.frombuffer(self.accepted, dtype=np.int8).copy(),
-        }
-
-
 def local_order(kind: str, order: int) -> int:
     """The power of the step its estimate scales with, for an input given as *kind* under extrapolation *order*."""
     if kind in ("taylor", "mean"):

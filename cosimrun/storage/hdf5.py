@@ -578,7 +578,7 @@ class HDF5Writer:
 
     def write_steps(self, columns: Mapping[str, np.ndarray]) -> int:
         """Store the steps a run under error control tried in ``/steps`` (columns ``time, step, error,
-        accepted`` over the dimension ``attempt``; see :class:`~cosimrun.masters.step_control.StepLog`)."""
+        accepted`` over the dimension ``attempt``; see :class:`~cosimrun.core.steplog.StepLog`)."""
         if "steps" not in self.file:
             with self._change():
                 group = self.file.create_group("steps", track_order=True)

@@ -276,7 +276,7 @@ class Results:
     def steps(self) -> pd.DataFrame:
         """Every step a run under ``step_control: error`` tried: columns ``time`` (its start), ``step``,
         ``error`` (the error norm, <= 1 within tolerance) and ``accepted``; empty under fixed steps."""
-        from cosimrun.masters.step_control import STEP_COLUMNS
+        from cosimrun.core.steplog import STEP_COLUMNS
 
         with self._open() as f:
             present = "steps" in f
