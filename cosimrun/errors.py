@@ -6,21 +6,28 @@
     ├── ConfigError                 wrong before the run starts   key, suggestion
     │   ├── NameLookupError         also a KeyError
     │   │   ├── UnknownNameError                                   kind, name, known
-    │   │   ├── DuplicateNameError
+    │   │   ├── DuplicateNameError                                 kind, name
     │   │   └── MissingNameError
     │   ├── PluginError
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
-    │   └── IncompatibleUnitsError
+    │   ├── IncompatibleUnitsError
+    │   └── DataFileError           a data file read as input       path, row
     ├── SimulationError             wrong during the run           component, time
     │   ├── LoopConvergenceError
     │   ├── EventLocalizationError
     │   │   └── ZenoError           events accumulating in time     indicator
     │   ├── NonFiniteValueError                                    port
+    │   ├── ModelOutputError        also a ValueError: a model function's result of the wrong shape
+    │   │                                                          function, expected, got
     │   ├── StepEndedEarly          a step ended early              reached, event
     │   └── FMUError
     │       ├── FMULimitError       an FMU above a size limit      path, size, limit, setting
     │       └── StepDiscarded       an FMU's discard (also a StepEndedEarly)  last_successful_time
+    ├── ComponentContractError      also a TypeError: a declaration or object of the wrong kind
+    │                                                              component, port
+    ├── ComponentStateError         also a RuntimeError: not now, or not by this component
+    │                                                              component
     ├── ResultsWriteError           also an OSError                path, reason, errno
     └── SweepDirectoryInUseError    another sweep holds the dir    path, holder
 
@@ -33,7 +40,21 @@ Nothing reads a key back out of a message's text.
 ``ConfigError`` is also a ``ValueError`` and ``SimulationError`` a
 ``RuntimeError``, so code written against the reference API's documented
 exceptions (``KeyError`` for unknown names, ``ValueError`` for invalid values)
-keeps catching them.
+keeps catching them. The classes outside those two keep the built-in base the
+library raised before them: ``ComponentContractError`` (a ``TypeError``) is a
+mistake in code, not in a config value (a class's ``PARAMETERS`` or a
+``Parameter`` written wrong, an object given as a component that is not one, a
+port value of the wrong type); ``ComponentStateError`` (a ``RuntimeError``) a
+call the component cannot take now or at all (an input set before
+``initialize``, a unit changed after it, an event indicator on a component
+that cannot roll back).
+
+A few built-in exceptions stay as they are, as Python's conventions want
+them: ``NotImplementedError`` for a hook a component does not implement,
+``FileNotFoundError`` for a file that is not there, ``AttributeError`` from a
+module's ``__getattr__``, and the plain errors of internal invariants (a
+master handing a component a snapshot that is not its own), listed with their
+reasons in ``tests/test_errors.py``.
 """
 
 from __future__ import annotations
@@ -44,8 +65,11 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "ComponentContractError",
+    "ComponentStateError",
     "ConfigError",
     "CosimrunError",
+    "DataFileError",
     "DuplicateNameError",
     "EventLocalizationError",
     "FMULimitError",
@@ -55,6 +79,7 @@ __all__ = [
     "LoopConvergenceError",
     "MissingInitialValueError",
     "MissingNameError",
+    "ModelOutputError",
     "NameLookupError",
     "NonFiniteValueError",
     "PluginError",
@@ -145,7 +170,16 @@ class UnknownNameError(NameLookupError):
 
 
 class DuplicateNameError(NameLookupError):
-    """A name registered twice (an event indicator, a subscription)."""
+    """A name registered twice (a component in a system, an event indicator, a subscription).
+
+    ``kind`` says what was registered (``component``, ``event indicator`` ...) and ``name`` the name, when
+    the raiser gives them.
+    """
+
+    def __init__(self, message: str, *, kind: str | None = None, name: str | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message, key=key)
+        self.kind, self.name = kind, name
 
 
 class MissingNameError(NameLookupError):
@@ -325,3 +359,57 @@ class ResultsWriteError(CosimrunError, OSError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.path, self.reason, self.errno)
+
+
+class ComponentContractError(CosimrunError, TypeError):
+    """A declaration or an object of the wrong kind for the component contract: a mistake in code.
+
+    A class's ``PARAMETERS`` or a ``Parameter`` written wrong, an object given as a component (or a mode,
+    or switch regions) that is not one, a port value of the wrong type. ``component`` names the component
+    (or the class) and ``port`` the port, when known. Also a ``TypeError``, as before it.
+    """
+
+    def __init__(self, message: str, *, component: str | None = None, port: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.component = component
+        self.port = port
+
+
+class ComponentStateError(CosimrunError, RuntimeError):
+    """A call the component cannot take now (before ``initialize``, or after it) or at all (rollback).
+
+    ``component`` names it. Also a ``RuntimeError``, as before it.
+    """
+
+    def __init__(self, message: str, *, component: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.component = component
+
+
+class ModelOutputError(SimulationError, ValueError):
+    """A component's model function returned a result of the wrong shape: a mistake in the component.
+
+    ``function`` is the function (``state_equation``, ``derivatives``, ``compute_outputs`` ...),
+    ``expected`` and ``got`` the shapes. Also a ``ValueError``, as before it.
+    """
+
+    def __init__(self, message: str, *, component: str, time: float | None, function: str,
+                 expected: tuple[int, ...], got: tuple[int, ...]) -> None:
+        super().__init__(message, component=component, time=time)
+        self.function = function
+        self.expected, self.got = tuple(expected), tuple(got)
+
+
+class DataFileError(ConfigError):
+    """A data file given as input that cannot be used: a table's CSV, a reference or results file to read.
+
+    ``path`` is the file, ``row`` the data row at fault as the message numbers it (``None``: the file as a
+    whole); ``key`` is the setting that names the file, when the raiser knows it.
+    """
+
+    def __init__(self, message: str, *, path: str, row: int | None = None, key: str | None = None) -> None:
+        super().__init__(key, message)
+        self.path = path
+        self.row = row

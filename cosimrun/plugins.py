@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from cosimrun.components import TYPES
 from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import PluginError, suggest
+from cosimrun.errors import ComponentContractError, PluginError, suggest
 
 ENTRY_POINT_GROUP = "cosimrun.components"
 """The entry-point group components are registered in."""
@@ -236,7 +236,8 @@ class ComponentRegistry:
         sets them one by one), the component is returned unconfigured.
         """
         if params is not None and not isinstance(params, Mapping):
-            raise TypeError(f"component {name!r} ({type_name}): params must be a mapping, got {type(params).__name__}")
+            raise ComponentContractError(f"component {name!r} ({type_name}): params must be a mapping, got "
+                                         f"{type(params).__name__}", component=name)
         cls = self.resolve_class(type_name, params) if params else self.get_component_class(type_name)
         if getattr(cls, "requires_models", False) and "models" not in init_kwargs:
             raise PluginError(f"component {name!r}: type {type_name!r} is built from sub-components; pass "

@@ -26,7 +26,7 @@ from typing import Any
 from cosimrun.components import TYPES
 from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.parameters import Parameter, declared_parameters
-from cosimrun.errors import CosimrunError
+from cosimrun.errors import ConfigError, CosimrunError
 from cosimrun.plugins import ComponentRegistry, distribution_name, first_doc_line, get_registry
 
 TABLE_START = "<!-- components:start -->"
@@ -210,7 +210,7 @@ def replace_table(text: str, table: str) -> str:
     """*text* with the part from :data:`TABLE_START` to :data:`TABLE_END` replaced by *table*."""
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block found")
+        raise ConfigError(None, f"no {TABLE_START} ... {TABLE_END} block found")
     return text[:start] + table + text[end + len(TABLE_END):]
 
 

@@ -3,7 +3,8 @@
 Parameters are declared with the public :class:`cosimrun.parameters.Parameter`
 (``PARAMETERS = {"length": Parameter(float, unit="m", default=1.0, gt=0)}``),
 which checks each value as it is set. Checks that involve several parameters
-raise ``ValueError`` through :func:`parameter_error`. Parameters that set port
+raise a :class:`~cosimrun.errors.ConfigError` (a ``ValueError``) through
+:func:`parameter_error`, keyed by none of them. Parameters that set port
 units are applied to the port specs right after :meth:`set_parameters`
 (allowed only before ``initialize`` or after ``reset``).
 """
@@ -18,6 +19,7 @@ from cosimrun.core.ode import OdeComponent
 from cosimrun.core.parameters import declared_parameters, value_in_unit
 from cosimrun.core.ports import PortSpec, PortState
 from cosimrun.core.units import UnitLike, unit_str
+from cosimrun.errors import ComponentStateError, ConfigError
 
 TIME_RTOL = 1e-12
 """Relative tolerance for comparing times with breakpoints (one ulp of float noise from ``t + dt``)."""
@@ -33,9 +35,10 @@ def where(comp: CoSimComponent) -> str:
     return f"component {comp.name!r} ({type(comp).__name__})"
 
 
-def parameter_error(comp: CoSimComponent, name: str, requirement: str, value: Any) -> ValueError:
-    """``component 'p' (Pendulum): parameter 'length' must be > 0, got -1.0``."""
-    return ValueError(f"{where(comp)}: parameter {name!r} {requirement}, got {value!r}")
+def parameter_error(comp: CoSimComponent, name: str, requirement: str, value: Any) -> ConfigError:
+    """``component 'p' (Pendulum): parameter 'length' must be > 0, got -1.0``, without a key: a check
+    across parameters names no single one (the config builder places it at the component's ``params``)."""
+    return ConfigError(None, f"{where(comp)}: parameter {name!r} {requirement}, got {value!r}")
 
 
 # ---------------------------------------------------------------------------- mixin
@@ -52,19 +55,20 @@ class UnitParameters:
     def set_parameters(self, **parameters: Any) -> None:
         """Set parameters by name (see :meth:`CoSimComponent.set_parameters`) and update port units.
 
-        A unit change after initialize raises ``RuntimeError`` and leaves the parameters as they were.
+        A unit change after initialize raises :class:`~cosimrun.errors.ComponentStateError` (a ``RuntimeError``)
+        and leaves the parameters as they were.
         """
         before = dict(self.parameters)  # type: ignore[attr-defined]
         super().set_parameters(**parameters)  # type: ignore[misc]
         try:
             self._apply_port_units()
-        except RuntimeError:
+        except ComponentStateError:
             self.parameters.clear()  # type: ignore[attr-defined]
             self.parameters.update(before)  # type: ignore[attr-defined]
             raise
 
     def check_parameters(self) -> None:
-        """Raise ``ValueError`` when parameters are inconsistent with each other.
+        """Raise a :class:`~cosimrun.errors.ConfigError` when parameters are inconsistent with each other.
 
         The base converts every parameter whose unit names another parameter
         (``unit="{unit}"``), so a quantity of the wrong dimension fails here.
@@ -83,9 +87,6 @@ class UnitParameters:
             spec = _declared_spec(comp, port)
             if spec is None or unit_str(spec.unit) == unit_str(unit):
                 continue
-            if comp.is_initialized:
-                raise RuntimeError(f"{where(comp)}: the unit of {port!r} can only change before initialize "
-                                   "(or after reset)")
             set_port_unit(comp, port, unit)
 
 
@@ -103,7 +104,8 @@ def set_port_unit(comp: CoSimComponent, port: str, unit: UnitLike) -> None:
     spec list (core has no public way to re-declare a state's unit).
     """
     if comp.is_initialized:
-        raise RuntimeError(f"{where(comp)}: the unit of {port!r} can only change before initialize (or after reset)")
+        raise ComponentStateError(f"{where(comp)}: the unit of {port!r} can only change before initialize "
+                                  "(or after reset)", component=comp.name)
     if port in comp.input_specs:
         new = dataclasses.replace(comp.input_specs[port], unit=unit)
         comp.input_specs[port] = new
@@ -146,7 +148,7 @@ class StatelessComponent(UnitParameters, CoSimComponent):
     def set_state(self, state: dict[str, Any], t: float) -> None:
         """Accepts only the empty state; moves to time *t*."""
         if state:
-            raise ValueError(f"{where(self)} has no state, got {sorted(state)}")
+            raise ConfigError(None, f"{where(self)} has no state, got {sorted(state)}")
         self.t = float(t)
         if self.is_initialized:
             self._update_output_states(self.t, NO_EVENTS)

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from cosimrun.components._base import OdeBlock, StatelessComponent, parameter_error, set_output
-from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.component import NO_EVENTS, invalid_parameter
 from cosimrun.core.parameters import Parameter
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike, parse_unit, unit_str
+from cosimrun.errors import ComponentStateError
 
 INPUT_UNIT = Parameter("unit", doc="unit of the input (null: a plain number)")
 OUTPUT_UNIT = Parameter("unit", doc="unit of the output (null: see the description)")
@@ -71,11 +72,11 @@ class Sum(StatelessComponent):
                     and all(v in (1, -1, "+", "-") for v in value):
                 value = "".join("+" if v in (1, "+") else "-" for v in value)
             if not isinstance(value, str) or not value or set(value) - {"+", "-"}:
-                raise parameter_error(self, name, "must be a non-empty string of '+' and '-' (one per input, "
-                                      "e.g. '+-')", value)
+                raise invalid_parameter(name, value, str(parameter_error(
+                    self, name, "must be a non-empty string of '+' and '-' (one per input, e.g. '+-')", value)))
             if value != self.parameters.get("signs") and self.is_initialized:
-                raise RuntimeError(f"component {self.name!r} (Sum): 'signs' changes the inputs; set it before "
-                                   "initialize (or after reset)")
+                raise ComponentStateError(f"component {self.name!r} (Sum): 'signs' changes the inputs; set it "
+                                          "before initialize (or after reset)", component=self.name)
             self._declare_inputs(value)
             return value
         return super()._validate_parameter(name, value)

@@ -32,7 +32,7 @@ import pint
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.multi import Hysteresis, MultiComponent, SwitchRegions
 from cosimrun.core.units import Q_
-from cosimrun.errors import ConfigError, UnknownNameError, suggest, unknown_name
+from cosimrun.errors import ConfigError, UnknownNameError, suggest
 
 HYSTERESIS_KEYS = ("dwell_time",)
 """The keys of a ``hysteresis`` mapping (:class:`~cosimrun.core.multi.Hysteresis`)."""
@@ -87,17 +87,17 @@ class ConfiguredMultiComponent(MultiComponent):
         from cosimrun.plugins import create_component
 
         if not isinstance(modes, Mapping) or not modes:
-            raise ValueError(f"multi component {name!r}: 'modes' must be a non-empty mapping of mode name to "
-                             "{type, params}")
+            raise ConfigError("modes", f"multi component {name!r}: 'modes' must be a non-empty mapping of mode "
+                                       "name to {type, params}")
         models = {}
         for mode, spec in modes.items():
             if not isinstance(spec, Mapping) or "type" not in spec:
-                raise ValueError(f"multi component {name!r}: mode {mode!r} needs a 'type' (and optional 'params'), "
-                                 f"got {spec!r}")
+                raise ConfigError(f"modes.{mode}", f"multi component {name!r}: mode {mode!r} needs a 'type' (and "
+                                                   f"optional 'params'), got {spec!r}")
             extra = set(spec) - {"type", "params"}
             if extra:
-                raise ValueError(f"multi component {name!r}: mode {mode!r} has unknown key(s) {sorted(extra)} "
-                                 "(valid: type, params)")
+                raise ConfigError(f"modes.{mode}", f"multi component {name!r}: mode {mode!r} has unknown key(s) "
+                                                   f"{sorted(extra)} (valid: type, params)")
             models[mode] = create_component(spec["type"], f"{name}__{mode}", dict(spec.get("params") or {}))
         return cls(name, models, initial_mode, selector=selector, hysteresis=hysteresis)
 
@@ -147,7 +147,7 @@ class ConfiguredMultiComponent(MultiComponent):
             bounds = [[self._bound(port, b) for b in pair] if _is_list(pair) else pair for pair in spec["bounds"]]
             return SwitchRegions(port, list(spec["modes"]), bounds, use_abs)
         except (TypeError, ValueError) as exc:
-            raise ConfigError("selector", f"{where}: {exc}") from None
+            raise ConfigError("selector", f"{where}: {exc.message if isinstance(exc, ConfigError) else exc}") from None
 
     def _bound(self, port: str, value: Any) -> Any:
         """A bound as a number in the unit of output *port* (quantities are converted)."""
@@ -155,17 +155,17 @@ class ConfiguredMultiComponent(MultiComponent):
             try:
                 value = Q_(value)
             except Exception as exc:  # pint raises several unrelated types
-                raise ValueError(f"bound {value!r} is not a number or quantity ({exc})") from None
+                raise ConfigError(None, f"bound {value!r} is not a number or quantity ({exc})") from None
         if not isinstance(value, pint.Quantity):
             return value
         spec = self.output_specs.get(port)
         if spec is None:
-            raise ValueError(unknown_name("output port", port, self.output_specs))
+            raise UnknownNameError("output port", port, self.output_specs)
         try:
             return float(value.to(spec.unit or "dimensionless").magnitude)
         except pint.DimensionalityError:
-            raise ValueError(f"bound {value} cannot be converted to the unit {spec.unit_name!r} of port "
-                             f"{port!r}") from None
+            raise ConfigError(None, f"bound {value} cannot be converted to the unit {spec.unit_name!r} of port "
+                                    f"{port!r}") from None
 
     # ------------------------------------------------------------------ parameters
     def set_parameters(self, **parameters: Any) -> None:

@@ -26,7 +26,7 @@ from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.parameters import Parameter, value_in_unit
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike
-from cosimrun.errors import suggest
+from cosimrun.errors import DataFileError, suggest
 
 
 def _magnitude(default: float, doc: str, unit: str = "{unit}") -> Parameter:
@@ -188,17 +188,19 @@ class Table(_Source):
         path = Path(p["path"]).expanduser()
         shown = f"{p['path']!r} ({path.resolve()})"
         if not path.is_file():
-            raise ValueError(f"{where(self)}: parameter 'path': CSV file not found: {shown}")
+            raise DataFileError(f"{where(self)}: parameter 'path': CSV file not found: {shown}", path=str(path))
         with path.open(newline="", encoding="utf-8") as fh:
             rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
         if not rows:
-            raise ValueError(f"{where(self)}: CSV file {shown} is empty (expected a header row and data rows)")
+            raise DataFileError(f"{where(self)}: CSV file {shown} is empty (expected a header row and data rows)",
+                                path=str(path))
         header = [c.strip() for c in rows[0]]
         t_col = p["time_column"]
         v_col = p["value_column"]
         if t_col not in header:
-            raise ValueError(f"{where(self)}: CSV file {shown} has no time column {t_col!r}"
-                             f"{suggest(t_col, header)} (columns: {', '.join(header)}); set 'time_column'")
+            raise DataFileError(f"{where(self)}: CSV file {shown} has no time column {t_col!r}"
+                                f"{suggest(t_col, header)} (columns: {', '.join(header)}); set 'time_column'",
+                                path=str(path))
         if v_col is None:
             others = [c for c in header if c != t_col]
             if "value" in others:
@@ -206,35 +208,35 @@ class Table(_Source):
             elif len(others) == 1:
                 v_col = others[0]
             else:
-                raise ValueError(f"{where(self)}: CSV file {shown} has columns {', '.join(header)}; set "
-                                 "'value_column' to pick the value column")
+                raise DataFileError(f"{where(self)}: CSV file {shown} has columns {', '.join(header)}; set "
+                                    "'value_column' to pick the value column", path=str(path))
         elif v_col not in header:
-            raise ValueError(f"{where(self)}: CSV file {shown} has no value column {v_col!r}"
-                             f"{suggest(v_col, header)} (columns: {', '.join(header)})")
+            raise DataFileError(f"{where(self)}: CSV file {shown} has no value column {v_col!r}"
+                                f"{suggest(v_col, header)} (columns: {', '.join(header)})", path=str(path))
         ti, vi = header.index(t_col), header.index(v_col)
         times, values = [], []
         for line, row in enumerate(rows[1:], start=2):
             try:
                 t, v = float(row[ti]), float(row[vi])
             except (IndexError, ValueError):
-                raise ValueError(f"{where(self)}: CSV file {shown}, data row {line}: expected numbers in columns "
-                                 f"{t_col!r} and {v_col!r}, got {row!r}") from None
+                raise DataFileError(f"{where(self)}: CSV file {shown}, data row {line}: expected numbers in columns "
+                                    f"{t_col!r} and {v_col!r}, got {row!r}", path=str(path), row=line) from None
             if not (math.isfinite(t) and math.isfinite(v)):
-                raise ValueError(f"{where(self)}: CSV file {shown}, data row {line}: values must be finite, "
-                                 f"got {row!r}")
+                raise DataFileError(f"{where(self)}: CSV file {shown}, data row {line}: values must be finite, "
+                                    f"got {row!r}", path=str(path), row=line)
             times.append(t)
             values.append(v)
         if not times:
-            raise ValueError(f"{where(self)}: CSV file {shown} has a header but no data rows")
+            raise DataFileError(f"{where(self)}: CSV file {shown} has a header but no data rows", path=str(path))
         dt = np.diff(times)
         if np.any(dt < 0):
             i = int(np.argmax(dt < 0))
-            raise ValueError(f"{where(self)}: CSV file {shown}: column {t_col!r} must not decrease "
-                             f"({times[i]!r} is followed by {times[i + 1]!r})")
+            raise DataFileError(f"{where(self)}: CSV file {shown}: column {t_col!r} must not decrease "
+                                f"({times[i]!r} is followed by {times[i + 1]!r})", path=str(path))
         if np.any((dt[1:] == 0) & (dt[:-1] == 0)):
             i = int(np.argmax((dt[1:] == 0) & (dt[:-1] == 0)))
-            raise ValueError(f"{where(self)}: CSV file {shown}: time {times[i]!r} appears more than twice "
-                             "(a jump needs exactly two rows)")
+            raise DataFileError(f"{where(self)}: CSV file {shown}: time {times[i]!r} appears more than twice "
+                                "(a jump needs exactly two rows)", path=str(path))
         return times, values
 
     @property

@@ -49,7 +49,13 @@ from cosimrun.core.events import Event, EventIndicator, InternalEventInfo, cross
 from cosimrun.core.history import ComponentHistory
 from cosimrun.core.parameters import Parameter, declared_parameters
 from cosimrun.core.ports import PortSpec, PortState, PortType
-from cosimrun.errors import DuplicateNameError, UnknownNameError
+from cosimrun.errors import (
+    ComponentStateError,
+    ConfigError,
+    CosimrunError,
+    DuplicateNameError,
+    UnknownNameError,
+)
 
 NO_EVENTS: tuple[str, ...] = ()
 """The ``event_names`` passed to ``_update_output_states`` on ordinary steps."""
@@ -119,7 +125,7 @@ class CoSimComponent(ABC):
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         if not isinstance(name, str) or not name or "." in name or "/" in name:
-            raise ValueError(f"invalid component name {name!r}: a non-empty name without '.' or '/'")
+            raise ConfigError(None, f"invalid component name {name!r}: a non-empty name without '.' or '/'")
         self.name = name
         self.label = label or name
         self.group = group
@@ -162,13 +168,20 @@ class CoSimComponent(ABC):
         """Set parameters by name; unknown names raise ``KeyError``, invalid values ``ValueError``.
 
         Declared parameters are checked and converted by their :class:`~cosimrun.core.parameters.Parameter`
-        (a :class:`~cosimrun.errors.ConfigError`, also a ``ValueError``, keyed by the parameter).
+        (a :class:`~cosimrun.errors.ConfigError`, also a ``ValueError``, keyed by the parameter). A plain
+        ``ValueError`` of :meth:`_validate_parameter` (a plugin's) becomes the
+        :func:`invalid_parameter` error keyed by the parameter.
         """
         for name in parameters:
             if name not in self.parameters:
                 raise UnknownNameError("parameter", name, self.parameters, f"of component {self.name!r}")
         for name, value in parameters.items():
-            self.parameters[name] = self._validate_parameter(name, value)
+            try:
+                self.parameters[name] = self._validate_parameter(name, value)
+            except ValueError as exc:
+                if isinstance(exc, CosimrunError):
+                    raise
+                raise invalid_parameter(name, value, str(exc)) from exc
 
     def get_parameters(self, *names: str) -> dict[str, Any]:
         """A copy of the named parameters (all when no names are given)."""
@@ -182,7 +195,8 @@ class CoSimComponent(ABC):
     def _validate_parameter(self, name: str, value: Any) -> Any:
         """Hook: check (and possibly coerce) one parameter value; raise ``ValueError`` if invalid.
 
-        The base class applies the parameter's declaration, if it has one.
+        The base class applies the parameter's declaration, if it has one;
+        builtin components raise :func:`invalid_parameter`.
         """
         declared = declared_parameters(type(self)).get(name)
         return value if declared is None else declared.check(value, name)
@@ -214,7 +228,8 @@ class CoSimComponent(ABC):
     def _check_event_port_name(self, name: str) -> None:
         spec = self.output_specs.get(name)
         if spec is not None and spec.type is not PortType.EVENT:
-            raise ValueError(f"component {self.name!r}: event {name!r} clashes with output port {name!r}")
+            raise DuplicateNameError(f"component {self.name!r}: event {name!r} clashes with output port {name!r}",
+                                     kind="event", name=name)
 
     def _add_event_port(self, name: str) -> None:
         self._check_event_port_name(name)
@@ -259,7 +274,8 @@ class CoSimComponent(ABC):
             port = inputs.get(name)
             if port is None:
                 if name in self.input_specs and not self._is_initialized:
-                    raise RuntimeError(f"component {self.name!r}: call initialize(t0) before setting input {name!r}")
+                    raise ComponentStateError(f"component {self.name!r}: call initialize(t0) before setting input "
+                                              f"{name!r}", component=self.name)
                 raise UnknownNameError("input", name, inputs or self.input_specs, f"of component {self.name!r}")
             port.set(value, t)
 
@@ -379,12 +395,13 @@ class CoSimComponent(ABC):
     def add_event_indicator(self, name: str, func: Callable[[CoSimComponent], float], direction: int = 0) -> None:
         """Register a zero-crossing indicator; its boolean EVENT output port is named *name*."""
         if not self.supports_rollback:
-            raise RuntimeError(
+            raise ComponentStateError(
                 f"component {self.name!r} ({type(self).__name__}) cannot host event indicator {name!r}: "
-                "it does not support rollback, which event localization needs"
+                "it does not support rollback, which event localization needs", component=self.name,
             )
         if name in self.event_indicators:
-            raise DuplicateNameError(f"component {self.name!r} already has an event indicator {name!r}")
+            raise DuplicateNameError(f"component {self.name!r} already has an event indicator {name!r}",
+                                     kind="event indicator", name=name)
         indicator = EventIndicator(name, func, direction)
         self._check_event_port_name(name)
         self.event_indicators[name] = indicator
@@ -445,10 +462,11 @@ class CoSimComponent(ABC):
     def subscribe_event(self, event: Event) -> None:
         """Receive ``handle_event`` calls when component ``event.source`` emits ``event.name``."""
         if event.time is not None:
-            raise ValueError(f"subscription to {event.source}.{event.name} must not carry a time")
+            raise ConfigError(None, f"subscription to {event.source}.{event.name} must not carry a time")
         for sub in self.event_subscriptions:
             if sub.name == event.name and sub.source == event.source:
-                raise DuplicateNameError(f"component {self.name!r} already subscribes to {event.source}.{event.name}")
+                raise DuplicateNameError(f"component {self.name!r} already subscribes to {event.source}.{event.name}",
+                                         kind="event subscription", name=f"{event.source}.{event.name}")
         self.event_subscriptions.append(event)
 
     @property
@@ -529,9 +547,15 @@ class CoSimComponent(ABC):
         return result
 
 
-def step_size_error(name: str, t: float, dt: float) -> ValueError:
-    """The error of a step of component *name* from *t* by a step size *dt* that is not positive."""
-    return ValueError(f"component {name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+def step_size_error(name: str, t: float, dt: float) -> ConfigError:
+    """The error of a step of component *name* from *t* by a step size *dt* that is not positive (keyed ``dt``)."""
+    return ConfigError("dt", f"component {name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+
+
+def invalid_parameter(name: str, value: Any, problem: str) -> ConfigError:
+    """``<name>: <value> is invalid: <problem>``, keyed *name*: a parameter value a component's
+    :meth:`~CoSimComponent._validate_parameter` refuses (the config builder places the key under the component)."""
+    return ConfigError(name, f"{value!r} is invalid: {problem}")
 
 
 def _perturbations(port: PortState) -> Iterable[Any]:

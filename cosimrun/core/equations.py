@@ -31,6 +31,7 @@ import numpy as np
 
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.units import UnitLike
+from cosimrun.errors import ComponentContractError, ConfigError, ModelOutputError
 
 PortDecl = str | tuple[str] | tuple[str, UnitLike]
 """A port or state: ``"name"`` or ``("name", unit)``."""
@@ -46,10 +47,11 @@ def _declarations(decls: PortDecls | None, prefix: str, what: str) -> list[tuple
     if decls is None:
         return []
     if isinstance(decls, bool) or not isinstance(decls, (int, Sequence)) or isinstance(decls, str):
-        raise TypeError(f"{what} must be a count or a sequence of names or (name, unit) pairs, got {decls!r}")
+        raise ComponentContractError(f"{what} must be a count or a sequence of names or (name, unit) pairs, "
+                                     f"got {decls!r}")
     if isinstance(decls, int):
         if decls < 0:
-            raise ValueError(f"{what}: count must be >= 0, got {decls}")
+            raise ConfigError(None, f"{what}: count must be >= 0, got {decls}")
         return [(prefix, None)] if decls == 1 else [(f"{prefix}{i}", None) for i in range(decls)]
     result = []
     for item in decls:
@@ -58,7 +60,7 @@ def _declarations(decls: PortDecls | None, prefix: str, what: str) -> list[tuple
         elif isinstance(item, (tuple, list)) and 1 <= len(item) <= 2 and isinstance(item[0], str):
             result.append((item[0], item[1] if len(item) == 2 else None))
         else:
-            raise TypeError(f"{what}: expected a name or a (name, unit) pair, got {item!r}")
+            raise ComponentContractError(f"{what}: expected a name or a (name, unit) pair, got {item!r}")
     return result
 
 
@@ -102,30 +104,32 @@ class EquationComponent(OdeComponent):
         super().__init__(name, label, group)
         where = f"equation component {name!r}"
         if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt < 0:
-            raise ValueError(f"{where}: dt must be a finite number >= 0, got {dt!r}")
+            raise ConfigError("dt", f"{where}: dt must be a finite number >= 0, got {dt!r}")
         if isinstance(dim_state, bool) or not isinstance(dim_state, int) or dim_state < 0:
-            raise ValueError(f"{where}: dim_state must be an integer >= 0, got {dim_state!r}")
+            raise ConfigError("dim_state", f"{where}: dim_state must be an integer >= 0, got {dim_state!r}")
         state_decls = _declarations(dim_state if states is None else states, "x", f"{where}: states")
         if states is not None and dim_state and len(state_decls) != dim_state:
-            raise ValueError(f"{where}: dim_state={dim_state} but {len(state_decls)} states declared")
+            raise ConfigError("dim_state", f"{where}: dim_state={dim_state} but {len(state_decls)} states declared")
         n = len(state_decls)
         if n and state_equation is None:
-            raise ValueError(f"{where}: a state of dimension {n} needs a state_equation")
+            raise ConfigError("state_equation", f"{where}: a state of dimension {n} needs a state_equation")
         if not n and state_equation is not None:
-            raise ValueError(f"{where}: state_equation given but dim_state is 0")
+            raise ConfigError("state_equation", f"{where}: state_equation given but dim_state is 0")
         if output_equation is None and not n:
-            raise ValueError(f"{where}: a memoryless component (dim_state=0) needs an output_equation")
+            raise ConfigError("output_equation", f"{where}: a memoryless component (dim_state=0) needs an "
+                                                 "output_equation")
         if output_equation is None and outputs is not None:
-            raise ValueError(f"{where}: outputs declared without an output_equation (the states are the outputs)")
+            raise ConfigError("outputs", f"{where}: outputs declared without an output_equation (the states are "
+                                         "the outputs)")
         if output_equation is not None and outputs is None:
-            raise ValueError(f"{where}: declare the outputs of output_equation (a count or names)")
+            raise ConfigError("outputs", f"{where}: declare the outputs of output_equation (a count or names)")
         if update_equation is not None and event_equation is None:
-            raise ValueError(f"{where}: update_equation needs an event_equation")
+            raise ConfigError("event_equation", f"{where}: update_equation needs an event_equation")
         if initial_state is None:
             initial_state = [0.0] * n
         initial = np.asarray(initial_state, dtype=float).reshape(-1)
         if initial.shape != (n,):
-            raise ValueError(f"{where}: initial_state has {initial.size} values for {n} states")
+            raise ConfigError("initial_state", f"{where}: initial_state has {initial.size} values for {n} states")
 
         self.dt = float(dt)
         self.max_step = self.dt if self.dt > 0 else None
@@ -220,8 +224,9 @@ class EquationComponent(OdeComponent):
     def _discrete_update(self, t_k: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         new = np.array(self._state_equation(t_k, x, u), dtype=float)
         if new.shape != x.shape:
-            raise ValueError(f"component {self.name!r}: state_equation returned shape {new.shape}, "
-                             f"expected {x.shape} (states {list(self.state_names)})")
+            raise ModelOutputError(f"component {self.name!r}: state_equation returned shape {new.shape}, "
+                                   f"expected {x.shape} (states {list(self.state_names)})", component=self.name,
+                                   time=t_k, function="state_equation", expected=x.shape, got=new.shape)
         return new
 
     def _do_step_internal(self, t: float, dt: float) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cosimrun.errors import ConfigError
+
 if TYPE_CHECKING:
     from cosimrun.core.component import CoSimComponent
 
@@ -70,7 +72,8 @@ class EventIndicator:
 
     def __init__(self, name: str, function: Callable[[CoSimComponent], float], direction: int = 0) -> None:
         if direction not in (-1, 0, 1):
-            raise ValueError(f"event indicator {name!r}: direction must be -1, 0 or +1, got {direction!r}")
+            raise ConfigError("direction", f"event indicator {name!r}: direction must be -1, 0 or +1, "
+                                           f"got {direction!r}")
         self.name = name
         self.function = function
         self.direction = direction

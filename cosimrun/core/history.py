@@ -20,7 +20,7 @@ import numpy as np
 from cosimrun.core.events import DenseTime
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import compile_conversion
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import ConfigError, UnknownNameError
 
 _TYPECODES: dict[PortType, tuple[str, Any]] = {
     PortType.REAL: ("d", np.float64),
@@ -213,8 +213,8 @@ class ComponentHistory:
         for n in names:
             h = self._port_histories[n]
             if len(h) != len(time) or not np.array_equal(h.time, time):
-                raise ValueError(
-                    f"port {n!r} of {self.component_name!r} was recorded on its own time axis; use to_dict()"
+                raise ConfigError(
+                    None, f"port {n!r} of {self.component_name!r} was recorded on its own time axis; use to_dict()"
                 )
             values[n] = h.get_values(units.get(n))
         return time, values
@@ -282,7 +282,7 @@ class SystemHistory:
     ) -> dict[str, Any]:
         """Histories as ``{comp: {port: {...}}}`` (nested) or ``{'comp.port': {...}}`` (flat)."""
         if format not in ("nested", "flat"):
-            raise ValueError(f"format must be 'nested' or 'flat', got {format!r}")
+            raise ConfigError("format", f"must be 'nested' or 'flat', got {format!r}")
         units = units or {}
         nested = {
             c: self._component_histories[c].to_dict(ports, units.get(c))

@@ -26,7 +26,13 @@ from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.regions import SwitchRegions
 from cosimrun.core.switching import Hysteresis, ModeKey, ModeSwitch, ModeSwitching, StateAdapter
 from cosimrun.core.units import UnitConversion, compile_conversion, units_compatible
-from cosimrun.errors import DuplicateNameError, unknown_name
+from cosimrun.errors import (
+    ComponentContractError,
+    ComponentStateError,
+    ConfigError,
+    DuplicateNameError,
+    UnknownNameError,
+)
 
 __all__ = ["Hysteresis", "ModeSwitch", "ModeSwitching", "MultiComponent", "StateAdapter", "SwitchRegions"]
 
@@ -80,20 +86,23 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         self.models: dict[ModeKey, CoSimComponent] = {}
         super().__init__(name, group=group)
         if not isinstance(models, Mapping) or not models:
-            raise ValueError(f"MultiComponent {name!r}: models must be a non-empty mapping of mode name to component")
+            raise ConfigError(None, f"MultiComponent {name!r}: models must be a non-empty mapping of mode name to "
+                                    "component")
         seen: dict[int, str] = {}
         for mode, model in models.items():
             if not isinstance(mode, str) or not mode:
-                raise ValueError(f"MultiComponent {name!r}: mode names must be non-empty strings, got {mode!r}")
+                raise ConfigError(None, f"MultiComponent {name!r}: mode names must be non-empty strings, got {mode!r}")
             if not isinstance(model, CoSimComponent):
-                raise TypeError(
-                    f"MultiComponent {name!r}: mode {mode!r} must be a CoSimComponent, got {type(model).__name__}"
+                raise ComponentContractError(
+                    f"MultiComponent {name!r}: mode {mode!r} must be a CoSimComponent, got {type(model).__name__}",
+                    component=name,
                 )
             if id(model) in seen:
-                raise ValueError(f"MultiComponent {name!r}: modes {seen[id(model)]!r} and {mode!r} share one instance")
+                raise ConfigError(None, f"MultiComponent {name!r}: modes {seen[id(model)]!r} and {mode!r} share one "
+                                        "instance")
             seen[id(model)] = mode
         if initial_mode not in models:
-            raise ValueError(unknown_name("initial mode", initial_mode, models, f"of MultiComponent {name!r}"))
+            raise UnknownNameError("initial mode", initial_mode, models, f"of MultiComponent {name!r}")
         self.models = dict(models)
         self.initial_mode: ModeKey = initial_mode
         self.active_mode: ModeKey = initial_mode
@@ -120,20 +129,20 @@ class MultiComponent(CoSimComponent, ModeSwitching):
     # ------------------------------------------------------------------ ports
     @staticmethod
     def _validate_port_compatibility(ref_spec: PortSpec, spec: PortSpec, model_name: str, port_name: str) -> None:
-        """Raise ``ValueError`` naming model and port when *spec* cannot stand in for *ref_spec*."""
+        """Raise ``ConfigError`` naming model and port when *spec* cannot stand in for *ref_spec*."""
         if spec.direction != ref_spec.direction:
-            raise ValueError(
-                f"model {model_name!r}: port {port_name!r} is an {spec.direction}put, "
+            raise ConfigError(
+                None, f"model {model_name!r}: port {port_name!r} is an {spec.direction}put, "
                 f"the reference model declares an {ref_spec.direction}put"
             )
         if spec.type is not ref_spec.type:
-            raise ValueError(
-                f"model {model_name!r}: port {port_name!r} has type {spec.type.value}, "
+            raise ConfigError(
+                None, f"model {model_name!r}: port {port_name!r} has type {spec.type.value}, "
                 f"the reference model declares {ref_spec.type.value}"
             )
         if spec.type is PortType.REAL and not units_compatible(ref_spec.unit, spec.unit):
-            raise ValueError(
-                f"model {model_name!r}: port {port_name!r} has unit {spec.unit_name or 'none'!s}, "
+            raise ConfigError(
+                None, f"model {model_name!r}: port {port_name!r} has unit {spec.unit_name or 'none'!s}, "
                 f"incompatible with unit {ref_spec.unit_name or 'none'!s} of the reference model"
             )
 
@@ -160,13 +169,13 @@ class MultiComponent(CoSimComponent, ModeSwitching):
                 missing = sorted(set(ref_specs) - set(specs))
                 extra = sorted(set(specs) - set(ref_specs))
                 if missing:
-                    raise ValueError(
-                        f"MultiComponent {self.name!r}: model {mode!r} lacks {kind} port(s) "
+                    raise ConfigError(
+                        None, f"MultiComponent {self.name!r}: model {mode!r} lacks {kind} port(s) "
                         f"{', '.join(map(repr, missing))} of the reference model {ref_mode!r}"
                     )
                 if extra:
-                    raise ValueError(
-                        f"MultiComponent {self.name!r}: model {mode!r} has {kind} port(s) "
+                    raise ConfigError(
+                        None, f"MultiComponent {self.name!r}: model {mode!r} has {kind} port(s) "
                         f"{', '.join(map(repr, extra))} that the reference model {ref_mode!r} lacks; "
                         "every mode must expose the same ports"
                     )
@@ -175,7 +184,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
                     try:
                         self._validate_port_compatibility(ref_spec, spec, mode, port)
                     except ValueError as exc:
-                        raise ValueError(f"MultiComponent {self.name!r} (reference mode {ref_mode!r}): {exc}") from None
+                        raise ConfigError(None, f"MultiComponent {self.name!r} (reference mode {ref_mode!r}): "
+                                                f"{exc}") from None
                     if spec.type is PortType.REAL:
                         src, dst = (ref_spec, spec) if kind == "input" else (spec, ref_spec)
                         c = compile_conversion(src.unit, dst.unit)
@@ -294,7 +304,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         indicators after calling this.
         """
         if not self._is_initialized:
-            raise RuntimeError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes")
+            raise ComponentStateError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes",
+                                      component=self.name)
         target = self._select_target_mode(t)
         if target == self.active_mode:
             return False
@@ -325,11 +336,12 @@ class MultiComponent(CoSimComponent, ModeSwitching):
     def _switch_mode(self, new_mode: ModeKey, t: float, *, region: int | None = None) -> None:
         """Make *new_mode* active at *t*: transfer state, log the switch, notify the hysteresis."""
         if new_mode not in self.models:
-            raise ValueError(unknown_name("mode", new_mode, self.models, f"of MultiComponent {self.name!r}"))
+            raise UnknownNameError("mode", new_mode, self.models, f"of MultiComponent {self.name!r}")
         if new_mode == self.active_mode:
             return
         if not self._is_initialized:
-            raise RuntimeError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes")
+            raise ComponentStateError(f"MultiComponent {self.name!r}: call initialize(t0) before switching modes",
+                                      component=self.name)
         from_mode = self.active_mode
         retrieved = self._perform_state_transfer(self.models[new_mode], new_mode, t)
         if self._switch_regions is not None:
@@ -405,11 +417,13 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         next communication point. Must be called before :meth:`initialize`.
         """
         if self._is_initialized:
-            raise RuntimeError(
-                f"MultiComponent {self.name!r}: set switch regions before initialize (or after reset)"
+            raise ComponentStateError(
+                f"MultiComponent {self.name!r}: set switch regions before initialize (or after reset)",
+                component=self.name,
             )
         if regions is not None and not isinstance(regions, SwitchRegions):
-            raise TypeError(f"MultiComponent {self.name!r}: expected SwitchRegions, got {type(regions).__name__}")
+            raise ComponentContractError(f"MultiComponent {self.name!r}: expected SwitchRegions, got "
+                                         f"{type(regions).__name__}", component=self.name)
         if regions is not None:
             self._validate_regions(regions)
         for name in self._boundary_events:
@@ -436,22 +450,23 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         plain = {n: s for n, s in self.output_specs.items() if s.type is not PortType.EVENT}
         spec = plain.get(regions.port)
         if spec is None:
-            raise ValueError(unknown_name("output port", regions.port, plain, f"for switch regions of {where}"))
+            raise UnknownNameError("output port", regions.port, plain, f"for switch regions of {where}")
         if spec.type not in (PortType.REAL, PortType.INT):
-            raise ValueError(
-                f"{where}: switch regions need a numeric output, port {regions.port!r} is {spec.type.value}"
+            raise ConfigError(
+                None, f"{where}: switch regions need a numeric output, port {regions.port!r} is {spec.type.value}"
             )
         for mode in regions.modes:
             if mode not in self.models:
-                raise ValueError(unknown_name("mode", mode, self.models, f"in switch regions of {where}"))
+                raise UnknownNameError("mode", mode, self.models, f"in switch regions of {where}")
         taken = set(self.output_specs) | set(self.event_indicators)
         for model in self.models.values():
             taken |= set(model.event_indicators) | set(model.output_specs)
         taken -= set(self._boundary_events)
         for name in regions.indicator_names():
             if name in taken:
-                raise ValueError(
-                    f"{where}: switch-region indicator {name!r} clashes with an existing port or indicator"
+                raise DuplicateNameError(
+                    f"{where}: switch-region indicator {name!r} clashes with an existing port or indicator",
+                    kind="event indicator", name=name,
                 )
 
     def _region_value(self) -> float:
@@ -639,12 +654,13 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         """
         hosts = [m for m in self.models.values() if m.supports_rollback]
         if not hosts:
-            raise RuntimeError(
+            raise ComponentStateError(
                 f"MultiComponent {self.name!r} cannot host event indicator {name!r}: none of its models "
-                "supports rollback, which event localization needs"
+                "supports rollback, which event localization needs", component=self.name,
             )
         if name in self.event_indicators or any(name in m.event_indicators for m in hosts):
-            raise DuplicateNameError(f"MultiComponent {self.name!r} already has an event indicator {name!r}")
+            raise DuplicateNameError(f"MultiComponent {self.name!r} already has an event indicator {name!r}",
+                                     kind="event indicator", name=name)
         self._check_event_port_name(name)
         for model in hosts:
             model.add_event_indicator(name, func, direction)
@@ -720,8 +736,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         for mode, fmap in maps.items():
             for out in outputs:
                 if fmap[out] != reference[out]:
-                    raise ValueError(
-                        f"MultiComponent {self.name!r}: models disagree on direct feedthrough to output {out!r}: "
+                    raise ConfigError(
+                        None, f"MultiComponent {self.name!r}: models disagree on direct feedthrough to output {out!r}: "
                         f"{self.initial_mode!r} has inputs {sorted(reference[out])}, {mode!r} has {sorted(fmap[out])}; "
                         "declare direct_feedthrough on the MultiComponent before initialize to override"
                     )

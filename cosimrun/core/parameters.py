@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from cosimrun.errors import ConfigError, did_you_mean, suggest
+from cosimrun.errors import ComponentContractError, ConfigError, did_you_mean, suggest
 
 if TYPE_CHECKING:
     import pint
@@ -104,24 +104,24 @@ class Parameter:
     def __post_init__(self) -> None:
         kind = _PYTHON_TYPES.get(self.type, self.type) if isinstance(self.type, type) else self.type
         if kind not in PARAMETER_TYPES:
-            raise TypeError(f"Parameter type {self.type!r} is not one of {', '.join(PARAMETER_TYPES)} "
-                            "(or float, int, bool, str, pathlib.Path)")
+            raise ComponentContractError(f"Parameter type {self.type!r} is not one of {', '.join(PARAMETER_TYPES)} "
+                                         "(or float, int, bool, str, pathlib.Path)")
         object.__setattr__(self, "type", kind)
         if kind not in _NUMERIC and (self.unit is not None or self.bounds):
-            raise TypeError(f"a {kind} Parameter takes no unit or bounds (numbers only)")
+            raise ComponentContractError(f"a {kind} Parameter takes no unit or bounds (numbers only)")
         if kind == "choice":
             if not self.choices or not all(isinstance(c, str) for c in self.choices):
-                raise TypeError("a choice Parameter needs choices=(...) of strings")
+                raise ComponentContractError("a choice Parameter needs choices=(...) of strings")
             object.__setattr__(self, "choices", tuple(c.lower() for c in self.choices))
         elif self.choices:
-            raise TypeError(f"a {kind} Parameter takes no choices (use type 'choice')")
+            raise ComponentContractError(f"a {kind} Parameter takes no choices (use type 'choice')")
         if self.unit is not None and not self.unit_references:
             from cosimrun.core.units import parse_unit
 
             try:
                 parse_unit(self.unit)
             except ValueError as exc:
-                raise TypeError(f"Parameter unit: {exc}") from None
+                raise ComponentContractError(f"Parameter unit: {exc}") from None
 
     # ------------------------------------------------------------------ description
     @property
@@ -326,8 +326,8 @@ def declared_parameters(cls: type) -> dict[str, Parameter]:
             continue
         for name, decl in own.items():
             if not isinstance(decl, Parameter):
-                raise TypeError(f"{cls.__qualname__}.PARAMETERS[{name!r}] is {decl!r}, not a cosimrun.parameters."
-                                "Parameter")
+                raise ComponentContractError(f"{cls.__qualname__}.PARAMETERS[{name!r}] is {decl!r}, not a "
+                                             "cosimrun.parameters.Parameter", component=cls.__qualname__)
             merged[name] = decl
     return merged
 

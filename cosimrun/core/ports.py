@@ -23,6 +23,7 @@ from cosimrun.core.units import (
     unit_str,
     units_compatible,
 )
+from cosimrun.errors import ComponentContractError, ConfigError
 
 
 class PortType(StrEnum):
@@ -40,11 +41,11 @@ PortValue = float | int | bool | str
 
 
 def _validate_unit(unit: UnitLike, port_name: str) -> None:
-    """Raise ``ValueError`` naming the port when *unit* is not in the registry."""
+    """Raise :class:`ConfigError` naming the port when *unit* is not in the registry."""
     try:
         parse_unit(unit)
-    except ValueError as exc:
-        raise ValueError(f"port {port_name!r}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(None, f"port {port_name!r}: {exc.message}", suggestion=exc.suggestion) from None
 
 
 def _coerce_numpy_scalar(value: Any) -> Any:
@@ -77,18 +78,18 @@ class PortSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
-            raise ValueError(f"invalid port name {self.name!r}: a non-empty name without '/'")
+            raise ConfigError(None, f"invalid port name {self.name!r}: a non-empty name without '/'")
         try:
             object.__setattr__(self, "type", PortType(self.type))
         except ValueError:
-            raise ValueError(
-                f"port {self.name!r}: unknown port type {self.type!r}; "
+            raise ConfigError(
+                None, f"port {self.name!r}: unknown port type {self.type!r}; "
                 f"valid: {', '.join(t.value for t in PortType)}"
             ) from None
         if self.direction not in ("in", "out"):
-            raise ValueError(f"port {self.name!r}: direction must be 'in' or 'out', got {self.direction!r}")
+            raise ConfigError(None, f"port {self.name!r}: direction must be 'in' or 'out', got {self.direction!r}")
         if self.unit is not None and self.type is not PortType.REAL:
-            raise ValueError(f"port {self.name!r}: only REAL ports carry a unit (type {self.type.value})")
+            raise ConfigError(None, f"port {self.name!r}: only REAL ports carry a unit (type {self.type.value})")
         _validate_unit(self.unit, self.name)
 
     @property
@@ -105,7 +106,7 @@ class PortSpec:
         """Return *value* checked (and coerced) for this port's type.
 
         REAL ports accept pint quantities, which are converted to the port's unit.
-        Raises ``TypeError`` for a value of the wrong type.
+        Raises :class:`~cosimrun.errors.ComponentContractError` (a ``TypeError``) for a value of the wrong type.
         """
         if coerce_numpy:
             value = _coerce_numpy_scalar(value)
@@ -118,7 +119,7 @@ class PortSpec:
             target = self.unit if self.unit is not None else "dimensionless"
             return float(value.to(target).magnitude)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"port {self.name!r} (real) expects a number, got {type(value).__name__} {value!r}")
+            raise self._wrong_type("real", "a number", value)
         return float(value)
 
     def _validate_int(self, value: Any) -> int:
@@ -127,7 +128,7 @@ class PortSpec:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"port {self.name!r} (int) expects an integer, got {type(value).__name__} {value!r}")
+            raise self._wrong_type("int", "an integer", value)
         return int(value)
 
     def _validate_bool(self, value: Any) -> bool:
@@ -135,14 +136,18 @@ class PortSpec:
             return value
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
-        raise TypeError(f"port {self.name!r} ({self.type.value}) expects a bool, got {type(value).__name__} {value!r}")
+        raise self._wrong_type(self.type.value, "a bool", value)
 
     def _validate_string(self, value: Any) -> str:
         if not isinstance(value, str):
-            raise TypeError(f"port {self.name!r} (string) expects a str, got {type(value).__name__} {value!r}")
+            raise self._wrong_type("string", "a str", value)
         return value
 
     _validate_event = _validate_bool
+
+    def _wrong_type(self, kind: str, expected: str, value: Any) -> ComponentContractError:
+        return ComponentContractError(f"port {self.name!r} ({kind}) expects {expected}, got {type(value).__name__} "
+                                      f"{value!r}", port=self.name)
 
     @staticmethod
     def compatible(spec1: PortSpec, spec2: PortSpec) -> bool:
@@ -210,13 +215,14 @@ class PortState:
 
     def _get_with_unit_conversion(self, target_unit: str) -> float:
         if self.spec.type is not PortType.REAL:
-            raise TypeError(f"port {self.spec.name!r} ({self.spec.type.value}) has no unit to convert")
+            raise ComponentContractError(f"port {self.spec.name!r} ({self.spec.type.value}) has no unit to convert",
+                                         port=self.spec.name)
         try:
             conv = compile_conversion(self.spec.unit, target_unit)
         except IncompatibleUnitsError as exc:
             raise IncompatibleUnitsError(f"port {self.spec.name!r}: {exc}") from None
-        except ValueError as exc:
-            raise ValueError(f"port {self.spec.name!r}: {exc}") from None
+        except ConfigError as exc:
+            raise ConfigError(None, f"port {self.spec.name!r}: {exc.message}", suggestion=exc.suggestion) from None
         return conv.scale * self.value + conv.offset
 
     def compatible_with(self, other: PortSpec) -> bool:

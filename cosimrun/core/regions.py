@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cosimrun.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class SwitchRegions:
@@ -38,38 +40,39 @@ class SwitchRegions:
     def __post_init__(self) -> None:
         where = f"SwitchRegions(port={self.port!r})"
         if not isinstance(self.port, str) or not self.port:
-            raise ValueError(f"SwitchRegions: port must be a non-empty string, got {self.port!r}")
+            raise ConfigError("port", f"SwitchRegions: port must be a non-empty string, got {self.port!r}")
         if isinstance(self.modes, str) or not isinstance(self.modes, Sequence):
-            raise ValueError(f"{where}: modes must be a list of mode names, got {self.modes!r}")
+            raise ConfigError("modes", f"{where}: modes must be a list of mode names, got {self.modes!r}")
         modes = tuple(self.modes)
         if len(modes) < 2:
-            raise ValueError(f"{where}: at least two modes are needed, got {list(modes)!r}")
+            raise ConfigError("modes", f"{where}: at least two modes are needed, got {list(modes)!r}")
         for i, mode in enumerate(modes):
             if not isinstance(mode, str) or not mode:
-                raise ValueError(f"{where}: modes[{i}] must be a non-empty string, got {mode!r}")
+                raise ConfigError("modes", f"{where}: modes[{i}] must be a non-empty string, got {mode!r}")
         for i in range(len(modes) - 1):
             if modes[i] == modes[i + 1]:
-                raise ValueError(
-                    f"{where}: adjacent regions {i} and {i + 1} both select mode {modes[i]!r}; merge them"
+                raise ConfigError(
+                    "modes", f"{where}: adjacent regions {i} and {i + 1} both select mode {modes[i]!r}; merge them"
                 )
         if isinstance(self.bounds, str) or not isinstance(self.bounds, Sequence):
-            raise ValueError(f"{where}: bounds must be a list of (lower, upper) pairs, got {self.bounds!r}")
+            raise ConfigError("bounds", f"{where}: bounds must be a list of (lower, upper) pairs, got {self.bounds!r}")
         if len(self.bounds) != len(modes) - 1:
-            raise ValueError(
-                f"{where}: {len(modes)} modes need {len(modes) - 1} (lower, upper) bounds, got {len(self.bounds)}"
+            raise ConfigError(
+                "bounds",
+                f"{where}: {len(modes)} modes need {len(modes) - 1} (lower, upper) bounds, got {len(self.bounds)}",
             )
         bounds = tuple(_bound_pair(where, i, b) for i, b in enumerate(self.bounds))
         for i in range(1, len(bounds)):
             if not bounds[i][0] > bounds[i - 1][1]:
-                raise ValueError(
-                    f"{where}: bounds must increase: bounds[{i}]={bounds[i]} must lie above "
+                raise ConfigError(
+                    "bounds", f"{where}: bounds must increase: bounds[{i}]={bounds[i]} must lie above "
                     f"bounds[{i - 1}]={bounds[i - 1]} (lower {bounds[i][0]} > previous upper {bounds[i - 1][1]})"
                 )
         if not isinstance(self.use_abs, bool):
-            raise ValueError(f"{where}: use_abs must be True or False, got {self.use_abs!r}")
+            raise ConfigError("use_abs", f"{where}: use_abs must be True or False, got {self.use_abs!r}")
         if self.use_abs and bounds[0][0] <= 0.0:
-            raise ValueError(
-                f"{where}: with use_abs=True the lowest lower bound must be > 0 "
+            raise ConfigError(
+                "bounds", f"{where}: with use_abs=True the lowest lower bound must be > 0 "
                 f"(|{self.port}| never falls below {bounds[0][0]}, so region 0 could never be re-entered)"
             )
         object.__setattr__(self, "modes", modes)
@@ -131,14 +134,14 @@ class SwitchRegions:
 
 def _bound_pair(where: str, i: int, bound: Any) -> tuple[float, float]:
     if isinstance(bound, str) or not isinstance(bound, Sequence) or len(bound) != 2:
-        raise ValueError(f"{where}: bounds[{i}] must be a (lower, upper) pair, got {bound!r}")
+        raise ConfigError("bounds", f"{where}: bounds[{i}] must be a (lower, upper) pair, got {bound!r}")
     pair = []
     for label, x in zip(("lower", "upper"), bound, strict=True):
         if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-            raise ValueError(f"{where}: bounds[{i}] {label} must be a finite number, got {x!r}")
+            raise ConfigError("bounds", f"{where}: bounds[{i}] {label} must be a finite number, got {x!r}")
         pair.append(float(x))
     lower, upper = pair
     if lower > upper:
-        raise ValueError(f"{where}: bounds[{i}] has lower {lower} > upper {upper}")
+        raise ConfigError("bounds", f"{where}: bounds[{i}] has lower {lower} > upper {upper}")
     return lower, upper
 

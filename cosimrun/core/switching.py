@@ -22,6 +22,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cosimrun.errors import ConfigError
+
 if TYPE_CHECKING:
     from cosimrun.core.component import CoSimComponent
 
@@ -82,7 +84,7 @@ class Hysteresis:
     def __init__(self, dwell_time: float = 0.01) -> None:
         dwell_time = float(dwell_time)
         if not math.isfinite(dwell_time) or dwell_time < 0.0:
-            raise ValueError(f"dwell_time must be a finite number >= 0, got {dwell_time!r}")
+            raise ConfigError("dwell_time", f"must be a finite number >= 0, got {dwell_time!r}")
         self.dwell_time = dwell_time
         self.last_switch_time: float = -math.inf
 

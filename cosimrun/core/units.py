@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import pint
 
-from cosimrun.errors import IncompatibleUnitsError, suggest
+from cosimrun.errors import ConfigError, IncompatibleUnitsError, did_you_mean, suggest
 
 ureg: pint.UnitRegistry = pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
 """The single unit registry of cosimrun; every unit string is parsed here."""
@@ -36,7 +36,8 @@ def _parse(unit: str) -> pint.Unit:
 def parse_unit(unit: UnitLike) -> pint.Unit | None:
     """Parse a unit string with the shared registry; ``None`` stays ``None``.
 
-    Raises ``ValueError`` naming the unit (and close registry names) when pint
+    Raises a :class:`~cosimrun.errors.ConfigError` (a ``ValueError``) naming the
+    unit (and close registry names, the closest in ``suggestion``) when pint
     does not know it.
     """
     if unit is None or isinstance(unit, pint.Unit):
@@ -45,8 +46,9 @@ def parse_unit(unit: UnitLike) -> pint.Unit | None:
         return _parse(unit.strip() or "dimensionless")
     except (pint.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError,
             TypeError, ValueError, AssertionError) as exc:
-        hint = suggest(unit, _unit_names())
-        raise ValueError(f"unknown unit {unit!r}{hint}") from exc
+        close = did_you_mean(str(unit), _unit_names())
+        raise ConfigError(None, f"unknown unit {unit!r}{suggest(unit, close)}",
+                          suggestion=close[0] if close else None) from exc
 
 
 @lru_cache(maxsize=1)

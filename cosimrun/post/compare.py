@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from cosimrun.errors import ConfigError, DataFileError
 from cosimrun.post.signals import Signal, Source, open_source, select
 
 DEFAULT_RTOL = 1e-3
@@ -362,8 +363,8 @@ def _as_numbers(a: Signal, b: Signal, name: str) -> tuple[np.ndarray, np.ndarray
     """A's and B's values as float64 (B in A's unit; text as codes of a shared vocabulary), and whether text."""
     text_a, text_b = (s.kind.upper() == "STRING" or s.values.dtype == object for s in (a, b))
     if text_a != text_b:
-        raise ValueError(f"{name}: text in {'A' if text_a else 'B'}, numbers in {'B' if text_a else 'A'}; "
-                         "they cannot be compared")
+        raise ConfigError(None, f"{name}: text in {'A' if text_a else 'B'}, numbers in {'B' if text_a else 'A'}; "
+                                "they cannot be compared")
     if text_a:
         _, codes = np.unique(np.concatenate((a.values, b.values)).astype(str), return_inverse=True)
         codes = codes.astype(np.float64)
@@ -375,7 +376,7 @@ def _as_numbers(a: Signal, b: Signal, name: str) -> tuple[np.ndarray, np.ndarray
         try:
             conv = compile_conversion(b.unit, a.unit)
         except ValueError as exc:
-            raise ValueError(f"{name}: A is in {a.unit}, B in {b.unit}: {exc}") from None
+            raise ConfigError(None, f"{name}: A is in {a.unit}, B in {b.unit}: {exc}") from None
         vb = conv.scale * vb + conv.offset
     return va, vb, False
 
@@ -444,17 +445,18 @@ def compare(a: str | os.PathLike[str], b: str | os.PathLike[str], *, rtol: float
     """Compare the signals of *a* with those of *b* (results files, run directories or CSVs).
 
     *ports* are ``fnmatch`` patterns restricting the signals compared. Raises
-    ``FileNotFoundError``, ``ValueError`` (incompatible units, text against
-    numbers, nothing to compare) or :class:`~cosimrun.errors.UnknownNameError`
-    (a pattern that matches no signal of either side).
+    ``FileNotFoundError``, a :class:`~cosimrun.errors.ConfigError` (a
+    ``ValueError``: a tolerance, incompatible units, text against numbers,
+    nothing to compare) or an :class:`~cosimrun.errors.UnknownNameError` (a
+    pattern that matches no signal of either side).
     """
     for option, value in (("rtol", rtol), ("atol", atol), ("time_tolerance", time_tolerance)):
         if not _valid_tolerance(value):
-            raise ValueError(f"{option} must be a finite number >= 0, got {value}")
+            raise ConfigError(option, f"must be a finite number >= 0, got {value}")
     source_a, source_b = open_source(a), open_source(b)
     entries = match_names(source_a.names, source_b.names)
     if not entries:
-        raise ValueError(f"no signals to compare in {source_a.path} and {source_b.path}")
+        raise DataFileError(f"no signals to compare in {source_a.path} and {source_b.path}", path=str(source_a.path))
     chosen = set(select([name for name, _, _ in entries], ports, "in A or B"))
     entries = [entry for entry in entries if entry[0] in chosen]
     both = [(name, na, nb) for name, na, nb in entries if na is not None and nb is not None]

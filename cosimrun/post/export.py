@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cosimrun.errors import ConfigError, DataFileError, did_you_mean
 from cosimrun.post.signals import open_source
 
 if TYPE_CHECKING:
@@ -68,10 +69,12 @@ def export(results_path: str | os.PathLike[str], format: str = "csv",
     *out_dir* defaults to ``export/`` beside the results file.
     """
     if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
+        raise ConfigError(None, f"unknown format {format!r}; one of {', '.join(FORMATS)}",
+                          suggestion=next(iter(did_you_mean(format, FORMATS)), None))
     source = open_source(results_path)
     if source.results is None:
-        raise ValueError(f"{source.path}: export takes a results file or a run directory, not a CSV file")
+        raise DataFileError(f"{source.path}: export takes a results file or a run directory, not a CSV file",
+                            path=str(source.path))
     results = source.results
     out = Path(out_dir) if out_dir is not None else results.path.parent / "export"
     out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import ConfigError, DataFileError, UnknownNameError
 from cosimrun.post.signals import Signal, Source, open_source, select
 
 if TYPE_CHECKING:
@@ -59,12 +59,13 @@ def plot_run(results: str | os.PathLike[str] | Source, ports: Sequence[str] | No
     from matplotlib.figure import Figure
 
     if by not in ("unit", "component"):
-        raise ValueError(f"--by must be 'unit' or 'component', got {by!r}")
+        raise ConfigError(None, f"--by must be 'unit' or 'component', got {by!r}")
     source = results if isinstance(results, Source) else open_source(results)
     names = select(source.names, ports, f"in {source.path}")
     signals = [s for s in source.signals(names) if s.is_numeric and (ports or s.kind.upper() != "EVENT")]
     if not signals:
-        raise ValueError(f"{source.path}: nothing numeric to plot among {', '.join(names) or 'no signals'}")
+        raise DataFileError(f"{source.path}: nothing numeric to plot among {', '.join(names) or 'no signals'}",
+                            path=str(source.path))
     groups: dict[str, list[Signal]] = {}
     for sig in signals:
         key = (sig.unit or "1") if by == "unit" else (sig.component or source.label)
@@ -92,15 +93,16 @@ def plot_run(results: str | os.PathLike[str] | Source, ports: Sequence[str] | No
 
 def _reference(path: str | os.PathLike[str], signals: list[Signal]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{run signal name: (time, values in its unit)}`` of the reference at *path* that match *signals*
-    (read and matched as ``cosimrun compare`` does); ``ValueError`` when none does."""
+    (read and matched as ``cosimrun compare`` does); a :class:`~cosimrun.errors.DataFileError` when none does."""
     from cosimrun.post.compare import _as_numbers, match_names
 
     ref = open_source(path)
     by_name = {s.name: s for s in signals}
     pairs = [(a, b) for _, a, b in match_names(list(by_name), ref.names) if a is not None and b is not None]
     if not pairs:
-        raise ValueError(f"--reference {ref.path}: none of its signals ({', '.join(ref.names) or 'none'}) matches "
-                         f"a plotted one ({', '.join(by_name)}); name its columns as the run's signals or their ports")
+        raise DataFileError(f"--reference {ref.path}: none of its signals ({', '.join(ref.names) or 'none'}) "
+                            f"matches a plotted one ({', '.join(by_name)}); name its columns as the run's signals or "
+                            "their ports", path=str(ref.path))
     overlay = {}
     for a, b in pairs:
         ref_sig = ref.signals([b])[0]
@@ -109,7 +111,8 @@ def _reference(path: str | os.PathLike[str], signals: list[Signal]) -> dict[str,
         try:
             _, values, _ = _as_numbers(by_name[a], ref_sig, a)
         except ValueError as exc:
-            raise ValueError(f"--reference {ref.path}: {exc} (A: the run, B: the reference)") from None
+            raise DataFileError(f"--reference {ref.path}: {exc} (A: the run, B: the reference)",
+                                path=str(ref.path)) from None
         overlay[a] = (ref_sig.time.astype(np.float64), values)
     return overlay
 
@@ -190,7 +193,7 @@ def plot_sweep(sweep_dir: str | os.PathLike[str], ports: Sequence[str] | None = 
     color_by = _parameter(df, color_by, "--color-by")
     runs = [(run, row) for run, row in df.iterrows() if row["path"]]
     if not runs:
-        raise ValueError(f"{sweep_dir}: no run of this sweep left a results file")
+        raise DataFileError(f"{sweep_dir}: no run of this sweep left a results file", path=str(sweep_dir))
     first = open_source(Path(sweep_dir) / runs[0][1]["path"])
     names = select(first.names, ports, f"in the runs of {sweep_dir}")
     names = [n for n, s in zip(names, first.signals(names), strict=True) if s.is_numeric and
@@ -278,7 +281,7 @@ def _column(df: pd.DataFrame, name: str, kind: str, known: Sequence[str], where:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise ValueError(f"{kind} '{name}' {where} matches {', '.join(matches)}; give one in full")
+        raise ConfigError(None, f"{kind} '{name}' {where} matches {', '.join(matches)}; give one in full")
     raise UnknownNameError(kind, name, known, where)
 
 
@@ -334,7 +337,7 @@ def save(fig: Figure, out: str | os.PathLike[str]) -> Path:
     """Write *fig* to *out*, its format from the extension (PNG, SVG or PDF)."""
     out = Path(out)
     if out.suffix.lower() not in FORMATS:
-        raise ValueError(f"-o {out}: the file must end in {', '.join(FORMATS)} (the format is taken from it)")
+        raise ConfigError(None, f"-o {out}: the file must end in {', '.join(FORMATS)} (the format is taken from it)")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     return out
@@ -364,20 +367,21 @@ def figure(args: argparse.Namespace) -> Figure:
     """The figure the command line asks for."""
     if is_sweep(args.results):
         if (args.x is None) != (args.y is None):
-            raise ValueError("--x and --y go together (an index column against a parameter)")
+            raise ConfigError(None, "--x and --y go together (an index column against a parameter)")
         if args.reference is not None:
-            raise ValueError(f"--reference is for a run; {args.results} is a sweep directory")
+            raise ConfigError(None, f"--reference is for a run; {args.results} is a sweep directory")
         if args.x is not None:
             return plot_index(args.results, args.x, args.y)
         return plot_sweep(args.results, args.ports or None, color_by=args.color_by)
     if args.x is not None or args.y is not None or args.color_by is not None:
-        raise ValueError(f"--x, --y and --color-by are for sweep directories; {args.results} is a run")
+        raise ConfigError(None, f"--x, --y and --color-by are for sweep directories; {args.results} is a run")
     return plot_run(args.results, args.ports or None, by=args.by, reference=args.reference)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.output is not None and Path(args.output).suffix.lower() not in FORMATS:
-        raise ValueError(f"-o {args.output}: the file must end in {', '.join(FORMATS)} (the format is taken from it)")
+        raise ConfigError(None, f"-o {args.output}: the file must end in {', '.join(FORMATS)} (the format is "
+                                "taken from it)")
     fig = figure(args)
     if args.output is None and display_available():
         import matplotlib.pyplot as plt

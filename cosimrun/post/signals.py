@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cosimrun.errors import UnknownNameError
+from cosimrun.errors import DataFileError, UnknownNameError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,7 +128,8 @@ class Source:
 def open_source(path: str | os.PathLike[str]) -> Source:
     """A results file (finished or ``.partial``), a run directory, or a CSV as a :class:`Source`.
 
-    ``FileNotFoundError`` or ``ValueError`` with one line saying what the path is not.
+    ``FileNotFoundError`` or a :class:`~cosimrun.errors.DataFileError` (a ``ValueError``) with one line saying
+    what the path is not.
     """
     path = Path(path)
     if path.suffix.lower() == ".csv":
@@ -162,7 +163,7 @@ def read_csv(path: Path) -> dict[str, Signal]:
         try:
             header = next(reader)
         except StopIteration:
-            raise ValueError(f"{path}: the CSV file is empty") from None
+            raise DataFileError(f"{path}: the CSV file is empty", path=str(path)) from None
         rows = [row for row in reader if row]
     names, units = [], []
     for cell in header:
@@ -173,18 +174,21 @@ def read_csv(path: Path) -> dict[str, Signal]:
         units.append((match["unit"].strip() or None) if match else None)
     time_col = next((i for i, n in enumerate(names) if n in TIME_COLUMNS), None)
     if time_col is None:
-        raise ValueError(f"{path}: no time column (the header must name one of {', '.join(TIME_COLUMNS)})")
+        raise DataFileError(f"{path}: no time column (the header must name one of {', '.join(TIME_COLUMNS)})",
+                            path=str(path))
     short = next((i for i, row in enumerate(rows) if len(row) != len(names)), None)
     if short is not None:
-        raise ValueError(f"{path}: data row {short + 1} has {len(rows[short])} cells, the header {len(names)}")
+        raise DataFileError(f"{path}: data row {short + 1} has {len(rows[short])} cells, the header {len(names)}",
+                            path=str(path), row=short + 1)
     by_column = list(zip(*rows, strict=True)) if rows else [() for _ in names]
     columns = [_csv_column(list(cells)) for cells in by_column]
     time, kind = columns[time_col]
     if kind != "REAL":
-        raise ValueError(f"{path}: every cell of the time column {names[time_col]!r} must be a number")
+        raise DataFileError(f"{path}: every cell of the time column {names[time_col]!r} must be a number",
+                            path=str(path))
     if np.any(np.diff(time) < 0):
         row = int(np.flatnonzero(np.diff(time) < 0)[0]) + 2
-        raise ValueError(f"{path}: time decreases at data row {row}")
+        raise DataFileError(f"{path}: time decreases at data row {row}", path=str(path), row=row)
     micro_col = next((i for i, n in enumerate(names) if n == "micro" and columns[i][1] == "REAL"), None)
     micro = superdense_micro(time) if micro_col is None else columns[micro_col][0].astype(np.int64)
     return {

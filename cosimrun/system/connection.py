@@ -19,16 +19,14 @@ from typing import Any
 
 from cosimrun.core.ports import PortState
 from cosimrun.core.units import IDENTITY, UnitConversion, UnitLike, compile_conversion
-from cosimrun.errors import ConfigError
+from cosimrun.errors import ConfigError, InvalidConnectionError
 
 
 def split_port_path(path: str, *, what: str = "port") -> tuple[str, str]:
-    """Split ``"comp.port"`` at the first dot; a clear ``ValueError`` otherwise."""
-    if not isinstance(path, str) or "." not in path:
-        raise ValueError(f"{what} {path!r} must be written 'component.port'")
-    comp, port = path.split(".", 1)
+    """Split ``"comp.port"`` at the first dot; a clear :class:`ConfigError` (a ``ValueError``) otherwise."""
+    comp, _, port = path.partition(".") if isinstance(path, str) else ("", "", "")
     if not comp or not port:
-        raise ValueError(f"{what} {path!r} must be written 'component.port'")
+        raise ConfigError(None, f"{what} {path!r} must be written 'component.port'")
     return comp.strip(), port.strip()
 
 
@@ -65,9 +63,16 @@ class Connection:
     @classmethod
     def between(cls, src: str, dst: str, *, scale: float = 1.0, offset: float = 0.0,
                 convert_units: bool = True) -> Connection:
-        """Build from ``"a.y"`` and ``"b.u"`` (and the transformation)."""
-        sc, sp = split_port_path(src, what="connection source")
-        dc, dp = split_port_path(dst, what="connection destination")
+        """Build from ``"a.y"`` and ``"b.u"`` (and the transformation).
+
+        A path not written ``component.port`` is an :class:`InvalidConnectionError` whose ``connection``
+        is ``"src -> dst"`` as given.
+        """
+        try:
+            sc, sp = split_port_path(src, what="connection source")
+            dc, dp = split_port_path(dst, what="connection destination")
+        except ConfigError as exc:
+            raise InvalidConnectionError(exc.message, connection=f"{src} -> {dst}") from None
         return cls(sc, sp, dc, dp, scale, offset, convert_units)
 
     @property
@@ -88,9 +93,10 @@ class Connection:
 
     @classmethod
     def parse(cls, text: str) -> Connection:
-        """Build from ``"a.y -> b.u"``."""
+        """Build from ``"a.y -> b.u"``; an :class:`InvalidConnectionError` (``connection``: *text*) otherwise."""
         if not isinstance(text, str) or text.count("->") != 1:
-            raise ValueError(f"connection {text!r} must be written 'src.port -> dst.port'")
+            raise InvalidConnectionError(f"connection {text!r} must be written 'src.port -> dst.port'",
+                                         connection=text if isinstance(text, str) else None)
         src, dst = (part.strip() for part in text.split("->"))
         return cls.between(src, dst)
 

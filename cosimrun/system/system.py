@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,10 +15,13 @@ from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import IDENTITY
 from cosimrun.errors import (
+    ComponentContractError,
+    DuplicateNameError,
     IncompatibleUnitsError,
     InvalidConnectionError,
     MissingInitialValueError,
     UnknownNameError,
+    did_you_mean,
     unknown_name,
 )
 from cosimrun.system.connection import Connection, Link, split_port_path
@@ -120,9 +123,10 @@ class System:
     def add_component(self, component: CoSimComponent) -> CoSimComponent:
         """Add *component*; its name must be unique in the system."""
         if not isinstance(component, CoSimComponent):
-            raise TypeError(f"expected a CoSimComponent, got {type(component).__name__}")
+            raise ComponentContractError(f"expected a CoSimComponent, got {type(component).__name__}")
         if component.name in self.components:
-            raise ValueError(f"system {self.name!r} already has a component named {component.name!r}")
+            raise DuplicateNameError(f"system {self.name!r} already has a component named {component.name!r}",
+                                     kind="component", name=component.name)
         self.components[component.name] = component
         component.record_history = False  # the run's recorder samples it from now on
         self.history.add_component(component.name, component.history)
@@ -164,7 +168,7 @@ class System:
         comp = self.get_component(comp_name)
         sub = self.get_component(subscriber)
         if event not in comp.event_indicators:
-            raise ValueError(unknown_name("event", event, comp.event_indicators, f"of component {comp_name!r}"))
+            raise UnknownNameError("event", event, comp.event_indicators, f"of component {comp_name!r}")
         sub.subscribe_event(Event(name=event, source=comp_name))
         link = EventConnection(comp_name, event, subscriber)
         self.event_connections.append(link)
@@ -190,28 +194,28 @@ class System:
         where = f"connection {conn}"
         for name in (conn.src_component, conn.dst_component):
             if name not in self.components:
-                known = unknown_name("component", name, self.components, f"in system {self.name!r}")
-                raise InvalidConnectionError(f"{where}: {known}")
+                raise _unknown_in(conn, "component", name, self.components, f"in system {self.name!r}")
         src_comp = self.components[conn.src_component]
         dst_comp = self.components[conn.dst_component]
         outs = self._output_specs(src_comp)
         src = outs.get(conn.src_port)
         if src is None:
             if conn.src_port in src_comp.input_specs:
-                raise InvalidConnectionError(f"{where}: {conn.src} is an input; a connection starts at an output")
-            known = unknown_name("output", conn.src_port, outs, f"of component {conn.src_component!r}")
-            raise InvalidConnectionError(f"{where}: {known}")
+                raise InvalidConnectionError(f"{where}: {conn.src} is an input; a connection starts at an output",
+                                             connection=str(conn))
+            raise _unknown_in(conn, "output", conn.src_port, outs, f"of component {conn.src_component!r}")
         dst = dst_comp.input_specs.get(conn.dst_port)
         if dst is None:
             if conn.dst_port in self._output_specs(dst_comp):
-                raise InvalidConnectionError(f"{where}: {conn.dst} is an output; a connection ends at an input")
-            known = unknown_name("input", conn.dst_port, dst_comp.input_specs, f"of component {conn.dst_component!r}")
-            raise InvalidConnectionError(f"{where}: {known}")
+                raise InvalidConnectionError(f"{where}: {conn.dst} is an output; a connection ends at an input",
+                                             connection=str(conn))
+            raise _unknown_in(conn, "input", conn.dst_port, dst_comp.input_specs,
+                              f"of component {conn.dst_component!r}")
         src_type = PortType.BOOL if src.type is PortType.EVENT else src.type
         dst_type = PortType.BOOL if dst.type is PortType.EVENT else dst.type
         if src_type != dst_type:
             raise InvalidConnectionError(f"connection {conn}: type mismatch, {conn.src} is {src.type.value} "
-                                   f"but {conn.dst} is {dst.type.value}")
+                                         f"but {conn.dst} is {dst.type.value}", connection=str(conn))
         if src.type is PortType.REAL:
             try:
                 conn.transform(src.unit, dst.unit)
@@ -219,16 +223,17 @@ class System:
                 raise InvalidConnectionError(
                     f"connection {conn}: incompatible units, {conn.src} is in {src.unit_name or 'no unit'} "
                     f"but {conn.dst} is in {dst.unit_name or 'no unit'} (convert_units=False passes the number "
-                    "as it is)"
+                    "as it is)", connection=str(conn),
                 ) from None
         elif conn.transforms:
             key = "scale" if conn.scale != 1.0 else "offset" if conn.offset != 0.0 else "convert_units"
             raise InvalidConnectionError(
                 f"connection {conn}: {conn.describe_transform()} applies to real ports only; "
-                f"{conn.src} is {src.type.value} (leave out scale, offset and convert_units)"
+                f"{conn.src} is {src.type.value} (leave out scale, offset and convert_units)", connection=str(conn),
             ).within(key)
         if conn.dst in self._driven:
-            raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}")
+            raise InvalidConnectionError(f"{where}: input {conn.dst} is already driven by {self._driven[conn.dst]}",
+                                         connection=str(conn))
 
     # ------------------------------------------------------------------ initialization
     def initialize(self, t0: float, master: MasterAlgorithm) -> None:
@@ -410,6 +415,13 @@ class System:
         for i, level in enumerate(analysis.levels):
             lines.append(f"  {i}: {', '.join(level)}")
         return "\n".join(lines)
+
+
+def _unknown_in(conn: Connection, kind: str, name: str, known: Iterable[str], where: str) -> InvalidConnectionError:
+    """The error of *conn* naming a component or port that does not exist (with the closest as ``suggestion``)."""
+    close = did_you_mean(name, known)
+    return InvalidConnectionError(f"connection {conn}: {unknown_name(kind, name, known, where)}",
+                                  connection=str(conn), suggestion=close[0] if close else None)
 
 
 def _unit(spec: PortSpec) -> str:

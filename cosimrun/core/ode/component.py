@@ -21,12 +21,21 @@ from typing import Any, ClassVar
 import numpy as np
 import pint
 
-from cosimrun.core.component import NO_EVENTS, CoSimComponent
+from cosimrun.core.component import NO_EVENTS, CoSimComponent, invalid_parameter
 from cosimrun.core.ode.base import INTEGRATOR_DEFAULTS, Integrator, StateEvent, StateFunction, StateUpdate
 from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
-from cosimrun.errors import MissingNameError, UnknownNameError, suggest
+from cosimrun.errors import (
+    ComponentContractError,
+    ComponentStateError,
+    ConfigError,
+    DuplicateNameError,
+    MissingNameError,
+    ModelOutputError,
+    UnknownNameError,
+    suggest,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +128,8 @@ class ContinuousComponent(CoSimComponent):
         spec = PortSpec(name, PortType.REAL, "out", unit, description)
         param = f"{name}0"
         if parameter and param in self.parameters:
-            raise ValueError(f"component {self.name!r}: initial-state parameter {param!r} of state {name!r} "
-                             "clashes with an existing parameter")
+            raise DuplicateNameError(f"component {self.name!r}: initial-state parameter {param!r} of state {name!r} "
+                                     "clashes with an existing parameter", kind="parameter", name=param)
         index = len(self._state_specs)
         self._state_specs.append(spec)
         self._state_index[name] = index
@@ -187,16 +196,19 @@ class ContinuousComponent(CoSimComponent):
         in ``handle_event``.
         """
         if name in self._state_index or name in self.input_specs or name in self._output_names:
-            raise ValueError(f"component {self.name!r}: event {name!r} clashes with a state or port of that name")
+            raise DuplicateNameError(f"component {self.name!r}: event {name!r} clashes with a state or port of that "
+                                     "name", kind="event", name=name)
         event = StateEvent(name, func, direction, update)
         self.add_event_indicator(name, lambda comp: func(comp.t, comp._x, comp._gather_inputs()), direction)
         self._state_events[name] = event
 
     def _check_declarable(self, name: str) -> None:
         if self.is_initialized:
-            raise RuntimeError(f"component {self.name!r}: declare {name!r} before initialize()")
+            raise ComponentStateError(f"component {self.name!r}: declare {name!r} before initialize()",
+                                      component=self.name)
         if name in self._state_index or name in self.input_specs or name in self.output_specs:
-            raise ValueError(f"component {self.name!r}: a state or port named {name!r} already exists")
+            raise DuplicateNameError(f"component {self.name!r}: a state or port named {name!r} already exists",
+                                     kind="state or port", name=name)
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -257,21 +269,25 @@ class ContinuousComponent(CoSimComponent):
             if isinstance(value, (list, tuple, np.ndarray)):
                 arr = np.array([self._positive(name, v) for v in value], dtype=float)
                 if arr.shape != (len(self._state_specs),):
-                    raise ValueError(f"component {self.name!r}: atol needs one value per state "
-                                     f"({len(self._state_specs)}), got {len(arr)}")
+                    raise invalid_parameter(name, value, f"component {self.name!r}: atol needs one value per state "
+                                                         f"({len(self._state_specs)}), got {len(arr)}")
                 return arr
             return self._positive(name, value)
         if name == "max_substep":
             return None if value is None else self._positive(name, value)
         index = self._initial_params.get(name)
         if index is not None:
-            return self._to_state_unit(value, self._state_specs[index], f"parameter {name!r}")
+            try:
+                return self._to_state_unit(value, self._state_specs[index], f"parameter {name!r}")
+            except ConfigError as exc:
+                raise invalid_parameter(name, value, exc.message) from None
         return super()._validate_parameter(name, value)
 
     def _positive(self, name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value > 0 \
                 or not math.isfinite(value):
-            raise ValueError(f"component {self.name!r}: {name} must be a finite number > 0, got {value!r}")
+            raise invalid_parameter(name, value, f"component {self.name!r}: {name} must be a finite number > 0, "
+                                                 f"got {value!r}")
         return float(value)
 
     def _to_state_unit(self, value: Any, spec: PortSpec, what: str, unit: Any = ...) -> float:
@@ -285,22 +301,23 @@ class ContinuousComponent(CoSimComponent):
                 try:
                     value = Q_(text)
                 except Exception as exc:  # pint's parser raises assorted exception types
-                    raise ValueError(f"cannot parse {text!r} as a quantity") from exc
+                    raise ConfigError(None, f"cannot parse {text!r} as a quantity") from exc
                 if value.unitless:
                     value = value.magnitude
             if isinstance(value, pint.Quantity):
                 unit, value = f"{value.units}", value.magnitude
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-                raise TypeError(f"expected a number, got {type(value).__name__} {value!r}")
+                raise ConfigError(None, f"expected a number, got {type(value).__name__} {value!r}")
             value = float(value)
             if unit is not ...:
                 target = spec.unit if spec.unit is not None or unit is None else "dimensionless"
                 value = compile_conversion(unit, target)(value)
         except (TypeError, ValueError, pint.PintError) as exc:
-            raise ValueError(f"component {self.name!r}: {what} for state {spec.name!r} "
-                             f"[{spec.unit_name or 'no unit'}]: {exc}") from None
+            raise ConfigError(None, f"component {self.name!r}: {what} for state {spec.name!r} "
+                                    f"[{spec.unit_name or 'no unit'}]: {exc}") from None
         if not math.isfinite(value):
-            raise ValueError(f"component {self.name!r}: {what} for state {spec.name!r} must be finite, got {value!r}")
+            raise ConfigError(None, f"component {self.name!r}: {what} for state {spec.name!r} must be finite, "
+                                    f"got {value!r}")
         return value
 
     def set_parameters(self, **parameters: Any) -> None:
@@ -376,8 +393,9 @@ class ContinuousComponent(CoSimComponent):
             if np.ndim(ys) == 0:
                 ys = (ys,)
             if len(ys) != len(ports):
-                raise ValueError(f"component {self.name!r}: compute_outputs returned {len(ys)} values "
-                                 f"for {len(ports)} outputs {self._output_names}")
+                raise ModelOutputError(f"component {self.name!r}: compute_outputs returned {len(ys)} values "
+                                       f"for {len(ports)} outputs {self._output_names}", component=self.name,
+                                       time=t, function="compute_outputs", expected=(len(ports),), got=(len(ys),))
             for port, y in zip(ports, ys, strict=True):
                 port.value = float(y)
                 port.t_last = t
@@ -432,8 +450,9 @@ class ContinuousComponent(CoSimComponent):
             return
         arr = np.asarray(value, dtype=float)
         if arr.shape != self._x.shape:
-            raise ValueError(f"component {self.name!r}: {what} returned shape {arr.shape}, "
-                             f"expected {self._x.shape} (states {list(self.state_names)})")
+            raise ModelOutputError(f"component {self.name!r}: {what} returned shape {arr.shape}, "
+                                   f"expected {self._x.shape} (states {list(self.state_names)})", component=self.name,
+                                   time=self.t, function=what, expected=self._x.shape, got=arr.shape)
         np.copyto(self._x, arr)
 
     # ------------------------------------------------------------------ events
@@ -508,7 +527,8 @@ class ContinuousComponent(CoSimComponent):
         (unit optional), a plain number in the spec's unit or a pint quantity.
         """
         if not isinstance(state, Mapping):
-            raise TypeError(f"component {self.name!r}: set_state expects a mapping, got {type(state).__name__}")
+            raise ComponentContractError(f"component {self.name!r}: set_state expects a mapping, got "
+                                         f"{type(state).__name__}", component=self.name)
         names = [s.name for s in specs]
         for key in state:
             if key not in names:
@@ -522,7 +542,7 @@ class ContinuousComponent(CoSimComponent):
             entry = state[spec.name]
             if isinstance(entry, Mapping):
                 if "value" not in entry:
-                    raise ValueError(f"component {self.name!r}: state {spec.name!r} entry has no 'value'")
+                    raise MissingNameError(f"component {self.name!r}: state {spec.name!r} entry has no 'value'")
                 values.append(self._to_state_unit(entry["value"], spec, "set_state value", entry.get("unit", ...)))
             else:
                 values.append(self._to_state_unit(entry, spec, "set_state value"))
@@ -572,12 +592,13 @@ class OdeComponent(ContinuousComponent):
             key = str(value).strip().lower() if isinstance(value, str) else value
             if key not in INTEGRATORS:
                 hint = suggest(str(value), INTEGRATORS)
-                raise ValueError(f"component {self.name!r}: unknown integrator {value!r}{hint}"
-                                 f" (valid: {', '.join(INTEGRATORS)})")
+                raise invalid_parameter(name, value, f"component {self.name!r}: unknown integrator {value!r}{hint}"
+                                                     f" (valid: {', '.join(INTEGRATORS)})")
             return key
         if name == "substeps":
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
                     or not (math.isfinite(value) and value >= 1 and value == int(value)):
-                raise ValueError(f"component {self.name!r}: substeps must be an integer >= 1, got {value!r}")
+                raise invalid_parameter(name, value, f"component {self.name!r}: substeps must be an integer >= 1, "
+                                                     f"got {value!r}")
             return int(value)
         return super()._validate_parameter(name, value)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.core.ode.base import Integrator
+from cosimrun.errors import ModelOutputError
 
 _TWO = np.array(2.0)
 """RK4's factors are 0-d arrays: numpy combines those with arrays faster than Python floats, with the same
@@ -58,8 +59,9 @@ class RK4(Integrator):
         u1 = u2 = u4 = u
         k1 = f(t, x, u)
         if np.shape(k1) != x.shape:
-            raise ValueError(f"component {comp.name!r}: derivatives returned shape {np.shape(k1)}, "
-                             f"expected {x.shape} (states {list(comp.state_names)})")
+            raise ModelOutputError(f"component {comp.name!r}: derivatives returned shape {np.shape(k1)}, "
+                                   f"expected {x.shape} (states {list(comp.state_names)})", component=comp.name,
+                                   time=t, function="derivatives", expected=x.shape, got=np.shape(k1))
         last = n_sub - 1
         for i in range(n_sub):
             ti = t + i * h

@@ -13,6 +13,7 @@ import numpy as np
 
 from cosimrun.core.events import crossed
 from cosimrun.core.ode.base import SIGN_TOLERANCE, Bracket, Integrator, Tracker
+from cosimrun.errors import SimulationError
 
 if TYPE_CHECKING:
     from scipy import integrate
@@ -78,8 +79,9 @@ class ScipyAdaptive(Integrator):
             h_before = getattr(solver, "h_abs", None)
             message = solver.step()
             if solver.status == "failed":
-                raise RuntimeError(f"component {comp.name!r}: integrator {self.name!r} failed in "
-                                   f"[{t!r}, {t_end!r}] at t={solver.t!r}: {message}")
+                raise SimulationError(f"component {comp.name!r}: integrator {self.name!r} failed in "
+                                      f"[{t!r}, {t_end!r}] at t={solver.t!r}: {message}", component=comp.name,
+                                      time=float(solver.t))
             if trackers:
                 ts, ys = solver.t, solver.y
                 us = u if u_at is None else u_at(ts)
