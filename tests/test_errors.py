@@ -1,9 +1,10 @@
 """The error family reaches the whole library API: nothing is raised on purpose as a plain built-in error.
 
 The scan reads every module of ``cosimrun/`` with :mod:`ast` and lists each
-``raise ValueError(...)``, ``raise TypeError(...)`` and ``raise RuntimeError(...)``;
-the few that guard an internal invariant (never a user's input) are allowed
-below with their reason.
+``ValueError(...)``, ``TypeError(...)`` and ``RuntimeError(...)`` made (raised
+at once or returned by a helper that builds the error) and each bare
+``raise ValueError``; the few that guard an internal invariant (never a user's
+input) are allowed below with their reason.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 
 def plain_raises(root: Path = PACKAGE) -> list[tuple[str, int, str, str]]:
-    """``(module, line, function, exception)`` of every plain ``raise`` of :data:`PLAIN` under *root*."""
+    """``(module, line, function, exception)`` of every plain error of :data:`PLAIN` made or raised under *root*."""
     found = []
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()
@@ -60,17 +61,25 @@ def plain_raises(root: Path = PACKAGE) -> list[tuple[str, int, str, str]]:
             if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for node in ast.walk(func):
-                if not isinstance(node, ast.Raise) or node.exc is None:
+                if isinstance(node, ast.Call):
+                    made = node.func
+                elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Name):
+                    made = node.exc
+                else:
                     continue
-                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-                if isinstance(exc, ast.Name) and exc.id in PLAIN:
-                    found.append((module, node.lineno, func.name, exc.id))
+                if isinstance(made, ast.Name) and made.id in PLAIN:
+                    found.append((module, node.lineno, func.name, made.id))
     return sorted(set(found))
 
 
-def test_the_scan_finds_a_plain_raise(tmp_path: Path) -> None:
-    (tmp_path / "mod.py").write_text("def f(x):\n    if x:\n        raise ValueError('bad')\n    raise KeyError(x)\n")
-    assert plain_raises(tmp_path) == [("mod.py", 3, "f", "ValueError")]
+def test_the_scan_finds_plain_errors_raised_or_built(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text(
+        "def f(x):\n    if x:\n        raise ValueError('bad')\n    raise KeyError(x)\n\n\n"
+        "def g():\n    return TypeError('built here, raised by the caller')\n\n\n"
+        "def h(x):\n    if isinstance(x, RuntimeError):\n        raise RuntimeError\n"
+    )
+    assert plain_raises(tmp_path) == [("mod.py", 3, "f", "ValueError"), ("mod.py", 8, "g", "TypeError"),
+                                      ("mod.py", 13, "h", "RuntimeError")]
 
 
 def test_the_library_raises_no_plain_value_type_or_runtime_error() -> None:

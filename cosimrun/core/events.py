@@ -72,8 +72,7 @@ class EventIndicator:
 
     def __init__(self, name: str, function: Callable[[CoSimComponent], float], direction: int = 0) -> None:
         if direction not in (-1, 0, 1):
-            raise ConfigError("direction", f"event indicator {name!r}: direction must be -1, 0 or +1, "
-                                           f"got {direction!r}")
+            raise ConfigError("direction", f"event indicator {name!r}: must be -1, 0 or +1, got {direction!r}")
         self.name = name
         self.function = function
         self.direction = direction
