@@ -12,7 +12,7 @@
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
     │   ├── IncompatibleUnitsError
-    │   └── DataFileError           a data file read as input       path, row
+    │   └── DataFileError           a data file read as input      path, row
     ├── SimulationError             wrong during the run           component, time
     │   ├── LoopConvergenceError
     │   ├── EventLocalizationError
