@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -181,6 +181,26 @@ def defaults(settings: type) -> dict[str, Any]:
         for f in dataclasses.fields(settings)
         if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
     }
+
+
+def setting_types(settings: type) -> dict[str, Any]:
+    """The declared type of each key of a settings dataclass, resolved in the module that declares it.
+
+    A key whose annotation does not resolve there maps to None: the settings check that value themselves.
+    """
+    types: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        if not f.init:
+            continue
+        kind = f.type
+        if isinstance(kind, str):
+            owner = next(c for c in settings.__mro__ if f.name in vars(c).get("__annotations__", {}))
+            try:
+                kind = eval(kind, vars(sys.modules[owner.__module__]))  # noqa: S307 - an annotation, as typing does
+            except Exception:  # noqa: BLE001 - any annotation that does not evaluate here
+                kind = None
+        types[f.name] = kind
+    return types
 
 
 def _example(settings: type, *keys: str) -> str:
@@ -371,20 +391,20 @@ def _connect_event(system: System, key: str, item: Any) -> None:
 
 
 def build_master(cfg: Mapping[str, Any]) -> Master:
-    """Create the master named ``cfg['name']`` with the remaining keys as settings, each of its declared type."""
+    """Create the master named ``cfg['name']`` with the remaining keys as settings, each of its declared type.
+
+    The keys, types and defaults are the fields of the master's settings dataclass
+    (``conf/master/*.yaml`` repeats them for the reader; a test keeps them equal).
+    """
     settings = dict(cfg)
     name = str(settings.pop("name", DEFAULT_MASTER))
     cls = MASTERS.get(name)
     if cls is None:
         raise UnknownNameError("master", name, MASTERS, key="master")
     check_keys("master", cfg)
-    try:
-        hints = typing.get_type_hints(cls)
-    except (NameError, TypeError):  # an annotation that does not resolve here: the master checks its settings
-        hints = {}
-    given = defaults(cls)
+    types, given = setting_types(cls), defaults(cls)
     for setting, value in settings.items():
-        settings[setting] = _typed(f"master.{setting}", value, hints.get(setting), given.get(setting))
+        settings[setting] = _typed(f"master.{setting}", value, types.get(setting), given.get(setting))
     try:
         return cls(**settings)
     except (TypeError, ValueError) as exc:
