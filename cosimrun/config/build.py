@@ -45,6 +45,9 @@ STEP_CONTROL_SETTINGS = ("step_control", "rtol", "atol", "min_step", "max_step")
 
 ACTIONS = ("run", "describe")
 
+COMPONENTS_EXAMPLE = "{NAME: {type: TYPE, params: {...}}, ...}"
+"""How ``components`` is written: a mapping of component names to components."""
+
 RESULTS_SUFFIXES = (".h5", ".hdf5", ".nc")
 """File name endings of ``storage.file``: the results are HDF5 (``.nc``: readable as netCDF-4)."""
 
@@ -74,7 +77,7 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     run = build_run(_mapping("run", cfg.get("run"), _example(RunSettings)))
     storage = build_storage(_mapping("storage", cfg.get("storage"), _example(StorageSettings, "file", "record")))
     master = build_master(_mapping("master", cfg.get("master"), f"{{name: {DEFAULT_MASTER}, ...}}"))
-    components = _mapping("components", cfg.get("components"), "{NAME: {type: TYPE, params: {...}}, ...}")
+    components = _mapping("components", cfg.get("components"), COMPONENTS_EXAMPLE)
     if not components:
         raise ConfigError("components", "the experiment declares no components (select one with +experiment=NAME)")
     system = System(name)
