@@ -70,10 +70,11 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     """Validate *cfg* (a plain mapping, e.g. ``OmegaConf.to_container(cfg, resolve=True)``) and build it."""
     cfg = _mapping("", cfg, "a mapping of the keys " + ", ".join(_fields(CosimConfig)))
     check_keys("", cfg)
-    action = str(cfg.get("action", "run"))
+    top = defaults(CosimConfig)
+    action = str(cfg.get("action", top["action"]))
     if action not in ACTIONS:
         raise UnknownNameError("action", action, ACTIONS, key="action")
-    name = str(cfg.get("name") or "unnamed")
+    name = str(cfg.get("name") or top["name"])
     run = build_run(_mapping("run", cfg.get("run"), _example(RunSettings)))
     storage = build_storage(_mapping("storage", cfg.get("storage"), _example(StorageSettings, "file", "record")))
     master = build_master(_mapping("master", cfg.get("master"), f"{{name: {DEFAULT_MASTER}, ...}}"))

@@ -99,3 +99,9 @@ def test_the_mapping_advice_shows_the_settings_defaults() -> None:
         with pytest.raises(ConfigError) as info:
             build_experiment({**GAIN, section: 3})
         assert str(info.value) == f"{section}: 3 is not a mapping; write it as {shown}"
+
+
+def test_the_primary_config_selects_the_builders_default_master() -> None:
+    primary = OmegaConf.to_container(OmegaConf.load(MASTER_FILES[0].parents[1] / "config.yaml"))
+    selected = [entry["master"] for entry in primary["defaults"] if isinstance(entry, dict) and "master" in entry]
+    assert selected == [build.DEFAULT_MASTER]
