@@ -200,8 +200,8 @@ def setting_types(settings: type) -> dict[str, Any]:
         if isinstance(kind, str):
             owner = next(c for c in settings.__mro__ if f.name in vars(c).get("__annotations__", {}))
             try:
-                kind = eval(kind, vars(sys.modules[owner.__module__]))  # noqa: S307 - an annotation, as typing does
-            except Exception:  # noqa: BLE001 - any annotation that does not evaluate here
+                kind = eval(kind, vars(sys.modules[owner.__module__]))  # as typing.get_type_hints does, per field
+            except Exception:  # any annotation that does not evaluate there
                 kind = None
         types[f.name] = kind
     return types
