@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -63,6 +65,14 @@ def test_the_recorder_and_the_storage_settings_share_the_flush_interval() -> Non
     """The engine's default (a Recorder made without one) is the config's (storage.flush_interval)."""
     engine = inspect.signature(Recorder).parameters["flush_interval"].default
     assert engine == StorageSettings().flush_interval == build_experiment(GAIN).storage.flush_interval == 2000
+
+
+def test_the_schema_reads_the_engines_default_without_loading_the_engine() -> None:
+    """The command registers the schema before Hydra composes (a sweep's driver too): no pint, scipy or engine."""
+    engine = ("pint", "scipy", "cosimrun.core.component", "cosimrun.system")
+    code = f"import sys, cosimrun.config.schema; print(sorted(m for m in {engine!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_given_settings_are_built_and_the_rest_keep_their_defaults() -> None:
