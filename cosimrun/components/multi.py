@@ -31,6 +31,7 @@ import pint
 
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.multi import Hysteresis, MultiComponent, SwitchRegions
+from cosimrun.core.ports import PortType
 from cosimrun.core.units import Q_
 from cosimrun.errors import ConfigError, UnknownNameError, suggest
 
@@ -138,6 +139,10 @@ class ConfiguredMultiComponent(MultiComponent):
                 raise ConfigError(f"selector.{key}", f"{where} of type {kind!r} has unknown key {key!r}"
                                   f"{suggest(key, valid)} (valid: {', '.join(sorted(valid))})")
         port = spec["port"]
+        outputs = [n for n, s in self.output_specs.items() if s.type is not PortType.EVENT]
+        if port not in outputs:  # first: the bounds are read in its unit
+            raise UnknownNameError("output port", str(port), outputs,
+                                   f"for the selector of multi component {self.name!r}", key="selector.port")
         use_abs = spec.get("abs", False)
         try:
             if kind == "threshold":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -26,8 +26,8 @@ from cosimrun.config.schema import (
     CosimConfig,
     ModelConfig,
     MultiComponentConfig,
-    RunConfig,
-    StorageConfig,
+    RunSettings,
+    StorageSettings,
 )
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import ConfigError, PluginError, UnknownNameError
@@ -38,35 +38,18 @@ from cosimrun.system import Connection, System
 MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJCSA, Hybrid)}
 """Master algorithms by config name."""
 
-DEFAULT_MASTER = "gauss_seidel"
+DEFAULT_MASTER = GaussSeidel.name
+"""The master of a config that names none (``conf/config.yaml`` selects it too)."""
 STEP_CONTROL_SETTINGS = ("step_control", "rtol", "atol", "min_step", "max_step")
 """The explicit masters' step-control settings (see :mod:`cosimrun.masters.step_control`)."""
 
 ACTIONS = ("run", "describe")
 
+COMPONENTS_EXAMPLE = "{NAME: {type: TYPE, params: {...}}, ...}"
+"""How ``components`` is written: a mapping of component names to components."""
+
 RESULTS_SUFFIXES = (".h5", ".hdf5", ".nc")
 """File name endings of ``storage.file``: the results are HDF5 (``.nc``: readable as netCDF-4)."""
-
-
-@dataclass
-class RunSettings:
-    """The simulated interval and macro step, in seconds (``run.*``)."""
-
-    t0: float
-    tf: float
-    dt: float
-
-
-@dataclass
-class StorageSettings:
-    """What the run records and how it compresses it (``storage.*``)."""
-
-    file: str
-    record: list[str]
-    compression: str | None
-    compression_level: int
-    flush_interval: int
-    allow_nonfinite: bool
 
 
 @dataclass
@@ -87,14 +70,15 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     """Validate *cfg* (a plain mapping, e.g. ``OmegaConf.to_container(cfg, resolve=True)``) and build it."""
     cfg = _mapping("", cfg, "a mapping of the keys " + ", ".join(_fields(CosimConfig)))
     check_keys("", cfg)
-    action = str(cfg.get("action", "run"))
+    top = defaults(CosimConfig)
+    action = str(cfg.get("action", top["action"]))
     if action not in ACTIONS:
         raise UnknownNameError("action", action, ACTIONS, key="action")
-    name = str(cfg.get("name") or "unnamed")
-    run = build_run(_mapping("run", cfg.get("run"), "{t0: 0.0, tf: 10.0, dt: 0.01}"))
-    storage = build_storage(_mapping("storage", cfg.get("storage"), "{file: results.h5, record: ['*']}"))
-    master = build_master(_mapping("master", cfg.get("master"), "{name: gauss_seidel, ...}"))
-    components = _mapping("components", cfg.get("components"), "{NAME: {type: TYPE, params: {...}}, ...}")
+    name = str(cfg.get("name") or top["name"])
+    run = build_run(_mapping("run", cfg.get("run"), _example(RunSettings)))
+    storage = build_storage(_mapping("storage", cfg.get("storage"), _example(StorageSettings, "file", "record")))
+    master = build_master(_mapping("master", cfg.get("master"), f"{{name: {DEFAULT_MASTER}, ...}}"))
+    components = _mapping("components", cfg.get("components"), COMPONENTS_EXAMPLE)
     if not components:
         raise ConfigError("components", "the experiment declares no components (select one with +experiment=NAME)")
     system = System(name)
@@ -137,9 +121,9 @@ def known_keys(path: str, node: Mapping[str, Any] | None = None) -> list[str] | 
         case []:
             return _fields(CosimConfig)
         case ["run"]:
-            return _fields(RunConfig)
+            return _fields(RunSettings)
         case ["storage"]:
-            return _fields(StorageConfig)
+            return _fields(StorageSettings)
         case ["master"]:
             cls = MASTERS.get(str(node.get("name", DEFAULT_MASTER)))
             return None if cls is None else ["name", *_fields(cls)]
@@ -190,7 +174,43 @@ def check_keys(path: str, node: Mapping[str, Any]) -> None:
 
 
 def _fields(schema: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(schema)]
+    """The keys of a schema or settings dataclass: its fields set by its constructor."""
+    return [f.name for f in dataclasses.fields(schema) if f.init]
+
+
+def defaults(settings: type) -> dict[str, Any]:
+    """The default of each key of a settings dataclass (:class:`RunSettings`, a master ...): their one source."""
+    return {
+        f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+        for f in dataclasses.fields(settings)
+        if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+    }
+
+
+def setting_types(settings: type) -> dict[str, Any]:
+    """The declared type of each key of a settings dataclass, resolved in the module that declares it.
+
+    A key whose annotation does not resolve there maps to None: the settings check that value themselves.
+    """
+    types: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        if not f.init:
+            continue
+        kind = f.type
+        if isinstance(kind, str):
+            owner = next(c for c in settings.__mro__ if f.name in vars(c).get("__annotations__", {}))
+            try:
+                kind = eval(kind, vars(sys.modules[owner.__module__]))  # as typing.get_type_hints does, per field
+            except Exception:  # any annotation that does not evaluate there
+                kind = None
+        types[f.name] = kind
+    return types
+
+
+def _example(settings: type, *keys: str) -> str:
+    """``{key: default, ...}`` of *keys* (all by default) of a settings dataclass, for an error's advice."""
+    values = defaults(settings)
+    return "{" + ", ".join(f"{key}: {values[key]}" for key in keys or values) + "}"
 
 
 def _mapping(key: str, value: Any, example: str) -> Mapping[str, Any]:
@@ -220,7 +240,7 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
     """Check ``run.t0``, ``run.tf``, ``run.dt``."""
     check_keys("run", run)
     values = {}
-    for key, default in (("t0", 0.0), ("tf", 10.0), ("dt", 0.01)):
+    for key, default in defaults(RunSettings).items():
         raw = run.get(key, default)
         try:
             value = float(raw)
@@ -355,11 +375,11 @@ def _connect(system: System, key: str, item: Any) -> None:
                     raise UnknownNameError("key", str(name), known, f"in {key}", key=str(name))
             missing = [name for name in ("src", "dst") if name not in item]
             if missing:
-                raise ValueError(f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
+                raise ConfigError(None, f"a connection mapping needs {' and '.join(missing)}: {{src: a.y, dst: b.u}}")
             transform = {name: item[name] for name in ("scale", "offset", "convert_units") if name in item}
             system.connect(str(item["src"]), str(item["dst"]), **transform)
         else:
-            raise ValueError(f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
+            raise ConfigError(None, f"write a connection as 'a.y -> b.u' or {{src: a.y, dst: b.u}}, got {item!r}")
     except (KeyError, ValueError) as exc:
         raise _placed(key, exc) from None
 
@@ -367,7 +387,7 @@ def _connect(system: System, key: str, item: Any) -> None:
 def _connect_event(system: System, key: str, item: Any) -> None:
     try:
         if not isinstance(item, str) or item.count("->") != 1:
-            raise ValueError(f"write an event connection as 'comp.event -> subscriber', got {item!r}")
+            raise ConfigError(None, f"write an event connection as 'comp.event -> subscriber', got {item!r}")
         source, subscriber = (part.strip() for part in item.split("->"))
         system.connect_event(source, subscriber)
     except (KeyError, ValueError) as exc:
@@ -375,20 +395,20 @@ def _connect_event(system: System, key: str, item: Any) -> None:
 
 
 def build_master(cfg: Mapping[str, Any]) -> Master:
-    """Create the master named ``cfg['name']`` with the remaining keys as settings, each of its declared type."""
+    """Create the master named ``cfg['name']`` with the remaining keys as settings, each of its declared type.
+
+    The keys, types and defaults are the fields of the master's settings dataclass
+    (``conf/master/*.yaml`` repeats them for the reader; a test keeps them equal).
+    """
     settings = dict(cfg)
     name = str(settings.pop("name", DEFAULT_MASTER))
     cls = MASTERS.get(name)
     if cls is None:
         raise UnknownNameError("master", name, MASTERS, key="master")
     check_keys("master", cfg)
-    try:
-        hints = typing.get_type_hints(cls)
-    except (NameError, TypeError):  # an annotation that does not resolve here: the master checks its settings
-        hints = {}
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    types, given = setting_types(cls), defaults(cls)
     for setting, value in settings.items():
-        settings[setting] = _typed(f"master.{setting}", value, hints.get(setting), defaults.get(setting))
+        settings[setting] = _typed(f"master.{setting}", value, types.get(setting), given.get(setting))
     try:
         return cls(**settings)
     except (TypeError, ValueError) as exc:
@@ -417,7 +437,8 @@ def _typed(key: str, value: Any, kind: Any, default: Any = dataclasses.MISSING) 
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     """Check the storage settings."""
     check_keys("storage", cfg)
-    file = str(cfg.get("file") or "results.h5")
+    default = defaults(StorageSettings)
+    file = str(cfg.get("file") or default["file"])
     if any(c in file for c in "/\\\0") or file in (".", "..") or file.strip() != file:
         raise ConfigError(
             "storage.file",
@@ -428,18 +449,18 @@ def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
             "storage.file",
             f"{file!r} does not name an HDF5 file; end it in {', '.join(RESULTS_SUFFIXES)} (the results are HDF5)",
         )
-    record = cfg.get("record", ["*"])
+    record = cfg.get("record", default["record"])
     record = [record] if isinstance(record, str) else _list("storage.record", record, "['*'] or ['comp.port']")
-    compression = cfg.get("compression", "gzip")
+    compression = cfg.get("compression", default["compression"])
     if compression not in (None, "gzip", "lzf"):
         raise ConfigError("storage.compression", f"{compression!r} is not supported (valid: gzip, lzf, null)")
-    level = _typed("storage.compression_level", cfg.get("compression_level", 4), int)
+    level = _typed("storage.compression_level", cfg.get("compression_level", default["compression_level"]), int)
     if not 0 <= level <= 9:
         raise ConfigError("storage.compression_level", f"{level} is not in 0..9")
-    flush = _typed("storage.flush_interval", cfg.get("flush_interval", 2000), int)
+    flush = _typed("storage.flush_interval", cfg.get("flush_interval", default["flush_interval"]), int)
     if flush < 1:
         raise ConfigError("storage.flush_interval", f"{flush} must be >= 1")
-    allow_nonfinite = _typed("storage.allow_nonfinite", cfg.get("allow_nonfinite", False), bool)
+    allow_nonfinite = _typed("storage.allow_nonfinite", cfg.get("allow_nonfinite", default["allow_nonfinite"]), bool)
     return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite)
 
 

@@ -185,6 +185,13 @@ def _omegaconf_error(exc: Any, origin: tuple[str, str] | None) -> ConfigError:
 
     key = str(exc.full_key)
     message = str(exc.msg).splitlines()[0] if exc.msg else _first_line(exc)
+    if _SHAPE_ERROR.match(message):
+        if not key and origin is not None:  # OmegaConf names no key when a file replaces a whole section
+            key = _replaced_in_file(origin[1]) or key
+        shape = _schema_shape(key) if key else None
+        if shape is not None:  # said from the schema: OmegaConf's message names the same two types both ways
+            other = "a list" if shape == "a mapping" else "a mapping"
+            return ConfigError(key, f"{other} cannot replace {shape}{_expected(key)}")
     if isinstance(exc, ConfigKeyError | AttributeError) and "not in" in message:
         path, _, name = key.rpartition(".")
         if origin is not None and not path and name == origin[0].rpartition("/")[0]:
@@ -196,6 +203,39 @@ def _omegaconf_error(exc: Any, origin: tuple[str, str] | None) -> ConfigError:
             return ConfigError(key, f"not in the config; add it with '+{key}=VALUE' (the builder checks it)")
         return build.unknown_key(path, name, node if isinstance(node, dict) else {})
     return ConfigError(key or None, f"{_plain(message)}{_expected(key)}")
+
+
+_SHAPE_ERROR = re.compile(r"Cannot merge \w+Config with \w+Config|Merge error: \w+ is not a subclass of \w+")
+"""OmegaConf's messages on a list given for a mapping of the schema, or a mapping for a list."""
+
+
+def _schema_shape(key: str) -> str | None:
+    """``"a mapping"`` or ``"a list"``: what the schema holds at dotted *key*; None for other or free-form keys."""
+    node: Any = schema.CosimConfig
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(node):
+            return None
+        node = typing.get_type_hints(node).get(part)
+    if dataclasses.is_dataclass(node) or typing.get_origin(node) is dict:
+        return "a mapping"
+    return "a list" if typing.get_origin(node) is list else None
+
+
+def _replaced_in_file(file: str) -> str | None:
+    """The top-level key of config *file* holding a list where the schema has a mapping, or the reverse."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key, value in data.items():
+        shape = _schema_shape(str(key))
+        if (shape == "a mapping" and isinstance(value, list)) or (shape == "a list" and isinstance(value, dict)):
+            return str(key)
+    return None
 
 
 def _plain(message: str) -> str:
@@ -219,6 +259,8 @@ def _plain(message: str) -> str:
 def _expected(key: str) -> str:
     """``; expected a number, e.g. run.dt=0.01`` from the schema field at *key* ("" when not a scalar field)."""
     parts = key.split(".")
+    if parts == ["components"]:
+        return f"; components must map names to components: {build.COMPONENTS_EXAMPLE}"
     if len(parts) == 2 and parts[0] == "components":
         return "; write a component as {type: TYPE, params: {NAME: VALUE, ...}}"
     if len(parts) == 3 and parts[0] == "components" and parts[2] in ("params", "initial", "units"):

@@ -8,7 +8,13 @@ mode does not close keys added with ``+``. Components are free-form for Hydra,
 so that a whole component can be added from the command line; the builder
 checks them against :class:`ComponentConfig` or :class:`MultiComponentConfig`.
 Component parameters and master settings are validated by the builder against
-the component's and master's own declarations.
+the component's and master's own declarations (a master's settings are its
+frozen dataclass, see :func:`cosimrun.config.build.build_master`).
+
+:class:`RunSettings` and :class:`StorageSettings` are both the schema of their
+section and the frozen settings the builder returns: each default is written
+once, here (the flush interval's on the engine side, in :mod:`cosimrun.core.defaults`,
+which the recorder shares).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
 
-@dataclass
-class RunConfig:
-    """Simulated interval and macro step, in seconds."""
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The simulated interval and macro step, in seconds (``run.*``)."""
 
     t0: float = 0.0
     tf: float = 10.0
@@ -78,9 +86,9 @@ class ConnectionConfig:
     """False passes the source number unconverted (its unit is not checked against the destination's)."""
 
 
-@dataclass
-class StorageConfig:
-    """Where and what the run records."""
+@dataclass(frozen=True)
+class StorageSettings:
+    """Where and what the run records and how it compresses it (``storage.*``)."""
 
     file: str = "results.h5"
     """The results file in the run directory: ``.h5``, ``.hdf5`` or ``.nc`` (HDF5 either way)."""
@@ -88,8 +96,8 @@ class StorageConfig:
     """Ports to record: ``"*"``, ``"comp"``, ``"comp.*"`` or ``"comp.port"``."""
     compression: str | None = "gzip"
     compression_level: int = 4
-    flush_interval: int = 2000
-    """Samples kept in memory per component before they are written to the file."""
+    flush_interval: int = DEFAULT_FLUSH_INTERVAL
+    """Samples kept in memory per port before they are written to the file."""
     allow_nonfinite: bool = False
     """Store NaN and infinite values and go on; by default the run fails at the first one."""
 
@@ -102,18 +110,29 @@ class CosimConfig:
     description: str = ""
     action: str = "run"
     """``run`` the experiment or ``describe`` its structure without running."""
-    run: RunConfig = field(default_factory=RunConfig)
+    run: RunSettings = field(default_factory=RunSettings)
     components: dict[str, Any] = field(default_factory=dict)
     """Component name -> :class:`ComponentConfig` (or :class:`MultiComponentConfig`), checked by the builder."""
     connections: list[Any] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
     """Event connections ``"comp.event -> subscriber"``."""
     master: dict[str, Any] = field(default_factory=dict)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    storage: StorageSettings = field(default_factory=StorageSettings)
 
 
 def register_configs() -> None:
-    """Register the schema as ``cosimrun_schema`` in Hydra's ConfigStore."""
-    from hydra.core.config_store import ConfigStore
+    """Register the schema as ``cosimrun_schema`` in Hydra's ConfigStore.
 
-    ConfigStore.instance().store(name="cosimrun_schema", node=CosimConfig)
+    OmegaConf makes the node of a frozen dataclass read-only; the settings are
+    frozen once built, not while Hydra composes and overrides them, so the
+    sections are stored writable (still typed, their keys still closed).
+    """
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import DictConfig, OmegaConf
+
+    schema = OmegaConf.structured(CosimConfig)
+    for key in schema:
+        section = schema._get_node(key)
+        if isinstance(section, DictConfig):
+            OmegaConf.set_readonly(section, None)
+    ConfigStore.instance().store(name="cosimrun_schema", node=schema)

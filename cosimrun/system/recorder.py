@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cosimrun.core.component import CoSimComponent
+from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortState, PortType
@@ -112,7 +113,9 @@ class Recorder:
     of the run, also when the run fails, so a failed run keeps what it computed).
     """
 
-    def __init__(self, sink: Sink, flush_interval: int = 4096, *, allow_nonfinite: bool = False) -> None:
+    def __init__(
+        self, sink: Sink, flush_interval: int = DEFAULT_FLUSH_INTERVAL, *, allow_nonfinite: bool = False
+    ) -> None:
         if int(flush_interval) < 1:
             raise ValueError(f"flush_interval must be >= 1, got {flush_interval!r}")
         self.sink = sink

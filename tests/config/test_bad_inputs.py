@@ -36,6 +36,8 @@ EXPERIMENTS = {
         "# @package _global_\nname: modekey\ncomponents:\n  m:\n    type: multi\n"
         "    modes: {a: {type: gain, initial: {u: 0}}}\n"
     ),
+    "componentlist": "# @package _global_\nname: componentlist\ncomponents:\n  - {type: sine}\n",
+    "connectionmap": "# @package _global_\nname: connectionmap\ncomponents: {g: {type: gain}}\nconnections: {a: b}\n",
     "masterkey": (
         "# @package _global_\ndefaults:\n  - override /master: hybrid\nname: masterkey\n"
         "components:\n  g: {type: gain}\nmaster: {time_tolerence: 1.0e-9}\n"
@@ -147,6 +149,18 @@ CLI_CASES = [
     ("file-tab", ["+experiment=tabs"], "cfg/experiment/tabs.yaml:4: found character '\\t'", False),
     ("file-unclosed", ["+experiment=unclosed"], "cfg/experiment/unclosed.yaml:4: expected ',' or '}'", False),
     ("file-component-list", ["+experiment=aslist"], "components.g: [1, 2] is not a mapping", False),
+    ("file-components-list", ["+experiment=componentlist"],
+     "components: a list cannot replace a mapping; components must map names to components: "
+     "{NAME: {type: TYPE, params: {...}}, ...} (in cfg/experiment/componentlist.yaml)", False),
+    ("components-list", [*BALL, "components=[{type: sine}]"],
+     "components: a list cannot replace a mapping; components must map names to components: {NAME: ", False),
+    ("file-connections-mapping", ["+experiment=connectionmap"],
+     "connections: a mapping cannot replace a list (in cfg/experiment/connectionmap.yaml)", False),
+    ("connections-mapping", [*BALL, "connections={a: b}"], "connections: a mapping cannot replace a list", False),
+    ("selector-port-and-bounds", [*PENDULUM, "components.pendulum.selector.port=qq",
+                                  "components.pendulum.selector.lower=0.35", "components.pendulum.selector.upper=0.25"],
+     "components.pendulum.selector.port: unknown output port 'qq' for the selector of multi component 'pendulum'; "
+     "did you mean 'q'? (known: omega, q)", True),
     ("file-params-scalar", ["+experiment=scalarparams"], "components.g.params: 3 is not a mapping", False),
     ("file-run-key", ["+experiment=runkey"],
      "run.tff: unknown key 'tff' in run; did you mean 'tf'? (known: dt, t0, tf) (in cfg/experiment/runkey.yaml)",

@@ -66,6 +66,9 @@ def multi(**changes) -> dict:
          "components.m.selector.type: multi component 'm': selector type 'treshold' is unknown"),
         (multi(selector={**MULTI["selector"], "above": "nonlin"}),
          "components.m.selector: unknown mode 'nonlin'"),
+        (multi(selector={**MULTI["selector"], "port": "qq", "lower": 0.35, "upper": 0.25}),
+         "components.m.selector.port: unknown output port 'qq' for the selector of multi component 'm'; "
+         "did you mean 'q'? (known: omega, q)"),
         (multi(hysteresis={"dwell": 1.0}),
          "components.m.hysteresis.dwell: unknown key 'dwell' in the hysteresis of 'm'; did you mean 'dwell_time'?"),
         (multi(hysteresis={"dwell_time": -1.0}), "components.m.hysteresis: multi component 'm': invalid hysteresis"),
