@@ -29,7 +29,7 @@ from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortState, PortType
-from cosimrun.errors import NonFiniteValueError, UnknownNameError
+from cosimrun.errors import ConfigError, NonFiniteValueError, UnknownNameError
 
 PortLayout = Mapping[str, tuple[str | None, str]]
 """``{port: (unit or None, port type value)}`` of one component."""
@@ -117,7 +117,7 @@ class Recorder:
         self, sink: Sink, flush_interval: int = DEFAULT_FLUSH_INTERVAL, *, allow_nonfinite: bool = False
     ) -> None:
         if int(flush_interval) < 1:
-            raise ValueError(f"flush_interval must be >= 1, got {flush_interval!r}")
+            raise ConfigError("flush_interval", f"must be >= 1, got {flush_interval!r}")
         self.sink = sink
         self.flush_interval = int(flush_interval)
         self.allow_nonfinite = allow_nonfinite

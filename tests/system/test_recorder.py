@@ -12,7 +12,7 @@ from cosimrun import CoSimComponent, PortSpec, PortType
 from cosimrun.core.history import ComponentHistory, SystemHistory
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.regions import SwitchRegions
-from cosimrun.errors import NonFiniteValueError, UnknownNameError
+from cosimrun.errors import ConfigError, NonFiniteValueError, UnknownNameError
 from cosimrun.masters import GaussSeidel, Hybrid, Jacobi
 from cosimrun.system import MemorySink, Recorder, System
 
@@ -143,8 +143,9 @@ def test_events_reach_the_sink_in_order():
 
 
 def test_flush_interval_must_be_positive():
-    with pytest.raises(ValueError, match="flush_interval must be >= 1"):
+    with pytest.raises(ConfigError, match="flush_interval: must be >= 1, got 0") as info:
         Recorder(MemorySink(SystemHistory("s")), flush_interval=0)
+    assert info.value.key == "flush_interval" and isinstance(info.value, ValueError)
 
 
 def test_components_in_a_system_never_record_themselves_but_alone_they_do():
