@@ -58,6 +58,9 @@ __all__ = [
     "NameLookupError",
     "NonFiniteValueError",
     "PluginError",
+    "ResultsDataError",
+    "ResultsReadError",
+    "ResultsStateError",
     "ResultsWriteError",
     "SimulationError",
     "StepDiscarded",
@@ -325,3 +328,30 @@ class ResultsWriteError(CosimrunError, OSError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.path, self.reason, self.errno)
+
+
+class ResultsReadError(CosimrunError, ValueError):
+    """A file read as a cosimrun results file or sweep index that is not one: ``path``, the ``expected``
+    format and the one ``found`` (``None``: the file names none)."""
+
+    def __init__(self, message: str, *, path: str, expected: str, found: str | None) -> None:
+        super().__init__(message)
+        self.path, self.expected, self.found = path, expected, found
+
+
+class ResultsDataError(CosimrunError, ValueError):
+    """Data a results writer cannot store as given (ports missing, values and times of unequal length, a
+    malformed event or mode-switch row, ports on different time axes); ``component`` and ``port`` when known."""
+
+    def __init__(self, message: str, *, component: str | None = None, port: str | None = None) -> None:
+        super().__init__(message)
+        self.component, self.port = component, port
+
+
+class ResultsStateError(CosimrunError, RuntimeError):
+    """A results writer asked for what its state does not allow: a write after it was closed, or a history
+    shorter than what the file already holds. ``path`` is the results file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
