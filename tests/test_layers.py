@@ -140,7 +140,9 @@ def _import_time_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 
 def import_graph() -> nx.DiGraph:
     """Module -> the ``cosimrun`` modules it imports when it is imported (``from a import b`` is an edge to the
-    module ``a.b`` if there is one, else to ``a``)."""
+    module ``a.b`` if there is one, else to ``a``). Only the imports written count: the package Python loads
+    before one of its modules is no edge, else every package whose ``__init__`` re-exports its modules would
+    make a cycle with each of them."""
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = nx.DiGraph()
     graph.add_nodes_from(paths)
