@@ -31,6 +31,10 @@ netCDF-C writes, groups track creation order, booleans are ``int8`` with the CF
 attribute ``dtype="bool"`` (xarray decodes them back to ``bool``) and strings are
 variable-length UTF-8, so h5py, xarray (``engine="h5netcdf"``), netCDF-C tools and
 HDFView read the file without cosimrun.
+
+The module is longer than most: it is one class, :class:`HDF5Writer`, whose
+every write shares the same state (what changed since the last flush, the undo
+of the change in progress, the room check, the checksums), so it stays whole.
 """
 
 from __future__ import annotations
