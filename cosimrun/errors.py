@@ -29,6 +29,12 @@
     ├── ComponentStateError         also a RuntimeError: not now, or not by this component
     │                                                              component
     ├── ResultsWriteError           also an OSError                path, reason, errno
+    ├── ResultsReadError            also a ValueError: not a results file / sweep index
+    │                                                              path, expected, found
+    ├── ResultsDataError            also a ValueError: data a writer cannot store
+    │                                                              component, port
+    ├── ResultsStateError           also a RuntimeError: a write after close, a shrunk history
+    │                                                              path
     └── SweepDirectoryInUseError    another sweep holds the dir    path, holder
 
 ``ConfigError.key`` is the dotted path of the culprit *as far as the raiser knows
@@ -83,6 +89,9 @@ __all__ = [
     "NameLookupError",
     "NonFiniteValueError",
     "PluginError",
+    "ResultsDataError",
+    "ResultsReadError",
+    "ResultsStateError",
     "ResultsWriteError",
     "SimulationError",
     "StepDiscarded",
@@ -413,3 +422,30 @@ class DataFileError(ConfigError):
         super().__init__(key, message)
         self.path = path
         self.row = row
+
+
+class ResultsReadError(CosimrunError, ValueError):
+    """A file read as a cosimrun results file or sweep index that is not one: ``path``, the ``expected``
+    format and the one ``found`` (``None``: the file names none)."""
+
+    def __init__(self, message: str, *, path: str, expected: str, found: str | None) -> None:
+        super().__init__(message)
+        self.path, self.expected, self.found = path, expected, found
+
+
+class ResultsDataError(CosimrunError, ValueError):
+    """Data a results writer cannot store as given (ports missing, values and times of unequal length, a
+    malformed event or mode-switch row, ports on different time axes); ``component`` and ``port`` when known."""
+
+    def __init__(self, message: str, *, component: str | None = None, port: str | None = None) -> None:
+        super().__init__(message)
+        self.component, self.port = component, port
+
+
+class ResultsStateError(CosimrunError, RuntimeError):
+    """A results writer asked for what its state does not allow: a write after it was closed, or a history
+    shorter than what the file already holds. ``path`` is the results file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

@@ -25,33 +25,27 @@ netCDF-style like a results file::
                               ``recovered: ...`` (its worker died after the job finished)
     /runs/<run>  HDF5 external link to the job's results file (``/`` of it)
 
-:func:`write_index` writes it; :mod:`cosimrun.runner.load` reads it.
+:func:`write_index` makes the rows of *outcomes*, which :mod:`cosimrun.storage.sweep_index`
+writes; :mod:`cosimrun.runner.load` reads them back through it.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import h5py
-import numpy as np
-
 from cosimrun.runner.outcome import SUMMARY_PREFIX
 from cosimrun.storage.hdf5 import partial_path
+from cosimrun.storage.sweep_index import INDEX_FILE, write_sweep_index
 
 if TYPE_CHECKING:
     from cosimrun.runner.outcome import JobOutcome
 
-INDEX_FILE = "index.h5"
-SWEEP_FORMAT = "cosimrun-sweep"
-SWEEP_FORMAT_VERSION = 1
+__all__ = ["INDEX_FILE", "status_counts", "write_index"]
 
-_STR = h5py.string_dtype("utf-8")
 _BASE_COLUMNS = (
     "status",
     "overrides",
@@ -108,26 +102,6 @@ def _parse_overrides(overrides: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
     return tuple(out.items())
 
 
-def _column(values: list[Any]) -> tuple[np.ndarray, str]:
-    """A column array and its kind (``bool``, ``int``, ``float``, ``str``) from Python values (None: missing)."""
-    present = [v for v in values if v is not None]
-    missing = len(present) < len(values)
-    if present and all(isinstance(v, bool | np.bool_) for v in present):
-        if not missing:
-            return np.array(values, dtype=np.int8), "bool"
-        return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64), "float"
-    numeric = all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in present)
-    if present and numeric:
-        if not missing and all(isinstance(v, int | np.integer) for v in present):
-            return np.array(values, dtype=np.int64), "int"
-        return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64), "float"
-    if not present:
-        return np.full(len(values), math.nan), "float"
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = ["" if v is None else str(v) for v in values]
-    return arr, "str"
-
-
 def _column_name(name: str) -> str:
     name = name.replace("/", "|")
     return f"param.{name}" if name in _RESERVED else name
@@ -169,43 +143,15 @@ def write_index(
         worker=[o.worker for o in rows],
         note=[o.note for o in rows],
     )
-    counts = status_counts(rows)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with h5py.File(tmp, "w", track_order=True, locking=False) as f:
-        f.attrs["_NCProperties"] = np.bytes_(f"version=2,cosimrun,hdf5={h5py.version.hdf5_version}")
-        f.attrs["format"] = SWEEP_FORMAT
-        f.attrs["format_version"] = np.int32(SWEEP_FORMAT_VERSION)
-        f.attrs["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
-        for key, value in {**counts, **(attrs or {})}.items():
-            f.attrs[key] = value
-        f.attrs["columns"] = np.array(list(columns), dtype=_STR)
-        f.attrs["params"] = np.array(param_columns, dtype=_STR)
-        f.attrs["summaries"] = np.array(summary_columns, dtype=_STR)
-        run = f.create_dataset("run", data=np.array([o.num for o in rows], dtype=np.int64), maxshape=(None,))
-        run.make_scale("run")
-        run.attrs["_Netcdf4Dimid"] = np.int32(0)
-        run.attrs["_Netcdf4Coordinates"] = np.array([0], dtype=np.int32)
-        for name, values in columns.items():
-            data, kind = _column(values)
-            if kind == "str":
-                ds = f.create_dataset(name, shape=(len(data),), dtype=_STR, maxshape=(None,))
-                if len(data):
-                    ds[...] = data
-            else:
-                ds = f.create_dataset(name, data=data, maxshape=(None,))
-            if kind == "bool":
-                ds.attrs["dtype"] = "bool"
-            if name in ("wall_time_s", "job_time_s"):
-                ds.attrs["units"] = "s"
-            ds.dims[0].attach_scale(run)
-            ds.attrs["_Netcdf4Coordinates"] = np.array([0], dtype=np.int32)
-        links = f.create_group("runs", track_order=True)
-        for o, rel in zip(rows, columns["path"], strict=True):
-            target = _link_target(o.path, rel, root)
-            if target:
-                links[str(o.num)] = h5py.ExternalLink(target, "/")
-    os.replace(tmp, path)
-    return path
+    return write_sweep_index(
+        path,
+        [o.num for o in rows],
+        columns,
+        attrs={**status_counts(rows), **(attrs or {})},
+        params=param_columns,
+        summaries=summary_columns,
+        links={o.num: _link_target(o.path, rel, root) for o, rel in zip(rows, columns["path"], strict=True)},
+    )
 
 
 def _relative(path: str, root: Path) -> str:

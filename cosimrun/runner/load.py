@@ -2,8 +2,8 @@
 
 ``load_sweep(dir)`` reads the table (:mod:`cosimrun.runner.index`) as a
 DataFrame; ``load_sweep_dataset`` opens the runs' histories of one component as
-one xarray Dataset along ``run``. pandas and xarray are imported where they are
-used.
+one xarray Dataset along ``run``. Both read through :mod:`cosimrun.storage`.
+pandas and xarray are imported where they are used.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 
-from cosimrun.runner.index import INDEX_FILE, SWEEP_FORMAT
-from cosimrun.storage.results import read_column
+from cosimrun.storage.sweep_index import INDEX_FILE, read_sweep_index
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,23 +41,10 @@ def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
     import pandas as pd
 
     path = _index_path(sweep)
-    if not path.exists():
-        raise FileNotFoundError(f"no sweep index {path}")
-    with h5py.File(path, "r", locking=False) as f:
-        if _attr_str(f.attrs.get("format")) != SWEEP_FORMAT:
-            raise ValueError(f"{path} is not a cosimrun sweep index")
-        columns = [_attr_str(c) for c in f.attrs["columns"]]
-        data = {c: read_column(f[c]) for c in columns}
-        index = pd.Index(f["run"][...], name="run")
-        params = [_attr_str(c) for c in f.attrs.get("params", [])]
-        summaries = [_attr_str(c) for c in f.attrs.get("summaries", [])]
-    df = pd.DataFrame(data, index=index)
-    df.attrs.update(sweep_dir=str(path.parent.absolute()), params=params, summaries=summaries)
+    table = read_sweep_index(path)
+    df = pd.DataFrame(table.columns, index=pd.Index(table.run, name="run"))
+    df.attrs.update(sweep_dir=str(path.parent.absolute()), params=table.params, summaries=table.summaries)
     return df
-
-
-def _attr_str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def load_sweep_dataset(

@@ -3,7 +3,8 @@
 A job's outcome is what its worker returns to the driver, what the driver
 records in the sweep index (:mod:`cosimrun.runner.index`) and what Hydra's
 sweeper gets as the job's return value (an optimizing sweeper its
-:func:`objective_value`).
+:func:`objective_value`). What it takes from a results file is read by
+:mod:`cosimrun.storage.summary`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import h5py
-import numpy as np
-
-from cosimrun.storage.hdf5 import PORT_TYPES, partial_path, stored_scalar
+from cosimrun.storage.summary import final_values, largest_coupling_error, read_run_status
 
 SUMMARY_PREFIX = "final."
 """Summary columns are named ``final.<component>.<port>``."""
@@ -95,78 +93,18 @@ def describe_exception(exc: BaseException) -> tuple[str, str]:
     return f"{type(exc).__name__}: {exc}", "".join(_traceback.format_exception(exc))
 
 
-def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[str, Any]:
-    """The file attributes *names* of a results file that has them, text decoded (``OSError`` if unreadable)."""
-    with h5py.File(path, "r", locking=False) as f:
-        attrs = {k: f.attrs[k] for k in names if k in f.attrs}
-    return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-
-
-def _written(path: str | os.PathLike[str]) -> Path:
-    """*path*, or its ``.partial`` file while only that exists (a run that did not close its file)."""
-    path = Path(path)
-    return partial_path(path) if not path.exists() and partial_path(path).exists() else path
-
-
-def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """``{"comp.port": last value}`` of every recorded port of a results file ("" / {} if unreadable)."""
-    out: dict[str, Any] = {}
-    path = _written(path)
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            comps = f.get("components")
-            if comps is None:
-                return out
-            for comp, group in comps.items():
-                names = [n for n in group if n not in ("time", "micro")]
-                n = min((group[x].shape[0] for x in ("time", *names)), default=0)
-                for name in names:
-                    ds = group[name]
-                    kind = _port_kind(ds)
-                    if n and kind in PORT_TYPES and kind != "event":
-                        out[f"{comp}.{name}"] = stored_scalar(ds[n - 1], kind)
-    except (OSError, KeyError):
-        pass
-    return out
-
-
-def largest_coupling_error(path: str | os.PathLike[str]) -> float:
-    """The largest ``relative`` of a results file's ``/coupling_error`` (NaN without estimates or file)."""
-    path = _written(path)
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            table = f.get("coupling_error")
-            values = table["relative"][:] if table is not None and "relative" in table else np.zeros(0)
-    except (OSError, KeyError):
-        return math.nan
-    return float(np.max(values)) if len(values) else math.nan
-
-
-def _port_kind(ds: h5py.Dataset) -> str:
-    """A stored port's type: its ``port_type`` attribute, else guessed from the dataset (files of other writers)."""
-    kind = ds.attrs.get("port_type")
-    if kind is not None:
-        return kind.decode() if isinstance(kind, bytes) else str(kind)
-    if h5py.check_string_dtype(ds.dtype) is not None:
-        return "string"
-    if ds.attrs.get("dtype") in ("bool", b"bool"):
-        return "bool"
-    return "real" if np.issubdtype(ds.dtype, np.number) else ""
-
-
 def outcome_from_file(num: int, overrides: Sequence[str], path: str | os.PathLike[str]) -> JobOutcome:
     """The outcome recorded in an existing results file (used for jobs a resume takes over)."""
     path = Path(path)
-    attrs = results_attrs(path, ("status", "error", "traceback", "wall_time_s"))
-    text = {k: str(v) for k, v in attrs.items() if k != "wall_time_s"}
+    recorded = read_run_status(path)
     return JobOutcome(
         num=num,
-        status=text.get("status", "failed"),
+        status="failed" if recorded.status is None else recorded.status,
         overrides=list(overrides),
         path=str(path),
-        error=text.get("error", ""),
-        traceback=text.get("traceback", ""),
-        wall_time_s=float(attrs.get("wall_time_s", math.nan)),
+        error=recorded.error,
+        traceback=recorded.traceback,
+        wall_time_s=recorded.wall_time_s,
         summaries=final_values(path),
         coupling_error_max=largest_coupling_error(path),
         attempts=0,

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from cosimrun.runner.compose import JobSpec
 from cosimrun.runner.configtext import resolved
-from cosimrun.runner.outcome import results_attrs
 from cosimrun.runner.worker import hydra_config
 from cosimrun.storage.hdf5 import FORMAT
+from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.verify import verify_results
 
 

@@ -42,7 +42,8 @@ from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.joblog import log_outcome, warnings_logged
 from cosimrun.runner.ledger import ledger_for
 from cosimrun.runner.lock import claim
-from cosimrun.runner.outcome import JobOutcome, describe_exception, largest_coupling_error, results_attrs
+from cosimrun.runner.outcome import JobOutcome, describe_exception
+from cosimrun.storage.summary import largest_coupling_error, results_attrs
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

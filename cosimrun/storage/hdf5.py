@@ -31,6 +31,10 @@ netCDF-C writes, groups track creation order, booleans are ``int8`` with the CF
 attribute ``dtype="bool"`` (xarray decodes them back to ``bool``) and strings are
 variable-length UTF-8, so h5py, xarray (``engine="h5netcdf"``), netCDF-C tools and
 HDFView read the file without cosimrun.
+
+The module is longer than most: it is one class, :class:`HDF5Writer`, whose
+every write shares the same state (what changed since the last flush, the undo
+of the change in progress, the room check, the checksums), so it stays whole.
 """
 
 from __future__ import annotations
@@ -52,7 +56,15 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
-from cosimrun.errors import ResultsWriteError, UnknownNameError
+from cosimrun.errors import (
+    ConfigError,
+    DuplicateNameError,
+    MissingNameError,
+    ResultsDataError,
+    ResultsStateError,
+    ResultsWriteError,
+    UnknownNameError,
+)
 
 try:
     import resource
@@ -91,14 +103,20 @@ def partial_path(path: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + ".partial")
 
 
+def written_path(path: str | os.PathLike[str]) -> Path:
+    """*path*, or its ``.partial`` file while only that exists (a run that did not close its file)."""
+    path = Path(path)
+    return partial_path(path) if not path.exists() and partial_path(path).exists() else path
+
+
 def check_name(name: str, what: str = "name") -> str:
-    """Return *name* if it can name an HDF5 group or dataset, else raise ``ValueError``."""
+    """Return *name* if it can name an HDF5 group or dataset, else raise :class:`ConfigError`."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{what} must be a non-empty string, got {name!r}")
+        raise ConfigError(None, f"{what} must be a non-empty string, got {name!r}")
     if "/" in name:
-        raise ValueError(f"{what} {name!r} contains '/', which HDF5 reserves as the path separator")
+        raise ConfigError(None, f"{what} {name!r} contains '/', which HDF5 reserves as the path separator")
     if name in (".", "..") or "\x00" in name:
-        raise ValueError(f"{what} {name!r} is not a valid HDF5 name")
+        raise ConfigError(None, f"{what} {name!r} is not a valid HDF5 name")
     return name
 
 
@@ -166,7 +184,7 @@ class HDF5Writer:
         chunk_size: int = 4096,
     ) -> None:
         if chunk_size < 1:
-            raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+            raise ConfigError("chunk_size", f"must be positive, got {chunk_size}")
         self.path = Path(path)
         self.partial_path = partial_path(self.path)
         self.chunk_size = int(chunk_size)
@@ -239,7 +257,7 @@ class HDF5Writer:
     def file(self) -> h5py.File:
         """The open ``h5py.File`` (``RuntimeError`` once closed)."""
         if self._file is None:
-            raise RuntimeError(f"results file {self.path} is already closed")
+            raise ResultsStateError(f"results file {self.path} is already closed", path=str(self.path))
         return self._file
 
     @property
@@ -385,7 +403,7 @@ class HDF5Writer:
         items = {**(attrs or {}), **more}
         reserved = _RESERVED_ROOT_ATTRS & items.keys()
         if reserved:
-            raise ValueError(f"root attributes {sorted(reserved)} are managed by the writer")
+            raise ConfigError(None, f"root attributes {sorted(reserved)} are managed by the writer")
         converted = {check_name(key, "attribute name"): to_attr(value) for key, value in items.items()}
         with self._change():
             for key, value in converted.items():
@@ -401,17 +419,16 @@ class HDF5Writer:
         """
         check_name(name, "component name")
         if name in self._lengths:
-            raise ValueError(f"component {name!r} is already in {self.partial_path.name}")
+            raise DuplicateNameError(f"component {name!r} is already in {self.partial_path.name}")
         specs: dict[str, str] = {}
         for port, (_unit, port_type) in ports.items():
             check_name(port, f"port name of {name!r}")
             if port in RESERVED_PORT_NAMES:
-                raise ValueError(f"port name {port!r} of {name!r} clashes with the {port!r} coordinate of the file")
+                raise ConfigError(None, f"port name {port!r} of {name!r} clashes with the {port!r} coordinate of "
+                                  "the file")
             kind = str(getattr(port_type, "value", port_type))
             if kind not in _DTYPES:
-                raise ValueError(
-                    f"port {name}.{port}: unknown port type {port_type!r} (one of {', '.join(PORT_TYPES)})"
-                )
+                raise UnknownNameError("port type", kind, PORT_TYPES, f"of port {name}.{port}")
             specs[port] = kind
         with self._change():
             self._check_room(CLOSE_RESERVE)
@@ -471,12 +488,15 @@ class HDF5Writer:
         m = np.zeros(n, dtype=np.int32) if micro is None else np.broadcast_to(np.asarray(micro, dtype=np.int32), (n,))
         if specs.keys() != values.keys():
             missing, extra = sorted(specs.keys() - values.keys()), sorted(values.keys() - specs.keys())
-            raise ValueError(f"append to {component!r}: missing ports {missing}, unknown ports {extra}")
+            if not missing:
+                raise UnknownNameError("port", extra[0], specs, f"of component {component!r}")
+            raise MissingNameError(f"append to {component!r}: missing ports {missing}, unknown ports {extra}")
         columns: dict[str, np.ndarray] = {}
         for port, kind in specs.items():
             v = _column(values[port], kind)
             if len(v) != n:
-                raise ValueError(f"append to {component!r}: port {port!r} has {len(v)} values for {n} times")
+                raise ResultsDataError(f"append to {component!r}: port {port!r} has {len(v)} values for {n} times",
+                                       component=component, port=port)
             columns[port] = v
         if n:
             prefix = f"/components/{component}/"
@@ -495,7 +515,7 @@ class HDF5Writer:
     def final_values(self) -> dict[str, Any]:
         """``{"comp.port": last value}`` of every port written so far, event ports left out.
 
-        The same values :func:`cosimrun.runner.outcome.final_values` reads back
+        The same values :func:`cosimrun.storage.summary.final_values` reads back
         from the file, without reading (and decompressing) it.
         """
         out: dict[str, Any] = {}
@@ -519,7 +539,7 @@ class HDF5Writer:
                 when, c, e = row
                 micro = getattr(when, "micro", 0)
             else:
-                raise ValueError(f"event row must have 3 or 4 fields, got {row!r}")
+                raise ResultsDataError(f"event row must have 3 or 4 fields, got {row!r}")
             t.append(float(getattr(when, "t", when)))
             m.append(int(micro))
             comp.append(str(c))
@@ -549,7 +569,7 @@ class HDF5Writer:
             else:
                 fields = list(row)
                 if len(fields) != 4:
-                    raise ValueError(f"mode switch row must have 4 fields, got {row!r}")
+                    raise ResultsDataError(f"mode switch row must have 4 fields, got {row!r}")
             for key, value in zip(cols, fields, strict=True):
                 cols[key].append(value)
         self._append_table(
@@ -640,7 +660,7 @@ class HDF5Writer:
         if self._file is None:
             return self._left
         if status not in STATUSES or status == "running":
-            raise ValueError(f"close status must be one of complete, failed, interrupted, got {status!r}")
+            raise ConfigError("status", f"must be one of complete, failed, interrupted, got {status!r}")
         if isinstance(error, BaseException):
             if traceback is None:
                 traceback = "".join(_traceback.format_exception(error))
@@ -788,10 +808,12 @@ def write_history(writer: HDF5Writer, history: SystemHistory | Mapping[str, Comp
         start = writer.n_samples(name)
         lengths = {len(h) for h in ports.values()}
         if len(lengths) > 1:
-            raise ValueError(f"ports of {name!r} were recorded on different time axes: lengths {sorted(lengths)}")
+            raise ResultsDataError(f"ports of {name!r} were recorded on different time axes: lengths "
+                                   f"{sorted(lengths)}", component=name)
         stop = lengths.pop() if lengths else 0
         if stop < start:
-            raise RuntimeError(f"history of {name!r} shrank to {stop} samples but {start} are already in the file")
+            raise ResultsStateError(f"history of {name!r} shrank to {stop} samples but {start} are already in "
+                                    "the file", path=str(writer.partial_path))
         if stop == start:
             continue
         time = micro = None
@@ -801,7 +823,8 @@ def write_history(writer: HDF5Writer, history: SystemHistory | Mapping[str, Comp
             if time is None:
                 time, micro = t, m
             elif not np.array_equal(t, time):
-                raise ValueError(f"port {port!r} of {name!r} was recorded on its own time axis")
+                raise ResultsDataError(f"port {port!r} of {name!r} was recorded on its own time axis",
+                                       component=name, port=port)
             values[port] = _strings(v) if v.dtype == object else v
         writer.append(name, time, micro, values, flush=False)
         written += stop - start

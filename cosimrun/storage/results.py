@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
-from cosimrun.errors import UnknownNameError
-from cosimrun.storage.hdf5 import FORMAT, partial_path
+from cosimrun.errors import ResultsReadError, UnknownNameError
+from cosimrun.storage.hdf5 import FORMAT, partial_path, written_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,10 @@ class Results:
         with self._open() as f:
             self.attrs: dict[str, Any] = {k: _py(v) for k, v in f.attrs.items() if not k.startswith("_")}
             if self.attrs.get("format") != FORMAT:
-                raise ValueError(f"{self.path} is not a cosimrun results file (format={self.attrs.get('format')!r})")
+                found = self.attrs.get("format")
+                raise ResultsReadError(f"{self.path} is not a cosimrun results file (format={found!r})",
+                                       path=str(self.path), expected=FORMAT,
+                                       found=None if found is None else str(found))
             self.stats: dict[str, Any] = {k: _py(v) for k, v in f["stats"].attrs.items()} if "stats" in f else {}
             self.components: list[str] = list(f["components"]) if "components" in f else []
 
@@ -305,8 +308,7 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False) -
     path = Path(path)
     if path.is_dir():
         path = _results_in(path)
-    if not path.exists() and partial_path(path).exists():
-        path = partial_path(path)
+    path = written_path(path)
     if not path.exists():
         raise FileNotFoundError(f"no results file {path}")
     return Results(path, locking=locking)

@@ -124,16 +124,6 @@ def test_override_items_are_typed_and_skip_hydra_and_deletions() -> None:
     assert items == {"experiment": "x", "a.b": 0.5, "c": 3, "d": True, "e": "[1,2]", "g": "hi"}
 
 
-def test_columns_infer_types_with_missing_values() -> None:
-    assert sweep_index._column([1, 2])[1] == "int"
-    assert sweep_index._column([1, None])[1] == "float"
-    assert sweep_index._column([True, False])[1] == "bool"
-    data, kind = sweep_index._column([True, None])
-    assert kind == "float" and data[0] == 1.0 and math.isnan(data[1])
-    assert sweep_index._column(["a", 1])[1] == "str"
-    assert sweep_index._column([None, None])[1] == "float"
-
-
 def test_load_sweep_dataset_pads_runs_or_puts_them_on_a_grid(tmp_path: Path) -> None:
     pytest.importorskip("xarray")
     f0 = _results(tmp_path / "0" / "results.h5", [0.0, 1.0, 1.0, 2.0], [1.0, 0.0, 1.0, 0.5])

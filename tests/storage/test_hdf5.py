@@ -427,7 +427,7 @@ def test_recorder_keeps_memory_bounded_by_the_flush_interval(tmp_path) -> None:
 
 
 def test_writer_final_values_are_what_the_file_reads_back(tmp_path):
-    from cosimrun.runner.outcome import final_values
+    from cosimrun.storage import final_values
 
     path = tmp_path / "r.h5"
     ports = {"x": ("m", "real"), "n": (None, "int"), "on": (None, "bool"), "mode": (None, "string"),
