@@ -40,10 +40,10 @@ from types import SimpleNamespace
 from typing import Any
 from xml.etree import ElementTree
 
-from cosimrun.components.fmu.description import _base_unit_expression, modelica_unit_to_pint
-from cosimrun.components.fmu.extraction import FMUSettings, _safe_name
 from cosimrun.core.units import compile_conversion
 from cosimrun.errors import ConfigError, IncompatibleUnitsError
+from cosimrun.fmi.description import _base_unit_expression, modelica_unit_to_pint
+from cosimrun.fmi.extraction import FMUSettings, _safe_name
 
 SSD_FILE = "SystemStructure.ssd"
 """The system structure an SSP archive must hold at its root."""

@@ -6,8 +6,8 @@ subclass of :class:`FMUBase` sharing ``self``: parameters
 description (:mod:`~cosimrun.components.fmu.ports`), the FMI life cycle
 (:mod:`~cosimrun.components.fmu.lifecycle`) and the step path
 (:mod:`~cosimrun.components.fmu.step`). Each mixin sets up its own attributes
-in ``__init__``. The FMI calls differ by version (:mod:`~cosimrun.components.fmu.fmi2`,
-:mod:`~cosimrun.components.fmu.fmi3`), chosen by :attr:`FMUBase.is_fmi3`; the
+in ``__init__``. The FMI calls differ by version (:mod:`~cosimrun.fmi.fmi2`,
+:mod:`~cosimrun.fmi.fmi3`), chosen by :attr:`FMUBase.is_fmi3`; the
 logic around them is shared.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from cosimrun.components.fmu import fmi3
-from cosimrun.components.fmu.description import FMUModel
-from cosimrun.components.fmu.errors import FMUError, status_name
-from cosimrun.components.fmu.fmi2 import register_log_sink
 from cosimrun.core.component import CoSimComponent
+from cosimrun.fmi import fmi3
+from cosimrun.fmi.description import FMUModel
+from cosimrun.fmi.errors import FMUError, status_name
+from cosimrun.fmi.fmi2 import register_log_sink
 
 
 class FMUBase(CoSimComponent):

@@ -1,10 +1,10 @@
 """FMUComponent: an FMI 2.0 or 3.0 co-simulation FMU as a cosimrun component.
 
 The component takes its ports, parameters, feedthrough and state from the
-model description (:mod:`~cosimrun.components.fmu.description`), shares the
-extracted files (:mod:`~cosimrun.components.fmu.extraction`) and calls the
-FMU's library through ctypes (:mod:`~cosimrun.components.fmu.fmi2`,
-:mod:`~cosimrun.components.fmu.fmi3`). The class
+model description (:mod:`~cosimrun.fmi.description`), shares the
+extracted files (:mod:`~cosimrun.fmi.extraction`) and calls the
+FMU's library through ctypes (:mod:`~cosimrun.fmi.fmi2`,
+:mod:`~cosimrun.fmi.fmi3`). The class
 is assembled from one mixin per concern (see :mod:`~cosimrun.components.fmu.base`).
 """
 
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from cosimrun.components.fmu.build import resolve_example
-from cosimrun.components.fmu.description import FMUModel, read_fmu
-from cosimrun.components.fmu.errors import FMUError
 from cosimrun.components.fmu.lifecycle import FMULifecycle
 from cosimrun.components.fmu.parameters import INTERFACES, FMUParameters
 from cosimrun.components.fmu.ports import FMUPorts
 from cosimrun.components.fmu.step import FMUStepping
 from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import ConfigError
+from cosimrun.fmi.description import FMUModel, read_fmu
+from cosimrun.fmi.errors import FMUError
 
 
 class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):

@@ -11,12 +11,14 @@ from typing import Any
 
 import pint
 
-from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.base import FMUBase
-from cosimrun.components.fmu.description import FMUVariable
-from cosimrun.components.fmu.errors import FMUError, status_name
-from cosimrun.components.fmu.extraction import Extraction, acquire_extraction, release_extraction
-from cosimrun.components.fmu.fmi2 import (
+from cosimrun.core.units import Q_
+from cosimrun.errors import MissingNameError, UnknownNameError
+from cosimrun.fmi import fmi3
+from cosimrun.fmi.description import FMUVariable
+from cosimrun.fmi.errors import FMUError, status_name
+from cosimrun.fmi.extraction import Extraction, acquire_extraction, release_extraction
+from cosimrun.fmi.fmi2 import (
     C_TYPES,
     FMI2_TYPES,
     GETTERS,
@@ -27,8 +29,6 @@ from cosimrun.components.fmu.fmi2 import (
     from_c,
     raw_functions,
 )
-from cosimrun.core.units import Q_
-from cosimrun.errors import MissingNameError, UnknownNameError
 
 _INSTANTIATE3 = {"cs": "fmi3InstantiateCoSimulation", "me": "fmi3InstantiateModelExchange"}
 """The FMI 3.0 instantiate function of each interface kind."""

@@ -24,10 +24,10 @@ import pint
 
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.components.fmu.build import resolve_example
-from cosimrun.components.fmu.description import INTERFACE_NAMES, FMUInterface, FMUModel, FMUVariable, read_fmu
-from cosimrun.components.fmu.errors import FMUError
 from cosimrun.core.units import Q_, compile_conversion
 from cosimrun.errors import ConfigError, UnknownNameError
+from cosimrun.fmi.description import INTERFACE_NAMES, FMUInterface, FMUModel, FMUVariable, read_fmu
+from cosimrun.fmi.errors import FMUError
 
 _log = logging.getLogger("cosimrun.fmu")
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cosimrun.components.fmu.base import FMUBase
-from cosimrun.components.fmu.description import FMUVariable
 from cosimrun.components.fmu.step import nothing
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import UnknownNameError
+from cosimrun.fmi.description import FMUVariable
 
 _log = logging.getLogger("cosimrun.fmu")
 

@@ -14,11 +14,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from cosimrun.components.fmu import fmi3
 from cosimrun.components.fmu.base import FMUBase
-from cosimrun.components.fmu.description import FMUVariable
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.fmi2 import (
+from cosimrun.core.component import NO_EVENTS, step_size_error
+from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
+from cosimrun.core.ports import PortState
+from cosimrun.errors import StepDiscarded
+from cosimrun.fmi import fmi3
+from cosimrun.fmi.description import FMUVariable
+from cosimrun.fmi.errors import FMUError
+from cosimrun.fmi.fmi2 import (
     C_TYPES,
     FMI2_LAST_SUCCESSFUL_TIME,
     FMI2_TERMINATED,
@@ -27,10 +31,6 @@ from cosimrun.components.fmu.fmi2 import (
     fast_functions,
     from_c,
 )
-from cosimrun.core.component import NO_EVENTS, step_size_error
-from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
-from cosimrun.core.ports import PortState
-from cosimrun.errors import StepDiscarded
 
 VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 

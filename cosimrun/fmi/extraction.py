@@ -51,7 +51,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from cosimrun.components.fmu.build import cache_directory
 from cosimrun.errors import ConfigError, FMUError, FMULimitError
 
 try:
@@ -75,6 +74,15 @@ _ENTRY = re.compile(r"[0-9a-f]{64}")
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": MiB, "gib": GiB, "tib": 1 << 40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def cache_directory() -> Path:
+    """cosimrun's cache directory (extracted FMUs, built examples): ``$COSIMRUN_CACHE_DIR``, else the user cache dir."""
+    env = os.environ.get("COSIMRUN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cosimrun"
 
 
 def parse_size(text: str) -> int:
@@ -103,7 +111,7 @@ class FMUSettings:
     max_description_size: int = 64 * MiB
     """Largest ``modelDescription.xml``."""
     cache: Path | None = None
-    """The cache directory (``None``: ``extracted/`` in :func:`~cosimrun.components.fmu.build.cache_directory`)."""
+    """The cache directory (``None``: ``extracted/`` in :func:`cache_directory`)."""
     max_age_days: float = 30.0
     """Cached FMUs unused for longer are removed."""
 

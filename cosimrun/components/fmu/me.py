@@ -4,7 +4,7 @@ The class joins the FMU component's parameters, ports and life cycle
 (:mod:`~cosimrun.components.fmu.parameters`, :mod:`~cosimrun.components.fmu.ports`,
 :mod:`~cosimrun.components.fmu.lifecycle`) with :class:`~cosimrun.core.ode.OdeComponent`,
 whose integrators advance the FMU's continuous states through
-:meth:`ModelExchangeFMU.derivatives` (:mod:`~cosimrun.components.fmu.me.functions`).
+:meth:`ModelExchangeFMU.derivatives` (:mod:`~cosimrun.fmi.me`).
 """
 
 from __future__ import annotations
@@ -17,20 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosimrun.components._base import time_tol
-from cosimrun.components.fmu import fmi3
-from cosimrun.components.fmu.description import FMUInterface, FMUModel, FMUVariable
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS
 from cosimrun.components.fmu.lifecycle import FMULifecycle
-from cosimrun.components.fmu.me.functions import (
-    FMI2_API,
-    FMI3_API,
-    Api,
-    ContinuousTimeCalls,
-    EventOutcome,
-    instantiate3,
-    model_exchange_functions,
-)
 from cosimrun.components.fmu.parameters import FMUParameters
 from cosimrun.components.fmu.ports import FMUPorts
 from cosimrun.components.fmu.step import (
@@ -46,6 +33,19 @@ from cosimrun.components.fmu.step import (
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.fmi import fmi3
+from cosimrun.fmi.description import FMUInterface, FMUModel, FMUVariable
+from cosimrun.fmi.errors import FMUError
+from cosimrun.fmi.fmi2 import GETTERS, SETTERS
+from cosimrun.fmi.me import (
+    FMI2_API,
+    FMI3_API,
+    Api,
+    ContinuousTimeCalls,
+    EventOutcome,
+    instantiate3,
+    model_exchange_functions,
+)
 
 _log = logging.getLogger("cosimrun.fmu")
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components.fmu.extraction import FMUSettings, check_archive
 from cosimrun.core.ports import PortType
 from cosimrun.core.units import compile_conversion, parse_unit
 from cosimrun.errors import suggest
+from cosimrun.fmi.extraction import FMUSettings, check_archive
 
 _log = logging.getLogger("cosimrun.fmu")
 
@@ -423,7 +423,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     """Read and check an FMU file; ``ValueError`` explains why it cannot be used here.
 
     The archive's sizes and entry names are checked first
-    (:func:`~cosimrun.components.fmu.extraction.check_archive`: an
+    (:func:`~cosimrun.fmi.extraction.check_archive`: an
     :class:`~cosimrun.errors.FMUError`), so an oversized ``modelDescription.xml``
     is refused without being read. FMI 2.0 and 3.0 FMUs are read, with either
     interface and with or without a binary for this platform: a missing binary
