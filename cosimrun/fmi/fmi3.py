@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cosimrun.fmi import fmi2
-from cosimrun.fmi.description import FMUVariable
 from cosimrun.fmi.errors import STATUS_NAMES, FMUError
+from cosimrun.fmi.model import FMUVariable
 
 C_TYPES: dict[str, Any] = {
     "Float32": ctypes.c_float, "Float64": ctypes.c_double,
