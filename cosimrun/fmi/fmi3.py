@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cosimrun.fmi import fmi2
-from cosimrun.fmi.errors import STATUS_NAMES, FMUError
+from cosimrun.fmi.errors import FMUError, status_name3
 from cosimrun.fmi.model import FMUVariable
 
 C_TYPES: dict[str, Any] = {
@@ -68,9 +68,8 @@ OPTIONAL = ("fmi3GetFMUState", "fmi3SetFMUState", "fmi3FreeFMUState", "fmi3Enter
 """The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no event mode)."""
 
 
-def status_name(status: int) -> str:
-    """``fmi3Discard`` etc. for an FMI 3.0 status code (``status N`` for an unknown one)."""
-    return f"fmi3{STATUS_NAMES[status]}" if 0 <= status <= 4 else f"status {status}"
+status_name = status_name3
+"""``fmi3Discard`` etc. for an FMI 3.0 status code (``status N`` for an unknown one)."""
 
 
 def raw_functions(dll: Any) -> dict[str, Any]:

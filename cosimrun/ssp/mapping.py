@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cosimrun.components.fmu.parameters import OWN_DEFAULTS
+from cosimrun.components.fmu.base import OWN_DEFAULTS
 from cosimrun.core.units import compile_conversion
 from cosimrun.errors import IncompatibleUnitsError, suggest
 from cosimrun.fmi.description import FMUModel, FMUVariable

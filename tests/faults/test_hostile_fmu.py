@@ -270,8 +270,8 @@ def test_same_fmu_is_extracted_once_and_never_modified(isolated: Path, feedthrou
     a = FMUComponent("a")
     a.set_parameters(path=str(feedthrough_fmu))
     a.initialize(0.0)
-    assert a._extraction is not None
-    entry = a._extraction.directory
+    assert a.fmu is not None and a.fmu.library.extraction is not None
+    entry = a.fmu.library.extraction.directory
     before = tree(entry)
     a.do_step(0.0, 0.1)
     a.free()

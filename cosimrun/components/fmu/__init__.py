@@ -120,28 +120,21 @@ How it works:
 
 FMI 1.0 FMUs are refused with a clear message.
 
-The package, one job per module:
+The FMI code is the subsystem :mod:`cosimrun.fmi` (bindings, model
+description, extraction, one :class:`~cosimrun.fmi.instance.FMUInstance` per
+FMU); this package holds the components that delegate to it, one job per module:
 
-* :mod:`~cosimrun.fmi.description`: reading and checking the model
-  description (:func:`read_fmu`, variables, units, ``ModelStructure``);
-* :mod:`~cosimrun.fmi.extraction`: size limits and the hash-keyed extraction cache;
-* :mod:`~cosimrun.fmi.fmi2`: the FMI 2.0 C API through ctypes
-  (signatures, instances, FMU states, log messages);
-* :mod:`~cosimrun.fmi.fmi3`: the FMI 3.0 co-simulation C API
-  through ctypes (values per type and whole arrays, event mode);
-* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent`, assembled
-  from one mixin per concern on :mod:`~cosimrun.components.fmu.base` (the
-  model, log messages, errors): :mod:`~cosimrun.components.fmu.parameters`
-  (own settings, ``path``, FMU parameters), :mod:`~cosimrun.components.fmu.ports`
-  (ports, feedthrough, state and events from the model description),
-  :mod:`~cosimrun.components.fmu.lifecycle` (instantiate, initialize, FMU
-  states, physical state, free) and :mod:`~cosimrun.components.fmu.step` (the
-  compiled step path);
+* :mod:`~cosimrun.components.fmu.base`: :class:`~cosimrun.components.fmu.base.FMUBase`,
+  what both components share (own settings, ``path``, ports, life cycle, rollback,
+  physical state), delegated to the component's ``FMUInstance``;
+* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent` (co-simulation:
+  the step around :class:`~cosimrun.fmi.step.Stepper`);
+* :mod:`~cosimrun.components.fmu.me`: :class:`~cosimrun.components.fmu.me.ModelExchangeFMU`
+  (model exchange, integrated by cosimrun);
 * :mod:`~cosimrun.components.fmu.build`: building C FMUs and the shipped
   examples, whose C sources (the framework header ``cosimrun_fmi2cs.h``, the
   example models and their model descriptions) are package data in ``c/``;
-* :mod:`~cosimrun.components.fmu.cli`: the ``python -m`` command line;
-* :mod:`~cosimrun.fmi.errors`: :class:`FMUError` and status names.
+* :mod:`~cosimrun.components.fmu.cli`: the ``python -m`` command line.
 """
 
 from cosimrun.components.fmu.build import EXAMPLES, build_c_fmu, build_example
@@ -160,6 +153,7 @@ from cosimrun.fmi.errors import STATUS_NAMES as STATUS_NAMES
 from cosimrun.fmi.errors import FMUError
 from cosimrun.fmi.extraction import cache_directory as cache_directory
 from cosimrun.fmi.extraction import extracted_directories as extracted_directories
+from cosimrun.fmi.instance import FMUInstance as FMUInstance
 
 __all__ = [
     "EXAMPLES",
