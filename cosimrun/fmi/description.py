@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.errors import suggest
+from cosimrun.errors import ConfigError, suggest
 from cosimrun.fmi.extraction import FMUSettings, check_archive
 from cosimrun.fmi.model import (
     DEFAULT_EXPERIMENT,
@@ -131,7 +131,7 @@ class _NeverRaised(Exception):
 
 
 def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
-    """Read and check an FMU file; ``ValueError`` explains why it cannot be used here.
+    """Read and check an FMU file; a ``ConfigError`` (a ``ValueError``) explains why it cannot be used here.
 
     The archive's sizes and entry names are checked first
     (:func:`~cosimrun.fmi.extraction.check_archive`: an
@@ -150,14 +150,14 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     shown = f"{str(path)!r}" + ("" if path.is_absolute() else f" ({path.resolve()})")
     if not path.is_file():
         if path.is_dir():
-            raise ValueError(f"FMU file {shown} is a directory; name the .fmu file")
+            raise ConfigError(None, f"FMU file {shown} is a directory; name the .fmu file")
         near = suggest(path.name, [p.name for p in path.resolve().parent.glob("*.fmu")]) \
             if path.resolve().parent.is_dir() else ""
-        raise ValueError(f"FMU file not found: {shown}{near}")
+        raise ConfigError(None, f"FMU file not found: {shown}{near}")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
+        raise ConfigError(None, f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read (limits may change)
@@ -165,23 +165,23 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     if cached is not None:
         return cached
     if "modelDescription.xml" not in names:
-        raise ValueError(f"{shown} is not an FMU: the archive has no modelDescription.xml")
+        raise ConfigError(None, f"{shown} is not an FMU: the archive has no modelDescription.xml")
     from xml.etree import ElementTree
 
     try:
         with zipfile.ZipFile(path) as zf:
             root = ElementTree.fromstring(zf.read("modelDescription.xml"))
     except ElementTree.ParseError as exc:
-        raise ValueError(f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
+        raise ConfigError(None, f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
     version = str(root.get("fmiVersion"))
     if not version.startswith(("2.", "3.")):
-        raise ValueError(f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
-                         "(export the model as FMI 2.0 or 3.0)")
+        raise ConfigError(None, f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
+                                "(export the model as FMI 2.0 or 3.0)")
     fmi3 = version.startswith("3.")
     if root.find("CoSimulation") is None and root.find("ModelExchange") is None:
         only = " (it offers scheduled execution only)" if root.find("ScheduledExecution") is not None else ""
-        raise ValueError(f"{shown} offers neither co-simulation nor model exchange{only}; "
-                         "cosimrun runs co-simulation and model-exchange FMUs")
+        raise ConfigError(None, f"{shown} offers neither co-simulation nor model exchange{only}; "
+                                "cosimrun runs co-simulation and model-exchange FMUs")
     try:
         md = read_model_description(str(path), validate=True)
     except ValidationError as exc:  # schema-valid but inconsistent: usable, as most tools are lenient here
@@ -189,9 +189,9 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         try:
             md = read_model_description(str(path), validate=False)
         except Exception:  # FMPy raises assorted types for invalid XML
-            raise ValueError(f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
+            raise ConfigError(None, f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
     except Exception as exc:  # FMPy raises assorted types for invalid XML
-        raise ValueError(f"{shown}: invalid modelDescription.xml: {exc}") from None
+        raise ConfigError(None, f"{shown}: invalid modelDescription.xml: {exc}") from None
     interfaces = {}
     for kind, element in (("cs", md.coSimulation), ("me", md.modelExchange)):
         if element is not None:

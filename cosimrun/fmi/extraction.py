@@ -90,7 +90,7 @@ def parse_size(text: str) -> int:
     match = _SIZE.fullmatch(text)
     unit = match[2].lower() if match else ""
     if match is None or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
+        raise ConfigError(None, f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
     return int(float(match[1]) * _UNITS[unit])
 
 

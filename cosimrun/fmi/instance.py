@@ -44,19 +44,17 @@ INSTANTIATE3 = {"cs": "fmi3InstantiateCoSimulation", "me": "fmi3InstantiateModel
 
 
 def choose_interface(model: FMUModel, kind: str, requested: str | None, where: str, runner: str) -> FMUInterface:
-    """The interface *kind* of *model* that class *runner* runs; ``ConfigError`` at ``interface`` when *requested*
-    (the ``interface`` setting) asks for the other one, at ``path`` when the FMU does not offer it or needs what
-    cosimrun does not run (clocks)."""
+    """The interface *kind* of *model* that class *runner* runs; ``ConfigError`` when *requested* (the ``interface``
+    setting) asks for the other one, the FMU does not offer it or needs what cosimrun does not run (clocks)."""
     if requested is not None and requested != kind:
-        raise ConfigError("interface", f"{where}: parameter 'interface' is {requested!r}, but {runner} runs "
-                                       f"{INTERFACE_NAMES[kind]} ({kind!r}); in a config, type: fmu picks the class "
-                                       "from 'interface'")
+        raise ConfigError(None, f"{where}: parameter 'interface' is {requested!r}, but {runner} runs "
+                                f"{INTERFACE_NAMES[kind]} ({kind!r}); in a config, type: fmu picks the class from "
+                                "'interface'")
     if kind not in model.interfaces:
         other = next(iter(model.interfaces))
-        raise ValueError(
-            f"{model.label} is a {INTERFACE_NAMES[other].replace(' ', '-')}-only FMU (no "
-            f"{INTERFACE_NAMES[kind]} interface in its modelDescription.xml); type: fmu runs it as "
-            f"{INTERFACE_NAMES[other]} (interface: {other})")
+        raise ConfigError(None, f"{model.label} is a {INTERFACE_NAMES[other].replace(' ', '-')}-only FMU (no "
+                                f"{INTERFACE_NAMES[kind]} interface in its modelDescription.xml); type: fmu runs it "
+                                f"as {INTERFACE_NAMES[other]} (interface: {other})")
     model.check_supported()
     return model.interface(kind)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cosimrun.core.ports import PortType
+from cosimrun.errors import ConfigError
 
 PORT_TYPES: dict[str, PortType] = {
     "Real": PortType.REAL,
@@ -199,24 +200,25 @@ class FMUModel:
         return " and ".join(INTERFACE_NAMES[k] for k in self.interfaces)
 
     def interface(self, kind: str) -> FMUInterface:
-        """The interface *kind* (``cs``/``me``); ``ValueError`` naming what the FMU offers, or the missing binary."""
+        """The interface *kind* (``cs``/``me``); ``ConfigError`` naming what the FMU offers, or the missing binary."""
         found = self.interfaces.get(kind)
         if found is None:
-            raise ValueError(f"{self.label} offers {self.offers} only, not {INTERFACE_NAMES.get(kind, kind)} "
-                             f"(interface {kind!r}); valid: {', '.join(self.interfaces)}")
+            raise ConfigError(None, f"{self.label} offers {self.offers} only, not {INTERFACE_NAMES.get(kind, kind)} "
+                                    f"(interface {kind!r}); valid: {', '.join(self.interfaces)}")
         if not found.has_binary:
-            raise ValueError(f"{self.label} has no binary for this platform ({found.binary} is missing; "
-                             f"{self.binary_hint})")
+            raise ConfigError(None, f"{self.label} has no binary for this platform ({found.binary} is missing; "
+                                    f"{self.binary_hint})")
         return found
 
     def check_supported(self) -> None:
-        """``ValueError`` for what cosimrun cannot run: FMI 3 clocks and inputs or outputs of type ``Binary``."""
+        """``ConfigError`` for what cosimrun cannot run: FMI 3 clocks and inputs or outputs of type ``Binary``."""
         if self.clocks:
-            raise ValueError(f"{self.label} declares clocks ({', '.join(self.clocks)}); cosimrun does not run FMI 3 "
-                             "clocks (clocked or scheduled partitions): export the model without clocks")
+            raise ConfigError(None, f"{self.label} declares clocks ({', '.join(self.clocks)}); cosimrun does not run "
+                                    "FMI 3 clocks (clocked or scheduled partitions): export the model without clocks")
         if self.unsupported:
-            raise ValueError(f"{self.label} has inputs or outputs no port can carry: {', '.join(self.unsupported)} "
-                             "(ports are Float, Int, UInt, Boolean, Enumeration or String)")
+            raise ConfigError(None, f"{self.label} has inputs or outputs no port can carry: "
+                                    f"{', '.join(self.unsupported)} (ports are Float, Int, UInt, Boolean, Enumeration "
+                                    "or String)")
 
 
 def float_or_none(text: Any) -> float | None:

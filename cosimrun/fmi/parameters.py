@@ -134,7 +134,7 @@ class ParameterValues:
                 raise ConfigError(f"start.{name}", f"{where}: the start value of {var.name!r} cannot be set "
                                                    f"(causality {var.causality}, variability {var.variability}, "
                                                    f"initial {var.initial})")
-            values[var.name] = convert(var, value, f"{where}: start value of {var.name!r}")
+            values[var.name] = convert(var, value, f"{where}: start value of {var.name!r}", f"start.{name}")
         self.start_values = values
 
     def whole_arrays(self, items: list[tuple[FMUVariable, Any]],
@@ -161,9 +161,9 @@ class ParameterValues:
         return list(values.values())
 
 
-def convert(var: FMUVariable, value: Any, what: str) -> Any:
-    """*value* checked for *var*'s type and range; quantities are converted to its unit (*what*: the value's name in
-    errors, ``ValueError``)."""
+def convert(var: FMUVariable, value: Any, what: str, key: str | None = None) -> Any:
+    """*value* checked for *var*'s type and range; quantities are converted to its unit. An invalid value is a
+    ``ConfigError`` at *key* (the setting that gave it), *what* naming the value in its message."""
     where = what
     if isinstance(value, np.generic):
         value = value.item()
@@ -175,24 +175,24 @@ def convert(var: FMUVariable, value: Any, what: str) -> Any:
                 magnitude = float(value.magnitude)
                 value = magnitude if value.unitless else compile_conversion(f"{value.units}", var.unit)(magnitude)
         except (pint.PintError, ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{where} [{var.unit or 'no unit'}]: {exc}") from None
+            raise ConfigError(key, f"{where} [{var.unit or 'no unit'}]: {exc}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{where} must be a finite number (or a quantity like '2 m'), got {value!r}")
+            raise ConfigError(key, f"{where} must be a finite number (or a quantity like '2 m'), got {value!r}")
         value = float(value)
     elif var.type in ("Integer", "Enumeration"):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{where} must be an integer, got {value!r}")
+            raise ConfigError(key, f"{where} must be an integer, got {value!r}")
     elif var.type == "Boolean":
         if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
             value = bool(value)
         if not isinstance(value, bool):
-            raise ValueError(f"{where} must be true or false, got {value!r}")
+            raise ConfigError(key, f"{where} must be true or false, got {value!r}")
     elif not isinstance(value, str):
-        raise ValueError(f"{where} must be a string, got {value!r}")
+        raise ConfigError(key, f"{where} must be a string, got {value!r}")
     if var.minimum is not None and value < var.minimum:
-        raise ValueError(f"{where} must be >= {var.minimum:g} (the FMU's min), got {value!r}")
+        raise ConfigError(key, f"{where} must be >= {var.minimum:g} (the FMU's min), got {value!r}")
     if var.maximum is not None and value > var.maximum:
-        raise ValueError(f"{where} must be <= {var.maximum:g} (the FMU's max), got {value!r}")
+        raise ConfigError(key, f"{where} must be <= {var.maximum:g} (the FMU's max), got {value!r}")
     return value

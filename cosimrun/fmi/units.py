@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from cosimrun.core.units import compile_conversion, parse_unit
+from cosimrun.errors import ConfigError
 
 _log = logging.getLogger("cosimrun.fmu")
 
@@ -30,7 +31,7 @@ def modelica_unit_to_pint(unit: str | None) -> str | None:
     for dimensionless: ``m/s2`` -> ``m/s**2``, ``N.m`` -> ``N*m``,
     ``kg.m2`` -> ``kg*m**2``, ``s-1`` -> ``s**-1``, ``W/(m2.K)`` ->
     ``W/(m**2*K)``, ``1`` -> ``dimensionless``, ``deg`` -> ``degree``,
-    ``Ohm`` -> ``ohm``. Raises ``ValueError`` when pint does not know the result.
+    ``Ohm`` -> ``ohm``. Raises ``ConfigError`` (a ``ValueError``) when pint does not know the result.
     """
     if unit is None:
         return None
@@ -48,7 +49,7 @@ def modelica_unit_to_pint(unit: str | None) -> str | None:
     try:
         parse_unit(translated)
     except ValueError as exc:
-        raise ValueError(f"FMU unit {unit!r} (read as {translated!r}): {exc}") from None
+        raise ConfigError(None, f"FMU unit {unit!r} (read as {translated!r}): {exc}") from None
     return translated
 
 
@@ -75,7 +76,7 @@ def display_unit(md: Any, v: Any, fmu_unit: str | None, unit: str | None) -> tup
     display = v.displayUnit
     try:
         if unit is None:
-            raise ValueError(f"the variable has no unit ({fmu_unit or 'none'}) to convert from")
+            raise ConfigError(None, f"the variable has no unit ({fmu_unit or 'none'}) to convert from")
         target = modelica_unit_to_pint(display)
         conversion = compile_conversion(unit, target)
         definition = next((u for u in md.unitDefinitions if u.name == fmu_unit), None)
@@ -84,8 +85,8 @@ def display_unit(md: Any, v: Any, fmu_unit: str | None, unit: str | None) -> tup
             factor, shift = float(declared.factor), float(declared.offset)
             if abs(factor - conversion.scale) > _DISPLAY_TOLERANCE * abs(conversion.scale) \
                     or abs(shift - conversion.offset) > _DISPLAY_TOLERANCE * max(1.0, abs(conversion.offset)):
-                raise ValueError(f"the FMU defines {display} as {factor:g} * {fmu_unit} + {shift:g}, pint as "
-                                 f"{conversion.scale:g} * {fmu_unit} + {conversion.offset:g}")
+                raise ConfigError(None, f"the FMU defines {display} as {factor:g} * {fmu_unit} + {shift:g}, pint as "
+                                        f"{conversion.scale:g} * {fmu_unit} + {conversion.offset:g}")
     except ValueError as exc:  # IncompatibleUnitsError is one
         _log.warning("FMU alias %r of %r: display unit %r not used (%s); the alias has the variable's unit %s",
                      v.name, v.alias.name, display, exc, unit or "(none)")

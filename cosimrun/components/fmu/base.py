@@ -149,8 +149,10 @@ class FMUBase(CoSimComponent):
             return
         try:
             self._set_one(name, value)
-        except ConfigError:
-            raise
+        except ConfigError as exc:
+            if exc.key != name:
+                raise
+            raise ConfigError(key, f"{value!r} is invalid: {exc.message}") from None
         except ValueError as exc:
             raise ConfigError(key, f"{value!r} is invalid: {exc}") from None
 
@@ -175,7 +177,7 @@ class FMUBase(CoSimComponent):
         var = self.fmu.model.variables.get(name)
         if var is None or name not in self.parameters:
             raise UnknownNameError("parameter", name, self.parameters, f"of {self._where()}")
-        converted = convert(var, value, f"{self._where()}: parameter {name!r}")
+        converted = convert(var, value, f"{self._where()}: parameter {name!r}", name)
         if self._is_initialized and self.fmu.handle is not None:
             if var.variability != "tunable":
                 raise ConfigError(name, f"{self._where()}: parameter {name!r} is {var.variability}; it can only "
@@ -243,6 +245,8 @@ class FMUBase(CoSimComponent):
             model = read_fmu(file)
             interface = self._choose_interface(model)
         except (ValueError, FMUError) as exc:
+            # A plain ValueError on purpose: the config builder then reports the value given (``'x.fmu' is
+            # invalid: ...``), which a keyed ConfigError would leave out.
             raise ValueError(f"component {self.name!r}: parameter 'path': {exc}") from None
         previous_fmu = self.fmu
         if previous_fmu is not None and model is previous_fmu.model:
@@ -419,7 +423,7 @@ class FMUBase(CoSimComponent):
                 if unit is not None and not isinstance(value, (str, pint.Quantity)):
                     value = Q_(float(value), unit)
                 entry = value
-            values[var.name] = convert(var, entry, f"{self._where()}: state {name!r}")
+            values[var.name] = convert(var, entry, f"{self._where()}: state {name!r}", name)
         assert self.fmu is not None
         if not self._is_initialized:  # they become start values, like the 'start' setting
             self.fmu.values.start_values.update(values)

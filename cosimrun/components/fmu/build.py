@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from cosimrun.errors import FMUError, unknown_name
+from cosimrun.errors import FMUError, UnknownNameError
 from cosimrun.fmi.extraction import cache_directory
 
 
@@ -130,7 +130,7 @@ class Example:
 def _example(name: str) -> Example:
     example = EXAMPLES.get(name)
     if example is None:
-        raise ValueError(unknown_name("example FMU", name, EXAMPLES))
+        raise UnknownNameError("example FMU", name, EXAMPLES)
     return example
 
 
