@@ -23,7 +23,7 @@ from cosimrun.fmi.description import read_fmu
 from cosimrun.fmi.fmi2 import Instance
 from cosimrun.fmi.model import FMUModel
 from cosimrun.fmi.ports import ValuePorts
-from cosimrun.fmi.step import VARIABLE_STEP_FLAG, FMUCStep, Stepper
+from cosimrun.fmi.step import VARIABLE_STEP_FLAG, FMUCStep, Requests, Stepper
 
 __all__ = ["VARIABLE_STEP_FLAG", "FMUComponent"]
 
@@ -86,6 +86,8 @@ class FMUComponent(FMUBase):
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
         self._stepper: Stepper | None = None
+        self._requests = Requests()
+        """The requests of the bound instance (read at every step; a placeholder without one)."""
         self._fast_step: Any = self._not_running
         self._c_step: FMUCStep | None = None
 
@@ -134,6 +136,7 @@ class FMUComponent(FMUBase):
             inst, dll, fmu.interface, ports, feedthrough=any(self.direct_feedthrough.values()),
             interpolates_inputs=self.interpolates_inputs, log=fmu.log, now=self._now, requests=fmu.requests)
         self._fast_step = stepper.step
+        self._requests = fmu.requests
         self._c_step = FMUCStep(self, stepper)
         return stepper
 
@@ -162,7 +165,7 @@ class FMUComponent(FMUBase):
         """
         if not dt > 0.0:
             raise step_size_error(self.name, t, dt)
-        if self.stop_requested is not None:
+        if self._requests.stop_requested is not None:
             assert self._stepper is not None
             raise self._stepper.stepped_after_stop(t)
         try:
