@@ -146,17 +146,17 @@ class ModelExchangeFMU(FMUBase, OdeComponent):
     def _rebuild(self) -> None:
         """The FMU component's ports, then the continuous states and one state event per event indicator."""
         super()._rebuild()
-        model = self.model
-        assert model is not None
+        assert self.fmu is not None and self.fmu.ports is not None
+        model, ports = self.fmu.model, self.fmu.ports
         md = model.description
         if self.is_fmi3:  # the elements of the states in ModelStructure order
             states = list(model.states)
         else:  # ModelStructure/Derivatives order (the order of the state vector), not ModelVariables order
             states = [model.variables[d.variable.derivative.name] for d in md.derivatives]
-        self._state_vars = self.fmu.ports.named(states)  # type: ignore[union-attr]
+        self._state_vars = ports.named(states)
         self._state_specs = [PortSpec(n, PortType.REAL, "out", v.unit, v.description) for n, v in self._state_vars]
         self._state_index = {n: i for i, (n, _) in enumerate(self._state_vars)}
-        self._input_names = [members[0][0] for members in self.fmu.ports.slots(self.input_specs)  # type: ignore[union-attr]
+        self._input_names = [members[0][0] for members in ports.slots(self.input_specs)
                              if integrated(members[0][1])]
         self._state_events.clear()
         self._n_indicators = int(md.numberOfEventIndicators or 0)
