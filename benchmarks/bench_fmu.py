@@ -89,10 +89,11 @@ def main() -> None:
     def fresh() -> tuple[ctypes.c_void_p, dict]:
         comp.reset()
         comp.initialize(0.0)
-        fast = {name: comp._slave.dll[name] for name in ("fmi2DoStep", "fmi2SetReal", "fmi2GetReal")}
+        fmu = comp.fmu
+        fast = {name: fmu.library.slave.dll[name] for name in ("fmi2DoStep", "fmi2SetReal", "fmi2GetReal")}
         for fn in fast.values():
             fn.restype = ctypes.c_int
-        return comp._instance.c, fast  # type: ignore[union-attr]
+        return fmu.handle.c, fast  # type: ignore[union-attr]
 
     def do_step_only() -> None:
         c, f = fresh()

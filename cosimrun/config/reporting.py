@@ -147,7 +147,7 @@ def _grammar_error(exc: BaseException, argv: Sequence[str]) -> ConfigError:
         except Exception as bad:  # noqa: BLE001 - Hydra's parser raises HydraException or ANTLR's errors
             key = line.split("=", 1)[0].lstrip("+~") if "=" in line else ""
             element = re.fullmatch(r"(.+\.params\..+)\[([\d,\s]+)\]", key)
-            if element:  # an FMU's array element (cosimrun.components.fmu.parameters)
+            if element:  # an FMU's array element (cosimrun.fmi.parameters)
                 dotted = ".".join([element[1], *(i.strip() for i in element[2].split(","))])
                 return ConfigError(key, f"Hydra's overrides allow no '[' in a key; name the array element by its "
                                         f"indices: {line[:len(line) - len(line.lstrip('+~'))]}{dotted}="

@@ -307,6 +307,11 @@ class CoSimComponent(ABC):
         t = t + dt
         self.t = t
         self._update_output_states(t, NO_EVENTS)
+        self._stepped(t)
+
+    def _stepped(self, t: float) -> None:
+        """The end of a step at *t*, outputs written: event ports cleared, the step recorded (a component that
+        writes ``do_step`` out, or splits it around a C call, ends it here)."""
         if self._event_ports:
             for port in self._event_ports:
                 port.value = False

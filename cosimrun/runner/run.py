@@ -184,10 +184,10 @@ def default_experiment_notice(exp: Experiment) -> str | None:
     """The notice for an experiment whose ``run.t0``, ``run.tf`` or ``run.dt`` differs from the DefaultExperiment
     (startTime, stopTime, stepSize) of its only FMU component; ``None`` when they agree, the FMU gives none, or
     the system has another number of FMUs."""
-    from cosimrun.components.fmu.description import DEFAULT_EXPERIMENT
-    from cosimrun.components.fmu.lifecycle import FMULifecycle
+    from cosimrun.components.fmu.base import FMUBase
+    from cosimrun.fmi.description import DEFAULT_EXPERIMENT
 
-    fmus = [c for c in exp.system.components.values() if isinstance(c, FMULifecycle)]
+    fmus = [c for c in exp.system.components.values() if isinstance(c, FMUBase)]
     if len(fmus) != 1 or fmus[0].model is None:
         return None
     fmu = fmus[0]

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 def experiment_config(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """The experiment (a config as ``prepare`` takes it) that simulates the FMU of *args*, and its component's
     name: run settings from the options, else the FMU's default experiment."""
-    from cosimrun.components.fmu.description import read_fmu
+    from cosimrun.fmi.description import read_fmu
 
     path = Path(args.fmu).expanduser()
     if not path.is_file():

@@ -19,8 +19,8 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from cosimrun.components.fmu.description import FMUModel, read_fmu
 from cosimrun.errors import ConfigError, CosimrunError
+from cosimrun.fmi.description import FMUModel, read_fmu
 from cosimrun.ssp.mapping import experiment_config
 from cosimrun.ssp.reader import SSPArchive, SSPError, SystemDecl, read_ssp
 

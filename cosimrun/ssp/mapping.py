@@ -26,10 +26,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cosimrun.components.fmu.description import FMUModel, FMUVariable
-from cosimrun.components.fmu.parameters import OWN_DEFAULTS
+from cosimrun.components.fmu.base import OWN_DEFAULTS
 from cosimrun.core.units import compile_conversion
 from cosimrun.errors import IncompatibleUnitsError, suggest
+from cosimrun.fmi.description import FMUModel, FMUVariable
 from cosimrun.ssp.reader import SSD_FILE, ComponentDecl, ConnectionDecl, SSPError, SystemDecl
 
 STEPS_WITHOUT_HINT = 1000

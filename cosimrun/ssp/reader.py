@@ -40,10 +40,10 @@ from types import SimpleNamespace
 from typing import Any
 from xml.etree import ElementTree
 
-from cosimrun.components.fmu.description import _base_unit_expression, modelica_unit_to_pint
-from cosimrun.components.fmu.extraction import FMUSettings, _safe_name
 from cosimrun.core.units import compile_conversion
 from cosimrun.errors import ConfigError, IncompatibleUnitsError
+from cosimrun.fmi.extraction import FMUSettings, _safe_name
+from cosimrun.fmi.units import base_unit_expression, modelica_unit_to_pint
 
 SSD_FILE = "SystemStructure.ssd"
 """The system structure an SSP archive must hold at its root."""
@@ -368,7 +368,7 @@ def _checked_unit(node: _Node, name: str, base: SimpleNamespace) -> str:
     try:
         unit = modelica_unit_to_pint(name)
     except ValueError:
-        unit = _base_unit_expression(base)
+        unit = base_unit_expression(base)
         if unit is None:
             raise node.fail(f"unit {name!r} is unknown to cosimrun and its BaseUnit has factor {base.factor:g} and "
                             f"offset {base.offset:g}; only unknown units with factor 1 and offset 0 are supported")\

@@ -514,7 +514,7 @@ def test_an_fmu_finalized_while_its_thread_acquires_an_extraction_does_not_deadl
     that is inside ``acquire_extraction``: the release must not wait for the lock that thread holds. Here the
     last reference to a private-copy component is dropped inside the acquisition of another; its private copy is
     removed when the acquisition ends."""
-    from cosimrun.components.fmu import extraction
+    from cosimrun.fmi import extraction
 
     doomed = [fmu("doomed", feedthrough_fmu, private_copy=True)]
     doomed[0].initialize(0.0)

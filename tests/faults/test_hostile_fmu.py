@@ -27,9 +27,9 @@ import pytest
 from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
 
 from cosimrun.components.fmu import FMUComponent
-from cosimrun.components.fmu import extraction as ex
 from cosimrun.config.build import build_experiment
 from cosimrun.errors import ConfigError, FMUError, FMULimitError
+from cosimrun.fmi import extraction as ex
 
 MiB = 1 << 20
 XML = builders._feedthrough_xml()
@@ -270,8 +270,8 @@ def test_same_fmu_is_extracted_once_and_never_modified(isolated: Path, feedthrou
     a = FMUComponent("a")
     a.set_parameters(path=str(feedthrough_fmu))
     a.initialize(0.0)
-    assert a._extraction is not None
-    entry = a._extraction.directory
+    assert a.fmu is not None and a.fmu.library.extraction is not None
+    entry = a.fmu.library.extraction.directory
     before = tree(entry)
     a.do_step(0.0, 0.1)
     a.free()
@@ -285,7 +285,7 @@ def test_same_fmu_is_extracted_once_and_never_modified(isolated: Path, feedthrou
     assert sorted(p.name for p in isolated.iterdir()) == [".lock", entry.name]
     # another process uses the same files (not extracted again: the same inode)
     inode = (entry / "modelDescription.xml").stat().st_ino
-    code = ("from pathlib import Path; from cosimrun.components.fmu.extraction import cached_extraction; "
+    code = ("from pathlib import Path; from cosimrun.fmi.extraction import cached_extraction; "
             f"print(cached_extraction(Path({str(feedthrough_fmu)!r})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -319,7 +319,7 @@ def test_concurrent_extraction_in_threads_keeps_one_copy(isolated: Path, feedthr
 
 @pytest.mark.slow
 def test_concurrent_extraction_in_processes_keeps_one_copy(isolated: Path, feedthrough_fmu: Path) -> None:
-    code = ("import time; from pathlib import Path; from cosimrun.components.fmu import extraction as ex\n"
+    code = ("import time; from pathlib import Path; from cosimrun.fmi import extraction as ex\n"
             "extract = ex._extract\n"
             "ex._extract = lambda *a: (time.sleep(0.3), extract(*a))\n"
             f"print(ex.cached_extraction(Path({str(feedthrough_fmu)!r})))\n")
@@ -372,7 +372,7 @@ def test_stale_entries_and_leftovers_are_cleaned_on_use(isolated: Path, feedthro
 @pytest.mark.slow
 def test_a_killed_extraction_leaves_only_a_temp_dir_the_next_use_removes(isolated: Path,
                                                                           feedthrough_fmu: Path) -> None:
-    code = ("import os; from pathlib import Path; from cosimrun.components.fmu import extraction as ex\n"
+    code = ("import os; from pathlib import Path; from cosimrun.fmi import extraction as ex\n"
             "print(os.getpid(), flush=True)\n"
             "ex._set_writable = lambda *a: os._exit(9)\n"  # dies after extracting, before the rename
             f"ex.cached_extraction(Path({str(feedthrough_fmu)!r}))\n")

@@ -24,12 +24,12 @@ from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/confte
 
 from cosimrun.components.fmu import FMUComponent
 from cosimrun.components.fmu.build import find_c_compiler
-from cosimrun.components.fmu.step import FMUCStep, FMUStepping
 from cosimrun.components.mechanics import BouncingBall
 from cosimrun.config.build import build_master
 from cosimrun.core.cstep import CStepJob
 from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError, FMUError
+from cosimrun.fmi.step import FMUCStep
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, _cpool, parallel
 from cosimrun.masters.base import thread_count
 from cosimrun.runner.run import run_experiment
@@ -375,14 +375,14 @@ def test_an_exception_ending_a_parallel_step_is_raised_as_it_is_the_first_in_pla
     fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not an FMU's error: any exception, raised with its type, message and traceback, the first in plan order."""
-    stepped = FMUStepping._stepped
+    stepped = FMUComponent._stepped
 
-    def failing(self: FMUStepping, t: float) -> None:
+    def failing(self: FMUComponent, t: float) -> None:
         if self.name != "a" and t >= 0.4 - 1e-12:
             raise ZeroDivisionError(f"{self.name} at t={t:.3g}")
         stepped(self, t)
 
-    monkeypatch.setattr(FMUStepping, "_stepped", failing)
+    monkeypatch.setattr(FMUComponent, "_stepped", failing)
     errors = []
     for setting in (False, 3):
         system = System("s")

@@ -53,7 +53,7 @@ How it works:
   directory), as does a second instance of an FMU that declares
   ``canBeInstantiatedOnlyOncePerProcess``. Entries unused for 30 days
   (``COSIMRUN_FMU_CACHE_MAX_AGE``, in days) are removed when the cache is
-  next used; see :mod:`~cosimrun.components.fmu.extraction`.
+  next used; see :mod:`~cosimrun.fmi.extraction`.
 * **initialize(t0)** instantiates the FMU, calls ``fmi2SetupExperiment(t0)``,
   sets the parameters and start values given in the config, enters
   initialization mode, sets the inputs and exits it. **do_step** sets all
@@ -99,7 +99,7 @@ How it works:
   component made from an FMU looks like.
 
 * **FMI 3.0** co-simulation FMUs run through the same component (the version
-  comes from the model description; :mod:`~cosimrun.components.fmu.fmi3` holds
+  comes from the model description; :mod:`~cosimrun.fmi.fmi3` holds
   the calls). Every FMI 3 type is a port: ``Float32``/``Float64`` REAL,
   ``Int8`` ... ``UInt64`` and ``Enumeration`` INT (with the type's range checked
   when set), ``Boolean`` BOOL, ``String``; an array variable is one port per
@@ -120,46 +120,40 @@ How it works:
 
 FMI 1.0 FMUs are refused with a clear message.
 
-The package, one job per module:
+The FMI code is the subsystem :mod:`cosimrun.fmi` (bindings, model
+description, extraction, one :class:`~cosimrun.fmi.instance.FMUInstance` per
+FMU); this package holds the components that delegate to it, one job per module:
 
-* :mod:`~cosimrun.components.fmu.description`: reading and checking the model
-  description (:func:`read_fmu`, variables, units, ``ModelStructure``);
-* :mod:`~cosimrun.components.fmu.extraction`: size limits and the hash-keyed extraction cache;
-* :mod:`~cosimrun.components.fmu.fmi2`: the FMI 2.0 C API through ctypes
-  (signatures, instances, FMU states, log messages);
-* :mod:`~cosimrun.components.fmu.fmi3`: the FMI 3.0 co-simulation C API
-  through ctypes (values per type and whole arrays, event mode);
-* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent`, assembled
-  from one mixin per concern on :mod:`~cosimrun.components.fmu.base` (the
-  model, log messages, errors): :mod:`~cosimrun.components.fmu.parameters`
-  (own settings, ``path``, FMU parameters), :mod:`~cosimrun.components.fmu.ports`
-  (ports, feedthrough, state and events from the model description),
-  :mod:`~cosimrun.components.fmu.lifecycle` (instantiate, initialize, FMU
-  states, physical state, free) and :mod:`~cosimrun.components.fmu.step` (the
-  compiled step path);
+* :mod:`~cosimrun.components.fmu.base`: :class:`~cosimrun.components.fmu.base.FMUBase`,
+  what both components share (own settings, ``path``, ports, life cycle, rollback,
+  physical state), delegated to the component's ``FMUInstance``;
+* :mod:`~cosimrun.components.fmu.component`: :class:`FMUComponent` (co-simulation:
+  the step around :class:`~cosimrun.fmi.step.Stepper`);
+* :mod:`~cosimrun.components.fmu.me`: :class:`~cosimrun.components.fmu.me.ModelExchangeFMU`
+  (model exchange, integrated by cosimrun);
 * :mod:`~cosimrun.components.fmu.build`: building C FMUs and the shipped
   examples, whose C sources (the framework header ``cosimrun_fmi2cs.h``, the
   example models and their model descriptions) are package data in ``c/``;
-* :mod:`~cosimrun.components.fmu.cli`: the ``python -m`` command line;
-* :mod:`~cosimrun.components.fmu.errors`: :class:`FMUError` and status names.
+* :mod:`~cosimrun.components.fmu.cli`: the ``python -m`` command line.
 """
 
 from cosimrun.components.fmu.build import EXAMPLES, build_c_fmu, build_example
 from cosimrun.components.fmu.build import FMI2_CS_FRAMEWORK as FMI2_CS_FRAMEWORK
 from cosimrun.components.fmu.build import FRAMEWORK_HEADER as FRAMEWORK_HEADER
 from cosimrun.components.fmu.build import Example as Example
-from cosimrun.components.fmu.build import cache_directory as cache_directory
 from cosimrun.components.fmu.build import find_c_compiler as find_c_compiler
 from cosimrun.components.fmu.build import fmi_headers as fmi_headers
 from cosimrun.components.fmu.build import resolve_example as resolve_example
 from cosimrun.components.fmu.cli import describe as describe
 from cosimrun.components.fmu.cli import main as main
 from cosimrun.components.fmu.component import FMUComponent
-from cosimrun.components.fmu.description import FMUModel, modelica_unit_to_pint, read_fmu
-from cosimrun.components.fmu.description import FMUVariable as FMUVariable
-from cosimrun.components.fmu.errors import STATUS_NAMES as STATUS_NAMES
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.extraction import extracted_directories as extracted_directories
+from cosimrun.fmi.description import FMUModel, modelica_unit_to_pint, read_fmu
+from cosimrun.fmi.description import FMUVariable as FMUVariable
+from cosimrun.fmi.errors import STATUS_NAMES as STATUS_NAMES
+from cosimrun.fmi.errors import FMUError
+from cosimrun.fmi.extraction import cache_directory as cache_directory
+from cosimrun.fmi.extraction import extracted_directories as extracted_directories
+from cosimrun.fmi.instance import FMUInstance as FMUInstance
 
 __all__ = [
     "EXAMPLES",

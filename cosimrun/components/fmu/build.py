@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.errors import unknown_name
+from cosimrun.errors import FMUError, UnknownNameError
+from cosimrun.fmi.extraction import cache_directory
 
 
 def _c_source(name: str) -> str:
@@ -130,22 +130,13 @@ class Example:
 def _example(name: str) -> Example:
     example = EXAMPLES.get(name)
     if example is None:
-        raise ValueError(unknown_name("example FMU", name, EXAMPLES))
+        raise UnknownNameError("example FMU", name, EXAMPLES)
     return example
 
 
 def build_example(name: str, directory: str | os.PathLike[str], cc: str | None = None) -> Path:
     """Build example FMU *name* (see :data:`EXAMPLES`) as ``<directory>/<name>.fmu``."""
     return _example(name).build(Path(directory) / f"{name}.fmu", cc)
-
-
-def cache_directory() -> Path:
-    """Where ``example:NAME`` FMUs are built: ``$COSIMRUN_CACHE_DIR``, else the user cache dir."""
-    env = os.environ.get("COSIMRUN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cosimrun"
 
 
 def resolve_example(name: str) -> Path:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from cosimrun.components.fmu.build import EXAMPLES, build_example
 from cosimrun.components.fmu.component import FMUComponent
-from cosimrun.components.fmu.description import INTERFACE_NAMES
-from cosimrun.components.fmu.errors import FMUError
+from cosimrun.fmi.description import INTERFACE_NAMES
+from cosimrun.fmi.errors import FMUError
 from cosimrun.reference import ComponentDoc, ParameterDoc, format_reference, instance_parameters, instance_ports
 
 _PARAMETER_TYPES = {"Real": "float", "Integer": "int", "Enumeration": "int", "Boolean": "bool", "String": "str"}

@@ -1,32 +1,34 @@
 """FMUComponent: an FMI 2.0 or 3.0 co-simulation FMU as a cosimrun component.
 
-The component takes its ports, parameters, feedthrough and state from the
-model description (:mod:`~cosimrun.components.fmu.description`), shares the
-extracted files (:mod:`~cosimrun.components.fmu.extraction`) and calls the
-FMU's library through ctypes (:mod:`~cosimrun.components.fmu.fmi2`,
-:mod:`~cosimrun.components.fmu.fmi3`). The class
-is assembled from one mixin per concern (see :mod:`~cosimrun.components.fmu.base`).
+The component delegates to its :class:`~cosimrun.fmi.instance.FMUInstance`
+(:mod:`cosimrun.fmi`: the model description, the extracted files, the FMI
+calls) through :class:`~cosimrun.components.fmu.base.FMUBase`; what is its
+own is the step: :meth:`FMUComponent.do_step` written out around the compiled
+step of a :class:`~cosimrun.fmi.step.Stepper`, ended by the base component's
+end of a step.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cosimrun.components.fmu.base import INTERFACES, FMUBase
 from cosimrun.components.fmu.build import resolve_example
-from cosimrun.components.fmu.description import FMUModel, read_fmu
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.lifecycle import FMULifecycle
-from cosimrun.components.fmu.parameters import INTERFACES, FMUParameters
-from cosimrun.components.fmu.ports import FMUPorts
-from cosimrun.components.fmu.step import FMUStepping
-from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import ConfigError
+from cosimrun.core.component import NO_EVENTS, CoSimComponent, step_size_error
+from cosimrun.errors import ConfigError, FMUError, StepEndedEarly
+from cosimrun.fmi.description import read_fmu
+from cosimrun.fmi.fmi2 import Instance
+from cosimrun.fmi.model import FMUModel
+from cosimrun.fmi.ports import ValuePorts
+from cosimrun.fmi.step import VARIABLE_STEP_FLAG, FMUCStep, Requests, Stepper
+
+__all__ = ["VARIABLE_STEP_FLAG", "FMUComponent"]
 
 
-class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
+class FMUComponent(FMUBase):
     """An FMI 2.0 or 3.0 co-simulation FMU (``path`` names the .fmu; its parameters become component parameters).
 
     Own parameters: ``path`` (the FMU file; ``example:NAME`` builds a shipped
@@ -76,6 +78,121 @@ class FMUComponent(FMUStepping, FMUParameters, FMUPorts, FMULifecycle):
 
     FIRST_PARAMETERS: ClassVar[tuple[str, ...]] = ("path",)
     """Parameters a config builder should apply before the others (they define the rest)."""
+
+    steps_in_parallel: ClassVar[bool] = True
+    """The step's work is ``fmi2DoStep``/``fmi3DoStep`` (:meth:`c_step`), which the masters' parallel stepper
+    calls on native threads; the FMU's log messages come back through a ctypes callback, which takes the GIL."""
+
+    def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
+        super().__init__(name, label, group)
+        self._stepper: Stepper | None = None
+        self._requests = Requests()
+        """The requests of the bound instance (read at every step; a placeholder without one)."""
+        self._fast_step: Any = self._not_running
+        self._c_step: FMUCStep | None = None
+
+    @property
+    def fixed_step_only(self) -> bool:  # type: ignore[override]
+        """True when the FMU declares ``canHandleVariableCommunicationStepSize`` false: all its steps have one size
+        (the reason, :data:`~cosimrun.fmi.step.VARIABLE_STEP_FLAG`)."""
+        return self.fmu is not None and not self.fmu.interface.variable_step
+
+    @property
+    def may_discard(self) -> bool:  # type: ignore[override]
+        """Whether ``do_step`` may end early with :class:`~cosimrun.errors.StepDiscarded`, leaving the FMU at its
+        last successful time.
+
+        Masters keep what they need to bring the other components to that
+        instant. A fixed-step FMU cannot go on from there, so its discards are
+        failures (``False``).
+        """
+        return self.fmu is not None and self.fmu.interface.variable_step
+
+    @property
+    def fixed_step(self) -> float | None:
+        """The one step size of an FMU that cannot handle variable steps: that of its first step since it was
+        instantiated (``initialize``, ``set_state``); ``None`` before it, and for FMUs that can."""
+        return self._stepper.fixed_step if self._stepper is not None else None
+
+    @property
+    def interpolates_inputs(self) -> bool:  # type: ignore[override]
+        """True for an FMI 2.0 FMU that declares ``canInterpolateInputs``: it gets input derivatives before each step.
+
+        FMI 3.0 declares input derivatives as variables of their own; cosimrun
+        does not set them, so an FMI 3 FMU gets each input's mean over the step.
+        """
+        return self.fmu is not None and self.fmu.interface.can_interpolate_inputs and not self.fmu.fmi3
+
+    @property
+    def leaves_events(self) -> bool:  # type: ignore[override]
+        """True for an FMI 3 FMU with event mode: its events wait for the master (:attr:`pending_event`)."""
+        return self.fmu is not None and self.fmu.event_mode
+
+    def _bind(self, inst: Instance, dll: Any, ports: ValuePorts) -> Stepper:
+        """The compiled step path of a new instance (:class:`~cosimrun.fmi.step.Stepper`)."""
+        fmu = self.fmu
+        assert fmu is not None
+        self._stepper = stepper = Stepper(
+            inst, dll, fmu.interface, ports, feedthrough=any(self.direct_feedthrough.values()),
+            interpolates_inputs=self.interpolates_inputs, log=fmu.log, now=self._now, requests=fmu.requests)
+        self._fast_step = stepper.step
+        self._requests = fmu.requests
+        self._c_step = FMUCStep(self, stepper)
+        return stepper
+
+    def _unbind(self) -> None:
+        """Stepping refuses until the next instance is bound."""
+        self._stepper = self._c_step = None
+        self._fast_step = self._not_running
+
+    def c_step(self) -> FMUCStep | None:
+        """The step split around ``fmi2DoStep``/``fmi3DoStep`` (:class:`~cosimrun.fmi.step.FMUCStep`), while the
+        FMU is instantiated."""
+        return self._c_step
+
+    def _not_running(self, *args: Any) -> None:
+        raise FMUError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
+                       "(after reset or free, too)", component=self.name, time=self.t)
+
+    # ------------------------------------------------------------------ the base class's step machinery
+    def do_step(self, t: float, dt: float) -> None:
+        """Advance from *t* to *t + dt*: set the inputs, ``fmi2DoStep``, read the outputs, record them.
+
+        The contract of :meth:`CoSimComponent.do_step`, written out so that a
+        step is one compiled call around the three FMI calls (see
+        :class:`~cosimrun.fmi.step.Stepper`); a step the FMU ends early leaves
+        the component at the instant it reached.
+        """
+        if not dt > 0.0:
+            raise step_size_error(self.name, t, dt)
+        if self._requests.stop_requested is not None:
+            assert self._stepper is not None
+            raise self._stepper.stepped_after_stop(t)
+        try:
+            self._fast_step(t, dt)
+        except StepEndedEarly as exc:
+            self.t = exc.reached
+            raise
+        self.t = t = t + dt
+        self._stepped(t)
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        try:
+            self._fast_step(t, dt)  # also reads the outputs: _update_output_states after it finds them fresh
+        except StepEndedEarly as exc:
+            self.t = exc.reached
+            raise
+
+    def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
+        if self._stepper is not None:
+            self._stepper.read_outputs()
+
+    def _handle_events_internal(self, event_names: list[str], t: float) -> None:
+        """An FMI 3 early return's event waits here: handled in the FMU's event mode (see
+        :class:`~cosimrun.fmi.step.Stepper`)."""
+        if self.pending_event is not None:
+            assert self._stepper is not None
+            self._stepper.handle_pending_event(t)
 
     @classmethod
     def resolve_class(cls, params: Mapping[str, Any]) -> type[CoSimComponent]:

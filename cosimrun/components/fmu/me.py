@@ -1,10 +1,10 @@
 """ModelExchangeFMU: an FMI 2.0 or 3.0 model-exchange FMU integrated by cosimrun's own integrators.
 
-The class joins the FMU component's parameters, ports and life cycle
-(:mod:`~cosimrun.components.fmu.parameters`, :mod:`~cosimrun.components.fmu.ports`,
-:mod:`~cosimrun.components.fmu.lifecycle`) with :class:`~cosimrun.core.ode.OdeComponent`,
-whose integrators advance the FMU's continuous states through
-:meth:`ModelExchangeFMU.derivatives` (:mod:`~cosimrun.components.fmu.me.functions`).
+The class joins what both FMU components share (:class:`~cosimrun.components.fmu.base.FMUBase`:
+settings, ``path``, ports, life cycle, delegated to :class:`~cosimrun.fmi.instance.FMUInstance`)
+with :class:`~cosimrun.core.ode.OdeComponent`, whose integrators advance the FMU's continuous
+states through :meth:`ModelExchangeFMU.derivatives`; the FMI calls are those of the instance's
+:class:`~cosimrun.fmi.exchange.Exchange` (:mod:`~cosimrun.fmi.me`).
 """
 
 from __future__ import annotations
@@ -17,52 +17,22 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosimrun.components._base import time_tol
-from cosimrun.components.fmu import fmi3
-from cosimrun.components.fmu.description import FMUInterface, FMUModel, FMUVariable
-from cosimrun.components.fmu.errors import FMUError
-from cosimrun.components.fmu.fmi2 import GETTERS, SETTERS
-from cosimrun.components.fmu.lifecycle import FMULifecycle
-from cosimrun.components.fmu.me.functions import (
-    FMI2_API,
-    FMI3_API,
-    Api,
-    ContinuousTimeCalls,
-    EventOutcome,
-    instantiate3,
-    model_exchange_functions,
-)
-from cosimrun.components.fmu.parameters import FMUParameters
-from cosimrun.components.fmu.ports import FMUPorts
-from cosimrun.components.fmu.step import (
-    chain,
-    groups3,
-    make_puller,
-    make_puller3,
-    make_pusher,
-    make_pusher3,
-    nothing,
-    port_group,
-)
+from cosimrun.components.fmu.base import FMUBase
 from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.errors import ConfigError, FMUError
+from cosimrun.fmi.exchange import Exchange, integrated
+from cosimrun.fmi.fmi2 import Instance
+from cosimrun.fmi.me import ContinuousTimeCalls, EventOutcome
+from cosimrun.fmi.ports import ValuePorts
+from cosimrun.fmi.step import stepped_after_stop
 
 _log = logging.getLogger("cosimrun.fmu")
 
 INDICATOR_PREFIX = "z"
 """FMI 2.0 event indicators have no names: indicator ``i`` (1-based) is the state event ``z<i>`` (FMI 3.0 ones
 are named by their variables)."""
-
-
-def _continuous(var: FMUVariable) -> bool:
-    """Whether input *var* may change in continuous-time mode: a continuous Real (any FMI float)."""
-    return var.type == "Real" and var.variability == "continuous"
-
-
-def _integrated(var: FMUVariable) -> bool:
-    """Whether input *var* reaches the integrator (and its polynomial): a continuous Real (FMI 2), a continuous
-    scalar Float64 (FMI 3)."""
-    return _continuous(var) and var.fmi_type in ("Real", "Float64") and var.index is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +45,7 @@ class _Extra:
     discrete: list[Any]
 
 
-class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
+class ModelExchangeFMU(FMUBase, OdeComponent):
     """An FMI 2.0 or 3.0 model-exchange FMU (``path`` names the .fmu), integrated by cosimrun (``integrator``).
 
     Parameters, ports, units, start values and aliases are those of the
@@ -130,30 +100,27 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
+        self._ex: Exchange | None = None
+        """The model-exchange calls of the current instance (``None`` without one)."""
         self._calls: ContinuousTimeCalls | None = None
-        self._t_next: float | None = None
-        self._push_held: Any = nothing
-        """Sets the continuous inputs the integrator does not see (FMI 3 Float32 and arrays): held over a step."""
-        self._push_discrete: Any = nothing
-        self._discrete_ports: list[Any] = []
-        """The ports of the discrete inputs (set in event mode only)."""
-        self._discrete_set: list[Any] = []
-        """Their values last set in the FMU."""
+        """Those of the integrator (``self._ex.calls``)."""
         self._indicator_names_located: list[str] = []
         """The names of the FMU's indicators as state events (none when it cannot roll back to locate them)."""
         self._settled: tuple[float, dict[str, float]] | None = None
         """The time and the FMU's indicators right after its last event iteration (until the next step)."""
-        self._pull_all: Any = nothing
         self._n_indicators = 0
         self._z_start: np.ndarray | None = None
         self._warned_unlocated = False
-        self._me: FMUInterface | None = None
-        """The FMU's model-exchange interface (identifier and capability flags), known with ``path``."""
 
     @property
-    def supports_rollback(self) -> bool:
-        """True when the FMU's model-exchange interface declares ``canGetAndSetFMUstate``."""
-        return self._me is not None and self._me.can_rollback
+    def _t_next(self) -> float | None:
+        """The FMU's next time event (``nextEventTime`` of its last event iteration)."""
+        return self._ex.next_event_time if self._ex is not None else None
+
+    @_t_next.setter
+    def _t_next(self, value: float | None) -> None:
+        if self._ex is not None:
+            self._ex.next_event_time = value
 
     # ------------------------------------------------------------------ parameters
     def set_parameters(self, **parameters: Any) -> None:
@@ -169,37 +136,28 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         super()._set_path(value)
         self.parameters.update(solver)
 
-    def _choose_interface(self, model: FMUModel) -> FMUInterface:
-        """The model-exchange interface of *model* (kept: its identifier and flags are used from then on)."""
-        self._me = interface = super()._choose_interface(model)
-        return interface
-
-    @property
-    def _api(self) -> Api:
-        return FMI3_API if self.is_fmi3 else FMI2_API
-
     def _validate_own(self, name: str, value: Any) -> Any:
         if name == "states" and value is not None:
-            raise ValueError(f"{self._where()}: parameter 'states' is for co-simulation FMUs; the physical state "
-                             "of a model-exchange FMU is its continuous states")
+            raise ConfigError(name, f"{self._where()}: parameter 'states' is for co-simulation FMUs; the physical "
+                                    "state of a model-exchange FMU is its continuous states")
         return super()._validate_own(name, value)
 
     # ------------------------------------------------------------------ ports, states and events
     def _rebuild(self) -> None:
         """The FMU component's ports, then the continuous states and one state event per event indicator."""
         super()._rebuild()
-        model = self.model
-        assert model is not None
+        assert self.fmu is not None and self.fmu.ports is not None
+        model, ports = self.fmu.model, self.fmu.ports
         md = model.description
         if self.is_fmi3:  # the elements of the states in ModelStructure order
             states = list(model.states)
         else:  # ModelStructure/Derivatives order (the order of the state vector), not ModelVariables order
             states = [model.variables[d.variable.derivative.name] for d in md.derivatives]
-        self._state_vars = [(self._var_ports.get(v.name, v.name), v) for v in states]
+        self._state_vars = ports.named(states)
         self._state_specs = [PortSpec(n, PortType.REAL, "out", v.unit, v.description) for n, v in self._state_vars]
         self._state_index = {n: i for i, (n, _) in enumerate(self._state_vars)}
-        self._input_names = [members[0][0] for members in self._slots(self.input_specs)
-                             if _integrated(members[0][1])]
+        self._input_names = [members[0][0] for members in ports.slots(self.input_specs)
+                             if integrated(members[0][1])]
         self._state_events.clear()
         self._n_indicators = int(md.numberOfEventIndicators or 0)
         self._indicator_names_located = []
@@ -234,96 +192,29 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         """The continuous states: the FMU's once it is instantiated, else their start values."""
         if self._calls is not None:
             return self._calls.states(self.t)
-        return np.array([self._start_values.get(v.name, v.start) or 0.0 for _, v in self._state_vars], dtype=float)
+        start = self.fmu.values.start_values if self.fmu is not None else {}
+        return np.array([start.get(v.name, v.start) or 0.0 for _, v in self._state_vars], dtype=float)
 
     # ------------------------------------------------------------------ life cycle
     def _initialize_component(self, t0: float) -> None:
-        FMULifecycle._initialize_component(self, t0)
+        FMUBase._initialize_component(self, t0)
         ContinuousComponent._initialize_component(self, t0)
 
-    def _open_library(self, directory: str, identifier: str) -> None:
-        """Load the model-exchange library *identifier* into ``_slave`` and bind its functions."""
-        from fmpy.fmi2 import FMU2Model
-        from fmpy.fmi3 import FMU3Model
-
-        assert self.model is not None
-        loader = FMU3Model if self.is_fmi3 else FMU2Model
-        self._slave = loader(guid=self.model.guid, unzipDirectory=directory, modelIdentifier=identifier,
-                             instanceName=self.name)
-        self._functions = model_exchange_functions(self._slave.dll, self._api)
-
-    def _instantiate3(self, resources: str) -> fmi3.Instance | None:
-        """``fmi3InstantiateModelExchange``; ``None`` when it fails."""
-        assert self.model is not None
-        return instantiate3(self._functions, self.name, self.model.guid, resources, self._env,
-                            self.parameters["logging"])
-
-    def _initialized(self, t0: float) -> None:
-        """The first event iteration; the FMU is then in continuous-time mode."""
-        assert self._calls is not None
-        self._t_next = self._calls.event_iteration(t0, enter=False).next_event_time
-
-    def _bind(self) -> None:
-        """The continuous-time calls, and the push of the other inputs and the pull of the outputs (``fmi2Set*``,
-        ``fmi3Get*`` ... one call per type)."""
-        inst = self._instance
-        assert inst is not None
-        f, c = inst.f, inst.c
-        ins, outs = self._value_ports()
-        integrated = {id(self.inputs[name]) for name in self._input_names}
-        held = [(p, v) for p, v in ins if id(p) not in integrated and _continuous(v)]
-        discrete = [(p, v) for p, v in ins if not _continuous(v)]
-        self._push_held = self._pusher(held)
-        self._push_discrete = self._pusher(discrete)
-        self._discrete_ports = [p for p, _ in discrete]
-        self._pull_all = chain([self._pusher(outs, read=True), self._alias_pull])
+    def _bind(self, inst: Instance, dll: Any, ports: ValuePorts) -> Exchange:
+        """The model-exchange calls of a new instance (:class:`~cosimrun.fmi.exchange.Exchange`): the real inputs
+        the integrator sees, the other inputs and the outputs."""
+        fmu = self.fmu
+        assert fmu is not None
         real_vrs = [self._port_vars[p].vr for p in self._input_names]
-        self._calls = ContinuousTimeCalls(self._api, f, self._slave.dll, c, len(self._state_vars),
-                                          self._n_indicators, real_vrs, self._error, self._request_stop)
-
-    def _pusher(self, ports: list[tuple[Any, FMUVariable]], read: bool = False) -> Any:
-        """One function setting (*read*: reading) *ports* in one ``fmi2Set*``/``fmi3Set*`` call per type."""
-        inst = self._instance
-        assert inst is not None
-        f, c, failed = inst.f, inst.c, self._call_failed
-        if self.is_fmi3:
-            names3, maker3 = (fmi3.GETTERS, make_puller3) if read else (fmi3.SETTERS, make_pusher3)
-            return chain([maker3(f[names3[t]], c, group, t, failed) for t, group in groups3(ports)])
-        names, maker = (GETTERS, make_puller) if read else (SETTERS, make_pusher)
-        calls = []
-        for kinds in (("Real",), ("Integer", "Enumeration"), ("Boolean",), ("String",)):
-            group = port_group(ports, kinds)
-            if group is not None:
-                calls.append(maker(f[names[kinds[0]]], c, *group, kinds[0], failed))
-        return chain(calls)
+        self._ex = ex = Exchange(inst, dll, ports, [self.inputs[p] for p in self._input_names], real_vrs,
+                                 len(self._state_vars), self._n_indicators, fmi3=fmu.fmi3, log=fmu.log, now=self._now,
+                                 requests=fmu.requests)
+        self._calls = ex.calls
+        return ex
 
     def _unbind(self) -> None:
-        self._calls = None
-        self._push_held = self._push_discrete = self._pull_all = nothing
-        self._discrete_ports = []
+        self._ex = self._calls = None
         self._settled = None
-
-    def _call_failed(self, fname: str, status: int) -> FMUError:
-        return self._error(f"{fname} returned {self._status(status)} at t={self.t:.12g}", self.t)
-
-    def _push_inputs(self) -> None:
-        """Set every input from its port in initialization mode (the real ones with the continuous-time calls'
-        buffer)."""
-        assert self._calls is not None
-        self._alias_push()
-        self._calls.set_inputs(np.array([self.inputs[p].value for p in self._input_names], dtype=float), self.t)
-        self._push_held()
-        self._set_discrete()
-
-    def _set_discrete(self) -> None:
-        """Set the discrete inputs (in initialization or event mode) and remember what was set."""
-        self._push_discrete()
-        self._discrete_set = [p.value for p in self._discrete_ports]
-
-    def _discrete_changed(self) -> bool:
-        """Whether a discrete input differs from what was last set in the FMU."""
-        ports = self._discrete_ports
-        return bool(ports) and [p.value for p in ports] != self._discrete_set
 
     # ------------------------------------------------------------------ the model for the integrators
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -333,30 +224,31 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
             raise self._not_running()
         return calls.derivatives(t, x, u)
 
-    def _not_running(self) -> RuntimeError:
-        return RuntimeError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
-                            "(after reset or free, too)")
+    def _not_running(self) -> FMUError:
+        return FMUError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
+                        "(after reset or free, too)", component=self.name, time=self.t)
 
     def _do_step_internal(self, t: float, dt: float) -> None:
         """Integrate from *t* to ``t + dt``, then complete the step in the FMU and handle its step and time events."""
-        calls = self._calls
-        if calls is None:
+        calls, ex = self._calls, self._ex
+        if calls is None or ex is None:
             raise self._not_running()
         if self.stop_requested is not None:
-            raise self._stepped_after_stop(t)
+            assert self.fmu is not None
+            raise stepped_after_stop(self.fmu.log, self.fmu.requests, t)
         self._settled = None
-        self._alias_push()
-        if self._discrete_changed():
+        ex.alias_push()
+        if ex.discrete_changed():
             self._event(t)
-        self._push_held()
+        ex.push_held()
         unlocated = self._n_indicators > 0 and not self.supports_rollback
         if unlocated:
             self._z_start = calls.indicators(t, self._x, self._gather_inputs()).copy()
         super()._do_step_internal(t, dt)
         t_end = t + dt
         calls.set_continuous(t_end, self._x, self._gather_inputs())
-        assert self._me is not None
-        step_event = self._me.needs_completed_integrator_step and calls.completed_step(t_end)
+        assert self.fmu is not None
+        step_event = self.fmu.interface.needs_completed_integrator_step and calls.completed_step(t_end)
         t_next = self._t_next
         time_event = t_next is not None and t_end >= t_next - time_tol(t_next)
         state_event = unlocated and self._indicator_changed(calls.indicators(t_end, self._x, self._u), t_end)
@@ -378,12 +270,8 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
     def _event(self, t: float) -> None:
         """The event iteration at *t* with the FMU at the component's state and inputs (the discrete ones set in
         event mode)."""
-        calls = self._calls
-        assert calls is not None
-        self._alias_push()
-        calls.set_continuous(t, self._x, self._gather_inputs())
-        self._push_held()
-        self._after_event(calls.event_iteration(t, in_event_mode=self._set_discrete), t)
+        assert self._ex is not None
+        self._after_event(self._ex.event(t, self._x, self._gather_inputs()), t)
 
     def detect_event_crossings(self, previous: dict[str, float], current: dict[str, float],
                                sign_tolerance: float = 0.0) -> list[str]:
@@ -418,17 +306,17 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
 
     def _update_output_states(self, t: float | None = None, event_names: Sequence[str] = NO_EVENTS) -> None:
         """Read every output from the FMU at time *t* with the component's states and inputs."""
-        calls = self._calls
-        if calls is None:
+        calls, ex = self._calls, self._ex
+        if calls is None or ex is None:
             return
         t = self.t if t is None else t
-        self._alias_push()
-        if self._discrete_changed():
+        ex.alias_push()
+        if ex.discrete_changed():
             self._event(t)
         else:
             calls.set_continuous(t, self._x, self._gather_inputs())
-            self._push_held()
-        self._pull_all()
+            ex.push_held()
+        ex.pull_all()
 
     def _after_set_state(self, t: float) -> None:
         assert self._calls is not None
@@ -440,12 +328,15 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
     get_state = ContinuousComponent.get_state
 
     def _snapshot_extra(self) -> Any:
-        return _Extra(FMULifecycle.snapshot_state(self), self._t_next, self._discrete_set)
+        fmu_state = FMUBase.snapshot_state(self)  # refused first for an FMU that cannot roll back
+        assert self._ex is not None
+        return _Extra(fmu_state, self._t_next, self._ex.discrete_set)
 
     def _restore_extra(self, extra: Any) -> None:
-        FMULifecycle.restore_state(self, extra.fmu, self.t)
-        self._t_next = extra.t_next
-        self._discrete_set = extra.discrete
+        FMUBase.restore_state(self, extra.fmu, self.t)
+        assert self._ex is not None
+        self._ex.next_event_time = extra.t_next
+        self._ex.discrete_set = extra.discrete
         self._settled = None
         assert self._calls is not None
         self._calls.set_continuous(self.t, self._x, self._gather_inputs())
@@ -454,11 +345,10 @@ class ModelExchangeFMU(FMUParameters, FMUPorts, FMULifecycle, OdeComponent):
         """Set the continuous states (``{name: {'value', 'unit'}}``) at *t*; before ``initialize`` they become
         start values."""
         if not self.is_initialized:
-            FMULifecycle.set_state(self, state, t)
+            FMUBase.set_state(self, state, t)
             return
         ContinuousComponent.set_state(self, state, t)
 
     def reset(self) -> None:
         """Forget time and history; the FMU instance is freed and re-created by the next initialize."""
         super().reset()
-        self._t_next = None

@@ -14,292 +14,41 @@ conversion from the FMU's value (:attr:`FMUVariable.scale`,
 :attr:`FMUVariable.negated`): an FMI 3 alias with a ``displayUnit`` has that
 unit. Which interface a component uses is
 chosen by the component (:meth:`FMUModel.interface` refuses one the FMU does
-not offer); FMI 1.0 is refused here.
+not offer); FMI 1.0 is refused here. The classes it returns are in
+:mod:`~cosimrun.fmi.model`, the unit translation in :mod:`~cosimrun.fmi.units`
+(both re-exported here).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import zipfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cosimrun.components.fmu.extraction import FMUSettings, check_archive
-from cosimrun.core.ports import PortType
-from cosimrun.core.units import compile_conversion, parse_unit
-from cosimrun.errors import suggest
+from cosimrun.errors import ConfigError, suggest
+from cosimrun.fmi.extraction import FMUSettings, check_archive
+from cosimrun.fmi.model import (
+    DEFAULT_EXPERIMENT,
+    FMI3_KINDS,
+    INTEGER_RANGES,
+    INTERFACE_NAMES,
+    PORT_TYPES,
+    FMUInterface,
+    FMUModel,
+    FMUVariable,
+    float_or_none,
+)
+from cosimrun.fmi.units import base_unit_expression, display_unit, modelica_unit_to_pint
+
+__all__ = ["DEFAULT_EXPERIMENT", "INTERFACE_NAMES", "FMUInterface", "FMUModel", "FMUVariable", "modelica_unit_to_pint",
+           "read_fmu"]
 
 _log = logging.getLogger("cosimrun.fmu")
-
-
-# ------------------------------------------------------------------ units
-_MODELICA_SYMBOLS: dict[str, str] = {
-    "Ohm": "ohm",
-    "%": "percent",
-    "deg": "degree",
-    "degC": "degC",
-    "degF": "degF",
-    "rev": "revolution",
-}
-"""Modelica unit symbols that pint spells differently (everything else is passed through)."""
-
-_UNIT_FACTOR = re.compile(r"(?P<sym>%|[^\W\d_]+)(?P<exp>[+-]?\d+)?")
-
-
-def modelica_unit_to_pint(unit: str | None) -> str | None:
-    """Translate a Modelica/FMI unit string into pint syntax; ``None`` for no unit.
-
-    Modelica writes factors with ``.``, exponents as trailing integers and ``1``
-    for dimensionless: ``m/s2`` -> ``m/s**2``, ``N.m`` -> ``N*m``,
-    ``kg.m2`` -> ``kg*m**2``, ``s-1`` -> ``s**-1``, ``W/(m2.K)`` ->
-    ``W/(m**2*K)``, ``1`` -> ``dimensionless``, ``deg`` -> ``degree``,
-    ``Ohm`` -> ``ohm``. Raises ``ValueError`` when pint does not know the result.
-    """
-    if unit is None:
-        return None
-    text = unit.strip()
-    if not text:
-        return None
-    if text == "1":
-        return "dimensionless"
-
-    def factor(match: re.Match[str]) -> str:
-        sym = _MODELICA_SYMBOLS.get(match["sym"], match["sym"])
-        return sym if match["exp"] is None else f"{sym}**{int(match['exp'])}"
-
-    translated = _UNIT_FACTOR.sub(factor, text).replace(".", "*")
-    try:
-        parse_unit(translated)
-    except ValueError as exc:
-        raise ValueError(f"FMU unit {unit!r} (read as {translated!r}): {exc}") from None
-    return translated
-
-
-_BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad")
-
-
-def _base_unit_expression(base: Any) -> str | None:
-    """A pint expression for an FMI ``BaseUnit`` with factor 1 and offset 0 (else ``None``)."""
-    if base is None or float(base.factor) != 1.0 or float(base.offset) != 0.0:
-        return None
-    parts = [f"{name}**{getattr(base, name)}" for name in _BASE_UNITS if getattr(base, name)]
-    return "*".join(parts) or "dimensionless"
-
-
-# ------------------------------------------------------------------ model description
-_PORT_TYPES: dict[str, PortType] = {
-    "Real": PortType.REAL,
-    "Integer": PortType.INT,
-    "Enumeration": PortType.INT,
-    "Boolean": PortType.BOOL,
-    "String": PortType.STRING,
-}
-
-FMI3_KINDS: dict[str, str] = {
-    "Float32": "Real", "Float64": "Real",
-    "Int8": "Integer", "UInt8": "Integer", "Int16": "Integer", "UInt16": "Integer",
-    "Int32": "Integer", "UInt32": "Integer", "Int64": "Integer", "UInt64": "Integer",
-    "Enumeration": "Enumeration", "Boolean": "Boolean", "String": "String",
-}
-"""FMI 3.0 variable types -> the kind cosimrun maps them by (``Real``, ``Integer``, ``Enumeration``, ...)."""
-
-INTEGER_RANGES: dict[str, tuple[int, int]] = {
-    f"{sign}Int{bits}": ((0, 2**bits - 1) if sign else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
-    for sign in ("", "U") for bits in (8, 16, 32, 64)
-}
-"""The value range of each FMI 3.0 integer type (checked when a value is set)."""
-
-
-@dataclass(frozen=True)
-class FMUVariable:
-    """One scalar variable of an FMU, as cosimrun uses it."""
-
-    name: str
-    vr: int
-    type: str
-    """``Real``, ``Integer``, ``Enumeration``, ``Boolean`` or ``String`` (for FMI 3 the kind of its type)."""
-    causality: str
-    variability: str
-    initial: str | None
-    start: Any
-    """The start value as a Python value (``None`` when the model description has none)."""
-    unit: str | None
-    """The unit in pint syntax (``None``: none or untranslatable, see ``unit_problem``)."""
-    fmu_unit: str | None
-    """The unit as the FMU writes it."""
-    unit_problem: str | None = None
-    description: str | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    fmi_type: str = ""
-    """The type as the FMI version names it (``Real`` ... for FMI 2, ``Float32``, ``UInt16`` ... for FMI 3)."""
-    index: int | None = None
-    """The element's position in its FMI 3 array variable (row-major), ``None`` for a scalar."""
-    size: int = 1
-    """Elements of the variable behind value reference ``vr`` (1 for a scalar)."""
-    alias_of: str | None = None
-    """The variable this one is an alias of (FMI 3 ``<Alias>``; FMI 2: the ``noAlias`` variable of its value
-    reference), ``None`` for the variable itself."""
-    negated: bool = False
-    """FMI 2 ``negatedAlias``: the value is minus the FMU's."""
-    scale: float = 1.0
-    offset: float = 0.0
-    """A Real's value is ``scale * FMU value + offset`` (an FMI 3 alias in its ``displayUnit``; -1 when negated)."""
-
-    def __post_init__(self) -> None:
-        if not self.fmi_type:
-            object.__setattr__(self, "fmi_type", self.type)
-
-    @property
-    def converted(self) -> bool:
-        """Whether the value differs from the FMU's (a negated alias, an alias in another unit)."""
-        return self.negated or self.scale != 1.0 or self.offset != 0.0
-
-    @property
-    def slot(self) -> tuple[str, int, int]:
-        """What identifies the FMU value behind the variable: its get/set function kind, value reference and
-        element (aliases share it)."""
-        return self.fmi_type if self.fmi_type not in ("Integer", "Enumeration") else "Integer", self.vr, \
-            self.index or 0
-
-    def to_port(self, value: Any) -> Any:
-        """The FMU's *value* as this variable's value (see :attr:`scale`, :attr:`negated`)."""
-        if value is None or not self.converted:
-            return value
-        return self.scale * value + self.offset if self.type == "Real" else -value
-
-    def from_port(self, value: Any) -> Any:
-        """This variable's *value* as the FMU's value (the inverse of :meth:`to_port`)."""
-        if value is None or not self.converted:
-            return value
-        return (value - self.offset) / self.scale if self.type == "Real" else -value
-
-    @property
-    def port_type(self) -> PortType:
-        return _PORT_TYPES[self.type]
-
-    @property
-    def settable_start(self) -> bool:
-        """True when a start value may be set before initialization."""
-        if self.variability == "constant" or self.causality in ("independent", "calculatedParameter") \
-                or self.converted:
-            return False
-        return self.causality in ("parameter", "input") or self.initial in ("exact", "approx")
-
-
-@dataclass(frozen=True)
-class FMUInterface:
-    """One interface an FMU offers (``cs``: co-simulation, ``me``: model exchange) and its capability flags."""
-
-    kind: str
-    """``cs`` or ``me``."""
-    identifier: str
-    """The ``modelIdentifier``: the name of the shared library."""
-    binary: str
-    """The shared library's path in the archive for this platform."""
-    has_binary: bool
-    can_rollback: bool
-    """``canGetAndSetFMUstate`` (FMI 2) / ``canGetAndSetFMUState`` (FMI 3)."""
-    only_once_per_process: bool
-    variable_step: bool = True
-    """``canHandleVariableCommunicationStepSize`` (co-simulation)."""
-    can_interpolate_inputs: bool = False
-    has_event_mode: bool = False
-    """FMI 3 co-simulation ``hasEventMode``: the FMU can hand its events to the importer (early return)."""
-    might_return_early: bool = False
-    """FMI 3 co-simulation ``mightReturnEarlyFromDoStep``."""
-    provides_intermediate_update: bool = False
-    needs_completed_integrator_step: bool = True
-    """Model exchange: ``completedIntegratorStepNotNeeded`` (FMI 2) / ``needsCompletedIntegratorStep`` (FMI 3)."""
-    provides_evaluate_discrete_states: bool = False
-
-
-INTERFACE_NAMES = {"cs": "co-simulation", "me": "model exchange"}
-DEFAULT_EXPERIMENT = {"t0": "startTime", "tf": "stopTime", "dt": "stepSize", "tolerance": "tolerance"}
-"""The run settings an FMU's ``DefaultExperiment`` may give, by the attribute that gives each."""
-
-
-@dataclass
-class FMUModel:
-    """What cosimrun reads from one FMU file (cached per file version).
-
-    ``identifier`` and the capability fields (``can_rollback`` ...) are those of
-    the co-simulation interface when the FMU offers one, else of model
-    exchange; :attr:`interfaces` holds both.
-    """
-
-    path: Path
-    description: Any
-    """FMPy's ``ModelDescription``."""
-    identifier: str
-    guid: str
-    """``guid`` (FMI 2) or ``instantiationToken`` (FMI 3)."""
-    variables: dict[str, FMUVariable]
-    inputs: list[FMUVariable]
-    outputs: list[FMUVariable]
-    parameters: list[FMUVariable]
-    states: list[FMUVariable]
-    feedthrough: dict[str, set[str]]
-    """Output variable -> input variables it depends on directly."""
-    can_rollback: bool
-    only_once_per_process: bool
-    variable_step: bool
-    can_interpolate_inputs: bool = False
-    """``canInterpolateInputs``: the FMU takes input derivatives (``fmi2SetRealInputDerivatives``)."""
-    fmi_version: str = "2.0"
-    """``2.0`` or ``3.0``."""
-    interfaces: dict[str, FMUInterface] = field(default_factory=dict)
-    """The interfaces the FMU offers by kind (``cs``, ``me``), co-simulation first."""
-    clocks: list[str] = field(default_factory=list)
-    """Names of FMI 3 clock variables (cosimrun runs no clocked partitions)."""
-    unsupported: list[str] = field(default_factory=list)
-    """Inputs and outputs no port can carry (FMI 3 ``Binary``), as ``name (type)``."""
-    binary_hint: str = ""
-    """What binaries the archive has instead (for the message when one is missing)."""
-
-    @property
-    def label(self) -> str:
-        return self.path.name
-
-    @property
-    def default_experiment(self) -> dict[str, float]:
-        """The run settings (``t0``, ``tf``, ``dt``, ``tolerance``, see :data:`DEFAULT_EXPERIMENT`) the FMU's
-        ``DefaultExperiment`` gives, each only where it gives it."""
-        default = self.description.defaultExperiment
-        if default is None:
-            return {}
-        given = {key: _float_or_none(getattr(default, attr, None)) for key, attr in DEFAULT_EXPERIMENT.items()}
-        return {key: value for key, value in given.items() if value is not None}
-
-    @property
-    def offers(self) -> str:
-        """``co-simulation``, ``model exchange`` or ``co-simulation and model exchange``."""
-        return " and ".join(INTERFACE_NAMES[k] for k in self.interfaces)
-
-    def interface(self, kind: str) -> FMUInterface:
-        """The interface *kind* (``cs``/``me``); ``ValueError`` naming what the FMU offers, or the missing binary."""
-        found = self.interfaces.get(kind)
-        if found is None:
-            raise ValueError(f"{self.label} offers {self.offers} only, not {INTERFACE_NAMES.get(kind, kind)} "
-                             f"(interface {kind!r}); valid: {', '.join(self.interfaces)}")
-        if not found.has_binary:
-            raise ValueError(f"{self.label} has no binary for this platform ({found.binary} is missing; "
-                             f"{self.binary_hint})")
-        return found
-
-    def check_supported(self) -> None:
-        """``ValueError`` for what cosimrun cannot run: FMI 3 clocks and inputs or outputs of type ``Binary``."""
-        if self.clocks:
-            raise ValueError(f"{self.label} declares clocks ({', '.join(self.clocks)}); cosimrun does not run FMI 3 "
-                             "clocks (clocked or scheduled partitions): export the model without clocks")
-        if self.unsupported:
-            raise ValueError(f"{self.label} has inputs or outputs no port can carry: {', '.join(self.unsupported)} "
-                             "(ports are Float, Int, UInt, Boolean, Enumeration or String)")
 
 
 def _python_value(type_name: str, text: str | None) -> Any:
@@ -312,13 +61,6 @@ def _python_value(type_name: str, text: str | None) -> Any:
     if type_name == "Boolean":
         return text.strip().lower() in ("true", "1")
     return text
-
-
-def _float_or_none(text: Any) -> float | None:
-    try:
-        return None if text is None else float(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVariable]:
@@ -338,19 +80,19 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
                 unit = modelica_unit_to_pint(fmu_unit)
             except ValueError as exc:
                 definition = next((u for u in md.unitDefinitions if u.name == fmu_unit), None)
-                unit = _base_unit_expression(definition.baseUnit if definition is not None else None)
+                unit = base_unit_expression(definition.baseUnit if definition is not None else None)
                 if unit is None:
                     problem = str(exc)
             if unit == "dimensionless":
                 unit = None
         element = next((a for a in alias.aliases if a.name == v.name), None) if alias is not None else None
         if element is not None and element.displayUnit:
-            unit, scale, offset = _display_unit(md, v, fmu_unit, unit)
+            unit, scale, offset = display_unit(md, v, fmu_unit, unit)
     minimum = maximum = None
     if kind in ("Real", "Integer", "Enumeration"):
         declared = v.declaredType
-        minimum = _float_or_none(v.min if v.min is not None else getattr(declared, "min", None))
-        maximum = _float_or_none(v.max if v.max is not None else getattr(declared, "max", None))
+        minimum = float_or_none(v.min if v.min is not None else getattr(declared, "min", None))
+        maximum = float_or_none(v.max if v.max is not None else getattr(declared, "max", None))
         bounds = INTEGER_RANGES.get(v.type)
         if bounds is not None:
             minimum = float(bounds[0]) if minimum is None else max(minimum, bounds[0])
@@ -381,37 +123,6 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
     return elements
 
 
-_DISPLAY_TOLERANCE = 1e-6
-"""Relative difference between an FMU's ``DisplayUnit`` factor and pint's conversion that counts as agreement."""
-
-
-def _display_unit(md: Any, v: Any, fmu_unit: str | None, unit: str | None) -> tuple[str | None, float, float]:
-    """``(unit, scale, offset)`` of FMI 3 alias *v* in its ``displayUnit``: pint's unit of that name and the
-    conversion from the variable's *unit*; the variable's own unit (and a warning) when pint does not know the
-    display unit, it does not convert from *unit*, or the FMU's ``DisplayUnit`` definition says otherwise."""
-    display = v.displayUnit
-    try:
-        if unit is None:
-            raise ValueError(f"the variable has no unit ({fmu_unit or 'none'}) to convert from")
-        target = modelica_unit_to_pint(display)
-        conversion = compile_conversion(unit, target)
-        definition = next((u for u in md.unitDefinitions if u.name == fmu_unit), None)
-        declared = next((d for d in getattr(definition, "displayUnits", ()) if d.name == display), None)
-        if declared is not None:
-            factor, shift = float(declared.factor), float(declared.offset)
-            if abs(factor - conversion.scale) > _DISPLAY_TOLERANCE * abs(conversion.scale) \
-                    or abs(shift - conversion.offset) > _DISPLAY_TOLERANCE * max(1.0, abs(conversion.offset)):
-                raise ValueError(f"the FMU defines {display} as {factor:g} * {fmu_unit} + {shift:g}, pint as "
-                                 f"{conversion.scale:g} * {fmu_unit} + {conversion.offset:g}")
-    except ValueError as exc:  # IncompatibleUnitsError is one
-        _log.warning("FMU alias %r of %r: display unit %r not used (%s); the alias has the variable's unit %s",
-                     v.name, v.alias.name, display, exc, unit or "(none)")
-        return unit, 1.0, 0.0
-    if target == "dimensionless":
-        target = None
-    return target, conversion.scale, conversion.offset
-
-
 _MODEL_CACHE: dict[tuple[str, int, int], FMUModel] = {}
 
 
@@ -420,10 +131,10 @@ class _NeverRaised(Exception):
 
 
 def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
-    """Read and check an FMU file; ``ValueError`` explains why it cannot be used here.
+    """Read and check an FMU file; a ``ConfigError`` (a ``ValueError``) explains why it cannot be used here.
 
     The archive's sizes and entry names are checked first
-    (:func:`~cosimrun.components.fmu.extraction.check_archive`: an
+    (:func:`~cosimrun.fmi.extraction.check_archive`: an
     :class:`~cosimrun.errors.FMUError`), so an oversized ``modelDescription.xml``
     is refused without being read. FMI 2.0 and 3.0 FMUs are read, with either
     interface and with or without a binary for this platform: a missing binary
@@ -439,14 +150,14 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     shown = f"{str(path)!r}" + ("" if path.is_absolute() else f" ({path.resolve()})")
     if not path.is_file():
         if path.is_dir():
-            raise ValueError(f"FMU file {shown} is a directory; name the .fmu file")
+            raise ConfigError(None, f"FMU file {shown} is a directory; name the .fmu file")
         near = suggest(path.name, [p.name for p in path.resolve().parent.glob("*.fmu")]) \
             if path.resolve().parent.is_dir() else ""
-        raise ValueError(f"FMU file not found: {shown}{near}")
+        raise ConfigError(None, f"FMU file not found: {shown}{near}")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
+        raise ConfigError(None, f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read (limits may change)
@@ -454,23 +165,23 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     if cached is not None:
         return cached
     if "modelDescription.xml" not in names:
-        raise ValueError(f"{shown} is not an FMU: the archive has no modelDescription.xml")
+        raise ConfigError(None, f"{shown} is not an FMU: the archive has no modelDescription.xml")
     from xml.etree import ElementTree
 
     try:
         with zipfile.ZipFile(path) as zf:
             root = ElementTree.fromstring(zf.read("modelDescription.xml"))
     except ElementTree.ParseError as exc:
-        raise ValueError(f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
+        raise ConfigError(None, f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
     version = str(root.get("fmiVersion"))
     if not version.startswith(("2.", "3.")):
-        raise ValueError(f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
-                         "(export the model as FMI 2.0 or 3.0)")
+        raise ConfigError(None, f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
+                                "(export the model as FMI 2.0 or 3.0)")
     fmi3 = version.startswith("3.")
     if root.find("CoSimulation") is None and root.find("ModelExchange") is None:
         only = " (it offers scheduled execution only)" if root.find("ScheduledExecution") is not None else ""
-        raise ValueError(f"{shown} offers neither co-simulation nor model exchange{only}; "
-                         "cosimrun runs co-simulation and model-exchange FMUs")
+        raise ConfigError(None, f"{shown} offers neither co-simulation nor model exchange{only}; "
+                                "cosimrun runs co-simulation and model-exchange FMUs")
     try:
         md = read_model_description(str(path), validate=True)
     except ValidationError as exc:  # schema-valid but inconsistent: usable, as most tools are lenient here
@@ -478,9 +189,9 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         try:
             md = read_model_description(str(path), validate=False)
         except Exception:  # FMPy raises assorted types for invalid XML
-            raise ValueError(f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
+            raise ConfigError(None, f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
     except Exception as exc:  # FMPy raises assorted types for invalid XML
-        raise ValueError(f"{shown}: invalid modelDescription.xml: {exc}") from None
+        raise ConfigError(None, f"{shown}: invalid modelDescription.xml: {exc}") from None
     interfaces = {}
     for kind, element in (("cs", md.coSimulation), ("me", md.modelExchange)):
         if element is not None:
@@ -491,7 +202,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     if "c-code" in platforms:
         hint += "; it ships C sources: compile a binary for this platform with fmpy.util.compile_platform_binary(path)"
     first = next(iter(interfaces.values()))
-    kinds = FMI3_KINDS if fmi3 else {k: k for k in _PORT_TYPES}
+    kinds = FMI3_KINDS if fmi3 else {k: k for k in PORT_TYPES}
     variables: dict[str, FMUVariable] = {}
     elements: dict[str, list[FMUVariable]] = {}
     clocks, unsupported = [], []
@@ -667,5 +378,3 @@ def _model_structure(path: Path) -> _Structure:
             None if deps is None else [int(d) - 1 for d in deps.split()]
         )
     return _Structure(states, outputs)
-
-

@@ -6,7 +6,7 @@ derivatives and event indicators into buffers allocated once, and runs the
 event iteration (enter event mode, new discrete states until none are needed,
 enter continuous-time mode). The functions every FMU of a version has
 (get/set, FMU states, log messages) are those of
-:mod:`cosimrun.components.fmu.fmi2` and :mod:`cosimrun.components.fmu.fmi3`;
+:mod:`cosimrun.fmi.fmi2` and :mod:`cosimrun.fmi.fmi3`;
 the calls that differ between the versions are named by an :class:`Api`.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from cosimrun.components.fmu import errors, fmi2, fmi3
-from cosimrun.components.fmu.errors import FMUError
+from cosimrun.fmi import errors, fmi2, fmi3
+from cosimrun.fmi.errors import FMUError
 
 MAX_EVENT_ITERATIONS = 100
 """New-discrete-states calls at one event instant before the iteration counts as not settling."""
@@ -96,7 +96,7 @@ def model_exchange_functions(dll: Any, api: Api) -> dict[str, Any]:
 
 def instantiate3(functions: dict[str, Any], name: str, token: str, resources: str, env: int,
                  logging: bool) -> fmi3.Instance | None:
-    """``fmi3InstantiateModelExchange``, logging through the sinks of :mod:`~cosimrun.components.fmu.fmi3`."""
+    """``fmi3InstantiateModelExchange``, logging through the sinks of :mod:`~cosimrun.fmi.fmi3`."""
     handle = functions["fmi3InstantiateModelExchange"](name.encode(), token.encode(), resources.encode(), False,
                                                        logging, ctypes.c_void_p(env), fmi3.LOGGER)
     return fmi3.Instance(functions, handle) if handle else None

@@ -1,11 +1,11 @@
 """The FMI 3.0 co-simulation C API through ctypes: signatures, instances, values, event mode and log messages.
 
-The FMI 3 counterpart of :mod:`~cosimrun.components.fmu.fmi2`: FMPy's
+The FMI 3 counterpart of :mod:`~cosimrun.fmi.fmi2`: FMPy's
 ``FMU3Slave`` loads the library, :func:`raw_functions` binds the functions
 cosimrun calls with their C signatures (fresh pointers, independent of FMPy's
 wrappers), :class:`Instance` is one ``fmi3Instance`` whose FMU states
-:class:`~cosimrun.components.fmu.fmi2.Snapshot` frees, and log messages reach
-the same per-component sinks as FMI 2's (:func:`~cosimrun.components.fmu.fmi2.register_log_sink`).
+:class:`~cosimrun.fmi.fmi2.Snapshot` frees, and log messages reach
+the same per-component sinks as FMI 2's (:func:`~cosimrun.fmi.fmi2.register_log_sink`).
 
 Values are read and written per FMI type (``Float32`` ... ``UInt64``,
 ``Boolean``, ``String``; enumerations as ``Int64``); an array variable is
@@ -19,9 +19,9 @@ import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cosimrun.components.fmu import fmi2
-from cosimrun.components.fmu.description import FMUVariable
-from cosimrun.components.fmu.errors import STATUS_NAMES, FMUError
+from cosimrun.fmi import fmi2
+from cosimrun.fmi.errors import FMUError, status_name3
+from cosimrun.fmi.model import FMUVariable
 
 C_TYPES: dict[str, Any] = {
     "Float32": ctypes.c_float, "Float64": ctypes.c_double,
@@ -68,9 +68,8 @@ OPTIONAL = ("fmi3GetFMUState", "fmi3SetFMUState", "fmi3FreeFMUState", "fmi3Enter
 """The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no event mode)."""
 
 
-def status_name(status: int) -> str:
-    """``fmi3Discard`` etc. for an FMI 3.0 status code (``status N`` for an unknown one)."""
-    return f"fmi3{STATUS_NAMES[status]}" if 0 <= status <= 4 else f"status {status}"
+status_name = status_name3
+"""``fmi3Discard`` etc. for an FMI 3.0 status code (``status N`` for an unknown one)."""
 
 
 def raw_functions(dll: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from cosimrun.components.fmu.errors import STATUS_NAMES, FMUError
+from cosimrun.fmi.errors import STATUS_NAMES, FMUError
 
 _log = logging.getLogger("cosimrun.fmu")
 

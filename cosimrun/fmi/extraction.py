@@ -51,7 +51,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from cosimrun.components.fmu.build import cache_directory
 from cosimrun.errors import ConfigError, FMUError, FMULimitError
 
 try:
@@ -77,12 +76,21 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
+def cache_directory() -> Path:
+    """cosimrun's cache directory (extracted FMUs, built examples): ``$COSIMRUN_CACHE_DIR``, else the user cache dir."""
+    env = os.environ.get("COSIMRUN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cosimrun"
+
+
 def parse_size(text: str) -> int:
     """Bytes in *text*: ``2GiB``, ``512 MiB``, ``1.5GB``, ``1048576``; ``ValueError`` otherwise."""
     match = _SIZE.fullmatch(text)
     unit = match[2].lower() if match else ""
     if match is None or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
+        raise ConfigError(None, f"{text!r} is not a size (write e.g. 4GiB, 512MiB or a number of bytes)")
     return int(float(match[1]) * _UNITS[unit])
 
 
@@ -103,7 +111,7 @@ class FMUSettings:
     max_description_size: int = 64 * MiB
     """Largest ``modelDescription.xml``."""
     cache: Path | None = None
-    """The cache directory (``None``: ``extracted/`` in :func:`~cosimrun.components.fmu.build.cache_directory`)."""
+    """The cache directory (``None``: ``extracted/`` in :func:`cache_directory`)."""
     max_age_days: float = 30.0
     """Cached FMUs unused for longer are removed."""
 

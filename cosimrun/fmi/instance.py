@@ -1,0 +1,321 @@
+"""One FMU as cosimrun runs it: :class:`FMUInstance`, composed of a part per concern.
+
+* :class:`Library`: the extracted files and the shared library of one
+  interface, loaded once until unloaded;
+* :class:`~cosimrun.fmi.ports.PortMap`: the ports, feedthrough and state
+  from the model description and the ``aliases``/``states`` settings;
+* :class:`~cosimrun.fmi.parameters.ParameterValues`: the parameter and start
+  values given, in the FMU's units;
+* per instantiation, the instance handle (:class:`~cosimrun.fmi.fmi2.Instance`)
+  with its runtime: a :class:`~cosimrun.fmi.step.Stepper` (co-simulation) or an
+  :class:`~cosimrun.fmi.exchange.Exchange` (model exchange), built by the
+  component's *bind* function from what the instance hands it;
+* :class:`~cosimrun.fmi.step.Requests`: an event to handle, the end of the run;
+* :class:`~cosimrun.fmi.errors.FMULog`: the FMU's last messages and its errors.
+
+Each part is given only what it needs; the component (``cosimrun.components.fmu``)
+holds one ``FMUInstance`` per FMU file and delegates to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from cosimrun.core.ports import PortState
+from cosimrun.errors import ConfigError, FMUError
+from cosimrun.fmi import fmi3
+from cosimrun.fmi.errors import FMULog
+from cosimrun.fmi.extraction import Extraction, acquire_extraction, release_extraction
+from cosimrun.fmi.fmi2 import FMI2_TYPES, Instance, Snapshot, callbacks, raw_functions
+from cosimrun.fmi.me import FMI2_API, FMI3_API, instantiate3, model_exchange_functions
+from cosimrun.fmi.model import INTERFACE_NAMES, FMUInterface, FMUModel, FMUVariable
+from cosimrun.fmi.parameters import ParameterValues
+from cosimrun.fmi.ports import PortMap, ValuePorts
+from cosimrun.fmi.step import Requests
+from cosimrun.fmi.values import get_values, set_values
+
+INSTANTIATE3 = {"cs": "fmi3InstantiateCoSimulation", "me": "fmi3InstantiateModelExchange"}
+"""The FMI 3.0 instantiate function of each interface kind."""
+
+
+def choose_interface(model: FMUModel, kind: str, requested: str | None, where: str, runner: str) -> FMUInterface:
+    """The interface *kind* of *model* that class *runner* runs; ``ConfigError`` when *requested* (the ``interface``
+    setting) asks for the other one, the FMU does not offer it or needs what cosimrun does not run (clocks)."""
+    if requested is not None and requested != kind:
+        raise ConfigError(None, f"{where}: parameter 'interface' is {requested!r}, but {runner} runs "
+                                f"{INTERFACE_NAMES[kind]} ({kind!r}); in a config, type: fmu picks the class from "
+                                "'interface'")
+    if kind not in model.interfaces:
+        other = next(iter(model.interfaces))
+        raise ConfigError(None, f"{model.label} is a {INTERFACE_NAMES[other].replace(' ', '-')}-only FMU (no "
+                                f"{INTERFACE_NAMES[kind]} interface in its modelDescription.xml); type: fmu runs it "
+                                f"as {INTERFACE_NAMES[other]} (interface: {other})")
+    model.check_supported()
+    return model.interface(kind)
+
+
+class Library:
+    """The extracted files and shared library of *interface* of *model* (FMPy's object in ``slave``, the FMI
+    functions cosimrun calls in ``functions``), for instances named *name*."""
+
+    def __init__(self, model: FMUModel, interface: FMUInterface, name: str) -> None:
+        self.model, self.interface, self.name = model, interface, name
+        self.slave: Any = None
+        self.functions: dict[str, Any] = {}
+        self.extraction: Extraction | None = None
+        self.fmi3 = model.fmi_version == "3.0"
+
+    @property
+    def loaded(self) -> bool:
+        return self.slave is not None
+
+    def load(self, private: bool) -> None:
+        """Extract the FMU (the shared cache entry, or a *private* copy) and load the library (once).
+
+        ``FMUError`` when the extraction is refused or the library does not load.
+        """
+        if self.slave is not None:
+            return
+        interface = self.interface
+        self.extraction = acquire_extraction(self.model.path, once_per_process=interface.only_once_per_process,
+                                             private=private)
+        try:
+            self._open(str(self.extraction.directory), interface.identifier)
+        except Exception as exc:
+            release_extraction(self.extraction)
+            self.extraction = None
+            raise FMUError(f"cannot load the FMU's shared library: {exc}") from exc
+
+    def _open(self, directory: str, identifier: str) -> None:
+        """Load library *identifier* of the FMU extracted to *directory* and bind the functions cosimrun calls."""
+        guid, name = self.model.guid, self.name
+        if self.interface.kind == "me":
+            from fmpy.fmi2 import FMU2Model
+            from fmpy.fmi3 import FMU3Model
+
+            loader = FMU3Model if self.fmi3 else FMU2Model
+            self.slave = loader(guid=guid, unzipDirectory=directory, modelIdentifier=identifier, instanceName=name)
+            self.functions = model_exchange_functions(self.slave.dll, FMI3_API if self.fmi3 else FMI2_API)
+        elif self.fmi3:
+            from fmpy.fmi3 import FMU3Slave
+
+            self.slave = FMU3Slave(guid=guid, unzipDirectory=directory, modelIdentifier=identifier, instanceName=name)
+            self.functions = fmi3.raw_functions(self.slave.dll)
+        else:
+            from fmpy.fmi2 import FMU2Slave
+
+            self.slave = FMU2Slave(guid=guid, unzipDirectory=directory, modelIdentifier=identifier, instanceName=name)
+            self.functions = raw_functions(self.slave.dll)
+
+    def instantiate(self, env: int, logging: bool, event_mode: bool, callbacks2: Any) -> Instance | None:
+        """A new instance (``None`` when the FMU refuses): logging through sink *env* (*callbacks2*: FMI 2's
+        callback struct), FMI 3 co-simulation with event mode and early return when *event_mode*."""
+        assert self.extraction is not None
+        kind, functions = self.interface.kind, self.functions
+        if self.fmi3:
+            resources = str(self.extraction.directory / "resources") + os.sep
+            if kind == "me":
+                return instantiate3(functions, self.name, self.model.guid, resources, env, logging)
+            return fmi3.instantiate(functions, self.name, self.model.guid, resources, env, logging, event_mode)
+        resources = (self.extraction.directory / "resources").as_uri()
+        handle = functions["fmi2Instantiate"](self.name.encode(), FMI2_TYPES[kind], self.model.guid.encode(),
+                                              resources.encode(), ctypes.addressof(callbacks2), 0,
+                                              1 if logging else 0)
+        return Instance(functions, handle) if handle else None
+
+    def unload(self, finalizing: bool = False) -> None:
+        """Unload the library and release the extraction (without waiting for its lock when *finalizing*: see
+        :func:`~cosimrun.fmi.extraction.release_extraction`)."""
+        if self.slave is not None:
+            with contextlib.suppress(Exception):
+                self.slave.freeLibrary()
+            self.slave = None
+            self.functions = {}
+        if self.extraction is not None:
+            release_extraction(self.extraction, wait=not finalizing)
+            self.extraction = None
+
+
+class Runtime(Protocol):
+    """What an instance runs by: a :class:`~cosimrun.fmi.step.Stepper` or an
+    :class:`~cosimrun.fmi.exchange.Exchange`."""
+
+    def push_inputs(self, t: float) -> None: ...
+
+    def initialized(self, t0: float) -> None: ...
+
+    def unbind(self) -> None: ...
+
+
+Bind = Callable[[Instance, Any, ValuePorts], Runtime]
+"""Builds the runtime of a new instance from the handle, the library (FMPy's object) and the ports behind the
+FMU's values."""
+
+
+class FMUInstance:
+    """One FMU file run as interface *interface* (``cs``/``me``) by the component *name*: library, ports,
+    parameter values and, from :meth:`start` to :meth:`free_instance`, an instance with its runtime.
+
+    *now* gives the component's time (for errors of calls between steps).
+    """
+
+    def __init__(self, name: str, model: FMUModel, interface: FMUInterface, now: Callable[[], float]) -> None:
+        self.name, self.model, self.interface, self.now = name, model, interface, now
+        self.fmi3 = model.fmi_version == "3.0"
+        self.log = FMULog(name, model.label, self.fmi3)
+        self.library = Library(model, interface, name)
+        self.values = ParameterValues(model)
+        self.ports: PortMap | None = None
+        self.requests = Requests()
+        self.handle: Instance | None = None
+        self.runtime: Any = None
+        """The :class:`Runtime` of the current instance (``None`` without one)."""
+        self.snapshot_ports: tuple[PortState, ...] = ()
+        """The ports whose values a snapshot keeps, in its order (set when the instance starts)."""
+        self._callbacks: Any = None
+
+    @property
+    def where(self) -> str:
+        return self.log.where
+
+    @property
+    def event_mode(self) -> bool:
+        """Whether the FMU hands its events to cosimrun (FMI 3 co-simulation ``hasEventMode``)."""
+        return self.fmi3 and self.interface.has_event_mode
+
+    def rebuild_ports(self, aliases: Mapping[str, Any], states: Sequence[str] | None) -> PortMap:
+        """The ports under the ``aliases`` and ``states`` settings (:class:`~cosimrun.fmi.ports.PortMap`)."""
+        self.ports = PortMap(self.model, self.where, aliases, states)
+        return self.ports
+
+    # ------------------------------------------------------------------ life cycle
+    def load(self, private: bool, t0: float) -> None:
+        """Load the library (see :meth:`Library.load`); an error names the component, at time *t0*."""
+        try:
+            self.library.load(private)
+        except FMUError as exc:  # the same class (a size limit's fields stay), placed at this component
+            error = copy.copy(exc)
+            error.args = (f"{self.where}: {exc}",)
+            error.message, error.component, error.time = error.args[0], self.name, t0
+            raise error from exc
+
+    def start(self, t0: float, values: list[tuple[FMUVariable, Any]], inputs: Mapping[str, PortState],
+              outputs: Mapping[str, PortState], bind: Bind, *, tolerance: float | None, logging: bool,
+              private: bool) -> None:
+        """Instantiate at *t0*, set *values* (parameters, start values, states), enter initialization mode, bind
+        the runtime to the ports, set the inputs, leave initialization mode."""
+        assert self.ports is not None
+        self.load(private, t0)
+        self.free_instance()
+        self.requests.clear()  # a new instance has no event or request of the old one
+        if self._callbacks is None and not self.fmi3:
+            self._callbacks = callbacks(self.log.env)
+        handle = self.library.instantiate(self.log.env, logging, self.event_mode, self._callbacks)
+        if handle is None:
+            fname = INSTANTIATE3[self.interface.kind] if self.fmi3 else "fmi2Instantiate"
+            raise self.log.error(f"{fname} failed", t0)
+        self.handle = handle
+        if not self.fmi3:
+            self.call("fmi2SetupExperiment", t0, 1 if tolerance is not None else 0, tolerance or 0.0, float(t0), 0,
+                      0.0)
+        self.set_values(values, t0)
+        if self.fmi3:
+            self.call("fmi3EnterInitializationMode", t0, tolerance is not None, tolerance or 0.0, float(t0), False,
+                      0.0)
+        else:
+            self.call("fmi2EnterInitializationMode", t0)
+        self.snapshot_ports = (*inputs.values(), *outputs.values())
+        self.runtime = runtime = bind(handle, self.library.slave.dll, self.ports.value_ports(inputs, outputs))
+        runtime.push_inputs(t0)
+        self.call("fmi3ExitInitializationMode" if self.fmi3 else "fmi2ExitInitializationMode", t0)
+        runtime.initialized(t0)
+
+    def call(self, name: str, t: float, *args: Any) -> None:
+        """Call the FMI function *name* on the instance at simulation time *t*; a failure raises FMUError."""
+        inst = self.handle
+        assert inst is not None
+        status = inst.f[name](inst.c, *args)
+        if status > 1:
+            raise self.log.error(f"{name} returned {self.log.status(status)} at t={t:.12g}", t)
+
+    def free_instance(self) -> None:
+        """Terminate and free the instance (the runtime first), if there is one."""
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.unbind()
+        inst, self.handle = self.handle, None
+        if inst is None:
+            return
+        inst.free_spares()
+        if isinstance(inst, fmi3.Instance):
+            fmi3.free(inst)
+            return
+        inst.alive = False
+        with contextlib.suppress(Exception):
+            inst.f["fmi2Terminate"](inst.c)
+        with contextlib.suppress(Exception):
+            inst.f["fmi2FreeInstance"](inst.c)
+
+    def unload(self, finalizing: bool = False) -> None:
+        """Free the instance, unload the library and release the extraction (see :meth:`Library.unload`)."""
+        self.free_instance()
+        self.library.unload(finalizing)
+
+    def __del__(self) -> None:
+        try:
+            if self.library.extraction is not None:
+                self.unload(finalizing=True)
+        except Exception:  # never raise from a finalizer
+            pass
+
+    # ------------------------------------------------------------------ values
+    def set_values(self, items: list[tuple[FMUVariable, Any]], t: float,
+                   parameters: Mapping[str, Any] | None = None) -> None:
+        """Set variables at simulation time *t* (an FMI 3 array whole: its other elements from *parameters*, else
+        their start values)."""
+        assert self.handle is not None
+        if self.fmi3:
+            items = self.values.whole_arrays(items, parameters or {})
+        set_values(self.handle, items, t, self.log)
+
+    def get_values(self, variables: Sequence[FMUVariable]) -> list[Any]:
+        """The current values of *variables*."""
+        assert self.handle is not None
+        return get_values(self.handle, variables, self.now(), self.log)
+
+    # ------------------------------------------------------------------ FMU states
+    def snapshot(self, t: float) -> Snapshot:
+        """The FMU state (``fmi2GetFMUstate``), time *t* and the port values (see :attr:`snapshot_ports`)."""
+        inst = self.handle
+        if inst is None:
+            raise FMUError(f"{self.where}: call initialize(t0) before snapshot_state", component=self.name, time=t)
+        state = inst.spare_state()
+        fname = "fmi3GetFMUState" if self.fmi3 else "fmi2GetFMUstate"
+        status = inst.f[fname](inst.c, ctypes.byref(state))
+        if status > 1:
+            inst.free_state(state)
+            raise self.log.error(f"{fname} returned {self.log.status(status)} at t={t:.12g}", t)
+        return Snapshot(inst, state, t, [p.value for p in self.snapshot_ports])
+
+    def restore(self, snapshot: Any, t: float) -> float:
+        """Return exactly to *snapshot* (``fmi2SetFMUstate``); ports get their values of that time, which is
+        returned. Events and stop requests made after it are forgotten."""
+        if not isinstance(snapshot, Snapshot):
+            raise ConfigError(None, f"{self.where}: not a snapshot of an FMU component: {snapshot!r}")
+        inst = self.handle
+        if snapshot.instance is not inst or inst is None:
+            raise ConfigError(None, f"{self.where}: the snapshot belongs to another FMU instance (taken before a "
+                                    "reset, set_state or free, or by another component); it cannot be restored")
+        fname = "fmi3SetFMUState" if self.fmi3 else "fmi2SetFMUstate"
+        status = inst.f[fname](inst.c, snapshot.state)
+        if status > 1:
+            raise self.log.error(f"{fname} returned {self.log.status(status)} at t={t:.12g}", t)
+        for port, value in zip(self.snapshot_ports, snapshot.values, strict=True):
+            port.value = value
+        self.requests.clear()  # the masters step nothing past a stop: a snapshot is from before it
+        return snapshot.t
