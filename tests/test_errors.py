@@ -47,6 +47,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a master handing a component a snapshot that is not its own, or one taken at another time",
     ("core/multi.py", "restore_state"):
         "a master handing a multi component a snapshot that is not its own, or one of another mode",
+    ("components/fmu/base.py", "_set_path"):
+        "an unusable FMU file: the parameter check of set_parameters turns it into the ConfigError keyed 'path' "
+        "that names the value given, as for any plugin's plain ValueError",
 }
 """``(module, function)``: why a plain error is right there."""
 
