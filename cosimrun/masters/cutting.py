@@ -3,11 +3,11 @@
 A component that ends its step early raises
 :class:`~cosimrun.errors.StepEndedEarly` with the instant it ``reached``; the
 master makes that instant the communication point of every component
-(:meth:`StepCutter.cut`). A
-component that declares ``fixed_step_only`` (its ``fixed_step_reason`` says
-why) must always step by the run's step ``dt``: a run that would certainly cut
-its steps is refused before it starts (:func:`refuse_fixed_steps`), one that
-would cut them on the way fails there (:meth:`StepCutter.require_fixed_step`).
+(:meth:`StepCutter.cut`). A component that declares ``fixed_step_only`` (its
+``fixed_step_reason`` says why) must always step by the run's step ``dt``: a
+run that would certainly cut its steps is refused before it starts
+(:func:`refuse_fixed_steps`), one that would cut them on the way fails there
+(:meth:`StepCutter.require_fixed_step`, :func:`variable_step_error`).
 """
 
 from __future__ import annotations
