@@ -196,6 +196,8 @@ class MasterRun:
         """The step error control proposes next (``step_control: error``)."""
         self.controlled = False
         """Whether steps are chosen by error control (:attr:`next_step`) instead of the grid."""
+        self.extrapolation_order = 0
+        """The degree of the lagging inputs' extrapolation (see :mod:`.extrapolation`)."""
         self.step_log: StepLog | None = None
         self.coupling: CouplingErrorEstimate | None = None
         self.stepper: ParallelStepper | None = None
@@ -363,9 +365,6 @@ class MasterRun:
             if real else None
         if self.coupling is not None:
             self.recorder.watch(self.coupling.take)
-
-    extrapolation_order = 0
-    """The degree of the lagging inputs' extrapolation (see :class:`~cosimrun.masters.extrapolation.Extrapolation`)."""
 
     def coupling_kinds(self, links: list[Any]) -> list[str]:
         """How each of *links* reaches its consumer over a step (see :mod:`.coupling_error`): held here."""

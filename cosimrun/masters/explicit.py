@@ -95,7 +95,6 @@ class ExplicitRun(MasterRun):
 
     def __init__(self, master: ExplicitMaster, system: System) -> None:
         super().__init__(master, system)
-        self.extrapolation_order = 0
         self.lagging: list[Link] = []
         """The lagging real inputs that are extrapolated (``extrapolation >= 1``)."""
         self.extrapolation: Extrapolation

@@ -117,3 +117,14 @@ def test_a_run_reports_what_it_did_and_the_system_keeps_it_after_a_failure() -> 
         run(system, master)
     assert system.master_run is not None and system.master_run.stats.step_iterations == 1
     assert system.master_run.stats.macro_steps == 0
+
+
+def test_a_run_is_checked_before_it_starts_only_on_an_initialized_system() -> None:
+    system = oscillator(10.0)
+    with pytest.raises(ConfigError, match="^check_run needs an initialized system: call initialize"):
+        system.check_run(0.0, 1.0, 0.01)
+    system.initialize(0.0, Jacobi())
+    system.check_run(0.0, 1.0, 0.01)  # nothing to refuse
+    with pytest.raises(ConfigError) as info:
+        system.check_run(0.0, 1.0, 0.0)
+    assert info.value.key == "dt" and str(info.value) == "dt: must be a positive number, got 0.0"
