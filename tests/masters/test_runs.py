@@ -128,3 +128,18 @@ def test_a_run_is_checked_before_it_starts_only_on_an_initialized_system() -> No
     with pytest.raises(ConfigError) as info:
         system.check_run(0.0, 1.0, 0.0)
     assert info.value.key == "dt" and str(info.value) == "dt: must be a positive number, got 0.0"
+
+
+def test_an_event_source_that_cannot_roll_back_is_refused_by_the_hybrid_master() -> None:
+    class Stuck(BouncingBall):
+        @property
+        def can_always_roll_back(self) -> bool:
+            return False
+
+    system = System("stuck")
+    system.add_component(Stuck("ball"))
+    with pytest.raises(ConfigError) as info:
+        system.run(0.0, 1.0, 0.01, master=Hybrid())
+    assert info.value.key is None and str(info.value) == (
+        "component 'ball' has event indicators but cannot roll back (supports_rollback is False, for itself or one "
+        "of its modes), so it cannot be an event source under the hybrid master")
