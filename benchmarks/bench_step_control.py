@@ -120,13 +120,13 @@ def main() -> None:
                 system = case.split()
                 master = make(step_control="error", rtol=rtol)
                 start = time.perf_counter()
-                system.run(0.0, T_END, DT, master=master)
+                stats = system.run(0.0, T_END, DT, master=master).stats
                 wall = time.perf_counter() - start
                 error = relative_error(system, reference)
-                steps = master.stats.macro_steps
+                steps = stats.macro_steps
                 fixed = fixed_steps_for(case, make, error, steps, reference)
                 print(f"{case.name:<20} {label:<17} {rtol:>6.0e} {error / rtol:>10.2f} {steps:>6} "
-                      f"{master.stats.rejected_steps:>8} {fixed:>23} {fixed / steps:>6.2f} {wall:>7.2f}", flush=True)
+                      f"{stats.rejected_steps:>8} {fixed:>23} {fixed / steps:>6.2f} {wall:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ class CoSimComponent(ABC):
     Gauss-Seidel, interpolated) inputs' value and derivatives at the step start; a component that does not
     gets each input's mean over the step, held."""
     may_discard: ClassVar[bool] = False
-    """Whether ``do_step`` may end a step early by raising :class:`~cosimrun.errors.StepDiscarded` (an FMU's
+    """Whether ``do_step`` may end a step early by raising :class:`~cosimrun.errors.StepEndedEarly` (an FMU's
     ``fmi2Discard``): the masters then cut the step there for every component."""
     pending_event: str | None = None
     """An event the component's last step ended on and left for the master (an FMI 3 FMU's event mode): the masters
@@ -116,6 +116,9 @@ class CoSimComponent(ABC):
     fixed_step_only: ClassVar[bool] = False
     """Whether the component must always be stepped by one step size (an FMU without
     ``canHandleVariableCommunicationStepSize``): the masters refuse or fail a run that would cut its steps."""
+    fixed_step_reason: ClassVar[str] = "it declares fixed_step_only"
+    """Why a :attr:`fixed_step_only` component takes one step size only, in the masters' messages (an FMU's
+    ``canHandleVariableCommunicationStepSize=false``)."""
     steps_in_parallel: ClassVar[bool] = False
     """Whether the component's step can run concurrently with other components' steps (the masters'
     ``parallel`` setting): it then offers its step split around one C call (:meth:`c_step`), which the

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cosimrun.errors import ConfigError, did_you_mean, suggest
+
 if TYPE_CHECKING:
     from cosimrun.system.connection import Link
 
@@ -78,7 +80,9 @@ class CouplingErrorEstimate:
     def __init__(self, links: list[Link], kinds: list[str], order: int) -> None:
         for kind in kinds:
             if kind not in KINDS:
-                raise ValueError(f"unknown coupling kind {kind!r} (valid: {', '.join(KINDS)})")
+                close = did_you_mean(kind, KINDS)
+                raise ConfigError("kinds", f"unknown coupling kind {kind!r}{suggest(kind, KINDS)} (valid: "
+                                           f"{', '.join(KINDS)})", suggestion=close[0] if close else None)
         self.links = links
         self.order = order
         self._kinds = np.array(kinds)

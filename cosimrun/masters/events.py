@@ -27,7 +27,9 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.errors import EventLocalizationError, ZenoError
 
 if TYPE_CHECKING:
-    from cosimrun.masters.base import Master
+    from cosimrun.masters.plan import Schedule
+    from cosimrun.masters.stats import MasterStats
+    from cosimrun.system.recorder import Recorder
 
 Indicators = dict[str, dict[str, float]]
 """Indicator values by component and indicator name."""
@@ -54,20 +56,29 @@ PROBE_GROWTH = 16
 class StateEvents:
     """The event sources of one run, the sides their indicators are armed with, and event handling.
 
+    *schedule* settles the system after events and checkpoints probes, *recorder* records the events and the
+    samples after them, *stats* counts them; *sign_tolerance* and *max_micro_steps* are the master's settings.
     *min_interval* and *zeno_events* guard against a Zeno accumulation: when
     one indicator fires *zeno_events* times in a row, each less than
     *min_interval* after the one before, the run stops with :class:`ZenoError`
     (0 disables the guard).
     """
 
-    def __init__(self, master: Master, sources: list[CoSimComponent], *, min_interval: float = 0.0,
-                 zeno_events: int = 0) -> None:
-        assert master.system is not None
-        self.master = master
+    def __init__(self, sources: list[CoSimComponent], schedule: Schedule, recorder: Recorder, stats: MasterStats,
+                 stop_pending: Callable[[], bool], *, sign_tolerance: float, max_micro_steps: int,
+                 min_interval: float = 0.0, zeno_events: int = 0) -> None:
         self.sources = sources
+        self.schedule = schedule
+        self.recorder = recorder
+        self.stats = stats
+        self.stop_pending = stop_pending
+        """Whether a component asked to end the run at the current instant (nothing is probed past it)."""
+        self.sign_tolerance = sign_tolerance
+        self.max_micro_steps = max_micro_steps
+        system = schedule.system
         self.subscribers: dict[tuple[str, str], list[CoSimComponent]] = {}
-        for ev in master.system.event_connections:
-            self.subscribers.setdefault((ev.source, ev.event), []).append(master.system.components[ev.subscriber])
+        for ev in system.event_connections:
+            self.subscribers.setdefault((ev.source, ev.event), []).append(system.components[ev.subscriber])
         self.armed: Indicators = {}
         self.fired: set[tuple[str, str]] = set()
         """The indicators handled at the last event instant."""
@@ -80,7 +91,7 @@ class StateEvents:
         return {c.name: c.evaluate_event_indicators() for c in self.sources}
 
     def _signed(self, value: float) -> bool:
-        return abs(value) > self.master.sign_tolerance
+        return abs(value) > self.sign_tolerance
 
     def arm(self, g: Indicators) -> None:
         """Arm each indicator with the side of its value in *g*, taken at an accepted instant.
@@ -117,7 +128,7 @@ class StateEvents:
     def crossings(self, before: Indicators, after: Indicators) -> list[Crossing]:
         """Indicators whose value in *after* is strictly past zero from their side in *before*, in their direction."""
         out = []
-        tol = self.master.sign_tolerance
+        tol = self.sign_tolerance
         for comp in self.sources:
             for name in comp.detect_event_crossings(before[comp.name], after[comp.name], tol):
                 out.append((comp, name))
@@ -175,17 +186,17 @@ class StateEvents:
                 if (c.name, n) in self.fired or not self._signed(v)]
         if not keys:
             return
-        if trial is None or components is None or self.master.stop_pending():  # no probe past a stop
+        if trial is None or components is None or self.stop_pending():  # no probe past a stop
             for comp, name in keys:
                 if not self._signed(g_now[comp.name][name]):
                     self.armed[comp.name][name] = 0.0
             return
-        master = self.master
-        saved = master.checkpoint(components)
+        schedule = self.schedule
+        saved = schedule.checkpoint(components)
         while True:
             g_probe = trial(t + length)
             self.drain_hints(components)
-            master.roll_back(saved, t)
+            schedule.roll_back(saved, t)
             if length >= longest or all(self._signed(g_probe[c.name][n]) for c, n in keys):
                 break
             length = min(longest, length * PROBE_GROWTH)
@@ -206,35 +217,34 @@ class StateEvents:
             across = -now
         else:
             return now
-        tol = self.master.sign_tolerance
+        tol = self.sign_tolerance
         return now if comp.detect_event_crossings({name: now}, {name: across}, tol) else across
 
     def handle(self, t_e: float, crossings: list[Crossing]) -> Indicators:
         """Handle events at *t_e* in micro steps until no indicator crosses again; the indicators after."""
-        master = self.master
-        recorder = master.recorder
+        recorder, stats = self.recorder, self.stats
         self.fired = {(c.name, n) for c, n in crossings}
         self._guard_zeno(t_e)
         micro = 1
         g_now = self.indicators() if not crossings else {}
         while crossings:
-            if micro > master.max_micro_steps:
+            if micro > self.max_micro_steps:
                 names = ", ".join(f"{c.name}.{n}" for c, n in crossings)
                 raise EventLocalizationError(
-                    f"more than {master.max_micro_steps} event iterations at t={t_e:.12g} ({names}): "
+                    f"more than {self.max_micro_steps} event iterations at t={t_e:.12g} ({names}): "
                     "an event cascade that does not settle", time=t_e
                 )
             by_comp: dict[str, tuple[CoSimComponent, list[str]]] = {}
             for comp, name in crossings:
                 by_comp.setdefault(comp.name, (comp, []))[1].append(name)
                 recorder.event(t_e, micro - 1, comp.name, name)
-                master.stats.events += 1
+                stats.events += 1
                 for sub in self.subscribers.get((comp.name, name), ()):
                     by_comp.setdefault(sub.name, (sub, []))[1].append(name)
             before = self.indicators()
             for comp, names in by_comp.values():
                 comp.handle_event(names, t_e, micro)
-            master.settle(t_e)
+            self.schedule.settle(t_e)
             recorder.sample(t_e, micro)
             g_now = self.indicators()
             crossings = self.crossings(before, g_now)

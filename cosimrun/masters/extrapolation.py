@@ -11,7 +11,10 @@ equals feeding the polynomial, to one order less.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cosimrun.system.connection import Link
 
 
 def _newton(times: list[float], values: list[Any]) -> tuple[Any, Any, Any]:
@@ -66,3 +69,34 @@ def polynomial_at(times: list[float], values: list[Any], t: float) -> Any:
     tc = times[-1]
     tb = times[-2] if len(times) > 1 else tc
     return vc + d1 * (t - tc) + d2 * (t - tc) * (t - tb)
+
+
+class Extrapolation:
+    """The lagging real inputs of a run and their latest samples: each is given the polynomial of degree *order*
+    through them over a step, as value and derivatives to a component that interpolates inputs (*taylor*), as
+    its mean over the step to any other."""
+
+    def __init__(self, links: list[Link], taylor: list[bool], order: int, t0: float) -> None:
+        self.links = links
+        self.taylor = taylor
+        self.order = order
+        self.times = [t0]
+        self.values = [[lk.dst.value] for lk in links]
+
+    def extrapolate(self, t: float, h: float) -> None:
+        """Give each lagging input its extrapolation over the step from *t* of length *h*."""
+        times = self.times
+        for lk, values, taylor in zip(self.links, self.values, self.taylor, strict=True):
+            if taylor:
+                lk.dst.value, lk.dst.derivatives = taylor_extrapolation(times, values)
+            else:
+                lk.dst.value = mean_extrapolation(times, values, t, h)
+
+    def sample(self, t: float) -> None:
+        """Take the inputs' values at the accepted instant *t* as their newest samples."""
+        keep = self.order + 1
+        self.times.append(t)
+        del self.times[:-keep]
+        for lk, values in zip(self.links, self.values, strict=True):
+            values.append(lk.dst.value)
+            del values[:-keep]

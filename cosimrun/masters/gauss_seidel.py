@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from cosimrun.masters.base import ExplicitMaster
+from cosimrun.masters.explicit import ExplicitMaster
 
 
-@dataclass
+@dataclass(frozen=True)
 class GaussSeidel(ExplicitMaster):
     """Components step in priority order; each uses its producers' fresh outputs.
 

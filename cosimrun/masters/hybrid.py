@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.errors import StepDiscarded
-from cosimrun.masters.base import Checkpoint, Master, StepCut, may_discard
-from cosimrun.masters.events import Hints, Indicators, StateEvents, secant_root
+from cosimrun.errors import ConfigError, StepEndedEarly
+from cosimrun.masters.base import Master, MasterRun
+from cosimrun.masters.cutting import StepCut
+from cosimrun.masters.events import Hints, Indicators, secant_root
+from cosimrun.masters.plan import Checkpoint, may_discard
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ def _on_budget(width0: int, width: int, step: int) -> bool:
     return width * 2 ** max(0, step - SLACK_STEPS) <= width0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Hybrid(Master):
     """Event-locating master for systems with state events and mode switches."""
 
@@ -88,50 +90,65 @@ class Hybrid(Master):
         """``min_event_interval``, or its default ``1000 * time_tolerance``."""
         return 1000.0 * self.time_tolerance if self.min_event_interval is None else self.min_event_interval
 
+    def start(self, system: System) -> HybridRun:
+        return HybridRun(self, system)
+
+
+class HybridRun(MasterRun):
+    """A run of :class:`Hybrid`: trial steps, events located by rollback, passive components stepped once."""
+
+    master: Hybrid
+
+    def __init__(self, master: Hybrid, system: System) -> None:
+        super().__init__(master, system)
+        self._cut_guard: list[CoSimComponent] | None = None
+        self._passive_order: list[CoSimComponent] = []
+        self._trial_saved: Checkpoint | None = None
+        self._ahead: tuple[CoSimComponent, StepEndedEarly, float] | None = None
+        self._pending: tuple[float, str] | None = None
+
     # ------------------------------------------------------------------ setup
     def begin(self, t0: float) -> None:
-        assert self.system is not None
+        master, schedule = self.master, self.schedule
         comps = list(self.order)
         self._rollback = [c for c in comps if c.can_always_roll_back]
         self._passive = [c for c in comps if not c.can_always_roll_back]
         for comp in self._passive:
             if comp.event_indicators:
-                raise ValueError(
+                raise ConfigError(None, (
                     f"component {comp.name!r} has event indicators but cannot roll back (supports_rollback is "
-                    "False, for itself or one of its modes), so it cannot be an event source under the hybrid master"
-                )
+                    "False, for itself or one of its modes), so it cannot be an event source under the hybrid master"))
         self._sources = [c for c in self._rollback if c.has_state_events]
-        self._plan, _ = self.stepping_plan(self._rollback, fresh=True)
+        self._plan, _ = schedule.stepping_plan(self._rollback, fresh=True)
         self._passive_inputs = [p for c in self._passive for p in c.inputs.values()]
-        self._events = StateEvents(self, self._sources, min_interval=self.event_interval,
-                                   zeno_events=int(self.zeno_events))
-        self.hold_mode_switches(True)
+        self._events = self.events = self.new_events(self._sources, min_interval=master.event_interval,
+                                                     zeno_events=int(master.zeno_events))
+        schedule.hold_mode_switches(True)
         self._switch_modes(t0)
         if self._sources:
             self._depart(t0, self._events.indicators())
 
     def finish(self) -> None:
-        self.hold_mode_switches(False)
+        self.schedule.hold_mode_switches(False)
 
     # ------------------------------------------------------------------ helpers
     def _depart(self, t: float, g_now: Indicators) -> None:
         """Re-arm the indicators at *t* (see :meth:`StateEvents.depart`) from probes of ``time_tolerance`` on."""
-        self._events.depart(t, g_now, self._rollback, lambda t1: self._trial(t, t1), self.time_tolerance,
-                            self.clock.dt, self.event_interval)
+        master = self.master
+        self._events.depart(t, g_now, self._rollback, lambda t1: self._trial(t, t1), master.time_tolerance,
+                            self.clock.dt, master.event_interval)
 
     def _trial(self, t: float, t1: float) -> Indicators:
-        """Step the rollback components from *t* to *t1* (see :meth:`_cut_trial` for an FMU that ends it early)."""
-        if self._fixed:
-            self._require_fixed_step(self._rollback, t, t1, "locating or probing a state event")
+        """Step the rollback components from *t* to *t1* (see :meth:`_cut_trial` for a component that ends it early)."""
+        if self.fixed:
+            self.cutter.require_fixed_step(self._rollback, t, t1, "locating or probing a state event")
         guard = self._cut_guard if self._cut_guard is not None else self._prepare_cuts()
-        saved = self._trial_saved = self.checkpoint(guard) if guard else None
+        saved = self._trial_saved = self.schedule.checkpoint(guard) if guard else None
         try:
             self.step_all(self._plan, t, t1 - t)
-        except StepDiscarded as exc:
+        except StepEndedEarly as exc:
             self._cut_trial(t, t1, exc, saved)
-        self.exchange()
-        if self._resolution:
-            self.resolve(t1)
+        self.schedule.settle(t1)
         self.stats.trial_steps += 1
         return self._events.indicators()
 
@@ -141,13 +158,13 @@ class Hybrid(Master):
     # ------------------------------------------------------------------ stepping
     def advance(self, clock: Clock, a: int, b: int) -> int:
         t = clock.time(a)
-        saved = self.checkpoint(self._rollback) if self._sources else None
+        saved = self.schedule.checkpoint(self._rollback) if self._sources else None
         passive_in = [p.value for p in self._passive_inputs]
         g_b = self._trial(t, clock.time(b))
         hints = self._drain_hints()
         if not self._sources:
             self._accept(t, clock.time(b), passive_in)
-            self.switch_modes(clock.time(b))
+            self.schedule.switch_modes(clock.time(b))
             return b
         g_a = self._events.reference(hints)
         crossings = self._events.crossings(g_a, g_b)
@@ -162,7 +179,7 @@ class Hybrid(Master):
         self._accept(t, t_e, passive_in)
         self.stats.event_trial_steps.append(self.stats.trial_steps - trials_before)
         g_now = self._events.handle(t_e, crossings)
-        if self.switch_modes(t_e):
+        if self.schedule.switch_modes(t_e):
             g_now = self._events.indicators()
         self._depart(t_e, g_now)
         return hi
@@ -170,12 +187,12 @@ class Hybrid(Master):
     def _accept(self, t: float, t1: float, passive_in: list[Any]) -> None:
         """Step the passive components over the accepted interval; *t1* is an accepted sample.
 
-        A passive FMU that ends its step early cuts the step (see :meth:`_cut_accept`).
+        A passive component that ends its step early cuts the step (see :meth:`_cut_accept`).
         """
-        self._step_open = False
+        self.step_open = False
         if self._passive:
-            if self._fixed:
-                self._require_fixed_step(self._passive, t, t1, "accepting a step up to a state event")
+            if self.fixed:
+                self.cutter.require_fixed_step(self._passive, t, t1, "accepting a step up to a state event")
             if self._cut_guard is None:
                 self._prepare_cuts()
             now = [p.value for p in self._passive_inputs]
@@ -187,26 +204,24 @@ class Hybrid(Master):
                     if ahead is not None and comp is ahead[0]:
                         self._catch_up(ahead, t1)
                         continue
-                    push = self.pushers[comp.name]
+                    push = self.schedule.pushers[comp.name]
                     if push is not None:
                         push(t)
                     comp.do_step(t, t1 - t)
                     stepped.append(comp)
-            except StepDiscarded as exc:
+            except StepEndedEarly as exc:
                 self._cut_accept(t, t1, exc, stepped)
             self._ahead = None
             for port, value in zip(self._passive_inputs, now, strict=True):
                 port.value = value
-            self.exchange()
-            if self._resolution:
-                self.resolve(t1)
+            self.schedule.settle(t1)
         self.recorder.sample(t1)
         pending, self._pending = self._pending, None
         self._end_events(t1, pending[1] if pending is not None and pending[0] == t1 else None)
 
     def _switch_modes(self, t: float) -> None:
         """Switch modes at the accepted instant *t*; arm the indicators of the modes now active."""
-        if self.switch_modes(t) and self._sources:
+        if self.schedule.switch_modes(t) and self._sources:
             self._events.arm(self._events.indicators())
 
     def _localize(
@@ -234,12 +249,13 @@ class Hybrid(Master):
         # A crossing ends in the zero band |g| <= sign_tolerance, so the root bracketed is the band's
         # edge on the starting side: an end inside the band would otherwise have the sign of the
         # start and stall the secant steps (bisection fallback).
-        shift = math.copysign(self.sign_tolerance, g_lo[target[0]][target[1]])
+        master = self.master
+        shift = math.copysign(master.sign_tolerance, g_lo[target[0]][target[1]])
         f_lo, f_hi = g_lo[target[0]][target[1]] - shift, g_hi[target[0]][target[1]] - shift
-        guesses = self._hint_guesses(target, hints, clock) if self.use_hints else []
+        guesses = self._hint_guesses(target, hints, clock) if master.use_hints else []
         retained = 0
         at_hi = True
-        tol_ticks = max(1, int(self.time_tolerance / clock.tick))
+        tol_ticks = max(1, int(master.time_tolerance / clock.tick))
         width0, steps, flat = hi - lo, 0, False
         while hi - lo > tol_ticks:
             tau = None
@@ -247,13 +263,13 @@ class Hybrid(Master):
                 while guesses and tau is None:
                     guess = guesses.pop(0)
                     tau = guess if lo < guess < hi else None
-                if tau is None and self.root_finder != "bisection" and f_lo != f_hi and f_lo * f_hi <= 0:
+                if tau is None and master.root_finder != "bisection" and f_lo != f_hi and f_lo * f_hi <= 0:
                     tau = lo + round((hi - lo) * (f_lo / (f_lo - f_hi)))
             if tau is None:
                 tau = lo + (hi - lo) // 2
             tau = min(max(tau, lo + 1), hi - 1)
             steps += 1
-            self.roll_back(saved, t_a)
+            self.schedule.roll_back(saved, t_a)
             g_tau = self._trial(t_a, clock.time(tau))
             self._drain_hints()
             found = self._events.crossings(g_a, g_tau)
@@ -263,7 +279,7 @@ class Hybrid(Master):
                 hi, g_hi, crossings, at_hi = tau, g_tau, found, True
                 if target not in [(c.name, n) for c, n in found]:
                     target = self._earliest(found, clock, lo, hi, g_lo, g_hi, {})
-                    shift = math.copysign(self.sign_tolerance, g_lo[target[0]][target[1]])
+                    shift = math.copysign(master.sign_tolerance, g_lo[target[0]][target[1]])
                     f_lo, retained = g_lo[target[0]][target[1]] - shift, 0
                 f_hi = g_tau[target[0]][target[1]] - shift
                 if retained < 0:
@@ -276,7 +292,7 @@ class Hybrid(Master):
                     f_hi *= 0.5
                 retained = 1
         if not at_hi:
-            self.roll_back(saved, t_a)
+            self.schedule.roll_back(saved, t_a)
             g_hi = self._trial(t_a, clock.time(hi))
             self._drain_hints()
         return hi, g_hi, crossings
@@ -312,27 +328,19 @@ class Hybrid(Master):
         if g0 is None or g1 is None or g0 == g1:
             return ends
         root = hint.t_before + width * g0 / (g0 - g1)
-        margin = max(self.time_tolerance, 1e-3 * width)
+        margin = max(self.master.time_tolerance, 1e-3 * width)
         return [clock.ticks(root - margin), clock.ticks(root + margin), *ends]
 
-    # ------------------------------------------------------------------ steps ended early (fmi2Discard)
-    def setup(self, system: System) -> None:
-        super().setup(system)
-        self._cut_guard: list[CoSimComponent] | None = None
-        self._passive_order: list[CoSimComponent] = []
-        self._trial_saved: Checkpoint | None = None
-        self._ahead: tuple[CoSimComponent, StepDiscarded, float] | None = None
-        self._pending: tuple[float, str] | None = None
-
+    # ------------------------------------------------------------------ steps ended early
     def _prepare_cuts(self) -> list[CoSimComponent]:
-        """What a trial checkpoints so that an FMU ending a step early can be handled (once per run).
+        """What a trial checkpoints so that a component ending a step early can be handled (once per run).
 
-        A step is cut by taking it again up to the FMU's last successful time,
-        from its start: a trial therefore checkpoints the rollback components
-        up to the last FMU among them that may discard, or all of them when a
-        passive FMU (no rollback) may discard, since those step after the
-        trial is accepted. Passive components step from the inputs at the
-        step's start, so their order changes nothing: such FMUs step first.
+        A step is cut by taking it again up to the instant that component
+        reached, from its start: a trial therefore checkpoints the rollback
+        components up to the last one among them that may end a step early, or
+        all of them when a passive one (no rollback) may, since those step
+        after the trial is accepted. Passive components step from the inputs at
+        the step's start, so their order changes nothing: such ones step first.
         """
         plan = [c for c, _, _ in self._plan]
         self._passive_order = sorted(self._passive, key=lambda c: not may_discard(c))
@@ -342,49 +350,49 @@ class Hybrid(Master):
             self._cut_guard = plan[:max((i + 1 for i, c in enumerate(plan) if may_discard(c)), default=0)]
         return self._cut_guard
 
-    def _cut_trial(self, t: float, t1: float, exc: StepDiscarded, saved: Checkpoint | None) -> None:
-        """An FMU ended a trial step from *t* to *t1* early, at its last successful time.
+    def _cut_trial(self, t: float, t1: float, exc: StepEndedEarly, saved: Checkpoint | None) -> None:
+        """A component ended a trial step from *t* to *t1* early.
 
         While the step is open (nothing accepted yet), everything goes back to
-        *t* and :class:`StepCut` makes :meth:`Master.run` take the step again
-        up to that instant, with events located inside it as usual; the
-        ``discard`` event is recorded when the instant is accepted. A probe
-        after an accepted instant is only cut short there.
+        *t* and :class:`StepCut` makes :meth:`MasterRun.run` take the step
+        again up to the instant it reached, with events located inside it as
+        usual; its event (``discard``) is recorded when the instant is
+        accepted. A probe after an accepted instant is only cut short there.
         """
-        if not self._step_open:
-            self._cut_step(self._plan, t, t1, exc, saved)
+        if not self.step_open:
+            self.cutter.cut(self._plan, t, t1, exc, saved)
             return
         plan = [c for c, _, _ in self._plan]
-        fmu = plan[self._discarder(plan, exc)]
-        tick = self._check_cut(fmu, exc, t1, [], {})
-        assert saved is not None  # the trial checkpointed every component up to that FMU
-        self.roll_back(saved, t)
-        self._cut_at(tick, fmu.name)
+        ender = plan[self.cutter.ender(plan, exc)]
+        tick = self.cutter.check(ender, exc, t1, [], {})
+        assert saved is not None  # the trial checkpointed every component up to that one
+        self.schedule.roll_back(saved, t)
+        self._cut_at(tick, ender.name)
 
-    def _cut_accept(self, t: float, t1: float, exc: StepDiscarded, stepped: list[CoSimComponent]) -> None:
-        """A passive FMU ended its step from *t* to the accepted *t1* early: take the step again up to there.
+    def _cut_accept(self, t: float, t1: float, exc: StepEndedEarly, stepped: list[CoSimComponent]) -> None:
+        """A passive component ended its step from *t* to the accepted *t1* early: take the step again up to there.
 
         The rollback components go back to *t* (the last trial's checkpoint);
-        the FMU, which cannot roll back, stays where it stopped until the step
-        taken again reaches it (see :meth:`_catch_up`). Passive components
-        stepped before it cannot roll back: the run then fails.
+        the component, which cannot roll back, stays where it stopped until
+        the step taken again reaches it (see :meth:`_catch_up`). Passive
+        components stepped before it cannot roll back: the run then fails.
         """
-        fmu = self._passive_order[self._discarder(self._passive_order, exc)]
-        tick = self._check_cut(fmu, exc, t1, stepped, {})
+        ender = self._passive_order[self.cutter.ender(self._passive_order, exc)]
+        tick = self.cutter.check(ender, exc, t1, stepped, {})
         if self._trial_saved is not None:
-            self.roll_back(self._trial_saved, t)
-        self._ahead = (fmu, exc, t1)
-        self._cut_at(tick, fmu.name)
+            self.schedule.roll_back(self._trial_saved, t)
+        self._ahead = (ender, exc, t1)
+        self._cut_at(tick, ender.name)
 
-    def _catch_up(self, ahead: tuple[CoSimComponent, StepDiscarded, float], t1: float) -> None:
-        """The passive FMU that ended the step early is already at the accepted *t1*: read its outputs there."""
-        fmu, exc, end = ahead
-        if self.clock.ticks(t1) != self.clock.ticks(exc.last_successful_time):
-            raise self._cut_error(fmu, exc, end, (
-                f"a state event was located at t={t1:.12g} before that, and the FMU cannot roll back to it"))
-        fmu.refresh_outputs(t1)
+    def _catch_up(self, ahead: tuple[CoSimComponent, StepEndedEarly, float], t1: float) -> None:
+        """The passive component that ended the step early is already at the accepted *t1*: read its outputs."""
+        ender, exc, end = ahead
+        if self.clock.ticks(t1) != self.clock.ticks(exc.reached):
+            raise self.cutter.error(ender, exc, end, (
+                f"a state event was located at t={t1:.12g} before that, and the component cannot roll back to it"))
+        ender.refresh_outputs(t1)
 
     def _cut_at(self, tick: int, name: str) -> None:
-        """Note FMU *name*'s discard for the instant of *tick* and take the open step again up to it."""
+        """Note that component *name* ended the step at the instant of *tick*; take the open step again up to it."""
         self._pending = (self.clock.time(tick), name)
         raise StepCut(tick)

@@ -7,26 +7,29 @@ step's end, ``x``, are the unknowns; every component steps from the
 snapshot at ``t`` with each input held at the mean ``(u(t) + x) / 2`` (the
 mean of the linear interpolant over the step), the residual is the outputs'
 mismatch with ``x`` at ``t + dt``, and Newton updates ``x`` with rollback
-between trials until the residual is below ``step_tolerance``. An FMU that ends
-a trial early (``fmi2Discard``) makes its last successful time the step's end,
+between trials until the residual is below ``step_tolerance``. A component that ends
+a trial early (:class:`~cosimrun.errors.StepEndedEarly`) makes the instant it reached the step's end,
 and the iteration starts again over the shorter step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from cosimrun.core.ports import PortType
-from cosimrun.errors import ConfigError, LoopConvergenceError, StepDiscarded
-from cosimrun.masters.base import Checkpoint
+from cosimrun.errors import ConfigError, LoopConvergenceError, StepEndedEarly
+from cosimrun.masters.explicit import ExplicitRun
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.plan import Checkpoint
 from cosimrun.masters.stepsize import Clock
 
+if TYPE_CHECKING:
+    from cosimrun.system.system import System
 
-@dataclass
+
+@dataclass(frozen=True)
 class IJCSA(GaussSeidel):
     """Newton on interface variables, for algebraic loops and strongly coupled steps."""
 
@@ -49,83 +52,91 @@ class IJCSA(GaussSeidel):
                 "producer's output, which leaves no coupling error to control; use step_control=fixed or "
                 "iterate_steps=false"))
 
+    def start(self, system: System) -> IJCSARun:
+        return IJCSARun(self, system)
+
+
+class IJCSARun(ExplicitRun):
+    """A run of :class:`IJCSA`: Gauss-Seidel steps, or with ``iterate_steps`` implicit ones."""
+
+    master: IJCSA
+
     def begin(self, t0: float) -> None:
         super().begin(t0)
-        if not self.iterate_steps:
+        if not self.master.iterate_steps:
             return
-        assert self.system is not None
         stuck = [c.name for c in self.order if not c.supports_rollback]
         if stuck:
-            raise ValueError(
+            raise ConfigError("iterate_steps", (
                 f"master ijcsa with iterate_steps needs rollback in every component; "
-                f"{', '.join(stuck)} cannot roll back (use iterate_steps=false)"
-            )
-        self._iface = [lk for lk in self.system.links if lk.dst.spec.type is PortType.REAL]
-        self._late_evaluators = [self._evaluator(c) for c in self._late]
-        self.hold_mode_switches(True)
+                f"{', '.join(stuck)} cannot roll back (use iterate_steps=false)"))
+        self._iface = self.schedule.real_links
+        self._late_evaluators = [self.schedule.evaluator(c) for c in self.schedule.late]
+        self.schedule.hold_mode_switches(True)
 
     def finish(self) -> None:
         super().finish()
-        if self.iterate_steps:
-            self.hold_mode_switches(False)
+        if self.master.iterate_steps:
+            self.schedule.hold_mode_switches(False)
 
     def advance(self, clock: Clock, a: int, b: int) -> int:
-        if not self.iterate_steps:
+        if not self.master.iterate_steps:
             return super().advance(clock, a, b)
         t = clock.time(a)
-        saved = self.checkpoint(self.order)
+        saved = self.schedule.checkpoint(self.order)
         u_now = np.array([lk.dst.value for lk in self._iface])
-        discarded = None
+        ended = None
         while True:
             t1 = clock.time(b)
             try:
                 self._iterate(saved, u_now, t, t1)
                 break
-            except StepDiscarded as exc:
-                fmu = self.order[self._discarder(self.order, exc)]
-                b = self._check_cut(fmu, exc, t1, [], {})
-                discarded = fmu.name
-        self._end_step(t1, t1 - t, discarded)
-        if self._events is None:
-            self.switch_modes(t1)
+            except StepEndedEarly as exc:
+                comp = self.order[self.cutter.ender(self.order, exc)]
+                b = self.cutter.check(comp, exc, t1, [], {})
+                ended = comp.name
+        self._end_step(t1, t1 - t, ended)
+        if self.events is None:
+            self.schedule.switch_modes(t1)
         return b
 
     def _iterate(self, saved: Checkpoint, u_now: np.ndarray, t: float, t1: float) -> None:
         """Newton on the interface values at *t1*, every trial stepping all components from *saved* (at *t*)."""
+        master, schedule, stats = self.master, self.schedule, self.stats
 
         def residual(x: np.ndarray) -> np.ndarray:
-            self.roll_back(saved, t)
+            schedule.roll_back(saved, t)
             for lk, mean in zip(self._iface, 0.5 * (u_now + x), strict=True):
                 lk.dst.value = float(mean)
-            self.push_all(t)
+            schedule.push_all(t)
             for comp in self.order:
                 comp.do_step(t, t1 - t)
             for lk, value in zip(self._iface, x, strict=True):
                 lk.dst.value = float(value)
             for evaluate in self._late_evaluators:
                 evaluate(t1)
-            self.stats.trial_steps += 1
+            stats.trial_steps += 1
             y = np.array([lk.conversion.scale * lk.src.value + lk.conversion.offset for lk in self._iface])
             return y - x
 
         x = u_now.copy()
-        for k in range(self.max_step_iterations):
+        for k in range(master.max_step_iterations):
             r = residual(x)
-            self.stats.step_iterations += 1
+            stats.step_iterations += 1
             scale = 1.0 + float(np.max(np.abs(x))) if x.size else 1.0
-            if not x.size or float(np.max(np.abs(r))) <= self.step_tolerance * scale:
+            if not x.size or float(np.max(np.abs(r))) <= master.step_tolerance * scale:
                 break
-            if k == self.max_step_iterations - 1:
+            if k == master.max_step_iterations - 1:
                 raise LoopConvergenceError(
-                    f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {self.max_step_iterations} "
+                    f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {master.max_step_iterations} "
                     f"iterations: residual {float(np.max(np.abs(r))):.3g} on "
                     f"{', '.join(lk.connection.dst for lk in self._iface)}"
                 )
             jac = np.empty((x.size, x.size))
             for j in range(x.size):
                 xp = x.copy()
-                step = self.fd_step * (1.0 + abs(x[j]))
+                step = master.fd_step * (1.0 + abs(x[j]))
                 xp[j] += step
                 jac[:, j] = (residual(xp) - r) / step
             x = x - np.linalg.solve(jac, r)
-            self.stats.newton_iterations += 1
+            stats.newton_iterations += 1

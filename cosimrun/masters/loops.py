@@ -10,6 +10,7 @@ Fixed-point iteration (optionally with Aitken relaxation) repeats
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,28 +21,46 @@ from cosimrun.errors import LoopConvergenceError
 _EPS = float(np.finfo(float).eps)
 
 if TYPE_CHECKING:
-    from cosimrun.masters.base import Master
+    from cosimrun.masters.stats import MasterStats
+    from cosimrun.system.connection import Connection, Link
     from cosimrun.system.graph import AlgebraicLoop
 
 
-class LoopSolver:
-    """Solves one algebraic loop with the master's loop settings."""
+@dataclass(frozen=True)
+class LoopSettings:
+    """The master settings loop solving uses (see :class:`~cosimrun.masters.base.Master`)."""
 
-    def __init__(self, loop: AlgebraicLoop, master: Master) -> None:
-        system = master.system
-        assert system is not None
+    method: str
+    """``jacobi``, ``gauss_seidel`` or ``newton`` (the ``loop_solver`` setting)."""
+    tolerance: float
+    max_iterations: int
+    aitken: bool
+    relaxation: float
+    fd_step: float
+    on_nonconvergence: str
+
+
+class LoopSolver:
+    """Solves one algebraic loop with the master's loop *settings*, counting solves and iterations in *stats*.
+
+    *link_of* maps the system's connections to their links, *evaluators* re-evaluate each loop component's
+    outputs at a time.
+    """
+
+    def __init__(self, loop: AlgebraicLoop, link_of: dict[Connection, Link],
+                 evaluators: dict[str, Callable[[float], None]], settings: LoopSettings, stats: MasterStats) -> None:
         self.loop = loop
-        self.master = master
+        self.settings = settings
+        self.stats = stats
         self.tear_set = set(loop.tears)
-        self.tears = [master.link_of[c] for c in loop.tears]
-        self.links = [master.link_of[c] for c in loop.connections]
-        evaluators = {n: master._evaluator(system.components[n]) for n in loop.components}
+        self.tears = [link_of[c] for c in loop.tears]
+        self.links = [link_of[c] for c in loop.connections]
         inner = [lk for lk in self.links if lk.connection not in self.tear_set]
         self.sweep_plan = [
             (evaluators[n], [lk for lk in inner if lk.connection.src_component == n]) for n in loop.components
         ]
         self.evaluators = list(evaluators.values())
-        self.method = master.loop_solver
+        self.method = settings.method
 
     # ------------------------------------------------------------------ sweeps
     def _gauss_seidel(self, x: np.ndarray, t: float) -> np.ndarray:
@@ -63,8 +82,7 @@ class LoopSolver:
     # ------------------------------------------------------------------ solving
     def solve(self, t: float) -> None:
         """Solve the loop at time *t*, leaving ports consistent with the solution."""
-        stats = self.master.stats
-        stats.loop_solves += 1
+        self.stats.loop_solves += 1
         if self.method == "newton":
             self._newton(t)
         elif self.method == "jacobi":
@@ -73,10 +91,10 @@ class LoopSolver:
             self._fixed_point(t, self._gauss_seidel, self.tears)
 
     def _converged(self, r: np.ndarray, x: np.ndarray) -> bool:
-        return float(np.max(np.abs(r))) <= self.master.loop_tolerance * (1.0 + float(np.max(np.abs(x))))
+        return float(np.max(np.abs(r))) <= self.settings.tolerance * (1.0 + float(np.max(np.abs(x))))
 
     def _fixed_point(self, t: float, sweep, unknowns) -> None:
-        m = self.master
+        m, stats = self.settings, self.stats
         x = np.array([lk.dst.value for lk in unknowns], dtype=float)
         omega = m.relaxation
         r_prev = None
@@ -86,15 +104,15 @@ class LoopSolver:
         def restore() -> None:
             sweep(best[1], t)
 
-        for k in range(1, m.max_loop_iterations + 1):
+        for k in range(1, m.max_iterations + 1):
             g = sweep(x, t)
             r = g - x
-            m.stats.loop_iterations += 1
+            stats.loop_iterations += 1
             size = float(np.max(np.abs(r))) if r.size else 0.0
             first = size if first is None else first
             if size < best[0]:
                 best = (size, x)
-            if not np.isfinite(size) or (k > 3 and size > 1e6 * (first + m.loop_tolerance)):
+            if not np.isfinite(size) or (k > 3 and size > 1e6 * (first + m.tolerance)):
                 return self._fail(t, r, k, "diverged", restore)
             if self._converged(r, g):
                 for lk, value in zip(unknowns, g, strict=True):
@@ -107,10 +125,10 @@ class LoopSolver:
                     omega = -omega * float(r_prev @ dr) / denom
             r_prev = r
             x = x + omega * r
-        return self._fail(t, r, m.max_loop_iterations, "did not converge", restore)
+        return self._fail(t, r, m.max_iterations, "did not converge", restore)
 
     def _newton(self, t: float) -> None:
-        m = self.master
+        m, stats = self.settings, self.stats
         x = np.array([lk.dst.value for lk in self.tears], dtype=float)
         n = len(x)
         best = (np.inf, x)
@@ -118,9 +136,9 @@ class LoopSolver:
         def restore() -> None:
             self._gauss_seidel(best[1], t)
 
-        for k in range(m.max_loop_iterations + 1):
+        for k in range(m.max_iterations + 1):
             f = self._gauss_seidel(x, t) - x
-            m.stats.loop_iterations += 1
+            stats.loop_iterations += 1
             if not np.all(np.isfinite(f)):
                 return self._fail(t, f, k, "diverged", restore)
             size = float(np.max(np.abs(f)))
@@ -130,7 +148,7 @@ class LoopSolver:
                 for lk, value in zip(self.tears, x + f, strict=True):
                     lk.dst.value = float(value)
                 return None
-            if k == m.max_loop_iterations:
+            if k == m.max_iterations:
                 break
             jac = np.empty((n, n))
             noise = 0.0
@@ -151,8 +169,8 @@ class LoopSolver:
                 x = x - np.linalg.solve(jac, f)
             except np.linalg.LinAlgError:
                 return self._fail(t, f, k, singular, restore)
-            m.stats.newton_iterations += 1
-        return self._fail(t, f, m.max_loop_iterations, "did not converge", restore)
+            stats.newton_iterations += 1
+        return self._fail(t, f, m.max_iterations, "did not converge", restore)
 
     def _fail(
         self, t: float, residual: np.ndarray, iterations: int, what: str, restore: Callable[[], None] | None = None
@@ -167,12 +185,12 @@ class LoopSolver:
             f"algebraic loop {' -> '.join(self.loop.components)} {what} at t={t:.9g} "
             f"after {iterations} {self.method} iterations: residual {abs(residual[i]):.3g} "
             f"on input {unknowns[i].connection.dst} "
-            f"(tolerance {self.master.loop_tolerance:g})"
+            f"(tolerance {self.settings.tolerance:g})"
         )
-        if self.master.on_nonconvergence == "warn":
+        if self.settings.on_nonconvergence == "warn":
             if restore is not None:
                 restore()
-            stats = self.master.stats
+            stats = self.stats
             stats.unconverged_loop_solves += 1
             if stats.unconverged_loop_solves == 1:
                 message += "; the run goes on from the best iterate (further such solves are only counted)"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from cosimrun.errors import ConfigError
+
 DEFAULT_RESOLUTION = 2**40
 
 
@@ -20,9 +22,9 @@ class Clock:
 
     def __init__(self, t0: float, dt: float, tf: float, resolution: int = DEFAULT_RESOLUTION) -> None:
         if not dt > 0.0 or not math.isfinite(dt):
-            raise ValueError(f"run.dt must be a positive number, got {dt!r}")
+            raise ConfigError("dt", f"must be a positive number, got {dt!r}")
         if not tf >= t0:
-            raise ValueError(f"run.tf must not be before run.t0, got t0={t0!r}, tf={tf!r}")
+            raise ConfigError("tf", f"must not be before t0, got t0={t0!r}, tf={tf!r}")
         self.t0 = float(t0)
         self.dt = float(dt)
         self.resolution = resolution

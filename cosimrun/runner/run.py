@@ -80,7 +80,7 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
     try:
-        exp.master.check_run(exp.run.t0, exp.run.tf, exp.run.dt)
+        exp.system.check_run(exp.run.t0, exp.run.tf, exp.run.dt)
     except ConfigError as exc:
         raise (exc.within("master") if exc.key else exc) from None
     exp.recorded = recorded_ports(exp.system, exp.storage.record)
@@ -161,7 +161,7 @@ def run_experiment(
             )
         signals.check()
         write_run_summary(writer, result)
-        stopped = exp.master.stopped
+        stopped = result.stopped
         if stopped is not None:
             writer.set_attrs(stop_time=stopped.time, stop_component=stopped.component, stop_reason=stopped.reason)
         writer.close("complete")
@@ -263,7 +263,7 @@ def _abort(
         failed_at = _failed_at(exp)
     try:
         writer.write_mode_switches(system.mode_switches())
-        writer.write_stats(exp.master.stats.as_dict())
+        writer.write_stats(system.master_run.stats.as_dict() if system.master_run is not None else {})
     except ResultsWriteError as exc:
         if exc is not cause:
             message = f"{message} (and saving the partial results failed: {exc})"

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from cosimrun.core.component import CoSimComponent
+from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
@@ -16,6 +16,7 @@ from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import IDENTITY
 from cosimrun.errors import (
     ComponentContractError,
+    ConfigError,
     DuplicateNameError,
     IncompatibleUnitsError,
     InvalidConnectionError,
@@ -37,27 +38,48 @@ class RunStatistics(Protocol):
         ...
 
 
-class MasterAlgorithm(Protocol):
-    """What a :class:`System` needs of the master it is given (every ``cosimrun.masters`` master).
+class RunReport(Protocol):
+    """What a master's run returns (``cosimrun.masters.RunReport``)."""
 
-    The system imports no master: one is passed to :meth:`System.initialize`
-    and :meth:`System.run`.
-    """
+    stats: RunStatistics
+    coupling_errors: list[Any]
+    step_log: Any
+    """Every step tried under ``step_control: error`` (``columns()``), or ``None``."""
+    stopped: StopRequest | None
 
-    name: str
 
-    def setup(self, system: System) -> None:
-        """Compile the system's links and schedule (after the components are initialized)."""
-        ...
+class MasterRunProtocol(Protocol):
+    """One run of a master over a system (``cosimrun.masters.MasterRun``): all the state that changes in it."""
+
+    stats: RunStatistics
 
     def initialize_outputs(self, t0: float) -> None:
         """Make inputs and outputs consistent at *t0*."""
         ...
 
+    def check(self, t0: float, tf: float, dt: float) -> None:
+        """Refuse a run the master cannot take with this system, before it starts."""
+        ...
+
     def run(
         self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None
-    ) -> RunStatistics:
+    ) -> RunReport:
         """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples."""
+        ...
+
+
+class MasterAlgorithm(Protocol):
+    """What a :class:`System` needs of the master it is given (every ``cosimrun.masters`` master).
+
+    The system imports no master: one is passed to :meth:`System.initialize`
+    and :meth:`System.run`. A master is only settings: each run is a new run
+    object (:meth:`start`), so one master can run any number of systems.
+    """
+
+    name: str
+
+    def start(self, system: System) -> MasterRunProtocol:
+        """A run of *system* (its components initialized, its graph analysed)."""
         ...
 
 
@@ -97,6 +119,8 @@ class RunResult:
     steps: dict[str, Any] | None = None
     """Every step tried under ``step_control: error`` (columns ``time, step, error, accepted``); ``None`` under
     fixed steps."""
+    stopped: StopRequest | None = None
+    """Set when a component asked to end the run: the run then ended normally at that instant."""
 
 
 class System:
@@ -115,6 +139,9 @@ class System:
         self._initialized = False
         self._prepared: tuple[float, MasterAlgorithm] | None = None
         """``(t0, master)`` of an ``initialize`` that ``run`` has not used yet: ``run`` takes it over."""
+        self.master_run: MasterRunProtocol | None = None
+        """The run object of the latest ``initialize`` (and ``run``): its ``stats`` are what the run did so far,
+        also after a failure."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -256,8 +283,8 @@ class System:
                 conn.dst,
             )
         self.links = [self._link(conn) for conn in self.connections]
-        master.setup(self)
-        master.initialize_outputs(t0)
+        self.master_run = master.start(self)
+        self.master_run.initialize_outputs(t0)
         self._record_initial_point(t0)
         self._initialized = True
         self._prepared = (t0, master)
@@ -339,21 +366,30 @@ class System:
         recorder = recorder or Recorder(MemorySink(self.history))
         if not recorder.attached:
             recorder.attach(self.components)
-        stats = master.run(t0, tf, dt, recorder, progress=progress)
+        assert self.master_run is not None
+        report = self.master_run.run(t0, tf, dt, recorder, progress=progress)
         return RunResult(
             system=self.name,
             history=self.history,
             events=self.history.event_log(),
             mode_switches=self.mode_switches(),
-            stats=stats,
+            stats=report.stats,
             master=master.name,
             t0=t0,
             tf=tf,
             dt=dt,
             wall_time_s=_time.perf_counter() - start,
-            coupling_errors=sorted(getattr(master, "coupling_errors", []), key=lambda e: -e.relative),
-            steps=master.step_log.columns() if getattr(master, "step_log", None) is not None else None,
+            coupling_errors=sorted(report.coupling_errors, key=lambda e: -e.relative),
+            steps=report.step_log.columns() if report.step_log is not None else None,
+            stopped=report.stopped,
         )
+
+    def check_run(self, t0: float, tf: float, dt: float) -> None:
+        """Refuse, before it starts, a run from *t0* to *tf* by *dt* that the master this system was initialized
+        for cannot take (a :class:`~cosimrun.errors.ConfigError` keyed by the master setting at fault, if any)."""
+        if self.master_run is None:
+            raise ConfigError(None, "check_run needs an initialized system: call initialize(t0, master) first")
+        self.master_run.check(t0, tf, dt)
 
     def mode_switches(self) -> list[ModeSwitch]:
         """Mode switches of every multi-model component, in time order."""

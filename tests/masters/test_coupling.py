@@ -173,7 +173,7 @@ def test_gauss_seidel_extrapolates_only_the_cut_edges():
     s.connect("a.y -> b.u")
     m = GaussSeidel(extrapolation=1)
     s.run(0.0, 0.5, 0.1, master=m)
-    assert m._lagging == []  # an acyclic graph has nothing to extrapolate
+    assert s.master_run.lagging == []  # an acyclic graph has nothing to extrapolate
     # a fresh input is the producer's value at the end of the step, never extrapolated
     np.testing.assert_allclose([u for _, u in s.components["a"].seen], [0.1, 0.2, 0.3, 0.4, 0.5], atol=1e-12)
 

@@ -19,7 +19,9 @@ import pytest
 
 from cosimrun.components.blocks import Integrator
 from cosimrun.components.sources import Sine
+from cosimrun.errors import ConfigError
 from cosimrun.masters import GaussSeidel, Jacobi, Master
+from cosimrun.masters.coupling_error import CouplingErrorEstimate
 from cosimrun.runner.run import prepare, run_experiment
 from cosimrun.storage import load_results
 from cosimrun.system import System
@@ -216,3 +218,11 @@ def test_the_summary_says_what_a_jump_and_a_constant_input_are() -> None:
     odd = CouplingError("a.y -> b.u", "N", max=1e-3, rms=5e-4, time_of_max=0.3, range=0.0)
     assert summary_line([odd]) == ("estimated coupling error: 0.0005 N RMS on a.y -> b.u, an input that never "
                                    "changed (largest 0.001 N at t=0.3 s)")
+
+
+def test_an_unknown_coupling_kind_is_a_config_error_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as info:
+        CouplingErrorEstimate([], ["helt"], 0)
+    assert info.value.key == "kinds" and info.value.suggestion == "held"
+    assert str(info.value) == ("kinds: unknown coupling kind 'helt'; did you mean 'held'? (valid: held, taylor, mean, "
+                               "line)")

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ from fmus.builders import component as fmu
 from cosimrun import CoSimComponent, DenseTime, PortSpec, PortType
 from cosimrun.components.sources import Step
 from cosimrun.core.ode import OdeComponent
-from cosimrun.errors import ConfigError, FMUError, StepDiscarded
+from cosimrun.errors import ConfigError, FMUError, SimulationError, StepDiscarded
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
+from cosimrun.masters.explicit import ExplicitRun
 from cosimrun.storage import load_results
 from cosimrun.system import System
 
@@ -39,8 +41,7 @@ MASTERS = {
     "ijcsa": IJCSA,
     "ijcsa_iterate": lambda: IJCSA(iterate_steps=True),
 }
-HEAD = ("FMU component 'f' ended the step from t=0.5 to 0.6 early at t=0.53 (fmi2Discard, its last successful "
-        "time); the run cannot continue: ")
+HEAD = "component 'f' ended the step from t=0.5 to 0.6 early at t=0.53; the run cannot continue: "
 
 
 # ---------------------------------------------------------------------------- FMUs and components
@@ -211,17 +212,23 @@ def test_two_fmus_ending_one_step_early_cut_it_at_the_earlier_instant(discard_fm
 def test_jacobi_steps_the_fmus_first_without_changing_a_bit(t_discard: float, discard_fmu: Path) -> None:
     """Against the priority order, where the components before the FMU are checkpointed and rolled back."""
 
-    class PriorityOrderJacobi(Jacobi):
+    class PriorityOrderRun(ExplicitRun):
         def _step_order(self):
             return list(self.order)
+
+    @dataclass(frozen=True)
+    class PriorityOrderJacobi(Jacobi):
+        def start(self, system: System) -> PriorityOrderRun:
+            return PriorityOrderRun(self, system)
 
     def system() -> System:
         return oscillator(discard_fmu, t_discard=t_discard, extra=(Spring("other"),))
 
     master, plain = Jacobi(extrapolation=1), PriorityOrderJacobi(extrapolation=1)
-    result, reference = run(system(), master), run(system(), plain)
-    assert [c.name for c, _, _ in master._plan][0] == "f"
-    assert [c.name for c, _, _ in plain._plan][-1] == "f"
+    first, second = system(), system()
+    result, reference = run(first, master), run(second, plain)
+    assert [c.name for c, _, _ in first.master_run.plan][0] == "f"
+    assert [c.name for c, _, _ in second.master_run.plan][-1] == "f"
     assert result.stats.rollbacks == 0 and reference.stats.rollbacks == reference.stats.discards
     assert result.events == reference.events
     for port in ("f.x", "spring.v", "other.v"):
@@ -237,7 +244,7 @@ def test_a_component_that_cannot_roll_back_stepped_before_the_fmu_fails_the_run_
     system.add_component(Source())
     system.add_component(fmu("f", discard_fmu, t_discard=T_DISCARD))
     system.connect("src.y -> f.u")
-    with pytest.raises(FMUError) as info:
+    with pytest.raises(SimulationError) as info:
         run(system, GaussSeidel())
     assert str(info.value) == HEAD + (
         "component 'src' was already stepped to t=0.6 and cannot roll back (supports_rollback is False) "
@@ -262,8 +269,7 @@ def test_a_discard_without_a_usable_last_successful_time_fails_as_before(fmu_dir
 
 
 # ---------------------------------------------------------------------------- FMUs that take fixed steps only
-FIXED = ("FMU component 'f' cannot handle variable communication step sizes "
-         "(canHandleVariableCommunicationStepSize=false)")
+FIXED = "component 'f' cannot handle variable communication step sizes (canHandleVariableCommunicationStepSize=false)"
 
 
 @pytest.mark.parametrize("name", list(MASTERS))
@@ -278,20 +284,20 @@ def test_a_fixed_step_fmu_is_stepped_by_run_dt_only(name: str, fixed_fmu: Path) 
 def test_a_fixed_step_fmu_refuses_a_run_whose_end_is_off_the_grid(fixed_fmu: Path) -> None:
     with pytest.raises(ConfigError) as info:
         run(oscillator(fixed_fmu, t_discard=1e300), GaussSeidel(), tf=1.05)
-    assert str(info.value) == (f"{FIXED}, so every step must be run.dt=0.1, but run.tf=1.05 is not on the grid "
-                               "run.t0 + k*run.dt (the last step would be 0.05); choose run.tf on the grid")
+    assert str(info.value) == (f"{FIXED}, so every step must be dt=0.1, but tf=1.05 is not on the grid "
+                               "t0 + k*dt (the last step would be 0.05); choose tf on the grid")
 
 
 def test_a_fixed_step_fmu_fails_where_a_time_event_would_cut_its_step(fixed_fmu: Path) -> None:
-    with pytest.raises(FMUError) as info:
+    with pytest.raises(SimulationError) as info:
         run(oscillator(fixed_fmu, t_discard=1e300, cut=0.55), Jacobi())
-    assert str(info.value) == (f"{FIXED} and steps by run.dt=0.1 only, but the time event of component 'cut' at "
+    assert str(info.value) == (f"{FIXED} and steps by dt=0.1 only, but the time event of component 'cut' at "
                                "t=0.55 would step it from t=0.5 to 0.55")
     assert info.value.time == 0.5
 
 
 def test_a_fixed_step_fmu_fails_where_the_hybrid_master_locates_an_event(fixed_fmu: Path) -> None:
-    with pytest.raises(FMUError, match=rf"^{FIXED.replace('(', '[(]').replace(')', '[)]')} and steps by run.dt=0.1 "
+    with pytest.raises(SimulationError, match=rf"^{FIXED.replace('(', '[(]').replace(')', '[)]')} and steps by dt=0.1 "
                                        r"only, but locating or probing a state event would step it from t=0.5 to "):
         run(oscillator(fixed_fmu, t_discard=1e300, extra=(Clock("clock", 0.515),)), Hybrid())
 
@@ -299,10 +305,10 @@ def test_a_fixed_step_fmu_fails_where_the_hybrid_master_locates_an_event(fixed_f
 def test_a_fixed_step_fmu_fails_where_another_fmu_ends_a_step_early(fixed_fmu: Path, discard_fmu: Path) -> None:
     system = oscillator(discard_fmu, extra=(fmu("g", fixed_fmu),))
     system.connect("spring.v -> g.u")
-    with pytest.raises(FMUError) as info:
+    with pytest.raises(SimulationError) as info:
         run(system, Jacobi())
     assert str(info.value) == HEAD + (
-        "FMU component 'g' cannot handle variable communication step sizes "
+        "component 'g' cannot handle variable communication step sizes "
         "(canHandleVariableCommunicationStepSize=false), so it cannot be stepped to t=0.53 with the others")
 
 

@@ -12,7 +12,9 @@ from helpers import Affine, Constant
 from scipy.integrate import solve_ivp
 
 from cosimrun.core.ode import OdeComponent
+from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, LoopConvergenceError
+from cosimrun.masters.plan import Schedule
 from cosimrun.system import System
 
 # ---------------------------------------------------------------------------- 1. algebraic loop
@@ -49,19 +51,19 @@ def loop_solution(a: float, b: float, c1: float) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize(("a", "b"), [(0.5, 1.0), (-1.0, -2.0), (1.5, -2.0)], ids=["ab=0.5", "ab=2", "ab=-3"])
-def test_newton_solves_a_linear_loop_exactly_in_at_most_two_iterations(a, b):
+def test_newton_solves_a_linear_loop_exactly_in_at_most_two_iterations(a, b, monkeypatch):
     system = loop_system(a, b, s=3.0)
     master = IJCSA(loop_tolerance=1e-13)
     assert master.loop_solver == "newton"
     per_solve = []
-    resolve = master.resolve
+    resolve = Schedule.resolve
 
-    def counting_resolve(t):
-        before = master.stats.newton_iterations
-        resolve(t)
-        per_solve.append(master.stats.newton_iterations - before)
+    def counting_resolve(schedule, t):
+        before = schedule.stats.newton_iterations
+        resolve(schedule, t)
+        per_solve.append(schedule.stats.newton_iterations - before)
 
-    master.resolve = counting_resolve
+    monkeypatch.setattr(Schedule, "resolve", counting_resolve)
     result = system.run(0.0, 0.5, 0.1, master=master)
     for comp, index in (("one", 0), ("two", 1)):
         t, y = system.history.get_port_trajectory(comp, "y")
@@ -201,8 +203,10 @@ def test_iterated_steps_record_their_statistics():
 def test_iterated_steps_need_rollback_in_every_component():
     system = oscillator(100.0)
     system.add_component(Constant("offset", 0.0, unit="m"))
-    with pytest.raises(ValueError, match=r"iterate_steps needs rollback in every component; offset cannot roll back"):
+    needs = r"iterate_steps needs rollback in every component; offset cannot roll back"
+    with pytest.raises(ConfigError, match=needs) as info:  # a ValueError, as before
         system.run(0.0, 0.1, 0.01, master=IJCSA(iterate_steps=True))
+    assert info.value.key == "iterate_steps"
     # without iterate_steps the same system runs (Gauss-Seidel stepping)
     system.run(0.0, 0.1, 0.01, master=IJCSA())
 

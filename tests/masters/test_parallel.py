@@ -304,7 +304,8 @@ def test_jacobi_batches_every_fmu_and_snapshots_those_after_the_first_that_may_d
     master = Jacobi(parallel=2)
     system.initialize(0.0, master)
     try:
-        segments = parallel.split_plan(master.stepping_plan(master._step_order(), fresh=False)[0])
+        compiled = system.master_run
+        segments = parallel.split_plan(compiled.schedule.stepping_plan(compiled._step_order(), fresh=False)[0])
     finally:
         system.free()
     (steps, batch), = segments
@@ -319,7 +320,8 @@ def test_gauss_seidel_batches_hold_no_fresh_link_between_their_members(fmus: dic
     master = GaussSeidel(parallel=2)
     system.initialize(0.0, master)
     try:
-        segments = parallel.split_plan(master.stepping_plan(master.order, fresh=True)[0])
+        compiled = system.master_run
+        segments = parallel.split_plan(compiled.schedule.stepping_plan(compiled.order, fresh=True)[0])
         levels = system.analysis.levels
     finally:
         system.free()
@@ -509,7 +511,8 @@ def test_a_batch_holds_at_most_max_jobs(
     system = mixed_system(fmus, discards=True)
     system.initialize(0.0, master)
     try:
-        (steps, batch), = parallel.split_plan(master.stepping_plan(master._step_order(), fresh=False)[0])
+        compiled = system.master_run
+        (steps, batch), = parallel.split_plan(compiled.schedule.stepping_plan(compiled._step_order(), fresh=False)[0])
     finally:
         system.free()
     assert [steps[i][0].name for i in batch.pooled] == ["f1", "f2"]  # f3 and g step on the main thread

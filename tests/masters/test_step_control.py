@@ -13,6 +13,7 @@ import math
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
@@ -27,6 +28,7 @@ from cosimrun.components.sources import Step
 from cosimrun.config.build import build_master, unknown_key
 from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
+from cosimrun.masters.explicit import ExplicitRun
 from cosimrun.masters.stepsize import Clock
 from cosimrun.runner.run import prepare
 from cosimrun.storage import load_results
@@ -81,18 +83,18 @@ def test_error_control_meets_rtol(name: str, make) -> None:
     k = SYSTEMS[name]
     system = split(*k)
     master = make(step_control="error", rtol=1e-4)
-    system.run(0.0, T_END, 1e-2, master=master)
+    result = system.run(0.0, T_END, 1e-2, master=master)
     error = relative_error(system, *k)
     assert error <= 10 * 1e-4, error
-    steps = master.step_log.columns()
+    steps = result.steps
     accepted = steps["step"][steps["accepted"] == 1]
-    assert len(accepted) == master.stats.macro_steps
+    assert len(accepted) == result.stats.macro_steps
     assert math.isclose(float(accepted.sum()), T_END, rel_tol=1e-12)
     assert math.isclose(accepted[0], 1e-4 * 1e-2, rel_tol=1e-6) and np.isnan(steps["error"][0])  # rtol * run.dt
     assert np.nanmax(steps["error"][steps["accepted"] == 1]) <= 1.0
     assert 0.1 < np.nanmedian(steps["error"][steps["accepted"] == 1]) <= 1.0  # steps as long as the tolerance allows
-    assert master.stats.step_control == "error" and master.stats.step_rejection == "rollback"
-    assert master.stats.smallest_step == accepted.min() and master.stats.largest_step == accepted.max()
+    assert result.stats.step_control == "error" and result.stats.step_rejection == "rollback"
+    assert result.stats.smallest_step == accepted.min() and result.stats.largest_step == accepted.max()
 
 
 def test_a_tighter_tolerance_gives_a_proportionally_smaller_error() -> None:
@@ -106,27 +108,31 @@ def test_a_tighter_tolerance_gives_a_proportionally_smaller_error() -> None:
     assert 30 < errors[0] / errors[1] < 300, errors  # about rtol's ratio, 100
 
 
-class Replay(Jacobi):
-    """Jacobi stepping exactly through given accepted times (fixed steps, no error control)."""
-
-    def __init__(self, times: list[float], **kw) -> None:
-        super().__init__(**kw)
-        self._times = times
+class ReplayRun(ExplicitRun):
+    """A Jacobi run stepping exactly through given accepted times (fixed steps, no error control)."""
 
     def next_point(self, clock: Clock, a: int) -> int:
         t = clock.time(a)
-        return clock.mark(next(s for s in self._times if s > t))
+        return clock.mark(next(s for s in self.master.times if s > t))
+
+
+@dataclass(frozen=True)
+class Replay(Jacobi):
+    times: tuple[float, ...] = ()
+
+    def start(self, system: System) -> ReplayRun:
+        return ReplayRun(self, system)
 
 
 def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:
     k = SYSTEMS["coupled_oscillators"]
     controlled = split(*k, mass1=Jump)
     master = Jacobi(extrapolation=2, step_control="error", rtol=1e-5)
-    controlled.run(0.0, 1.0, 1e-2, master=master)
-    assert master.stats.rejected_steps >= 3  # at the jump
+    result = controlled.run(0.0, 1.0, 1e-2, master=master)
+    assert result.stats.rejected_steps >= 3  # at the jump
     ends = sorted(set(controlled.history.get_port_trajectory("mass1", "x")[0]))[1:]
     replayed = split(*k, mass1=Jump)
-    replayed.run(0.0, 1.0, 1e-2, master=Replay(ends, extrapolation=2))
+    replayed.run(0.0, 1.0, 1e-2, master=Replay(times=tuple(ends), extrapolation=2))
     for comp in ("mass1", "mass2"):
         for port in ("x", "v"):
             t_c, x_c = controlled.history.get_port_trajectory(comp, port)
@@ -138,12 +144,12 @@ def test_without_rollback_the_estimate_only_shapes_the_next_step() -> None:
     k = SYSTEMS["two_mass"]
     system = split(*k, mass1=NoRollbackJump)
     master = Jacobi(extrapolation=2, step_control="error", rtol=1e-4)
-    system.run(0.0, T_END, 1e-2, master=master)
-    log = master.step_log.columns()
-    assert master.stats.step_rejection == "none"
-    assert master.stats.rejected_steps == 0 and bool(log["accepted"].all())
+    result = system.run(0.0, T_END, 1e-2, master=master)
+    log = result.steps
+    assert result.stats.step_rejection == "none"
+    assert result.stats.rejected_steps == 0 and bool(log["accepted"].all())
     over = np.flatnonzero(log["error"] > 1.0)
-    assert master.stats.steps_over_tolerance == len(over) >= 1  # the step over the jump stands
+    assert result.stats.steps_over_tolerance == len(over) >= 1  # the step over the jump stands
     assert log["step"][over[0] + 1] < 0.5 * log["step"][over[0]]  # and shortens the next one
 
 
@@ -157,8 +163,8 @@ def test_steps_stop_at_time_events_and_respect_max_step() -> None:
     system.add_component(sink)
     system.connect("kick.y -> extra.x_in")
     master = GaussSeidel(extrapolation=1, step_control="error", rtol=1e-4, max_step=0.02)
-    system.run(0.0, 1.0, 1e-3, master=master)
-    log = master.step_log.columns()
+    result = system.run(0.0, 1.0, 1e-3, master=master)
+    log = result.steps
     starts = log["time"][log["accepted"] == 1]
     assert 0.3337 in starts  # a step ended exactly at the time event
     assert log["step"].max() <= 0.02 * (1 + 1e-12)
@@ -167,10 +173,10 @@ def test_steps_stop_at_time_events_and_respect_max_step() -> None:
 def test_a_discontinuity_is_stepped_over_at_min_step_and_counted() -> None:
     system = split(*SYSTEMS["two_mass"], mass1=Jump)
     master = Jacobi(extrapolation=1, step_control="error", rtol=1e-4, min_step=1e-7)
-    system.run(0.0, 1.0, 1e-2, master=master)
-    log = master.step_log.columns()
+    result = system.run(0.0, 1.0, 1e-2, master=master)
+    log = result.steps
     over = (log["accepted"] == 1) & (log["error"] > 1.0)
-    assert master.stats.steps_over_tolerance == int(over.sum()) >= 1
+    assert result.stats.steps_over_tolerance == int(over.sum()) >= 1
     assert np.all(np.isclose(log["step"][over], 1e-7, rtol=1e-6))  # stood only at min_step
     assert math.isclose(float(log["time"][over][-1]) + 1e-7, 0.5, abs_tol=2e-7)
 
@@ -214,7 +220,7 @@ def test_step_control_is_refused_with_a_fixed_step_fmu(fixed_step_fmu: Path) -> 
 
 @pytest.mark.parametrize(("master", "tf", "key", "words"), [
     ({"name": "jacobi", "step_control": "error"}, 1.0, "master.step_control", "use step_control=fixed"),
-    ({"name": "gauss_seidel"}, 1.05, None, "run.tf=1.05 is not on the grid"),
+    ({"name": "gauss_seidel"}, 1.05, None, "but tf=1.05 is not on the grid"),
 ])
 def test_runs_a_fixed_step_fmu_cannot_take_are_refused_before_they_start(fixed_step_fmu: Path, master, tf: float,
                                                                          key: str | None, words: str) -> None:
@@ -250,5 +256,5 @@ def test_fixed_steps_store_no_steps_table() -> None:
     system = split(*SYSTEMS["two_mass"])
     master: Master = IJCSA()
     result = system.run(0.0, 0.1, 1e-2, master=master)
-    assert result.steps is None and master.stats.step_control == "fixed"
-    assert math.isnan(master.stats.smallest_step)
+    assert result.steps is None and result.stats.step_control == "fixed"
+    assert math.isnan(result.stats.smallest_step)

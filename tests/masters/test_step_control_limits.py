@@ -80,7 +80,7 @@ def test_the_ball_bounces_on_time_under_step_control(name: str) -> None:
     _, v = system.history.get_port_trajectory("ball", "v")
     assert np.min(h) >= -math.sqrt(2 * G * H0) * delay  # never below the floor by more than that step's fall
     assert h[-1] == 0.0 and v[-1] == 0.0  # at rest after the last impact
-    steps = master.step_log.columns()
+    steps = result.steps
     assert steps["step"].max() <= DT * (1 + 1e-9)  # no coupled input: steps as fixed stepping would take them
     assert stats.steps_without_estimate == stats.macro_steps
     assert stats.rejected_steps == int((steps["accepted"] == 0).sum()) <= 4 * len(ref)
@@ -89,12 +89,12 @@ def test_the_ball_bounces_on_time_under_step_control(name: str) -> None:
 def test_without_rollback_steps_stay_within_run_dt_and_events_one_step_late() -> None:
     master = Jacobi(step_control="error", rtol=RTOL)
     result, system, notices = ball_run(master, tf=3.0, extra=Affine("no_rollback"))
-    assert master.stats.step_rejection == "none" and result.stats.event_delay == DT
+    assert result.stats.step_rejection == "none" and result.stats.event_delay == DT
     assert notices[1] == (
         "events are handled at communication points, up to one step late, and step control keeps steps at most "
         "0.01 s (run.dt) while components have event indicators (a component cannot roll back to shorten the step "
         "an event occurs in); use master=hybrid to locate them")
-    steps = master.step_log.columns()["step"]
+    steps = result.steps["step"]
     assert steps.max() <= DT * (1 + 1e-9)
     times = [t.t for t, _, _ in result.events]
     ref = helpers.bounce_times(len(times), H0, E, G)
@@ -127,7 +127,7 @@ def test_a_pendulum_on_a_constant_torque_is_accurate_under_step_control(model: s
     master = MASTERS[name](step_control="error", rtol=rtol)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        system.run(0.0, tf, DT, master=master)
+        result = system.run(0.0, tf, DT, master=master)
     t, q = (np.asarray(a) for a in system.history.get_port_trajectory("pendulum", "q"))
     if model == "linear":
         ref = linear_pendulum(t, q0, torque)
@@ -137,7 +137,7 @@ def test_a_pendulum_on_a_constant_torque_is_accurate_under_step_control(model: s
         ref = sol(t)[0]
     assert t[-1] == tf
     assert np.max(np.abs(q - ref)) <= 10 * rtol * np.ptp(ref)
-    assert master.stats.largest_step <= DT * (1 + 1e-9)
+    assert result.stats.largest_step <= DT * (1 + 1e-9)
 
 
 def driven_mass(source: Any, stiffness: float = 100.0, modes: bool = False) -> System:
@@ -176,8 +176,8 @@ def test_steps_longer_than_run_dt_keep_the_integrators_substep(rtol: float, mode
     source.set_parameters(amplitude=amplitude, frequency=frequency, unit="N")
     system = driven_mass(source, stiffness=400.0, modes=modes)
     master = Jacobi(extrapolation=2, step_control="error", rtol=rtol)
-    system.run(0.0, tf, DT, master=master)
-    assert master.stats.largest_step > 10 * DT
+    result = system.run(0.0, tf, DT, master=master)
+    assert result.stats.largest_step > 10 * DT
     error = mass_error(system, lambda s: amplitude * math.sin(2 * math.pi * frequency * s), tf, stiffness=400.0)
     assert error <= 10 * rtol, error
 
@@ -211,10 +211,10 @@ def test_an_input_the_estimate_sees_no_error_in_keeps_steps_within_run_dt(kind: 
         force = lambda s: 0.5 * s  # noqa: E731
     system = driven_mass(source, stiffness=4.0)
     master = Jacobi(extrapolation=extrapolation, step_control="error", rtol=1e-6)
-    system.run(0.0, tf, DT, master=master)
-    steps = master.step_log.columns()["step"]
+    result = system.run(0.0, tf, DT, master=master)
+    steps = result.steps["step"]
     assert steps.max() <= DT * (1 + 1e-9)
-    assert master.stats.steps_without_estimate == master.stats.macro_steps
+    assert result.stats.steps_without_estimate == result.stats.macro_steps
     assert mass_error(system, force, tf, stiffness=4.0) <= 10 * 1e-6
 
 

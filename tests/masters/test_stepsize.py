@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from helpers import LimitedStep, Probe, Ramp, TimeEventSource
 
+from cosimrun.errors import ConfigError
 from cosimrun.masters import GaussSeidel, Jacobi
 from cosimrun.masters.stepsize import Clock
 from cosimrun.system import System
@@ -49,12 +50,14 @@ def test_end_time_is_kept_exactly():
 
 
 def test_clock_rejects_bad_settings():
-    with pytest.raises(ValueError, match="run.dt must be a positive number"):
+    with pytest.raises(ConfigError, match="^dt: must be a positive number") as info:
         Clock(0.0, 0.0, 1.0)
-    with pytest.raises(ValueError, match="run.dt must be a positive number"):
+    assert info.value.key == "dt"
+    with pytest.raises(ConfigError, match="^dt: must be a positive number"):
         Clock(0.0, float("nan"), 1.0)
-    with pytest.raises(ValueError, match="run.tf must not be before run.t0"):
+    with pytest.raises(ConfigError, match="^tf: must not be before t0") as info:
         Clock(1.0, 0.1, 0.5)
+    assert info.value.key == "tf"
 
 
 # ---------------------------------------------------------------------- helpers
@@ -83,7 +86,7 @@ def communication_points(system: System, t0: float, tf: float, dt: float) -> lis
     clock = Clock(t0, dt, tf)
     ticks = [0]
     while ticks[-1] < clock.end:
-        ticks.append(m.next_point(clock, ticks[-1]))
+        ticks.append(system.master_run.next_point(clock, ticks[-1]))
     return ticks
 
 

@@ -253,8 +253,8 @@ def test_the_engine_ends_a_run_where_any_component_asks(master: str) -> None:
     masters = {"jacobi": Jacobi, "gauss_seidel": GaussSeidel, "ijcsa": IJCSA, "hybrid": Hybrid}
     algorithm = masters[master]()
     result = system.run(0.0, 3.0, 0.25, algorithm)
-    assert algorithm.stopped == StopRequest(1.0, "clock", "reached its end")
-    assert str(algorithm.stopped) == "stopped at t=1 s: component 'clock' reached its end"
+    assert result.stopped == StopRequest(1.0, "clock", "reached its end")
+    assert str(result.stopped) == "stopped at t=1 s: component 'clock' reached its end"
     assert [(e[0].t, e[1], e[2]) for e in result.events] == [(1.0, "clock", "stop")]
     time, values = result.history.get_component_history("i").to_arrays()
     assert time[-1] == 1.0 and len(time) == 5

@@ -57,7 +57,7 @@ def test_run_returns_a_result_with_history_and_stats(master):
     r = s.run(0.0, 1.0, 0.1, master=m, progress=progress.append)
     assert isinstance(r, RunResult)
     assert isinstance(r.stats, MasterStats)
-    assert r.stats is m.stats
+    assert r.stats is s.master_run.stats
     assert r.stats.macro_steps == 10
     assert r.master == master.name
     assert (r.system, r.t0, r.tf, r.dt) == ("osc", 0.0, 1.0, 0.1)

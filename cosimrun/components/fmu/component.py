@@ -82,6 +82,7 @@ class FMUComponent(FMUBase):
     steps_in_parallel: ClassVar[bool] = True
     """The step's work is ``fmi2DoStep``/``fmi3DoStep`` (:meth:`c_step`), which the masters' parallel stepper
     calls on native threads; the FMU's log messages come back through a ctypes callback, which takes the GIL."""
+    fixed_step_reason: ClassVar[str] = VARIABLE_STEP_FLAG
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)

@@ -1,0 +1,366 @@
+"""Non-iterative masters (Jacobi, Gauss-Seidel): settings and the run that takes one pass per communication step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from cosimrun.console import notice
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.ports import PortType
+from cosimrun.errors import ConfigError, StepEndedEarly
+from cosimrun.masters.base import Master, MasterRun
+from cosimrun.masters.events import (
+    CAPPED_NOTICE,
+    SHORTENED_NOTICE,
+    UNLOCATED_NOTICE,
+    Hints,
+    Indicators,
+    notice_unlocated,
+)
+from cosimrun.masters.extrapolation import Extrapolation
+from cosimrun.masters.plan import Checkpoint, cut_guard, fixed_step_only, may_discard
+from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl
+from cosimrun.masters.stepsize import Clock
+
+if TYPE_CHECKING:
+    from cosimrun.system.connection import Link
+    from cosimrun.system.system import System
+
+PROBE_FRACTION = 1e-6
+"""Length of the probe after an event under masters without localization, as a fraction of the step."""
+
+
+@dataclass(frozen=True)
+class ExplicitMaster(Master):
+    """Non-iterative masters: one pass over the components per macro step.
+
+    ``extrapolation`` (0, 1 or 2) replaces each lagging real input by the
+    polynomial through its latest 1, 2 or 3 communication-point values: a
+    component that interpolates inputs (ODE, DAE and equation components)
+    evaluates it inside its integrator, any other gets its mean over the step.
+    The global coupling error is then of order ``p + 1`` in ``dt`` (held
+    inputs: order ``p + 1`` for ``p <= 1``). With ``extrapolation >= 1`` under
+    Gauss-Seidel, a fresh input is the line from its value at the step start to
+    the producer's at the step end (order 2) instead of the end value held.
+
+    ``step_control: error`` chooses each communication step from the coupling
+    error estimated over the last one (``rtol``, ``atol``, ``min_step``,
+    ``max_step``; the first step is ``rtol * dt``; without evidence of the
+    estimate, and while components have event indicators, steps stay within
+    ``dt``; see :mod:`.step_control`).
+    """
+
+    extrapolation: int = 0
+    step_control: str = "fixed"
+    """``fixed`` (every step ``dt``) or ``error`` (steps chosen from the estimated coupling error)."""
+    rtol: float = 1e-4
+    """Under ``step_control: error``: relative tolerance of each input's local coupling error (to its magnitude)."""
+    atol: float = 1e-8
+    """Under ``step_control: error``: absolute tolerance of each input's local coupling error, in its unit."""
+    min_step: float | None = None
+    """Under ``step_control: error``: the shortest step (default ``1e-6 * dt``); a step this short stands
+    whatever its error."""
+    max_step: float | None = None
+    """Under ``step_control: error``: the longest step (default: the whole run; ``dt`` at most while components
+    have event indicators)."""
+
+    fresh_outputs: ClassVar[bool] = False
+    """Whether a component reads the outputs of components stepped before it."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_choice("extrapolation", self.extrapolation, (0, 1, 2))
+        self._check_choice("step_control", self.step_control, STEP_CONTROLS)
+        for key in ("rtol", "atol"):
+            value = getattr(self, key)
+            self._check(key, isinstance(value, int | float) and math.isfinite(value) and value >= 0, "must be >= 0")
+        self._check("rtol", self.rtol > 0 or self.atol > 0, "and atol must not both be 0")
+        for key in ("min_step", "max_step"):
+            value = getattr(self, key)
+            self._check(key, value is None or (isinstance(value, int | float) and math.isfinite(value) and value > 0),
+                        "must be a positive number (or null for its default)")
+        if self.min_step is not None and self.max_step is not None:
+            self._check("min_step", self.min_step <= self.max_step, f"must not exceed max_step={self.max_step!r}")
+
+    def start(self, system: System) -> ExplicitRun:
+        return ExplicitRun(self, system)
+
+
+class ExplicitRun(MasterRun):
+    """A run of an :class:`ExplicitMaster`: step the plan, exchange, record, handle events at the step's end."""
+
+    master: ExplicitMaster
+
+    def __init__(self, master: ExplicitMaster, system: System) -> None:
+        super().__init__(master, system)
+        self.lagging: list[Link] = []
+        """The lagging real inputs that are extrapolated (``extrapolation >= 1``)."""
+        self.extrapolation: Extrapolation
+        self.control: ErrorControl | None = None
+        self._hints: Hints | None = None
+        """Event hints drained while checking a controlled step for crossings, for handling its events."""
+
+    def _check_run(self, clock: Clock) -> None:
+        super()._check_run(clock)
+        if self.master.step_control == "error" and self.fixed:
+            comp = self.fixed[0]
+            raise ConfigError("step_control", (
+                f"'error' cannot be used: component {comp.name!r} cannot handle variable communication step sizes "
+                f"({comp.fixed_step_reason}); use step_control=fixed"))
+
+    def begin(self, t0: float) -> None:
+        master, schedule = self.master, self.schedule
+        self.plan, lagging = schedule.stepping_plan(self._step_order(), master.fresh_outputs,
+                                                    interpolate=master.extrapolation >= 1)
+        self._guarded = cut_guard(self.plan)
+        self._start_extrapolation(lagging, t0)
+        sources = [c for c in self.order if c.has_state_events]
+        lateness = UNLOCATED_NOTICE
+        self.stats.event_delay = self.clock.dt if sources else math.nan
+        if master.step_control == "error":
+            lateness = self._start_error_control(t0, bool(sources))
+        self.events = self.new_events(sources) if sources else None
+        if self.events is not None:
+            notice_unlocated(sources, lateness)
+            probing = all(c.can_always_roll_back and not fixed_step_only(c) for c in sources)
+            self._probe_plan = schedule.stepping_plan(sources, fresh=False)[0] if probing else None
+            self._probe_guarded = cut_guard(self._probe_plan) if self._probe_plan is not None else []
+            self._depart(t0, self.events.indicators(), self.clock.dt)
+
+    def _step_order(self) -> list[CoSimComponent]:
+        """The order components step in: the priority order, with fresh outputs (Gauss-Seidel).
+
+        Without them (Jacobi) every component steps from the last exchange, so
+        the order changes no result: components that may end a step early go
+        first, and nothing stepped before one of them needs a checkpoint (only
+        those stepped before a second such component).
+        """
+        if self.master.fresh_outputs:
+            return list(self.order)
+        return sorted(self.order, key=lambda c: not may_discard(c))
+
+    def _start_extrapolation(self, links: list[Link], t0: float) -> None:
+        order = self.master.extrapolation
+        self.lagging = [lk for lk in links if lk.dst.spec.type is PortType.REAL] if order > 0 else []
+        self.extrapolation_order = order
+        components = self.system.components
+        taylor = [components[lk.connection.dst_component].interpolates_inputs for lk in self.lagging]
+        self.extrapolation = Extrapolation(self.lagging, taylor, order, t0)
+        if self.lagging:
+            self.cutter.extrapolate = self.extrapolation.extrapolate
+
+    # ------------------------------------------------------------------ steps
+    def advance(self, clock: Clock, a: int, b: int) -> int:
+        if self.control is not None:
+            return self._advance_controlled(clock, a, b)
+        t = clock.time(a)
+        saved = self.schedule.checkpoint(self._guarded) if self._guarded else None
+        b, t1, ended = self._step_to(t, clock.time(b), b, saved)
+        self._close_step(t1, t1 - t, ended)
+        if self.lagging:
+            self.extrapolation.sample(t1)
+        return b
+
+    def _step_to(self, t: float, t1: float, b: int, saved: Checkpoint | None) -> tuple[int, float, str | None]:
+        """Step the plan from *t* to *t1* (tick *b*) and exchange there; cut short where a component ends it early."""
+        h = t1 - t
+        if self.lagging:
+            self.extrapolation.extrapolate(t, h)
+        ended = None
+        try:
+            self.step_all(self.plan, t, h)
+        except StepEndedEarly as exc:
+            b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=True)
+        self.schedule.settle(t1)
+        return b, t1, ended
+
+    def _end_step(self, t1: float, h: float, ended: str | None) -> None:
+        """After the components stepped to *t1* (by *h*): exchange, record the sample, note a step the component
+        named *ended* ended early, handle the events seen over the step."""
+        self.schedule.settle(t1)
+        self._close_step(t1, h, ended)
+
+    def _close_step(self, t1: float, h: float, ended: str | None) -> None:
+        """Record the accepted sample at *t1*, note a step the component named *ended* ended early, handle the
+        events seen over the step (of length *h*)."""
+        self.recorder.sample(t1)
+        if ended is not None or self._event_leavers:
+            self._end_events(t1, ended)
+        if self.events is not None:
+            self._handle_events(t1, h)
+
+    # ------------------------------------------------------------------ error-controlled steps
+    def _start_error_control(self, t0: float, events: bool) -> str:
+        """Set up ``step_control: error`` at *t0* (see :mod:`.step_control`); *events*: whether components have
+        event indicators. Returns the notice on how late events are handled.
+
+        Without rollback, and always while components have event indicators, no step is longer than
+        ``dt``; with rollback a step in which an indicator crosses zero is taken again up to just before
+        the crossing, so that the step the event is handled at is at most the first step's length (see
+        :meth:`_advance_controlled`). Components keep their internal steps as at ``dt``
+        (:meth:`~cosimrun.core.component.CoSimComponent.bound_internal_steps`).
+        """
+        master, clock = self.master, self.clock
+        span = clock.time(clock.end) - t0
+        min_step = master.min_step if master.min_step is not None else 1e-6 * clock.dt
+        max_step = master.max_step if master.max_step is not None else max(span, clock.dt)
+        blind = min(max_step, max(min_step, clock.dt))
+        if events:
+            max_step = blind
+        real = self.schedule.real_links
+        if not real:
+            notice(f"step control has no coupled real input to estimate an error from; steps are limited to "
+                   f"{blind:.3g} s ({'run.dt' if blind == clock.dt else 'max_step'})", stacklevel=4)
+        self.control = ErrorControl(real, self.coupling_kinds(real), self.extrapolation_order, rtol=master.rtol,
+                                    atol=master.atol, min_step=min_step, max_step=max_step, blind_step=blind)
+        self.control.start(t0)
+        self.controlled = True
+        self._first_step = min(max_step, max(min_step, master.rtol * clock.dt if master.rtol > 0 else clock.dt))
+        self.next_step = self._first_step
+        self._event_step = max(self._first_step, (clock.snap + 1) * clock.tick)
+        """The longest step an event is handled at, with rollback: the first step, or the clock's shortest."""
+        self._rejects = all(c.can_always_roll_back for c in self.order)
+        self.step_log = self.control.log
+        self.stats.step_control = "error"
+        self.stats.step_rejection = "rollback" if self._rejects else "none"
+        for comp in self.order:
+            comp.bound_internal_steps(clock.dt)
+        if self._rejects:
+            self.schedule.hold_mode_switches(True)
+            self.schedule.switch_modes(t0)
+            self.stats.event_delay = self._event_step if events else math.nan
+            return SHORTENED_NOTICE.format(resolution=self._event_step)
+        self.stats.event_delay = blind if events else math.nan
+        return CAPPED_NOTICE.format(limit=blind)
+
+    def _advance_controlled(self, clock: Clock, a: int, b: int) -> int:
+        """One accepted step from *a* towards *b* under error control: steps whose error norm exceeds 1 are
+        rolled back and taken again, shorter, while every component can roll back.
+
+        With rollback, a step longer than the first step in which an event indicator crosses zero (seen at its
+        end or reported inside it by a component's integrator) is rolled back too and taken again up to half a
+        first step before the crossing's estimated instant (at most 0.9 of it); the step after that is at most
+        one first step past that instant. The step the event is handled at is thus at most a first step long,
+        and the controller starts again after it.
+        """
+        control, schedule, stats = self.control, self.schedule, self.stats
+        assert control is not None
+        t = clock.time(a)
+        rejects = self._rejects
+        events = self.events if rejects else None
+        resolution = self._event_step
+        due = None
+        while True:
+            t1 = clock.time(b)
+            saved = schedule.checkpoint(self.order) if rejects else (
+                schedule.checkpoint(self._guarded) if self._guarded else None)
+            b, t1, ended = self._step_to(t, t1, b, saved)
+            h = t1 - t
+            norm = control.estimate(t1)
+            shortest = b - a <= clock.snap + 1  # the clock cannot take it shorter
+            crossing = None
+            if events is not None:
+                self._hints = events.drain_hints(events.sources)
+                if h > resolution * (1.0 + 1e-9) and ended is None and not shortest:
+                    crossing = events.earliest_crossing(t, t1, self._hints)
+            accepted = crossing is None and (not norm > 1.0 or not rejects or ended is not None or shortest
+                                             or h <= control.min_step * (1.0 + 1e-9))
+            control.log.append(t, h, norm, accepted)
+            if accepted:
+                break
+            assert saved is not None
+            schedule.roll_back(saved, t)
+            stats.rejected_steps += 1
+            if crossing is not None:
+                due = crossing + 0.5 * resolution
+                shorter = min(0.9 * h, max(crossing - t - 0.5 * resolution, resolution))
+            else:
+                shorter = control.next_step(h, norm, accepted=False)
+            b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
+        if norm > 1.0:
+            stats.steps_over_tolerance += 1
+        stats.smallest_step = h if not stats.smallest_step <= h else stats.smallest_step
+        stats.largest_step = h if not stats.largest_step >= h else stats.largest_step
+        if not norm > 0.0:
+            stats.steps_without_estimate += 1
+        self.next_step = control.next_step(h, norm, accepted=True)
+        if due is not None:
+            self.next_step = min(self.next_step, max(due - t1, resolution))
+        before = stats.events
+        self._close_step(t1, h, ended)
+        if rejects:
+            schedule.switch_modes(t1)
+        if stats.events > before:
+            control.restart(t1)
+            self.next_step = self._first_step
+        else:
+            control.accept(t1)
+        if self.lagging:
+            self.extrapolation.sample(t1)
+        return b
+
+    def finish(self) -> None:
+        super().finish()
+        if self.control is not None:
+            for comp in self.order:
+                comp.bound_internal_steps(None)
+            if self._rejects:
+                self.schedule.hold_mode_switches(False)
+
+    def coupling_kinds(self, links: list[Link]) -> list[str]:
+        """Fresh inputs: ``line`` or ``held`` (their end value); lagging ones: ``taylor``/``mean`` when
+        extrapolated, else ``held``."""
+        fresh = {id(entry[0]): entry[4] for _, _, reads in self.plan for entry in reads}
+        taylor = {id(lk.dst): use for lk, use in zip(self.lagging, self.extrapolation.taylor, strict=True)}
+        kinds = []
+        for lk in links:
+            key = id(lk.dst)
+            if key in fresh:
+                kinds.append("line" if fresh[key] else "held")
+            elif key in taylor:
+                kinds.append("taylor" if taylor[key] else "mean")
+            else:
+                kinds.append("held")
+        return kinds
+
+    # ------------------------------------------------------------------ events at communication points
+    def _handle_events(self, t: float, h: float) -> None:
+        """Handle the events whose indicators crossed over the step of length *h* ending at *t*.
+
+        Modes may switch after the events; the indicators are then re-armed
+        with the side each departs towards (see :meth:`StateEvents.depart`), so
+        that leaving and crossing back within the next step is still seen.
+        """
+        events = self.events
+        assert events is not None
+        hints, self._hints = self._hints, None
+        g_ref = events.reference(events.drain_hints(events.sources) if hints is None else hints)
+        g = events.indicators()
+        crossings = events.crossings(g_ref, g)
+        if crossings:
+            g = events.handle(t, crossings)
+        if self.schedule.switch_modes(t):
+            g = events.indicators()
+        if crossings:
+            self._depart(t, g, h)
+        else:
+            events.arm(g)
+
+    def _depart(self, t: float, g: Indicators, h: float) -> None:
+        """Re-arm the indicators at *t*, probing over ``PROBE_FRACTION * h`` when the sources can roll back."""
+        assert self.events is not None
+        trial = None if self._probe_plan is None else (lambda t1: self._probe_step(t, t1))
+        self.events.depart(t, g, self.events.sources, trial, PROBE_FRACTION * h, h, h)
+
+    def _probe_step(self, t: float, t1: float) -> Indicators:
+        """Step the event sources from *t* to *t1* for a probe (cut short where a component ends it early)."""
+        assert self.events is not None and self._probe_plan is not None
+        saved = self.schedule.checkpoint(self._probe_guarded) if self._probe_guarded else None
+        try:
+            self.step_all(self._probe_plan, t, t1 - t)
+        except StepEndedEarly as exc:
+            self.cutter.cut(self._probe_plan, t, t1, exc, saved)
+        return self.events.indicators()
+
