@@ -47,6 +47,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a master handing a component a snapshot that is not its own, or one taken at another time",
     ("core/multi.py", "restore_state"):
         "a master handing a multi component a snapshot that is not its own, or one of another mode",
+    ("runner/outcome.py", "__float__"):
+        "float() of a job outcome that holds no number: Python's number protocol expects a TypeError",
     ("components/fmu/base.py", "_set_path"):
         "an unusable FMU file: the parameter check of set_parameters turns it into the ConfigError keyed 'path' "
         "that names the value given, as for any plugin's plain ValueError",
