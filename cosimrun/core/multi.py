@@ -11,6 +11,12 @@ indicator. Masters drive switching through the
 :class:`~cosimrun.core.switching.ModeSwitching` protocol, which this class
 implements. Boundary events passed to ``handle_event`` always switch (subject
 to the dwell time) because events are only handled at accepted instants.
+
+The module is one class of some 600 lines on purpose: it forwards the whole
+component contract to the active model. What does not need the component's
+state lives beside it: the unified ports and feedthrough of the modes
+(:mod:`~cosimrun.core.mode_ports`) and the region a value is in
+(:class:`~cosimrun.core.regions.RegionTracker`).
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from typing import Any
 
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.events import EventIndicator, InternalEventInfo, crossed
-from cosimrun.core.ports import PortSpec, PortState, PortType
-from cosimrun.core.regions import SwitchRegions
+from cosimrun.core.mode_ports import common_feedthrough, unify_ports
+from cosimrun.core.ports import PortState, PortType
+from cosimrun.core.regions import RegionTracker, SwitchRegions
 from cosimrun.core.switching import Hysteresis, ModeKey, ModeSwitch, ModeSwitching, StateAdapter
-from cosimrun.core.units import UnitConversion, compile_conversion, units_compatible
+from cosimrun.core.units import UnitConversion
 from cosimrun.errors import (
     ComponentContractError,
     ComponentStateError,
@@ -35,10 +42,6 @@ from cosimrun.errors import (
 )
 
 __all__ = ["Hysteresis", "ModeSwitch", "ModeSwitching", "MultiComponent", "StateAdapter", "SwitchRegions"]
-
-_IRRELEVANT = -1.0
-"""Value of a boundary indicator whose boundary does not touch the current region."""
-
 
 @dataclass(frozen=True, slots=True)
 class _MultiSnapshot:
@@ -116,8 +119,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         self._latest_inputs: tuple[dict[str, Any], float | None] | None = None
         self._prev_state: dict[str, Any] | None = None
         self._curr_state: dict[str, Any] | None = None
-        self._switch_regions: SwitchRegions | None = None
-        self._region: int | None = None
+        self._regions: RegionTracker | None = None
         self._boundary_events: dict[str, tuple[str, int]] = {}
         self._event_port_names: set[str] = set()
         self._event_micro = 1
@@ -127,70 +129,11 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         self._unify_ports()
 
     # ------------------------------------------------------------------ ports
-    @staticmethod
-    def _validate_port_compatibility(ref_spec: PortSpec, spec: PortSpec, model_name: str, port_name: str) -> None:
-        """Raise ``ConfigError`` naming model and port when *spec* cannot stand in for *ref_spec*."""
-        if spec.direction != ref_spec.direction:
-            raise ConfigError(
-                None, f"model {model_name!r}: port {port_name!r} is an {spec.direction}put, "
-                f"the reference model declares an {ref_spec.direction}put"
-            )
-        if spec.type is not ref_spec.type:
-            raise ConfigError(
-                None, f"model {model_name!r}: port {port_name!r} has type {spec.type.value}, "
-                f"the reference model declares {ref_spec.type.value}"
-            )
-        if spec.type is PortType.REAL and not units_compatible(ref_spec.unit, spec.unit):
-            raise ConfigError(
-                None, f"model {model_name!r}: port {port_name!r} has unit {spec.unit_name or 'none'!s}, "
-                f"incompatible with unit {ref_spec.unit_name or 'none'!s} of the reference model"
-            )
-
     def _unify_ports(self) -> None:
-        """Adopt the initial mode's port specs and check every other model exposes the same ports.
-
-        Event ports of the models' own indicators are left out here (they are
-        mirrored at initialization). Models whose REAL ports use other but
-        compatible units get compiled conversions.
-        """
-        ref_mode, ref = self.active_mode, self.active_comp
-        ref_inputs = dict(ref.input_specs)
-        ref_outputs = _plain_outputs(ref)
-        self.input_specs = dict(ref_inputs)
-        self.output_specs = dict(ref_outputs)
-        for mode, model in self.models.items():
-            self._in_conv[mode], self._out_conv[mode] = {}, {}
-            if model is ref:
-                continue
-            for kind, ref_specs, specs, conv in (
-                ("input", ref_inputs, dict(model.input_specs), self._in_conv[mode]),
-                ("output", ref_outputs, _plain_outputs(model), self._out_conv[mode]),
-            ):
-                missing = sorted(set(ref_specs) - set(specs))
-                extra = sorted(set(specs) - set(ref_specs))
-                if missing:
-                    raise ConfigError(
-                        None, f"MultiComponent {self.name!r}: model {mode!r} lacks {kind} port(s) "
-                        f"{', '.join(map(repr, missing))} of the reference model {ref_mode!r}"
-                    )
-                if extra:
-                    raise ConfigError(
-                        None, f"MultiComponent {self.name!r}: model {mode!r} has {kind} port(s) "
-                        f"{', '.join(map(repr, extra))} that the reference model {ref_mode!r} lacks; "
-                        "every mode must expose the same ports"
-                    )
-                for port, ref_spec in ref_specs.items():
-                    spec = specs[port]
-                    try:
-                        self._validate_port_compatibility(ref_spec, spec, mode, port)
-                    except ValueError as exc:
-                        raise ConfigError(None, f"MultiComponent {self.name!r} (reference mode {ref_mode!r}): "
-                                                f"{exc}") from None
-                    if spec.type is PortType.REAL:
-                        src, dst = (ref_spec, spec) if kind == "input" else (spec, ref_spec)
-                        c = compile_conversion(src.unit, dst.unit)
-                        if not c.is_identity:
-                            conv[port] = c
+        """Adopt the initial mode's port specs, checked against every other model (:func:`unify_ports`)."""
+        ports = unify_ports(self.name, self.models, self.active_mode)
+        self.input_specs, self.output_specs = ports.inputs, ports.outputs
+        self._in_conv, self._out_conv = ports.to_model, ports.from_model
 
     def _add_event_port(self, name: str) -> None:
         super()._add_event_port(name)
@@ -221,8 +164,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
                     model.inputs[name] = PortState(model.input_specs[name], value)
             model.initialize(t0)
         self._mirror_event_ports()
-        if self._switch_regions is not None:
-            self._region = self._switch_regions.classify(self._region_value(), self.active_mode)
+        if self._regions is not None:
+            self._regions.classify(self.active_mode)
 
     # ------------------------------------------------------------------ inputs and outputs
     def set_inputs(self, signals: dict[str, Any], t: float | None = None) -> None:
@@ -344,8 +287,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
                                       component=self.name)
         from_mode = self.active_mode
         retrieved = self._perform_state_transfer(self.models[new_mode], new_mode, t)
-        if self._switch_regions is not None:
-            self._region = region if region is not None else self._region_after_switch(new_mode)
+        if self._regions is not None:
+            self._regions.region = region if region is not None else self._regions.after_switch(self.active_mode)
         self._capture_switch_event(t, from_mode, new_mode, retrieved)
         if self.hysteresis is not None:
             self.hysteresis.record_switch(t)
@@ -401,7 +344,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
     @property
     def switch_regions(self) -> SwitchRegions | None:
         """The attached :class:`SwitchRegions`, if any."""
-        return self._switch_regions
+        return self._regions.regions if self._regions is not None else None
 
     def set_switch_regions(self, regions: SwitchRegions | None) -> None:
         """Drive mode selection by *regions* of a scalar output (``None`` detaches them).
@@ -433,12 +376,12 @@ class MultiComponent(CoSimComponent, ModeSwitching):
             self.history._port_histories.pop(name, None)
             self._event_port_names.discard(name)
         self._boundary_events = {}
-        if self._switch_regions is not None and self.mode_selector == self._region_selector:
+        if self._regions is not None and self.mode_selector == self._region_selector:
             self.mode_selector = None
-        self._switch_regions = regions
-        self._region = None
+        self._regions = None
         if regions is None:
             return
+        self._regions = RegionTracker(regions, lambda: regions.value(self._active_output(regions.port)))
         self.mode_selector = self._region_selector
         if all(model.supports_rollback for model in self.models.values()):
             self._boundary_events = regions.indicator_names()
@@ -469,69 +412,26 @@ class MultiComponent(CoSimComponent, ModeSwitching):
                     kind="event indicator", name=name,
                 )
 
-    def _region_value(self) -> float:
-        assert self._switch_regions is not None
-        return self._switch_regions.value(self._active_output(self._switch_regions.port))
-
-    def _current_region(self, value: float) -> int:
-        assert self._switch_regions is not None
-        if self._region is None:
-            self._region = self._switch_regions.classify(value, self.active_mode)
-        return self._region
-
     def _region_selector(self, t: float) -> ModeKey:
         """Mode selector of the switch regions (reads the active model's cached output)."""
-        regions = self._switch_regions
-        assert regions is not None
-        value = self._region_value()
-        target = regions.next_region(self._current_region(value), value)
-        mode = regions.modes[target]
-        if mode == self.active_mode:
-            self._region = target
-        return mode
-
-    def _region_after_switch(self, mode: ModeKey) -> int | None:
-        """The region to be in after a switch to *mode* that the regions did not choose themselves."""
-        regions = self._switch_regions
-        assert regions is not None
-        value = self._region_value()
-        target = regions.next_region(self._current_region(value), value)
-        if regions.modes[target] == mode:
-            return target
-        candidates = [i for i, m in enumerate(regions.modes) if m == mode]
-        return min(candidates, key=lambda i: abs(i - target)) if candidates else target
+        assert self._regions is not None
+        return self._regions.select(self.active_mode)
 
     def _boundary_indicator(self, kind: str, boundary: int) -> float:
         """Value of a boundary indicator (see :meth:`set_switch_regions`)."""
-        regions = self._switch_regions
-        assert regions is not None
-        value = self._region_value()
-        region = self._current_region(value)
-        lower, upper = regions.bounds[boundary]
-        if kind == "up":
-            return value - upper if region == boundary else _IRRELEVANT
-        return lower - value if region == boundary + 1 else _IRRELEVANT
+        assert self._regions is not None
+        return self._regions.indicator(kind, boundary, self.active_mode)
 
     def _switch_on_boundary(self, event_names: list[str], t: float) -> None:
         """Cross the boundary named by a handled region event, honoring the dwell window."""
-        regions = self._switch_regions
+        regions = self._regions
         assert regions is not None
-        value = self._region_value()
-        region = self._current_region(value)
-        target = None
-        for name in event_names:
-            kind, i = self._boundary_events[name]
-            if kind == "up" and region == i:
-                target = regions.next_region(i + 1, value, direction=1)
-            elif kind == "down" and region == i + 1:
-                target = regions.next_region(i, value, direction=-1)
-            if target is not None:
-                break
+        target = regions.crossed([self._boundary_events[name] for name in event_names], self.active_mode)
         if target is None:
             return
-        mode = regions.modes[target]
+        mode = regions.regions.modes[target]
         if mode == self.active_mode:
-            self._region = target
+            regions.region = target
         elif self.hysteresis is None or not self.hysteresis.in_dwell_window(t):
             self._switch_mode(mode, t, region=target)
 
@@ -570,7 +470,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         return _MultiSnapshot(
             mode=self.active_mode,
             model=self.active_comp.snapshot_state(),
-            region=self._region,
+            region=self._regions.region if self._regions is not None else None,
             last_switch_time=self.hysteresis.last_switch_time if self.hysteresis is not None else None,
             n_switches=len(self.sync_events),
             history_lengths={
@@ -603,7 +503,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
             for name, n in lengths.items():
                 if name in histories:
                     histories[name].truncate(n)
-        self._region = snapshot.region
+        if self._regions is not None:
+            self._regions.region = snapshot.region
         if self.hysteresis is not None and snapshot.last_switch_time is not None:
             self.hysteresis.last_switch_time = snapshot.last_switch_time
         del self.sync_events[snapshot.n_switches :]
@@ -721,28 +622,10 @@ class MultiComponent(CoSimComponent, ModeSwitching):
 
     # ------------------------------------------------------------------ feedthrough
     def _detect_direct_feedthrough(self) -> dict[str, set[str]]:
-        """The models' common feedthrough map; ``ValueError`` if they disagree.
-
-        A union would hide a loop from the master whenever the wrong model is
-        active, so disagreement is an error; declare ``direct_feedthrough`` on
-        this component before initialize to override.
-        """
+        """The models' common feedthrough map (:func:`common_feedthrough`: a ``ConfigError`` if they disagree)."""
         outputs = [n for n in self.outputs if n not in self._event_port_names]
-        maps = {
-            mode: {o: set(model.direct_feedthrough.get(o, ())) & set(self.inputs) for o in outputs}
-            for mode, model in self.models.items()
-        }
-        reference = maps[self.initial_mode]
-        for mode, fmap in maps.items():
-            for out in outputs:
-                if fmap[out] != reference[out]:
-                    raise ConfigError(
-                        None, f"MultiComponent {self.name!r}: models disagree on direct feedthrough to output {out!r}: "
-                        f"{self.initial_mode!r} has inputs {sorted(reference[out])}, {mode!r} has {sorted(fmap[out])}; "
-                        "declare direct_feedthrough on the MultiComponent before initialize to override"
-                    )
-        result = {o: set(reference.get(o, ())) for o in self.outputs}
-        return result
+        reference = common_feedthrough(self.name, self.models, self.initial_mode, outputs, set(self.inputs))
+        return {o: set(reference.get(o, ())) for o in self.outputs}
 
     # ------------------------------------------------------------------ lifecycle end
     def reset(self) -> None:
@@ -755,7 +638,8 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         self._latest_inputs = None
         self._prev_state = self._curr_state = None
         self.sync_events.clear()
-        self._region = None
+        if self._regions is not None:
+            self._regions.region = None
         if self.hysteresis is not None:
             self.hysteresis.reset()
 
@@ -763,12 +647,6 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         """Free every model."""
         for model in self.models.values():
             model.free()
-
-
-def _plain_outputs(model: CoSimComponent) -> dict[str, PortSpec]:
-    """Output specs of *model* without the EVENT ports of its indicators."""
-    indicators = model.event_indicators
-    return {n: s for n, s in model.output_specs.items() if not (s.type is PortType.EVENT and n in indicators)}
 
 
 def _boundary_function(kind: str, boundary: int) -> Callable[[CoSimComponent], float]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,3 +145,70 @@ def _bound_pair(where: str, i: int, bound: Any) -> tuple[float, float]:
         raise ConfigError("bounds", f"{where}: bounds[{i}] has lower {lower} > upper {upper}")
     return lower, upper
 
+
+
+IRRELEVANT = -1.0
+"""Value of a boundary indicator whose boundary does not touch the current region."""
+
+
+class RegionTracker:
+    """The region of :class:`SwitchRegions` a multi component is in, and where the regions' value takes it.
+
+    *value* reads the regions' value now (``SwitchRegions.value`` of the active
+    model's cached output); *mode*, passed to each call, is the component's
+    active mode then, which places a value inside a band. ``region`` is
+    ``None`` until first needed, and is part of the component's snapshot.
+    """
+
+    def __init__(self, regions: SwitchRegions, value: Callable[[], float]) -> None:
+        self.regions = regions
+        self._value = value
+        self.region: int | None = None
+
+    def classify(self, mode: str) -> None:
+        """Place the current value afresh (at initialization)."""
+        self.region = self.regions.classify(self._value(), mode)
+
+    def current(self, value: float, mode: str) -> int:
+        """The current region, placing *value* if there is none yet."""
+        if self.region is None:
+            self.region = self.regions.classify(value, mode)
+        return self.region
+
+    def select(self, mode: str) -> str:
+        """The mode the value asks for (the regions as a mode selector); staying in *mode* updates the region."""
+        value = self._value()
+        target = self.regions.next_region(self.current(value, mode), value)
+        selected = self.regions.modes[target]
+        if selected == mode:
+            self.region = target
+        return selected
+
+    def after_switch(self, mode: str) -> int:
+        """The region to be in after a switch to *mode* that the regions did not choose themselves."""
+        value = self._value()
+        target = self.regions.next_region(self.current(value, mode), value)
+        if self.regions.modes[target] == mode:
+            return target
+        candidates = [i for i, m in enumerate(self.regions.modes) if m == mode]
+        return min(candidates, key=lambda i: abs(i - target)) if candidates else target
+
+    def indicator(self, kind: str, boundary: int, mode: str) -> float:
+        """Value of boundary indicator *kind* (``up``/``down``) of *boundary*: crosses zero only leaving the region."""
+        value = self._value()
+        region = self.current(value, mode)
+        lower, upper = self.regions.bounds[boundary]
+        if kind == "up":
+            return value - upper if region == boundary else IRRELEVANT
+        return lower - value if region == boundary + 1 else IRRELEVANT
+
+    def crossed(self, boundaries: Sequence[tuple[str, int]], mode: str) -> int | None:
+        """The region a handled boundary event (``(kind, boundary)``) leads to, or ``None`` if none applies now."""
+        value = self._value()
+        region = self.current(value, mode)
+        for kind, i in boundaries:
+            if kind == "up" and region == i:
+                return self.regions.next_region(i + 1, value, direction=1)
+            if kind == "down" and region == i + 1:
+                return self.regions.next_region(i, value, direction=-1)
+        return None
