@@ -20,11 +20,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cosimrun.exits import EXIT_FAILED, EXIT_SIGPIPE, fail
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HELP = """\
 cosimrun: declarative co-simulation experiments (Hydra configs)
@@ -59,6 +60,9 @@ Hydra's full report); a failed run exits with 1. See README.md."""
 
 def _group_roots(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[Any]:
     """Folders of a config group in Hydra's search order: cosimrun's own, ``--config-dir``'s, plugin packages'."""
+    from importlib import resources
+    from pathlib import Path
+
     from hydra_plugins.cosimrun_searchpath.searchpath import config_packages
 
     roots: list[Any] = []
@@ -147,6 +151,32 @@ def _task(cfg: Any) -> Any:
 
         return sweep_job(cfg)
 
+    from pathlib import Path
+
+    from cosimrun.config.reporting import remove_unused_dir
+    from cosimrun.runner import signals
+
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
+    try:
+        outcome = _run(cfg, hydra_cfg, out_dir, hydra_files)
+    except KeyboardInterrupt:  # before the results file was created: nothing ran, no run directory
+        with signals.shielded():
+            remove_unused_dir(out_dir, hydra_files)
+        raise
+    if outcome is None:
+        return 0
+    if outcome.status == "interrupted":
+        signals.reported()  # the summary said it
+        sys.exit(signals.exit_code(outcome.cause))
+    if not outcome.ok:
+        sys.exit(EXIT_FAILED)
+    return 0
+
+
+def _run(cfg: Any, hydra_cfg: Any, out_dir: Path, hydra_files: list[str]) -> Any:
+    """Build and run (or describe: ``None``) the experiment of a single run; its outcome, summarized on stdout."""
     from cosimrun.config.reporting import config_error, remove_unused_dir
     from cosimrun.console import Console
     from cosimrun.errors import ResultsWriteError
@@ -155,9 +185,6 @@ def _task(cfg: Any) -> Any:
     from cosimrun.runner.joblog import log_outcome, warnings_logged
     from cosimrun.runner.run import prepare, run_experiment
 
-    hydra_cfg = HydraConfig.get()
-    out_dir = Path(hydra_cfg.runtime.output_dir)
-    hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
     try:
         plain, config_yaml = resolved(cfg)
         experiment = prepare(plain)
@@ -174,7 +201,7 @@ def _task(cfg: Any) -> Any:
         finally:  # also when stdout was closed (| head): describing leaves no run directory
             experiment.system.free()
             remove_unused_dir(out_dir, hydra_files)
-        return 0
+        return None
     console = Console(experiment)
     try:
         with warnings_logged():
@@ -188,15 +215,12 @@ def _task(cfg: Any) -> Any:
             )
     except ResultsWriteError as exc:  # the file could not even be created
         fail(str(exc), EXIT_FAILED)
-    log_outcome(outcome)
-    with _closed_stdout_ends_quietly():
-        console.summary(outcome)
-        sys.stdout.flush()
-    if outcome.status == "interrupted":
-        sys.exit(signals.exit_code(outcome.cause))
-    if not outcome.ok:
-        sys.exit(EXIT_FAILED)
-    return 0
+    with signals.shielded(deliver=False):  # the run's file is closed: a signal now only sets the exit status
+        log_outcome(outcome)
+        with _closed_stdout_ends_quietly():
+            console.summary(outcome)
+            sys.stdout.flush()
+    return outcome
 
 
 def register_hydra_plugins() -> None:
@@ -309,12 +333,39 @@ def _closed_stdout_ends_quietly() -> Iterator[None]:
 
 
 def main() -> None:
-    """Entry point of the ``cosimrun`` console script."""
-    with _closed_stdout_ends_quietly():
-        try:
-            _main(sys.argv[1:])
-        finally:
-            sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's last flush
+    """Entry point of the ``cosimrun`` console script.
+
+    SIGINT and SIGTERM are handled from the first instruction to the last: whatever the command is doing,
+    it ends with one line and exit status 130 or 143 (:mod:`cosimrun.runner.signals`). Called from a
+    ``__main__`` module (the console script, ``python -m cosimrun``), the handlers stay until the
+    interpreter has exited; called from other code, they are restored when it returns.
+    """
+    from cosimrun.runner import signals
+
+    signals.install()
+    entry = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    try:
+        status = _status(sys.argv[1:])
+        signals.finish(status, keep=entry)  # no signal raises from here on
+    except KeyboardInterrupt as exc:  # the only one the handlers raise (or code that raised one itself)
+        if signals.received() is None:
+            print(f"cosimrun: error: {type(exc).__name__} raised outside a run{f': {exc}' if str(exc) else ''}",
+                  file=sys.stderr)
+            signals.finish(EXIT_FAILED, keep=entry)
+        signals.finish(signals.exit_code(exc), keep=entry)
+
+
+def _status(argv: list[str]) -> int | str | None:
+    """Run the command *argv*; its exit status (``SystemExit``'s code)."""
+    try:
+        with _closed_stdout_ends_quietly():
+            try:
+                _main(argv)
+            finally:
+                sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's last flush
+    except SystemExit as exc:
+        return exc.code
+    return 0
 
 
 def _main(argv: list[str]) -> None:
@@ -343,23 +394,17 @@ def _main(argv: list[str]) -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import ledger, signals, sweep
+    from cosimrun.runner import ledger, sweep
 
     register_configs()
     register_hydra_plugins()
     sweep.mark_driver()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
-    interrupted: KeyboardInterrupt | None = None
-    with signals.handling(), _reporting(argv):
+    with _reporting(argv):
         try:
-            app()
-        except KeyboardInterrupt as exc:  # a sweep's, or Hydra's before a run started
-            interrupted = exc
+            app()  # an interrupt goes on to main(), after the sweep's summary
         finally:
             failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
-        if interrupted is not None:
-            print(f"cosimrun: {signals.message(interrupted)}", file=sys.stderr)
-            sys.exit(signals.exit_code(interrupted))
     if failed:
         sys.exit(EXIT_FAILED)
 

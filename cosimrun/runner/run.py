@@ -111,10 +111,12 @@ def run_experiment(
     and :class:`ResultsWriteError` when the file cannot be created. However the
     run ends afterwards, it is not raised: the file is closed with everything
     computed up to the end (see :class:`RunOutcome`). An exception from a
-    component (``SystemExit`` and ``GeneratorExit`` included) makes the run
-    ``failed`` with the error and traceback; ``KeyboardInterrupt`` (Ctrl-C, and
-    SIGTERM's :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun``
-    command) makes it ``interrupted``; a write error makes it ``failed`` with
+    component (``SystemExit``, ``GeneratorExit`` and a ``KeyboardInterrupt`` it
+    raised itself included) makes the run ``failed`` with the error and
+    traceback; a signal (Ctrl-C, and SIGTERM's
+    :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun`` command,
+    see :func:`~cosimrun.runner.signals.from_signal`) makes it ``interrupted``,
+    also when it arrives while the file is created; a write error makes it ``failed`` with
     the file as far as it was flushed (see :class:`~cosimrun.storage.HDF5Writer`).
     A component that asks to stop (an FMU's ``terminateSimulation``) ends the
     run ``complete`` at that time (:attr:`RunOutcome.stopped`).
@@ -133,40 +135,50 @@ def run_experiment(
         differs = default_experiment_notice(exp)
         if differs is not None:
             notice(differs)
-    writer = HDF5Writer(
-        Path(out_dir) / exp.storage.file,
-        experiment=exp.name,
-        attrs={
-            "config_yaml": config_yaml,
-            "overrides": " ".join(overrides),
-            "t0": exp.run.t0,
-            "tf": exp.run.tf,
-            "dt": exp.run.dt,
-            "master": exp.master.name,
-        },
-        compression=exp.storage.compression,
-        compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
-    )
+    with signals.shielded(deliver=False):  # from the file's creation to its closing, an interrupt lands only in
+        # the simulation; one that arrives later is the caller's to see (signals.received)
+        writer = HDF5Writer(
+            Path(out_dir) / exp.storage.file,
+            experiment=exp.name,
+            attrs={
+                "config_yaml": config_yaml,
+                "overrides": " ".join(overrides),
+                "t0": exp.run.t0,
+                "tf": exp.run.tf,
+                "dt": exp.run.dt,
+                "master": exp.master.name,
+            },
+            compression=exp.storage.compression,
+            compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
+        )
+        return _simulate(exp, writer, progress)
+
+
+def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) -> RunOutcome:
+    """Run *exp* into *writer* and close it (inside :func:`signals.shielded`; the simulation is interruptible)."""
     system = exp.system
     start = time.perf_counter()
     try:
-        recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
-                            allow_nonfinite=exp.storage.allow_nonfinite)
-        recorder.attach(system.components, exp.recorded)
-        quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
-        with quiet:
-            result = system.run(
-                exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
-                recorder=recorder,
-            )
-        signals.check()
+        with signals.interruptible():
+            recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
+                                allow_nonfinite=exp.storage.allow_nonfinite)
+            recorder.attach(system.components, exp.recorded)
+            quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
+            with quiet:
+                result = system.run(
+                    exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
+                    recorder=recorder,
+                )
+            signals.check()
         write_run_summary(writer, result)
         stopped = exp.master.stopped
         if stopped is not None:
             writer.set_attrs(stop_time=stopped.time, stop_component=stopped.component, stop_reason=stopped.reason)
         writer.close("complete")
     except KeyboardInterrupt as exc:
-        return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
+        if signals.from_signal(exc):
+            return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
+        return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
     except (SystemExit, GeneratorExit) as exc:  # a component's: the run fails, the command goes on
         return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
     except Exception as exc:  # a failing component must not lose what was computed
@@ -224,13 +236,14 @@ def _failed_at(exp: Experiment) -> float:
     return max((c.t for c in exp.system.components.values()), default=exp.run.t0)
 
 
-def _exit_message(exc: SystemExit | GeneratorExit, exp: Experiment) -> str:
-    """``SystemExit: component 'x' called sys.exit(0) at t=...`` (the component when the traceback shows it)."""
+def _exit_message(exc: BaseException, exp: Experiment) -> str:
+    """``SystemExit: component 'x' called sys.exit(0) at t=...`` (the component when the traceback shows it); also
+    for ``GeneratorExit`` and a ``KeyboardInterrupt`` that code raised (no signal did)."""
     culprit = _culprit(exc, exp)
     if isinstance(exc, SystemExit):
         what = f"called sys.exit({'' if exc.code is None else repr(exc.code)})"
     else:
-        what = "raised GeneratorExit"
+        what = f"raised {type(exc).__name__}{f'({str(exc)!r})' if str(exc) else ''}"
     who = f"component {culprit!r}" if culprit else "the run"
     return f"{type(exc).__name__}: {who} {what} at t={_failed_at(exp):.12g}"
 

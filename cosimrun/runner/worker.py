@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hydra.core.utils import JobReturn
 
+from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
 from cosimrun.runner.configtext import dump, task_overrides
 from cosimrun.runner.outcome import JobOutcome, describe_exception
@@ -281,8 +282,8 @@ def run_hydra_job(
                 value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
             else:
                 value = ret.return_value
-        except BaseException as exc:  # SystemExit from a task, or Hydra itself failing on this job
-            if isinstance(exc, KeyboardInterrupt):
+        except BaseException as exc:  # SystemExit or KeyboardInterrupt from a task, or Hydra failing on this job
+            if isinstance(exc, KeyboardInterrupt) and signals.from_signal(exc):  # the worker is being closed
                 raise
             error, trace = describe_exception(exc)
             value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
