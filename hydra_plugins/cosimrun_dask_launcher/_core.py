@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -28,10 +29,10 @@ from cosimrun.runner import signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
 from cosimrun.runner.lock import claim
-from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
+from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file, results_attrs
 from cosimrun.runner.resume import Reuse, check_reuse
 from cosimrun.storage.verify import verify_results
-from hydra_plugins.cosimrun_dask_launcher._cluster import connect
+from hydra_plugins.cosimrun_dask_launcher._cluster import close, connect
 from hydra_plugins.cosimrun_dask_launcher._progress import Progress
 from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn, failed_outcome, timed_out, worker_died
 
@@ -80,13 +81,23 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         ledger.flush()
         batch.drain(block=True)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
-        batch.cancel()
-        ledger.interrupt_pending(signals.message(exc))
+        with signals.shielded(deliver=False):
+            batch.cancel()
+            batch.settle()
+            ledger.interrupt_pending(signals.message(exc))
         raise
     finally:
         batch.bar.close()
         ledger.flush()
     return batch.returns()
+
+
+def _status(path: Path) -> str:
+    """The ``status`` a results file records ("" when there is none or it cannot be read)."""
+    try:
+        return str(results_attrs(path, ("status",)).get("status", ""))
+    except OSError:
+        return ""
 
 
 class _Batch:
@@ -276,14 +287,14 @@ class _Batch:
             return True
         return False
 
-    def _recovered(self, spec: JobSpec, attempt: int, exc: Any) -> JobOutcome | None:
-        """The outcome of a job whose worker died after it finished: its results file, written by this attempt,
-        verifies as complete (None otherwise)."""
+    def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED) -> JobOutcome | None:
+        """The outcome of a job whose worker died (or whose sweep was interrupted) after it finished: its results
+        file, written by this attempt, verifies as complete (None otherwise)."""
         path = spec.results_path
         if not worker.written_since_start(spec.job_dir, path) or verify_results(path):
             return None
         outcome = outcome_from_file(spec.num, spec.overrides, path)
-        outcome.reused, outcome.attempts, outcome.note = False, attempt, RECOVERED
+        outcome.reused, outcome.attempts, outcome.note = False, attempt, note
         outcome.worker = str(getattr(getattr(exc, "last_worker", None), "address", ""))
         return outcome
 
@@ -297,10 +308,23 @@ class _Batch:
         self.bar.finished(outcome)
 
     def cancel(self) -> None:
+        """Cancel the jobs not finished (they stay pending in the ledger until :meth:`settle`)."""
         if self.client is not None and self.pending:
             self.client.cancel(list(self.pending))
-        self.pending.clear()
         self._queue.clear()
+
+    def settle(self) -> None:
+        """After :meth:`cancel`: close the cluster this sweep started (its workers close their jobs' files), then
+        enter the jobs whose results file this launch completed as complete, whatever the driver had heard."""
+        if self.launcher.cluster is not None:
+            close(weakref.ref(self.launcher))
+        for pos, spec, attempt in list(self.pending.values()):
+            if not worker.started(spec.job_dir, self.token, attempt) or _status(spec.results_path) != "complete":
+                continue
+            outcome = self._recovered(spec, attempt, None, note="")
+            if outcome is not None:
+                self.done(pos, spec, outcome)
+        self.pending.clear()
 
     def returns(self) -> list[JobReturn]:
         assert all(r is not None for r in self._returns)

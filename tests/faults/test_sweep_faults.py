@@ -9,9 +9,12 @@ command printed and every file left behind: index rows and the results files' ``
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any
 
 import h5py
 import pytest
+from conftest import CLI
 
 from cosimrun.runner.load import load_sweep
 from cosimrun.runner.lock import LOCK_FILE
@@ -313,3 +317,72 @@ def test_launcher_settings_that_cannot_work_are_refused(cosimrun, tmp_path: Path
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"cosimrun: error: hydra.launcher.{setting} cannot work: give {valid}\n"
     assert not sweep_dir.exists()  # nothing started
+
+
+# ---------------------------------------------------------------------- complete on disk is complete
+LINGER_MODULE = '''
+import time
+
+from cosimrun.components.sources import Constant
+from cosimrun.parameters import Parameter
+
+
+class Linger(Constant):
+    """A constant whose ``free`` (after its run closed the results file) sleeps ``linger`` seconds."""
+
+    PARAMETERS = {"linger": Parameter(float, default=0.0, doc="seconds free() sleeps after a run")}
+
+    def free(self):
+        if self.t > 0:  # after a run, not the sweeper's trial build
+            time.sleep(self.parameters["linger"])
+'''
+
+
+@pytest.fixture
+def linger_env(sweep_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """:func:`sweep_env` plus a test distribution registering the component type ``linger``."""
+    root = tmp_path / "lingerdist"
+    (root / "cosimrun_linger_testing").mkdir(parents=True)
+    (root / "cosimrun_linger_testing" / "__init__.py").write_text(LINGER_MODULE)
+    info = root / "cosimrun_linger_testing-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cosimrun-linger-testing\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[cosimrun.components]\nlinger = cosimrun_linger_testing:Linger\n")
+    return {**sweep_env, "PYTHONPATH": f"{root}{os.pathsep}{sweep_env['PYTHONPATH']}"}
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_jobs_complete_on_disk_when_the_sweep_is_interrupted_are_complete_in_the_summary_and_index(
+    linger_env: dict[str, str], tmp_path: Path, signum: int, code: int
+) -> None:
+    """Both jobs closed their files complete and linger in ``free``: the driver has not heard of them yet."""
+    sweep_dir = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "-m", *DASK, "+components.slow={type: linger, params: {linger: 600}}",
+         "components.ball.params.e=0.5,0.6", "hydra.launcher.n_workers=2", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path, env=linger_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        def both_complete() -> bool:
+            assert proc.poll() is None, proc.communicate()
+            files = [sweep_dir / job / "results.h5" for job in ("0", "1")]
+            return all(f.exists() and _status(f) == "complete" for f in files)
+
+        _wait_for(both_complete, what="both jobs' files complete")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err, err
+    assert "sweep: 2 jobs, 2 complete, 0 failed" in out + err and "interrupted" not in out.split("index:")[0]
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete"] and list(df["error"]) == ["", ""]
+    assert list(df["attempts"]) == [1, 1] and list(df["reused"]) == [False, False]
+    assert df["final.ball.h"].notna().all()
+    for job in ("0", "1"):
+        assert _status(sweep_dir / job / "results.h5") == "complete"
+        assert verify_results(sweep_dir / job / "results.h5") == []
+    assert not (sweep_dir / LOCK_FILE).exists()
