@@ -68,7 +68,15 @@ STARTED_FILE = ".cosimrun-started"
 
 
 def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> None:
-    """Note in the job directory that this attempt started (before anything that might crash)."""
+    """Note in the job directory that this attempt started (before anything that might crash).
+
+    Once per attempt: dask runs a finished job again when the worker holding its
+    result died before the driver fetched it; the file keeps the time of the
+    attempt's first start, so that the results file that run completed still
+    counts as written since (:func:`written_since_start`).
+    """
+    if started(job_dir, token, attempt):
+        return
     try:
         Path(job_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:

@@ -74,6 +74,7 @@ def connect(launcher: DaskLauncher) -> Any:
         # (with dask's default 1.1, a second job may wait on it and be reported lost too)
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, **_quiet_workers(launcher)}):
             cluster = _local_cluster(launcher, n_workers)
+        dask.config.set(KEEP_NANNIES)  # read whenever a worker goes, for as long as the sweep runs
         client = Client(cluster)
         where = f"a local cluster of {n_workers} workers"
     _quiet_dask()
@@ -107,6 +108,18 @@ def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
     with ``benchmarks/bench_sweep.py``).
     """
     return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
+
+
+KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "36500d"}
+"""A local cluster's nannies restart their workers; the cluster must not close them for good.
+
+dask's ``SpecCluster`` checks, ``lost-worker-timeout`` (15 s) after a worker
+went, whether a worker of that name is back, and otherwise closes its nanny
+for good (meant for batch-system jobs that vanished). A nanny whose workers
+keep crashing (jobs that call ``os._exit``) is often between two restarts at
+that instant: with the default, a sweep of such jobs lost one worker after the
+other until none was left and waited forever.
+"""
 
 
 LOOPBACK = "127.0.0.1"

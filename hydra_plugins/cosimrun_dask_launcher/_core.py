@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
+from cosimrun.exits import EXIT_FAILED, fail
 from cosimrun.runner import signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
@@ -80,6 +81,11 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
+    except NoWorkers as exc:  # the jobs not run cannot run: they fail, the sweep ends in one line
+        with signals.shielded(deliver=False):
+            batch.cancel()
+            batch.settle(failed=str(exc))
+        fail(f"{exc}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)", EXIT_FAILED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
         with signals.shielded(deliver=False):
             batch.cancel()
@@ -90,6 +96,10 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.close()
         ledger.flush()
     return batch.returns()
+
+
+class NoWorkers(RuntimeError):
+    """The cluster has had no worker for ``hydra.launcher.no_worker_timeout`` seconds while jobs waited."""
 
 
 def _status(path: Path) -> str:
@@ -121,6 +131,7 @@ class _Batch:
         self._started_at: dict[Any, float] = {}
         """Running futures -> when the driver first saw them running (``hydra.launcher.timeout``)."""
         self._next_tick = 0.0
+        self._workerless_since: float | None = None
 
     def submit(self, pos: int, spec: JobSpec, attempt: int = 1, note: str = "") -> None:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
@@ -206,7 +217,24 @@ class _Batch:
         self._next_tick = now + TICK_S
         if self.launcher.timeout is not None and self.pending:
             self._check_timeouts(now)
+        if self.pending:
+            self._check_workers(now)
         self.ledger.flush_due()
+
+    def _check_workers(self, now: float) -> None:
+        """Raise :class:`NoWorkers` once the cluster had no worker for ``no_worker_timeout`` seconds."""
+        try:
+            workers = len(self.client.nthreads())
+        except Exception:  # the scheduler is gone: the futures say so
+            return
+        if workers:
+            self._workerless_since = None
+        elif self._workerless_since is None:
+            self._workerless_since = now
+        elif now - self._workerless_since >= self.launcher.no_worker_timeout:
+            where = self.launcher.address or "the sweep's dask cluster"
+            raise NoWorkers(f"{where} has had no worker for {self.launcher.no_worker_timeout:g} s "
+                            "(hydra.launcher.no_worker_timeout)")
 
     def _check_timeouts(self, now: float) -> None:
         """Note when jobs start running (their start mark, on a worker); stop those running too long."""
@@ -313,15 +341,18 @@ class _Batch:
             self.client.cancel(list(self.pending))
         self._queue.clear()
 
-    def settle(self) -> None:
+    def settle(self, failed: str = "") -> None:
         """After :meth:`cancel`: close the cluster this sweep started (its workers close their jobs' files), then
-        enter the jobs whose results file this launch completed as complete, whatever the driver had heard."""
+        enter the jobs whose results file this launch completed as complete, whatever the driver had heard; with
+        *failed*, the others as failed with that error (else they stay pending)."""
         if self.launcher.cluster is not None:
             close(weakref.ref(self.launcher))
         for pos, spec, attempt in list(self.pending.values()):
-            if not worker.started(spec.job_dir, self.token, attempt) or _status(spec.results_path) != "complete":
-                continue
-            outcome = self._recovered(spec, attempt, None, note="")
+            outcome = None
+            if worker.started(spec.job_dir, self.token, attempt) and _status(spec.results_path) == "complete":
+                outcome = self._recovered(spec, attempt, None, note="")
+            if outcome is None and failed:
+                outcome = JobOutcome(spec.num, "failed", spec.overrides, error=f"not run: {failed}", attempts=attempt)
             if outcome is not None:
                 self.done(pos, spec, outcome)
         self.pending.clear()

@@ -46,6 +46,8 @@ class DaskLauncherConf:
     """Index column whose value a job returns to an optimizing sweeper (``final.pendulum.q``; Optuna)."""
     timeout: float | None = None
     """Seconds a job may run; a job running longer is ``failed`` (``timeout after N s``), its worker restarted."""
+    no_worker_timeout: float = 120.0
+    """Seconds the sweep waits with jobs to run and no dask worker (all died, none came back) before it fails."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
@@ -75,10 +77,13 @@ class DaskLauncher(Launcher):
         progress: bool = True,
         objective: str | None = None,
         timeout: float | None = None,
+        no_worker_timeout: float = 120.0,
     ) -> None:
         _refuse("n_workers", n_workers, n_workers is None or n_workers >= 1, "an integer >= 1, or null: one per core")
         _refuse("retries", retries, retries >= 0, "an integer >= 0")
         _refuse("timeout", timeout, timeout is None or timeout > 0, "a number of seconds > 0, or null: none")
+        _refuse("no_worker_timeout", no_worker_timeout, no_worker_timeout > 0, "a number of seconds > 0")
+        self.no_worker_timeout = float(no_worker_timeout)
         self.address = address or None
         self.n_workers = n_workers
         self.timeout = None if timeout is None else float(timeout)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import h5py
+import numpy as np
 import pytest
 from conftest import CLI
 
@@ -386,3 +387,68 @@ def test_jobs_complete_on_disk_when_the_sweep_is_interrupted_are_complete_in_the
         assert _status(sweep_dir / job / "results.h5") == "complete"
         assert verify_results(sweep_dir / job / "results.h5") == []
     assert not (sweep_dir / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------- workers that keep dying
+def test_a_sweep_whose_jobs_kill_half_the_workers_ends_every_job_and_fails_only_those(
+    cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    """20 jobs, every other one ending its worker with os._exit, two workers, no retry: every job ends, the
+    crashing ones failed, the healthy ones complete (none failed or killed because another job's worker died)."""
+    sweep_dir = tmp_path / "sweep"
+    e = [round(0.5 + 0.01 * i, 2) for i in range(10)]
+    proc = cosimrun(
+        "-m", *with_crash, *DASK,
+        f"components.ball.params.e={','.join(map(str, e))}",
+        "components.bomb.params.crash_at=0.1,100",  # jobs 0, 2, 4, ... crash at t=0.1
+        "hydra.launcher.n_workers=2", "hydra.launcher.retries=0", f"hydra.sweep.dir={sweep_dir}",
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "NoneType" not in proc.stderr
+    assert "sweep: 20 jobs, 10 complete, 10 failed" in proc.stderr
+    df = load_sweep(sweep_dir)
+    crashing = [num % 2 == 0 for num in range(20)]
+    assert list(df["status"]) == ["failed" if c else "complete" for c in crashing]
+    for num, row in df.iterrows():
+        job = sweep_dir / str(num)
+        if crashing[num]:
+            assert row["error"].startswith("WorkerDied: the worker process running this job died once"), row["error"]
+            assert row["attempts"] == 1
+            assert not (job / "results.h5").exists() and _status(job / "results.h5.partial") == "running"
+        else:
+            assert row["error"] == "" and row["attempts"] == 1
+            assert _status(job / "results.h5") == "complete" and verify_results(job / "results.h5") == []
+            assert not (job / "results.h5.partial").exists()
+            assert row["components.ball.params.e"] == e[num // 2] and np.isfinite(row["final.ball.h"])
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+def test_a_cluster_without_a_worker_fails_the_sweep_in_one_line(
+    cosimrun, sweep_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A scheduler whose workers are all gone (here: it never had one): the jobs fail after no_worker_timeout."""
+    from conftest import _free_port, _stop
+
+    port = _free_port()
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        cwd=tmp_path, env=sweep_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        sweep_dir = tmp_path / "sweep"
+        address = f"tcp://127.0.0.1:{port}"
+        proc = cosimrun("-m", *DASK, "components.ball.params.e=0.5,0.6", f"hydra.launcher.address={address}",
+                        "hydra.launcher.no_worker_timeout=2", f"hydra.sweep.dir={sweep_dir}", timeout=120)
+    finally:
+        _stop([scheduler])
+    reason = f"{address} has had no worker for 2 s (hydra.launcher.no_worker_timeout)"
+    assert proc.returncode == 1, proc.stderr
+    assert _lines(proc.stderr) == [
+        f"cosimrun: error: {reason}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)"
+    ]
+    assert "sweep: 2 jobs, 0 complete, 2 failed" in proc.stderr and "Traceback" not in proc.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["failed", "failed"] and list(df["error"]) == [f"not run: {reason}"] * 2
+    assert not list(sweep_dir.glob("*/results.h5*")) and not (sweep_dir / LOCK_FILE).exists()
