@@ -105,10 +105,36 @@ def _config_dirs(argv: list[str]) -> list[str]:
     return dirs
 
 
+def _check_launcher_keys(argv: list[str]) -> None:
+    """Refuse a ``hydra.launcher.KEY`` the dask launcher does not have in one line, with the keys it has.
+
+    Hydra's own advice for a key not in the config (add it with ``+``) does not
+    work for a launcher: its settings are the parameters of its class.
+    """
+    if any(a.startswith("hydra/launcher=") and a != "hydra/launcher=dask" for a in argv):
+        return  # another launcher: its keys are Hydra's to check
+    keys = [a.lstrip("+~").partition("=")[0] for a in argv if a.lstrip("+~").startswith("hydra.launcher.")]
+    if not keys:
+        return
+    import dataclasses
+
+    from cosimrun.errors import suggest
+    from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncherConf
+
+    known = [f.name for f in dataclasses.fields(DaskLauncherConf) if not f.name.startswith("_")]
+    for key in keys:
+        name = key.removeprefix("hydra.launcher.").split(".")[0]
+        if name not in known:
+            fail(f"{key}: the dask launcher has no setting {name!r}{suggest(name, known)} "
+                 f"(its settings: {', '.join(known)}; hydra.launcher.NAME=VALUE sets one)")
+
+
 def _precheck(argv: list[str]) -> None:
-    """Catch unknown experiments and masters at once, a sweep's values included, before any job is composed."""
+    """Catch unknown experiments, masters and launcher settings at once, a sweep's values included, before any job
+    is composed."""
     from cosimrun.errors import unknown_option
 
+    _check_launcher_keys(argv)
     dirs = _config_dirs(argv)
     if any(arg.startswith("hydra.searchpath") for arg in argv):
         return
@@ -272,11 +298,40 @@ def _error_handler(argv: list[str]) -> Any:
             _stdout_closed()
         if full_error_requested():
             return
+        unusable = _unusable_dir(exc, argv)
+        if unusable is not None:
+            fail(unusable)
         error = config_error(exc, argv, lambda group, option: _group_file(group, option, dirs))
         if error is not None:
             fail(str(error))
 
     return handle
+
+
+def _unusable_dir(exc: Exception, argv: list[str]) -> str | None:
+    """The one line for an ``OSError`` on the run directory (``hydra.run.dir``) or the sweep directory
+    (``hydra.sweep.dir``): not a directory, read-only, ...; ``None`` for any other error.
+
+    The directory is the one Hydra's ``run_job`` (``output_dir``) or the sweep (``sweep_dir``) was making, as
+    the traceback shows it: Hydra has forgotten its config by the time it reports the error.
+    """
+    from pathlib import Path
+
+    if not isinstance(exc, OSError) or not exc.filename:
+        return None
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    key, kind, local = ("hydra.sweep.dir", "sweep", "sweep_dir") if sweep else ("hydra.run.dir", "run", "output_dir")
+    path = Path(str(exc.filename)).absolute()
+    tb = exc.__traceback__
+    while tb is not None:
+        made = tb.tb_frame.f_locals.get(local)
+        tb = tb.tb_next
+        if not isinstance(made, str | Path):
+            continue
+        directory = Path(str(made)).absolute()
+        if path == directory or path in directory.parents or path.parent == directory:
+            return f"{key}={made}: cannot use it as the {kind} directory: {exc.strerror or exc}: {exc.filename}"
+    return None
 
 
 def _reporting(argv: list[str]) -> contextlib.AbstractContextManager[None]:

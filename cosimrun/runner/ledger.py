@@ -77,6 +77,12 @@ class SweepLedger:
                 self.outcomes[num] = replace(o, status="interrupted", error=f"the sweep was {reason}")
         self._dirty = True
 
+    def forget(self) -> None:
+        """Drop every job and the index written so far: the sweep ran nothing (its cluster could not be reached)."""
+        self.outcomes.clear()
+        self._dirty = False
+        self.index_path.unlink(missing_ok=True)
+
     def flush(self) -> None:
         """Rewrite the index when something changed since the last write."""
         if not self._dirty or not self.outcomes:

@@ -15,8 +15,8 @@ cancelling jobs) is not interrupted again by a second one, which is noted too.
 
 Python drops an exception raised inside a finalizer or a weakref callback (``Exception ignored in
 ...``); an interrupt that lands there would be lost. The handlers' interrupt is therefore raised again
-in the main thread when Python drops it, as soon as the main thread is out of the finalizer, and the runner also calls :func:`check` at its
-progress reports and when the simulation returns.
+in the main thread when Python drops it, as soon as the main thread is out of the finalizer, and the
+runner also calls :func:`check` at its progress reports and when the simulation returns.
 """
 
 from __future__ import annotations

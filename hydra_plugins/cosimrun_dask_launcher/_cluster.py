@@ -24,6 +24,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.errors import ConfigError
 from hydra_plugins.cosimrun_dask_launcher import _forkserver
 
 if TYPE_CHECKING:
@@ -39,6 +40,13 @@ def _quiet_dask() -> None:
         logger = logging.getLogger(name)
         if logger.getEffectiveLevel() < logging.WARNING:
             logger.setLevel(logging.WARNING)
+
+
+class Unreachable(ConfigError):
+    """The scheduler at ``hydra.launcher.address`` did not answer within ``hydra.launcher.connect_timeout``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
 
 
 def connect(launcher: DaskLauncher) -> Any:
@@ -60,9 +68,12 @@ def connect(launcher: DaskLauncher) -> Any:
         where = type(cluster).__name__
     elif launcher.address:
         try:
-            client = Client(launcher.address)
-        except (OSError, TimeoutError) as exc:
-            raise RuntimeError(f"cannot reach the dask scheduler at {launcher.address}: {exc}") from exc
+            client = Client(launcher.address, timeout=launcher.connect_timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise Unreachable(
+                f"hydra.launcher.address={launcher.address}: no dask scheduler answered within "
+                f"{launcher.connect_timeout:g} s (hydra.launcher.connect_timeout): {type(exc).__name__}: {exc}"
+            ) from exc
         where = launcher.address
     else:
         import dask

@@ -25,15 +25,23 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
+from cosimrun.config.reporting import remove_unused_dir
+from cosimrun.errors import ConfigError, suggest
 from cosimrun.exits import EXIT_FAILED, fail
 from cosimrun.runner import signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
-from cosimrun.runner.lock import claim
-from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file, results_attrs
+from cosimrun.runner.lock import claim, release_all
+from cosimrun.runner.outcome import (
+    SUMMARY_PREFIX,
+    JobOutcome,
+    objective_value,
+    outcome_from_file,
+    results_attrs,
+)
 from cosimrun.runner.resume import Reuse, check_reuse
 from cosimrun.storage.verify import verify_results
-from hydra_plugins.cosimrun_dask_launcher._cluster import close, connect
+from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
 from hydra_plugins.cosimrun_dask_launcher._progress import Progress
 from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn, failed_outcome, timed_out, worker_died
 
@@ -68,6 +76,8 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         for pos, overrides in enumerate(job_overrides):
             num = initial_job_idx + pos
             spec = composer.compose(overrides, num)
+            if pos == 0 and launcher.objective:
+                check_objective(launcher.objective, spec)
             reuse = check_reuse(spec) if launcher.resume else Reuse(False)
             if reuse.ok:
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
@@ -81,6 +91,11 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
+    except (Unreachable, ObjectiveError) as exc:  # nothing ran: no sweep directory, one line
+        ledger.forget()
+        release_all()
+        remove_unused_dir(sweep_dir, ("multirun.yaml",))
+        fail(str(exc))
     except NoWorkers as exc:  # the jobs not run cannot run: they fail, the sweep ends in one line
         with signals.shielded(deliver=False):
             batch.cancel()
@@ -94,8 +109,43 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         raise
     finally:
         batch.bar.close()
-        ledger.flush()
+        ledger.flush()  # nothing once forgotten
     return batch.returns()
+
+
+OBJECTIVE_FIELDS = ("wall_time_s", "job_time_s", "coupling_error_max")
+"""Index columns besides ``final.<comp>.<port>`` that :func:`objective_value` reads as numbers."""
+
+
+class ObjectiveError(ConfigError):
+    """``hydra.launcher.objective`` names no number of the sweep index."""
+
+
+def check_objective(objective: str, spec: JobSpec) -> None:
+    """Raise :class:`ObjectiveError` unless *objective* is a column of the index the job *spec* will have: a
+    recorded port's ``final.<comp>.<port>`` or one of :data:`OBJECTIVE_FIELDS`. A job that cannot be built is not
+    judged here: it fails as a job."""
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner.configtext import resolved
+    from cosimrun.runner.run import prepare
+    from cosimrun.runner.worker import hydra_config
+
+    config = spec.config
+    try:
+        with hydra_config(config):  # as the job resolves it
+            plain, _ = resolved(OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"]))
+        experiment = prepare(plain)
+    except Exception:  # the job will say what is wrong with it
+        return
+    try:
+        columns = [f"{SUMMARY_PREFIX}{c}.{p}" for c, ports in experiment.recorded.items() for p in ports]
+    finally:
+        experiment.system.free()
+    columns += OBJECTIVE_FIELDS
+    if objective not in columns:
+        raise ObjectiveError("hydra.launcher.objective", f"{objective!r} is no number of the sweep index"
+                             f"{suggest(objective, columns)} (the index's numbers: {', '.join(columns)})")
 
 
 class NoWorkers(RuntimeError):
