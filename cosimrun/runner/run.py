@@ -27,7 +27,7 @@ from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import write_run_summary
-from cosimrun.system import Recorder, RunResult
+from cosimrun.system import Recorder, RunResult, System
 
 Progress = Callable[[float], None]
 
@@ -76,7 +76,7 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     try:
         exp.system.initialize(exp.run.t0, exp.master)
     except MissingInitialValueError as exc:
-        raise _missing_initial_value(exc) from None
+        raise _missing_initial_value(exc, exp.system) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
     try:
@@ -87,12 +87,19 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     return exp
 
 
-def _missing_initial_value(exc: MissingInitialValueError) -> ConfigError:
-    """The engine's error placed at its config key, with the override that sets the value instead of the API call."""
+def _missing_initial_value(exc: MissingInitialValueError, system: System) -> ConfigError:
+    """The engine's error placed at its config key, with the override that sets the value instead of the API call.
+
+    Made from the error's field (``port``) and the system's loop analysis (which connection was torn there),
+    not from the engine's message, whose hint names the library call.
+    """
     comp, _, name = exc.port.partition(".")
     key = f"components.{comp}.initial.{name}"
-    reason, sep, _ = exc.message.rpartition("; ")  # the engine's hint names set_initial_value
-    return ConfigError(key, f"{reason if sep else exc.message}; set its initial value with +{key}=VALUE")
+    analysis = getattr(system, "analysis", None)
+    torn = [str(c) for c in (analysis.needs_initial_values if analysis is not None else []) if c.dst == exc.port]
+    where = f" (torn at {torn[0]})" if torn else ""
+    return ConfigError(key, f"input {exc.port} closes an algebraic loop{where} and needs an initial value; "
+                            f"set its initial value with +{key}=VALUE")
 
 
 def run_experiment(
