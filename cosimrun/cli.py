@@ -294,6 +294,10 @@ def _error_handler(argv: list[str]) -> Any:
     dirs = _config_dirs(argv)
 
     def handle(exc: Exception) -> None:
+        from cosimrun.runner import signals
+
+        if signals.received() is not None:  # an error the interrupt caused (a library cleaning up): the interrupt
+            raise signals.interruption(signals.received()) from exc
         if isinstance(exc, BrokenPipeError):
             _stdout_closed()
         if full_error_requested():
@@ -408,6 +412,10 @@ def main() -> None:
                   file=sys.stderr)
             signals.finish(EXIT_FAILED, keep=entry)
         signals.finish(signals.exit_code(exc), keep=entry)
+    except Exception:  # what a library made of the interrupt (cleaning up after it) is the interrupt
+        if signals.received() is None:
+            raise
+        signals.finish(signals.exit_code(), keep=entry)
 
 
 def _status(argv: list[str]) -> int | str | None:

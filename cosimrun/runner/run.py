@@ -189,6 +189,9 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) ->
     except (SystemExit, GeneratorExit) as exc:  # a component's: the run fails, the command goes on
         return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
     except Exception as exc:  # a failing component must not lose what was computed
+        if signals.received() is not None and not isinstance(exc, ResultsWriteError):
+            # a library cleaning up after the interrupt failed in turn: the run was interrupted
+            return _abort(exp, writer, start, "interrupted", signals.message(), "", exc)
         message = str(exc) if isinstance(exc, ResultsWriteError) else f"{type(exc).__name__}: {exc}"
         when = exc.time if isinstance(exc, SimulationError) else None
         return _abort(exp, writer, start, "failed", message, _traceback.format_exc(), exc, when)

@@ -135,7 +135,11 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
             outcome.status, outcome.error = "interrupted", signals.message(exc)
             stop = exc
     except Exception as exc:  # a config error or a bug: this job fails, the sweep goes on
-        outcome.error, outcome.traceback = describe_exception(exc)
+        if signals.received() is not None:  # unless the interrupt caused it (a library cleaning up after it)
+            outcome.status, outcome.error = "interrupted", signals.message()
+            stop = signals.interruption(signals.received())
+        else:
+            outcome.error, outcome.traceback = describe_exception(exc)
     outcome.job_time_s = time.perf_counter() - start
     if in_driver:
         ledger = ledger_for(sweep_dir)

@@ -313,3 +313,51 @@ def test_a_signal_while_the_exit_functions_run_still_ends_the_command_with_its_s
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     assert proc.stdout == "cosimrun X\n" and proc.stderr == f"cosimrun: {error}\n"
+
+
+def test_an_error_a_library_raises_while_cleaning_up_after_the_interrupt_is_the_interrupt(
+    monkeypatch, capsys
+) -> None:
+    """The signal lands in a library's ``with`` block whose cleanup then fails (omegaconf did, composing the
+    config): the command still ends with the interrupt's line and 130, not with that error's traceback."""
+    from cosimrun import cli
+
+    def interrupted_while_composing(argv: list[str]) -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    monkeypatch.setattr(cli, "_main", interrupted_while_composing)
+    monkeypatch.setattr(sys, "argv", ["cosimrun", "+experiment=x"])
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(SystemExit) as caught:
+        cli.main()
+    assert caught.value.code == 130
+    assert capsys.readouterr().err == "cosimrun: interrupted by the user\n"
+    assert signal.getsignal(signal.SIGINT) is before and not signals.installed()  # called from a test: restored
+
+
+def test_a_run_whose_interrupt_a_library_turns_into_another_error_is_interrupted(tmp_path: Path) -> None:
+    cfg = {
+        "name": "ramp",
+        "run": {"t0": 0.0, "tf": 10.0, "dt": 0.01},
+        "components": {"src": {"type": "ramp", "params": {"slope": 1.0}}},
+    }
+    reports: list[float] = []
+
+    def progress(t: float) -> None:
+        reports.append(t)
+        if len(reports) == 3:
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            finally:
+                raise RuntimeError("cleaning up failed")
+
+    with signals.handling():
+        outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg), progress=progress)
+    assert outcome.status == "interrupted" and outcome.error == "terminated by SIGTERM"
+    res = load_results(tmp_path / "results.h5")
+    assert res.status == "interrupted" and res.attrs["error"] == "terminated by SIGTERM"
+    t, y = res.history("src")["y"]
+    assert 0 < len(t) < 1001 and (y == t).all()
