@@ -23,7 +23,6 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from conftest import CLI
 
 from cosimrun.runner.load import load_sweep
 from cosimrun.runner.lock import LOCK_FILE
@@ -32,6 +31,7 @@ from cosimrun.storage.verify import verify_results
 pytestmark = pytest.mark.slow
 
 QUICK = ["+experiment=bouncing_ball", "run.tf=0.5"]
+CLI = "from cosimrun.cli import main; main()"  # the console script's entry point, as tests/conftest.py runs it
 DASK = [*QUICK, "hydra.launcher.progress=false"]
 
 
@@ -428,9 +428,9 @@ def test_a_cluster_without_a_worker_fails_the_sweep_in_one_line(
     cosimrun, sweep_env: dict[str, str], tmp_path: Path
 ) -> None:
     """A scheduler whose workers are all gone (here: it never had one): the jobs fail after no_worker_timeout."""
-    from conftest import _free_port, _stop
-
-    port = _free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
     scheduler = subprocess.Popen(
         [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
         cwd=tmp_path, env=sweep_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -442,7 +442,8 @@ def test_a_cluster_without_a_worker_fails_the_sweep_in_one_line(
         proc = cosimrun("-m", *DASK, "components.ball.params.e=0.5,0.6", f"hydra.launcher.address={address}",
                         "hydra.launcher.no_worker_timeout=2", f"hydra.sweep.dir={sweep_dir}", timeout=120)
     finally:
-        _stop([scheduler])
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
     reason = f"{address} has had no worker for 2 s (hydra.launcher.no_worker_timeout)"
     assert proc.returncode == 1, proc.stderr
     assert _lines(proc.stderr) == [
