@@ -20,11 +20,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cosimrun.exits import EXIT_FAILED, EXIT_SIGPIPE, fail
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HELP = """\
 cosimrun: declarative co-simulation experiments (Hydra configs)
@@ -59,6 +60,9 @@ Hydra's full report); a failed run exits with 1. See README.md."""
 
 def _group_roots(group: str, config_dirs: list[str] | tuple[str, ...] = ()) -> list[Any]:
     """Folders of a config group in Hydra's search order: cosimrun's own, ``--config-dir``'s, plugin packages'."""
+    from importlib import resources
+    from pathlib import Path
+
     from hydra_plugins.cosimrun_searchpath.searchpath import config_packages
 
     roots: list[Any] = []
@@ -101,10 +105,36 @@ def _config_dirs(argv: list[str]) -> list[str]:
     return dirs
 
 
+def _check_launcher_keys(argv: list[str]) -> None:
+    """Refuse a ``hydra.launcher.KEY`` the dask launcher does not have in one line, with the keys it has.
+
+    Hydra's own advice for a key not in the config (add it with ``+``) does not
+    work for a launcher: its settings are the parameters of its class.
+    """
+    if any(a.startswith("hydra/launcher=") and a != "hydra/launcher=dask" for a in argv):
+        return  # another launcher: its keys are Hydra's to check
+    keys = [a.lstrip("+~").partition("=")[0] for a in argv if a.lstrip("+~").startswith("hydra.launcher.")]
+    if not keys:
+        return
+    import dataclasses
+
+    from cosimrun.errors import suggest
+    from hydra_plugins.cosimrun_dask_launcher.dask_launcher import DaskLauncherConf
+
+    known = [f.name for f in dataclasses.fields(DaskLauncherConf) if not f.name.startswith("_")]
+    for key in keys:
+        name = key.removeprefix("hydra.launcher.").split(".")[0]
+        if name not in known:
+            fail(f"{key}: the dask launcher has no setting {name!r}{suggest(name, known)} "
+                 f"(its settings: {', '.join(known)}; hydra.launcher.NAME=VALUE sets one)")
+
+
 def _precheck(argv: list[str]) -> None:
-    """Catch unknown experiments and masters at once, a sweep's values included, before any job is composed."""
+    """Catch unknown experiments, masters and launcher settings at once, a sweep's values included, before any job
+    is composed."""
     from cosimrun.errors import unknown_option
 
+    _check_launcher_keys(argv)
     dirs = _config_dirs(argv)
     if any(arg.startswith("hydra.searchpath") for arg in argv):
         return
@@ -147,6 +177,32 @@ def _task(cfg: Any) -> Any:
 
         return sweep_job(cfg)
 
+    from pathlib import Path
+
+    from cosimrun.config.reporting import remove_unused_dir
+    from cosimrun.runner import signals
+
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
+    try:
+        outcome = _run(cfg, hydra_cfg, out_dir, hydra_files)
+    except KeyboardInterrupt:  # before the results file was created: nothing ran, no run directory
+        with signals.shielded():
+            remove_unused_dir(out_dir, hydra_files)
+        raise
+    if outcome is None:
+        return 0
+    if outcome.status == "interrupted":
+        signals.reported()  # the summary said it
+        sys.exit(signals.exit_code(outcome.cause))
+    if not outcome.ok:
+        sys.exit(EXIT_FAILED)
+    return 0
+
+
+def _run(cfg: Any, hydra_cfg: Any, out_dir: Path, hydra_files: list[str]) -> Any:
+    """Build and run (or describe: ``None``) the experiment of a single run; its outcome, summarized on stdout."""
     from cosimrun.config.reporting import config_error, remove_unused_dir
     from cosimrun.console import Console
     from cosimrun.errors import ResultsWriteError
@@ -155,9 +211,6 @@ def _task(cfg: Any) -> Any:
     from cosimrun.runner.joblog import log_outcome, warnings_logged
     from cosimrun.runner.run import prepare, run_experiment
 
-    hydra_cfg = HydraConfig.get()
-    out_dir = Path(hydra_cfg.runtime.output_dir)
-    hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
     try:
         plain, config_yaml = resolved(cfg)
         experiment = prepare(plain)
@@ -174,7 +227,7 @@ def _task(cfg: Any) -> Any:
         finally:  # also when stdout was closed (| head): describing leaves no run directory
             experiment.system.free()
             remove_unused_dir(out_dir, hydra_files)
-        return 0
+        return None
     console = Console(experiment)
     try:
         with warnings_logged():
@@ -188,15 +241,12 @@ def _task(cfg: Any) -> Any:
             )
     except ResultsWriteError as exc:  # the file could not even be created
         fail(str(exc), EXIT_FAILED)
-    log_outcome(outcome)
-    with _closed_stdout_ends_quietly():
-        console.summary(outcome)
-        sys.stdout.flush()
-    if outcome.status == "interrupted":
-        sys.exit(signals.exit_code(outcome.cause))
-    if not outcome.ok:
-        sys.exit(EXIT_FAILED)
-    return 0
+    with signals.shielded(deliver=False):  # the run's file is closed: a signal now only sets the exit status
+        log_outcome(outcome)
+        with _closed_stdout_ends_quietly():
+            console.summary(outcome)
+            sys.stdout.flush()
+    return outcome
 
 
 def register_hydra_plugins() -> None:
@@ -244,15 +294,48 @@ def _error_handler(argv: list[str]) -> Any:
     dirs = _config_dirs(argv)
 
     def handle(exc: Exception) -> None:
+        from cosimrun.runner import signals
+
+        if signals.received() is not None:  # an error the interrupt caused (a library cleaning up): the interrupt
+            raise signals.interruption(signals.received()) from exc
         if isinstance(exc, BrokenPipeError):
             _stdout_closed()
         if full_error_requested():
             return
+        unusable = _unusable_dir(exc, argv)
+        if unusable is not None:
+            fail(unusable)
         error = config_error(exc, argv, lambda group, option: _group_file(group, option, dirs))
         if error is not None:
             fail(str(error))
 
     return handle
+
+
+def _unusable_dir(exc: Exception, argv: list[str]) -> str | None:
+    """The one line for an ``OSError`` on the run directory (``hydra.run.dir``) or the sweep directory
+    (``hydra.sweep.dir``): not a directory, read-only, ...; ``None`` for any other error.
+
+    The directory is the one Hydra's ``run_job`` (``output_dir``) or the sweep (``sweep_dir``) was making, as
+    the traceback shows it: Hydra has forgotten its config by the time it reports the error.
+    """
+    from pathlib import Path
+
+    if not isinstance(exc, OSError) or not exc.filename:
+        return None
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    key, kind, local = ("hydra.sweep.dir", "sweep", "sweep_dir") if sweep else ("hydra.run.dir", "run", "output_dir")
+    path = Path(str(exc.filename)).absolute()
+    tb = exc.__traceback__
+    while tb is not None:
+        made = tb.tb_frame.f_locals.get(local)
+        tb = tb.tb_next
+        if not isinstance(made, str | Path):
+            continue
+        directory = Path(str(made)).absolute()
+        if path == directory or path in directory.parents or path.parent == directory:
+            return f"{key}={made}: cannot use it as the {kind} directory: {exc.strerror or exc}: {exc.filename}"
+    return None
 
 
 def _reporting(argv: list[str]) -> contextlib.AbstractContextManager[None]:
@@ -309,12 +392,43 @@ def _closed_stdout_ends_quietly() -> Iterator[None]:
 
 
 def main() -> None:
-    """Entry point of the ``cosimrun`` console script."""
-    with _closed_stdout_ends_quietly():
-        try:
-            _main(sys.argv[1:])
-        finally:
-            sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's last flush
+    """Entry point of the ``cosimrun`` console script.
+
+    SIGINT and SIGTERM are handled from the first instruction to the last: whatever the command is doing,
+    it ends with one line and exit status 130 or 143 (:mod:`cosimrun.runner.signals`). Called from a
+    ``__main__`` module (the console script, ``python -m cosimrun``), the handlers stay until the
+    interpreter has exited; called from other code, they are restored when it returns.
+    """
+    from cosimrun.runner import signals
+
+    signals.install()
+    entry = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    try:
+        status = _status(sys.argv[1:])
+        signals.finish(status, keep=entry)  # no signal raises from here on
+    except KeyboardInterrupt as exc:  # the only one the handlers raise (or code that raised one itself)
+        if signals.received() is None:
+            print(f"cosimrun: error: {type(exc).__name__} raised outside a run{f': {exc}' if str(exc) else ''}",
+                  file=sys.stderr)
+            signals.finish(EXIT_FAILED, keep=entry)
+        signals.finish(signals.exit_code(exc), keep=entry)
+    except Exception:  # what a library made of the interrupt (cleaning up after it) is the interrupt
+        if signals.received() is None:
+            raise
+        signals.finish(signals.exit_code(), keep=entry)
+
+
+def _status(argv: list[str]) -> int | str | None:
+    """Run the command *argv*; its exit status (``SystemExit``'s code)."""
+    try:
+        with _closed_stdout_ends_quietly():
+            try:
+                _main(argv)
+            finally:
+                sys.stdout.flush()  # a closed stdout shows here, not in the interpreter's last flush
+    except SystemExit as exc:
+        return exc.code
+    return 0
 
 
 def _main(argv: list[str]) -> None:
@@ -343,23 +457,17 @@ def _main(argv: list[str]) -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import ledger, signals, sweep
+    from cosimrun.runner import ledger, sweep
 
     register_configs()
     register_hydra_plugins()
     sweep.mark_driver()
     app = hydra.main(version_base="1.3", config_path="pkg://cosimrun.conf", config_name="config")(_task)
-    interrupted: KeyboardInterrupt | None = None
-    with signals.handling(), _reporting(argv):
+    with _reporting(argv):
         try:
-            app()
-        except KeyboardInterrupt as exc:  # a sweep's, or Hydra's before a run started
-            interrupted = exc
+            app()  # an interrupt goes on to main(), after the sweep's summary
         finally:
             failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
-        if interrupted is not None:
-            print(f"cosimrun: {signals.message(interrupted)}", file=sys.stderr)
-            sys.exit(signals.exit_code(interrupted))
     if failed:
         sys.exit(EXIT_FAILED)
 

@@ -187,6 +187,7 @@ def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
     table = table.astype(object).where(table.notna(), "")
     for column in table.columns:
         table[column] = [html.escape(_text(v)) for v in table[column]]
+    table.columns = [html.escape(str(c)) for c in table.columns]  # written as they are (escape=False): names too
     table.insert(1, "report", links)
     sections = [
         {"heading": "Summary", "html": _key_values({

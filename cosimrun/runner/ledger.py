@@ -8,6 +8,7 @@ which writes the last index and then releases the sweep's directory lock
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from cosimrun.runner import signals
 from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
 from cosimrun.runner.lock import release_all
 from cosimrun.runner.outcome import JobOutcome
@@ -75,13 +77,20 @@ class SweepLedger:
                 self.outcomes[num] = replace(o, status="interrupted", error=f"the sweep was {reason}")
         self._dirty = True
 
+    def forget(self) -> None:
+        """Drop every job and the index written so far: the sweep ran nothing (its cluster could not be reached)."""
+        self.outcomes.clear()
+        self._dirty = False
+        self.index_path.unlink(missing_ok=True)
+
     def flush(self) -> None:
         """Rewrite the index when something changed since the last write."""
         if not self._dirty or not self.outcomes:
             return
-        self.sweep_dir.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        write_index(self.index_path, self.outcomes.values(), self.attrs())
+        with signals.shielded():  # not half-written by an interrupt (raised once it is written)
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            write_index(self.index_path, self.outcomes.values(), self.attrs())
         end = time.monotonic()
         self._next_write = end + max(self.min_interval, (end - start) / self.write_share)
         self._dirty = False
@@ -144,7 +153,8 @@ def finish(stream: TextIO | None = None) -> int:
     Ctrl-C, SIGTERM or an error (nothing happens when no sweep ran).
     """
     code = 0
-    try:
+    with signals.shielded(deliver=False), contextlib.ExitStack() as done:  # a signal now only sets the exit status
+        done.callback(release_all)
         for sweep_dir in list(_ledgers):
             ledger = _ledgers.pop(sweep_dir)
             if not ledger.outcomes:
@@ -153,6 +163,4 @@ def finish(stream: TextIO | None = None) -> int:
             failed = bool(ledger.failed)
             print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
             code = code or int(failed)
-    finally:
-        release_all()
     return code

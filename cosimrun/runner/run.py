@@ -27,7 +27,7 @@ from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.hdf5 import write_run_summary
-from cosimrun.system import Recorder, RunResult
+from cosimrun.system import Recorder, RunResult, System
 
 Progress = Callable[[float], None]
 
@@ -76,7 +76,7 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     try:
         exp.system.initialize(exp.run.t0, exp.master)
     except MissingInitialValueError as exc:
-        raise _missing_initial_value(exc) from None
+        raise _missing_initial_value(exc, exp.system) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
     try:
@@ -87,12 +87,19 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     return exp
 
 
-def _missing_initial_value(exc: MissingInitialValueError) -> ConfigError:
-    """The engine's error placed at its config key, with the override that sets the value instead of the API call."""
+def _missing_initial_value(exc: MissingInitialValueError, system: System) -> ConfigError:
+    """The engine's error placed at its config key, with the override that sets the value instead of the API call.
+
+    Made from the error's field (``port``) and the system's loop analysis (which connection was torn there),
+    not from the engine's message, whose hint names the library call.
+    """
     comp, _, name = exc.port.partition(".")
     key = f"components.{comp}.initial.{name}"
-    reason, sep, _ = exc.message.rpartition("; ")  # the engine's hint names set_initial_value
-    return ConfigError(key, f"{reason if sep else exc.message}; set its initial value with +{key}=VALUE")
+    analysis = getattr(system, "analysis", None)
+    torn = [str(c) for c in (analysis.needs_initial_values if analysis is not None else []) if c.dst == exc.port]
+    where = f" (torn at {torn[0]})" if torn else ""
+    return ConfigError(key, f"input {exc.port} closes an algebraic loop{where} and needs an initial value; "
+                            f"set its initial value with +{key}=VALUE")
 
 
 def run_experiment(
@@ -111,10 +118,12 @@ def run_experiment(
     and :class:`ResultsWriteError` when the file cannot be created. However the
     run ends afterwards, it is not raised: the file is closed with everything
     computed up to the end (see :class:`RunOutcome`). An exception from a
-    component (``SystemExit`` and ``GeneratorExit`` included) makes the run
-    ``failed`` with the error and traceback; ``KeyboardInterrupt`` (Ctrl-C, and
-    SIGTERM's :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun``
-    command) makes it ``interrupted``; a write error makes it ``failed`` with
+    component (``SystemExit``, ``GeneratorExit`` and a ``KeyboardInterrupt`` it
+    raised itself included) makes the run ``failed`` with the error and
+    traceback; a signal (Ctrl-C, and SIGTERM's
+    :class:`~cosimrun.runner.signals.Terminated` under the ``cosimrun`` command,
+    see :func:`~cosimrun.runner.signals.from_signal`) makes it ``interrupted``,
+    also when it arrives while the file is created; a write error makes it ``failed`` with
     the file as far as it was flushed (see :class:`~cosimrun.storage.HDF5Writer`).
     A component that asks to stop (an FMU's ``terminateSimulation``) ends the
     run ``complete`` at that time (:attr:`RunOutcome.stopped`).
@@ -133,43 +142,56 @@ def run_experiment(
         differs = default_experiment_notice(exp)
         if differs is not None:
             notice(differs)
-    writer = HDF5Writer(
-        Path(out_dir) / exp.storage.file,
-        experiment=exp.name,
-        attrs={
-            "config_yaml": config_yaml,
-            "overrides": " ".join(overrides),
-            "t0": exp.run.t0,
-            "tf": exp.run.tf,
-            "dt": exp.run.dt,
-            "master": exp.master.name,
-        },
-        compression=exp.storage.compression,
-        compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
-    )
+    with signals.shielded(deliver=False):  # from the file's creation to its closing, an interrupt lands only in
+        # the simulation; one that arrives later is the caller's to see (signals.received)
+        writer = HDF5Writer(
+            Path(out_dir) / exp.storage.file,
+            experiment=exp.name,
+            attrs={
+                "config_yaml": config_yaml,
+                "overrides": " ".join(overrides),
+                "t0": exp.run.t0,
+                "tf": exp.run.tf,
+                "dt": exp.run.dt,
+                "master": exp.master.name,
+            },
+            compression=exp.storage.compression,
+            compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
+        )
+        return _simulate(exp, writer, progress)
+
+
+def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) -> RunOutcome:
+    """Run *exp* into *writer* and close it (inside :func:`signals.shielded`; the simulation is interruptible)."""
     system = exp.system
     start = time.perf_counter()
     try:
-        recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
-                            allow_nonfinite=exp.storage.allow_nonfinite)
-        recorder.attach(system.components, exp.recorded)
-        quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
-        with quiet:
-            result = system.run(
-                exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
-                recorder=recorder,
-            )
-        signals.check()
+        with signals.interruptible():
+            recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
+                                allow_nonfinite=exp.storage.allow_nonfinite)
+            recorder.attach(system.components, exp.recorded)
+            quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
+            with quiet:
+                result = system.run(
+                    exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
+                    recorder=recorder,
+                )
+            signals.check()
         write_run_summary(writer, result)
         stopped = result.stopped
         if stopped is not None:
             writer.set_attrs(stop_time=stopped.time, stop_component=stopped.component, stop_reason=stopped.reason)
         writer.close("complete")
     except KeyboardInterrupt as exc:
-        return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
+        if signals.from_signal(exc):
+            return _abort(exp, writer, start, "interrupted", signals.message(exc), "", exc)
+        return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
     except (SystemExit, GeneratorExit) as exc:  # a component's: the run fails, the command goes on
         return _abort(exp, writer, start, "failed", _exit_message(exc, exp), _traceback.format_exc(), exc)
     except Exception as exc:  # a failing component must not lose what was computed
+        if signals.received() is not None and not isinstance(exc, ResultsWriteError):
+            # a library cleaning up after the interrupt failed in turn: the run was interrupted
+            return _abort(exp, writer, start, "interrupted", signals.message(), "", exc)
         message = str(exc) if isinstance(exc, ResultsWriteError) else f"{type(exc).__name__}: {exc}"
         when = exc.time if isinstance(exc, SimulationError) else None
         return _abort(exp, writer, start, "failed", message, _traceback.format_exc(), exc, when)
@@ -224,13 +246,14 @@ def _failed_at(exp: Experiment) -> float:
     return max((c.t for c in exp.system.components.values()), default=exp.run.t0)
 
 
-def _exit_message(exc: SystemExit | GeneratorExit, exp: Experiment) -> str:
-    """``SystemExit: component 'x' called sys.exit(0) at t=...`` (the component when the traceback shows it)."""
+def _exit_message(exc: BaseException, exp: Experiment) -> str:
+    """``SystemExit: component 'x' called sys.exit(0) at t=...`` (the component when the traceback shows it); also
+    for ``GeneratorExit`` and a ``KeyboardInterrupt`` that code raised (no signal did)."""
     culprit = _culprit(exc, exp)
     if isinstance(exc, SystemExit):
         what = f"called sys.exit({'' if exc.code is None else repr(exc.code)})"
     else:
-        what = "raised GeneratorExit"
+        what = f"raised {type(exc).__name__}{f'({str(exc)!r})' if str(exc) else ''}"
     who = f"component {culprit!r}" if culprit else "the run"
     return f"{type(exc).__name__}: {who} {what} at t={_failed_at(exp):.12g}"
 

@@ -1,33 +1,46 @@
-"""SIGINT and SIGTERM for the ``cosimrun`` command: both end a run as ``interrupted``.
+"""SIGINT and SIGTERM for the ``cosimrun`` command: from its first instruction to its last, exit 130 or 143.
 
-:func:`handling` installs the command's handlers (main thread only, restored
-on exit; a library user's process is left alone). SIGINT raises
-``KeyboardInterrupt`` as Python's own handler does; SIGTERM raises
-:class:`Terminated`, a ``KeyboardInterrupt``, so every ``except
-KeyboardInterrupt`` (a run's, a sweep's ledger and summary) handles both.
+``cosimrun.cli.main`` calls :func:`install` before anything else and :func:`finish` last; a library
+user's process is left alone. Inside, the first signal raises ``KeyboardInterrupt`` (SIGINT) or
+:class:`Terminated` (SIGTERM, a ``KeyboardInterrupt``), so every ``except KeyboardInterrupt`` (a
+run's, a sweep's ledger and summary) handles both, and the command ends with one line on stderr and
+exit status 130 or 143 (:func:`finish`), whatever it was doing: importing, composing the config,
+running, writing a summary.
 
-Python drops an exception raised inside a finalizer or a weakref callback
-(``Exception ignored in ...``); an interrupt that lands there would be lost and
-the run would end ``complete``. The handlers therefore also note the signal:
-:func:`check` raises it again, and the runner calls it at its progress reports
-and when the simulation returns. While :func:`handling` is active such a
-dropped interrupt is not printed either.
+Where an interrupt must not land, the code runs :func:`shielded`: a results file from its creation to
+its closing (only the simulation inside is :func:`interruptible`), the sweep index and summary. A
+signal there is noted, and raised as the block ends (or left to the caller, who checks
+:func:`received`). Only the first signal raises: the code that handles the interrupt (closing files,
+cancelling jobs) is not interrupted again by a second one, which is noted too.
+
+Python drops an exception raised inside a finalizer or a weakref callback (``Exception ignored in
+...``); an interrupt that lands there would be lost. The handlers' interrupt is therefore raised again
+in the main thread when Python drops it, as soon as the main thread is out of the finalizer, and the
+runner also calls :func:`check` at its progress reports and when the simulation returns.
 """
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import contextlib
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
-from cosimrun.exits import EXIT_SIGINT, EXIT_SIGTERM
+from cosimrun.exits import EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM
 
 INTERRUPTED = "interrupted by the user"
-"""The error of a run ended by SIGINT (Ctrl-C) or a component's ``KeyboardInterrupt``."""
+"""The error of a run ended by SIGINT (Ctrl-C)."""
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REDELIVERY_S = 0.01
+"""How often a dropped interrupt is tripped again until the main thread raises it."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -38,12 +51,31 @@ class Terminated(KeyboardInterrupt):
 
 
 _received: int | None = None
-"""The last signal handled since :func:`handling` started (``None``: none)."""
+"""The first signal noted since :func:`install` (or set by :func:`request_stop`); ``None``: none."""
+_armed = False
+"""Whether the handler raises at the next signal (once: the first signal, or a dropped one again)."""
+_shields = 0
+"""Depth of :func:`shielded` blocks: the handler only notes signals inside."""
+_raised: BaseException | None = None
+"""The interrupt the handler or :func:`check` raised last (raised again if Python drops it)."""
+_reported = False
+"""Whether the command already printed its line about the interrupt (see :func:`reported`)."""
+_previous: dict[int, Any] | None = None
+"""The handlers :func:`install` replaced; ``None``: not installed."""
+_hook: Any = None
+_final: tuple[int, int | None] | None = None
+"""``(exit status, signal noted)`` decided by :func:`finish` when the handlers stay for the interpreter's exit."""
+_at_exit_registered = False
 
 
 def received() -> int | None:
-    """The signal number noted by the handlers (``signal.SIGINT``/``SIGTERM``), or ``None``."""
+    """The signal number noted (``signal.SIGINT``/``SIGTERM``), or ``None``."""
     return _received
+
+
+def installed() -> bool:
+    """Whether the command's handlers are installed in this process."""
+    return _previous is not None
 
 
 def interruption(signum: int | None) -> KeyboardInterrupt:
@@ -62,57 +94,196 @@ def request_stop(signum: int = signal.SIGTERM) -> None:
 
 
 def check() -> None:
-    """Raise the interrupt noted by the handlers, in case Python dropped it where it was raised."""
+    """Raise the interrupt noted (the handler's, possibly dropped by Python, or one noted in a shield)."""
+    global _armed, _raised
     if _received is not None:
-        raise interruption(_received)
+        _armed = False
+        _raised = interruption(_received)
+        raise _raised
 
 
-def message(exc: BaseException) -> str:
+def message(exc: BaseException | None = None) -> str:
     """What an interrupted run records as its error: ``terminated by SIGTERM`` or ``interrupted by the user``.
 
     A bare ``KeyboardInterrupt`` raised again for a SIGTERM (a sweep's job does) still says SIGTERM.
     """
-    return str(exc) or (str(Terminated()) if _received == signal.SIGTERM else INTERRUPTED)
+    text = str(exc) if exc is not None else ""
+    return text or (str(Terminated()) if _received == signal.SIGTERM else INTERRUPTED)
 
 
 def exit_code(exc: BaseException | None = None) -> int:
     """143 when the command was terminated by SIGTERM (or *exc* is :class:`Terminated`), else 130."""
-    terminated = isinstance(exc, Terminated) or _received == signal.SIGTERM
-    return EXIT_SIGTERM if terminated else EXIT_SIGINT
+    if _received is not None:
+        return EXIT_SIGTERM if _received == signal.SIGTERM else EXIT_SIGINT
+    return EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT
+
+
+def from_signal(exc: BaseException) -> bool:
+    """Whether the ``KeyboardInterrupt`` *exc* stands for a signal, not for code that raised it (a component).
+
+    With the command's handlers a signal is always noted; in another thread no
+    signal raises anything. Only Python's own SIGINT handler in the main thread
+    (a library user's process) leaves it open: that counts as a signal.
+    """
+    if _received is not None or isinstance(exc, Terminated):
+        return True
+    if _previous is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def reported() -> None:
+    """Note that the command printed its line about the interrupt (a run's summary): :func:`finish` prints none."""
+    global _reported
+    _reported = True
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _received
-    _received = signum
-    raise interruption(signum)
+    global _received, _armed, _raised
+    if _received is None:
+        _received = signum
+    if _armed and not _shields:
+        _armed = False
+        _raised = interruption(_received)
+        raise _raised
 
 
 def _unraisable(previous: Any) -> Any:
     def hook(info: Any) -> None:
-        if isinstance(info.exc_value, KeyboardInterrupt) and _received is not None:
-            return  # noted by the handler: check() raises it again
-        previous(info)
+        global _armed, _shields
+        if _raised is None or info.exc_value is not _raised:
+            previous(info)
+            return
+        # Python dropped the interrupt (in a finalizer): raise it again once the main thread is out of it
+        _shields += 1  # not in here, where it would be dropped again
+        try:
+            _armed = True
+            with contextlib.suppress(RuntimeError):  # no new thread while the interpreter exits
+                threading.Thread(target=_redeliver, name="cosimrun-signal", daemon=True).start()
+        finally:
+            _shields -= 1
 
     return hook
 
 
-@contextlib.contextmanager
-def handling() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as described above inside the block; nothing outside the main thread.
+def _redeliver() -> None:
+    """Trip the signal again for the main thread until an interrupt is raised there (or no longer wanted)."""
+    while _armed and _previous is not None and _received is not None:
+        _thread.interrupt_main(_received)
+        time.sleep(REDELIVERY_S)
 
-    What the handlers noted (:func:`received`) is forgotten when the block ends.
+
+@contextlib.contextmanager
+def shielded(deliver: bool = True) -> Iterator[None]:
+    """Inside the block a signal is noted, not raised (no-op without the handlers).
+
+    With *deliver*, one noted inside is raised as the outermost shield ends, unless an interrupt was
+    raised already; without it the caller checks (:func:`received`).
     """
-    global _received
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _received = None
-    saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
+    global _shields
+    _shields += 1
     try:
         yield
     finally:
-        for s, previous in saved.items():
-            signal.signal(s, previous)
-        sys.unraisablehook = hook
-        _received = None
+        _shields -= 1
+    if deliver and not _shields and _armed:
+        check()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside a :func:`shielded` block, a block where signals raise again; one noted before is raised at its start."""
+    global _shields
+    saved, _shields = _shields, 0
+    try:
+        check()
+        yield
+    finally:
+        _shields = saved
+
+
+def install() -> bool:
+    """Install the command's handlers (main thread only, once); whether this call installed them."""
+    global _previous, _hook, _armed, _at_exit_registered
+    if _previous is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    _reset()
+    _armed = True
+    _previous = {}
+    for s in SIGNALS:
+        _previous[s] = signal.signal(s, _handler)
+    _hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
+    if not _at_exit_registered:  # registered first, so that it runs after every other exit function
+        atexit.register(_at_exit)
+        _at_exit_registered = True
+    return True
+
+
+def uninstall() -> None:
+    """Restore the handlers :func:`install` replaced and forget what was noted."""
+    global _previous, _hook
+    if _previous is None:
+        return
+    for s, previous in _previous.items():
+        signal.signal(s, previous)
+    sys.unraisablehook = _hook
+    _previous = _hook = None
+    _reset()
+
+
+def _reset() -> None:
+    global _received, _armed, _shields, _raised, _reported, _final
+    _received, _armed, _shields, _raised, _reported, _final = None, False, 0, None, False, None
+
+
+@contextlib.contextmanager
+def handling() -> Iterator[None]:
+    """The handlers inside the block (restored after it) unless they are installed already (the command's)."""
+    mine = install()
+    try:
+        yield
+    finally:
+        if mine:
+            uninstall()
+
+
+def finish(status: int | str | None, *, keep: bool) -> NoReturn:
+    """End the command with *status*, or with 130/143 and one line on stderr when a signal was noted.
+
+    No signal raises from here on. With *keep* (the command is the process) the
+    handlers stay until the interpreter has exited, noting signals: one that
+    arrives while the exit functions run (a dask cluster closing) still ends
+    the process with 130/143 and its line. Otherwise they are restored.
+    """
+    global _armed, _final
+    _armed = False
+    if _received is not None:
+        if not _reported:
+            _say(message())
+        status = exit_code()
+    if keep and _previous is not None:
+        _final = (_code(status), _received)
+    else:
+        uninstall()
+    sys.exit(status)
+
+
+def _code(status: int | str | None) -> int:
+    if status is None:
+        return 0
+    return status if isinstance(status, int) else EXIT_FAILED
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(Exception):  # stderr closed: the exit status still says it
+        print(f"cosimrun: {text}", file=sys.stderr, flush=True)
+
+
+def _at_exit() -> None:
+    """Last exit function: a signal that arrived after :func:`finish` decided the status ends the process now."""
+    if _final is None or _received is None or _final[1] is not None:
+        return
+    _say(message())
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(exit_code())

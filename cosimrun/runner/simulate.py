@@ -99,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
                                          compare_default_experiment=False)
         except ResultsWriteError as exc:
             fail(str(exc), EXIT_FAILED)
-        log_outcome(outcome)
-        console.summary(outcome)
+        with signals.shielded(deliver=False):  # the file is closed: a signal now only sets the exit status
+            log_outcome(outcome)
+            console.summary(outcome)
     if outcome.status == "interrupted":
+        signals.reported()  # the summary said it
         return signals.exit_code(outcome.cause)
     return 0 if outcome.ok else EXIT_FAILED
 

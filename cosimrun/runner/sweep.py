@@ -127,11 +127,20 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
                 outcome.traceback = _stored_traceback(run.path)
             if run.status == "interrupted":  # the run recorded the interrupt (signals.message) and returned
                 stop = KeyboardInterrupt(outcome.error)
+            elif signals.received() is not None:  # a signal after the run's file was closed: it stays as it is
+                stop = signals.interruption(signals.received())
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
-        outcome.status, outcome.error = "interrupted", signals.message(exc)
-        stop = exc
+        if not signals.from_signal(exc):  # raised by the job's code (a component building): the job fails
+            outcome.error, outcome.traceback = describe_exception(exc)
+        else:
+            outcome.status, outcome.error = "interrupted", signals.message(exc)
+            stop = exc
     except Exception as exc:  # a config error or a bug: this job fails, the sweep goes on
-        outcome.error, outcome.traceback = describe_exception(exc)
+        if signals.received() is not None:  # unless the interrupt caused it (a library cleaning up after it)
+            outcome.status, outcome.error = "interrupted", signals.message()
+            stop = signals.interruption(signals.received())
+        else:
+            outcome.error, outcome.traceback = describe_exception(exc)
     outcome.job_time_s = time.perf_counter() - start
     if in_driver:
         ledger = ledger_for(sweep_dir)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hydra.core.utils import JobReturn
 
+from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
 from cosimrun.runner.configtext import dump, task_overrides
 from cosimrun.runner.outcome import JobOutcome, describe_exception
@@ -67,7 +68,15 @@ STARTED_FILE = ".cosimrun-started"
 
 
 def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> None:
-    """Note in the job directory that this attempt started (before anything that might crash)."""
+    """Note in the job directory that this attempt started (before anything that might crash).
+
+    Once per attempt: dask runs a finished job again when the worker holding its
+    result died before the driver fetched it; the file keeps the time of the
+    attempt's first start, so that the results file that run completed still
+    counts as written since (:func:`written_since_start`).
+    """
+    if started(job_dir, token, attempt):
+        return
     try:
         Path(job_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
@@ -281,8 +290,8 @@ def run_hydra_job(
                 value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
             else:
                 value = ret.return_value
-        except BaseException as exc:  # SystemExit from a task, or Hydra itself failing on this job
-            if isinstance(exc, KeyboardInterrupt):
+        except BaseException as exc:  # SystemExit or KeyboardInterrupt from a task, or Hydra failing on this job
+            if isinstance(exc, KeyboardInterrupt) and signals.from_signal(exc):  # the worker is being closed
                 raise
             error, trace = describe_exception(exc)
             value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)

@@ -24,6 +24,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.errors import ConfigError
 from hydra_plugins.cosimrun_dask_launcher import _forkserver
 
 if TYPE_CHECKING:
@@ -39,6 +40,13 @@ def _quiet_dask() -> None:
         logger = logging.getLogger(name)
         if logger.getEffectiveLevel() < logging.WARNING:
             logger.setLevel(logging.WARNING)
+
+
+class Unreachable(ConfigError):
+    """The scheduler at ``hydra.launcher.address`` did not answer within ``hydra.launcher.connect_timeout``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
 
 
 def connect(launcher: DaskLauncher) -> Any:
@@ -60,9 +68,12 @@ def connect(launcher: DaskLauncher) -> Any:
         where = type(cluster).__name__
     elif launcher.address:
         try:
-            client = Client(launcher.address)
-        except (OSError, TimeoutError) as exc:
-            raise RuntimeError(f"cannot reach the dask scheduler at {launcher.address}: {exc}") from exc
+            client = Client(launcher.address, timeout=launcher.connect_timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise Unreachable(
+                f"hydra.launcher.address={launcher.address}: no dask scheduler answered within "
+                f"{launcher.connect_timeout:g} s (hydra.launcher.connect_timeout): {type(exc).__name__}: {exc}"
+            ) from exc
         where = launcher.address
     else:
         import dask
@@ -74,6 +85,7 @@ def connect(launcher: DaskLauncher) -> Any:
         # (with dask's default 1.1, a second job may wait on it and be reported lost too)
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, **_quiet_workers(launcher)}):
             cluster = _local_cluster(launcher, n_workers)
+        dask.config.set(KEEP_NANNIES)  # read whenever a worker goes, for as long as the sweep runs
         client = Client(cluster)
         where = f"a local cluster of {n_workers} workers"
     _quiet_dask()
@@ -107,6 +119,18 @@ def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
     with ``benchmarks/bench_sweep.py``).
     """
     return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
+
+
+KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "36500d"}
+"""A local cluster's nannies restart their workers; the cluster must not close them for good.
+
+dask's ``SpecCluster`` checks, ``lost-worker-timeout`` (15 s) after a worker
+went, whether a worker of that name is back, and otherwise closes its nanny
+for good (meant for batch-system jobs that vanished). A nanny whose workers
+keep crashing (jobs that call ``os._exit``) is often between two restarts at
+that instant: with the default, a sweep of such jobs lost one worker after the
+other until none was left and waited forever.
+"""
 
 
 LOOPBACK = "127.0.0.1"

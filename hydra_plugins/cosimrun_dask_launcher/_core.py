@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,14 +25,23 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
+from cosimrun.config.reporting import remove_unused_dir
+from cosimrun.errors import ConfigError, suggest
+from cosimrun.exits import EXIT_FAILED, fail
 from cosimrun.runner import signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
-from cosimrun.runner.lock import claim
-from cosimrun.runner.outcome import JobOutcome, objective_value, outcome_from_file
+from cosimrun.runner.lock import claim, release_all
+from cosimrun.runner.outcome import (
+    SUMMARY_PREFIX,
+    JobOutcome,
+    objective_value,
+    outcome_from_file,
+    results_attrs,
+)
 from cosimrun.runner.resume import Reuse, check_reuse
 from cosimrun.storage.verify import verify_results
-from hydra_plugins.cosimrun_dask_launcher._cluster import connect
+from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
 from hydra_plugins.cosimrun_dask_launcher._progress import Progress
 from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn, failed_outcome, timed_out, worker_died
 
@@ -66,6 +76,8 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         for pos, overrides in enumerate(job_overrides):
             num = initial_job_idx + pos
             spec = composer.compose(overrides, num)
+            if pos == 0 and launcher.objective:
+                check_objective(launcher.objective, spec)
             reuse = check_reuse(spec) if launcher.resume else Reuse(False)
             if reuse.ok:
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
@@ -79,14 +91,73 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
+    except (Unreachable, ObjectiveError) as exc:  # nothing ran: no sweep directory, one line
+        ledger.forget()
+        release_all()
+        remove_unused_dir(sweep_dir, ("multirun.yaml",))
+        fail(str(exc))
+    except NoWorkers as exc:  # the jobs not run cannot run: they fail, the sweep ends in one line
+        with signals.shielded(deliver=False):
+            batch.cancel()
+            batch.settle(failed=str(exc))
+        fail(f"{exc}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)", EXIT_FAILED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
-        batch.cancel()
-        ledger.interrupt_pending(signals.message(exc))
+        with signals.shielded(deliver=False):
+            batch.cancel()
+            batch.settle()
+            ledger.interrupt_pending(signals.message(exc))
         raise
     finally:
         batch.bar.close()
-        ledger.flush()
+        ledger.flush()  # nothing once forgotten
     return batch.returns()
+
+
+OBJECTIVE_FIELDS = ("wall_time_s", "job_time_s", "coupling_error_max")
+"""Index columns besides ``final.<comp>.<port>`` that :func:`objective_value` reads as numbers."""
+
+
+class ObjectiveError(ConfigError):
+    """``hydra.launcher.objective`` names no number of the sweep index."""
+
+
+def check_objective(objective: str, spec: JobSpec) -> None:
+    """Raise :class:`ObjectiveError` unless *objective* is a column of the index the job *spec* will have: a
+    recorded port's ``final.<comp>.<port>`` or one of :data:`OBJECTIVE_FIELDS`. A job that cannot be built is not
+    judged here: it fails as a job."""
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner.configtext import resolved
+    from cosimrun.runner.run import prepare
+    from cosimrun.runner.worker import hydra_config
+
+    config = spec.config
+    try:
+        with hydra_config(config):  # as the job resolves it
+            plain, _ = resolved(OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"]))
+        experiment = prepare(plain)
+    except Exception:  # the job will say what is wrong with it
+        return
+    try:
+        columns = [f"{SUMMARY_PREFIX}{c}.{p}" for c, ports in experiment.recorded.items() for p in ports]
+    finally:
+        experiment.system.free()
+    columns += OBJECTIVE_FIELDS
+    if objective not in columns:
+        raise ObjectiveError("hydra.launcher.objective", f"{objective!r} is no number of the sweep index"
+                             f"{suggest(objective, columns)} (the index's numbers: {', '.join(columns)})")
+
+
+class NoWorkers(RuntimeError):
+    """The cluster has had no worker for ``hydra.launcher.no_worker_timeout`` seconds while jobs waited."""
+
+
+def _status(path: Path) -> str:
+    """The ``status`` a results file records ("" when there is none or it cannot be read)."""
+    try:
+        return str(results_attrs(path, ("status",)).get("status", ""))
+    except OSError:
+        return ""
 
 
 class _Batch:
@@ -110,6 +181,7 @@ class _Batch:
         self._started_at: dict[Any, float] = {}
         """Running futures -> when the driver first saw them running (``hydra.launcher.timeout``)."""
         self._next_tick = 0.0
+        self._workerless_since: float | None = None
 
     def submit(self, pos: int, spec: JobSpec, attempt: int = 1, note: str = "") -> None:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
@@ -195,7 +267,24 @@ class _Batch:
         self._next_tick = now + TICK_S
         if self.launcher.timeout is not None and self.pending:
             self._check_timeouts(now)
+        if self.pending:
+            self._check_workers(now)
         self.ledger.flush_due()
+
+    def _check_workers(self, now: float) -> None:
+        """Raise :class:`NoWorkers` once the cluster had no worker for ``no_worker_timeout`` seconds."""
+        try:
+            workers = len(self.client.nthreads())
+        except Exception:  # the scheduler is gone: the futures say so
+            return
+        if workers:
+            self._workerless_since = None
+        elif self._workerless_since is None:
+            self._workerless_since = now
+        elif now - self._workerless_since >= self.launcher.no_worker_timeout:
+            where = self.launcher.address or "the sweep's dask cluster"
+            raise NoWorkers(f"{where} has had no worker for {self.launcher.no_worker_timeout:g} s "
+                            "(hydra.launcher.no_worker_timeout)")
 
     def _check_timeouts(self, now: float) -> None:
         """Note when jobs start running (their start mark, on a worker); stop those running too long."""
@@ -276,14 +365,14 @@ class _Batch:
             return True
         return False
 
-    def _recovered(self, spec: JobSpec, attempt: int, exc: Any) -> JobOutcome | None:
-        """The outcome of a job whose worker died after it finished: its results file, written by this attempt,
-        verifies as complete (None otherwise)."""
+    def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED) -> JobOutcome | None:
+        """The outcome of a job whose worker died (or whose sweep was interrupted) after it finished: its results
+        file, written by this attempt, verifies as complete (None otherwise)."""
         path = spec.results_path
         if not worker.written_since_start(spec.job_dir, path) or verify_results(path):
             return None
         outcome = outcome_from_file(spec.num, spec.overrides, path)
-        outcome.reused, outcome.attempts, outcome.note = False, attempt, RECOVERED
+        outcome.reused, outcome.attempts, outcome.note = False, attempt, note
         outcome.worker = str(getattr(getattr(exc, "last_worker", None), "address", ""))
         return outcome
 
@@ -297,10 +386,26 @@ class _Batch:
         self.bar.finished(outcome)
 
     def cancel(self) -> None:
+        """Cancel the jobs not finished (they stay pending in the ledger until :meth:`settle`)."""
         if self.client is not None and self.pending:
             self.client.cancel(list(self.pending))
-        self.pending.clear()
         self._queue.clear()
+
+    def settle(self, failed: str = "") -> None:
+        """After :meth:`cancel`: close the cluster this sweep started (its workers close their jobs' files), then
+        enter the jobs whose results file this launch completed as complete, whatever the driver had heard; with
+        *failed*, the others as failed with that error (else they stay pending)."""
+        if self.launcher.cluster is not None:
+            close(weakref.ref(self.launcher))
+        for pos, spec, attempt in list(self.pending.values()):
+            outcome = None
+            if worker.started(spec.job_dir, self.token, attempt) and _status(spec.results_path) == "complete":
+                outcome = self._recovered(spec, attempt, None, note="")
+            if outcome is None and failed:
+                outcome = JobOutcome(spec.num, "failed", spec.overrides, error=f"not run: {failed}", attempts=attempt)
+            if outcome is not None:
+                self.done(pos, spec, outcome)
+        self.pending.clear()
 
     def returns(self) -> list[JobReturn]:
         assert all(r is not None for r in self._returns)

@@ -46,6 +46,10 @@ class DaskLauncherConf:
     """Index column whose value a job returns to an optimizing sweeper (``final.pendulum.q``; Optuna)."""
     timeout: float | None = None
     """Seconds a job may run; a job running longer is ``failed`` (``timeout after N s``), its worker restarted."""
+    no_worker_timeout: float = 120.0
+    """Seconds the sweep waits with jobs to run and no dask worker (all died, none came back) before it fails."""
+    connect_timeout: float = 10.0
+    """Seconds to reach the scheduler at ``address`` (or the ``cluster``'s) before the sweep is refused."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
@@ -57,6 +61,41 @@ def _refuse(name: str, value: Any, valid: bool, what: str) -> None:
         from cosimrun.exits import fail
 
         fail(f"hydra.launcher.{name}={value:g} cannot work: give {what}")
+
+
+SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+"""The protocols of a dask scheduler address."""
+
+
+def _check_address(address: str | None) -> None:
+    """End the command in one line for a scheduler ``address`` that is no ``[protocol://]host:port``."""
+    if not address:
+        return
+    text = str(address)
+    scheme, sep, rest = text.rpartition("://")
+    host, colon, port = rest.rpartition(":")
+    if (sep and scheme not in SCHEMES) or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        from cosimrun.exits import fail
+
+        fail(f"hydra.launcher.address={text} cannot work: give a dask scheduler's address, PROTOCOL://HOST:PORT "
+             f"with PROTOCOL one of {', '.join(SCHEMES)} (tcp://127.0.0.1:8786), or null for a local cluster")
+
+
+def _check_memory_limit(limit: Any) -> None:
+    """End the command in one line for a ``memory_limit`` dask cannot read (as ``LocalCluster`` reads it)."""
+    if limit is None or str(limit).strip().lower() == "auto":
+        return
+    from dask.utils import parse_bytes
+
+    try:
+        value = float(limit) if isinstance(limit, int | float) else float(parse_bytes(str(limit)))
+    except (TypeError, ValueError):
+        value = -1.0
+    if not value >= 0:
+        from cosimrun.exits import fail
+
+        fail(f"hydra.launcher.memory_limit={limit} cannot work: give a size per worker (4GB, 512MiB), a fraction "
+             "of the machine's memory (0.25), auto (the memory shared among the workers) or null/0 (no limit)")
 
 
 class DaskLauncher(Launcher):
@@ -75,10 +114,18 @@ class DaskLauncher(Launcher):
         progress: bool = True,
         objective: str | None = None,
         timeout: float | None = None,
+        no_worker_timeout: float = 120.0,
+        connect_timeout: float = 10.0,
     ) -> None:
         _refuse("n_workers", n_workers, n_workers is None or n_workers >= 1, "an integer >= 1, or null: one per core")
         _refuse("retries", retries, retries >= 0, "an integer >= 0")
         _refuse("timeout", timeout, timeout is None or timeout > 0, "a number of seconds > 0, or null: none")
+        _refuse("no_worker_timeout", no_worker_timeout, no_worker_timeout > 0, "a number of seconds > 0")
+        _refuse("connect_timeout", connect_timeout, connect_timeout > 0, "a number of seconds > 0")
+        _check_address(address)
+        _check_memory_limit(memory_limit)
+        self.no_worker_timeout = float(no_worker_timeout)
+        self.connect_timeout = float(connect_timeout)
         self.address = address or None
         self.n_workers = n_workers
         self.timeout = None if timeout is None else float(timeout)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cosimrun.runner.load import load_sweep
 from cosimrun.storage import load_results
 
 RUN_CLI = Path(__file__).parents[1] / "support" / "run_cli.py"
@@ -35,9 +36,10 @@ def cosimrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "cfg" / "experiment"
     config.mkdir(parents=True, exist_ok=True)
     (config / "faults.yaml").write_text(EXPERIMENT)
+    multirun = [a for a in args if a == "-m"]  # first, as for cosimrun
     return subprocess.run(
-        [sys.executable, str(RUN_CLI), "--config-dir", str(tmp_path / "cfg"), "+experiment=faults",
-         "hydra.run.dir=out", *args],
+        [sys.executable, str(RUN_CLI), *multirun, "--config-dir", str(tmp_path / "cfg"), "+experiment=faults",
+         "hydra.run.dir=out", *(a for a in args if a != "-m")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
 
@@ -63,10 +65,14 @@ EXITS = [
     (["+components.bad.params.exit_at=0.5", "+components.bad.params.exit_code='bye'"],
      "SystemExit: component 'bad' called sys.exit('bye') at t=0.4"),
     (["+components.bad.params.generator_exit_at=0.5"], "GeneratorExit: component 'bad' raised GeneratorExit at t=0.4"),
+    # no signal raised it: the component did, and the run fails as for SystemExit (not the user's interrupt)
+    (["+components.bad.params.interrupt_at=0.5"],
+     "KeyboardInterrupt: component 'bad' raised KeyboardInterrupt at t=0.4"),
 ]
 
 
-@pytest.mark.parametrize(("args", "error"), EXITS, ids=["exit0", "exit3", "exit_text", "generator_exit"])
+@pytest.mark.parametrize(("args", "error"), EXITS,
+                         ids=["exit0", "exit3", "exit_text", "generator_exit", "keyboard_interrupt"])
 def test_a_component_exiting_fails_the_run_and_keeps_what_was_computed(tmp_path, args, error) -> None:
     proc = cosimrun(tmp_path, *args)
     path = tmp_path / "out" / "results.h5"
@@ -79,21 +85,6 @@ def test_a_component_exiting_fails_the_run_and_keeps_what_was_computed(tmp_path,
     res = load_results(path)
     assert res.status == "failed" and res.attrs["error"] == error
     assert "faulty.py" in res.attrs["traceback"]
-    assert_kept_until(path, 5)
-    assert not (tmp_path / "out" / "results.h5.partial").exists()
-
-
-def test_a_component_raising_keyboard_interrupt_interrupts_the_run(tmp_path) -> None:
-    proc = cosimrun(tmp_path, "+components.bad.params.interrupt_at=0.5")
-    path = tmp_path / "out" / "results.h5"
-    assert proc.returncode == 130, proc.stderr
-    assert_clean(proc.stderr)
-    assert proc.stderr.splitlines() == [
-        "cosimrun: error: run interrupted at t=0.4 s: interrupted by the user",
-        f"partial results (interrupted): {path}",
-    ]
-    res = load_results(path)
-    assert res.status == "interrupted" and res.attrs["error"] == "interrupted by the user"
     assert_kept_until(path, 5)
     assert not (tmp_path / "out" / "results.h5.partial").exists()
 
@@ -120,3 +111,23 @@ def test_with_non_finite_values_allowed_numpy_warnings_say_where_they_arise(tmp_
     assert res.status == "complete"
     t, y = res.history("bad")["y"]
     assert len(t) == 21 and np.isinf(y[t >= 0.5 - 1e-9]).all()
+
+
+@pytest.mark.parametrize("launcher", ["dask", "basic"])
+def test_a_component_raising_keyboard_interrupt_fails_its_sweep_job_and_the_sweep_goes_on(tmp_path, launcher) -> None:
+    sweep = tmp_path / "sweep"
+    proc = cosimrun(tmp_path, "-m", "+components.bad.params.interrupt_at=0.5,99", f"hydra/launcher={launcher}",
+                    f"hydra.sweep.dir={sweep}",
+                    *(["hydra.launcher.progress=false", "hydra.launcher.n_workers=1", "hydra.launcher.retries=0"]
+                      if launcher == "dask" else []))
+    error = "KeyboardInterrupt: component 'bad' raised KeyboardInterrupt at t=0.4"
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "WorkerDied" not in proc.stderr, proc.stderr
+    assert "sweep: 2 jobs, 1 complete, 1 failed" in proc.stderr
+    assert f"  #0 failed: +experiment=faults +components.bad.params.interrupt_at=0.5: {error}" in proc.stderr
+    df = load_sweep(sweep)
+    assert list(df["status"]) == ["failed", "complete"] and list(df["error"]) == [error, ""]
+    failed, complete = load_results(sweep / "0" / "results.h5"), load_results(sweep / "1" / "results.h5")
+    assert (failed.status, failed.attrs["error"]) == ("failed", error)
+    assert_kept_until(sweep / "0" / "results.h5", 5)
+    assert complete.status == "complete" and len(complete.history("bad")["y"].time) == 21

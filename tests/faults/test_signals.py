@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 
 from cosimrun.runner import signals
@@ -46,10 +47,64 @@ def test_handlers_are_installed_in_the_block_and_restored_after() -> None:
             signal.raise_signal(signal.SIGTERM)
         assert signals.received() == signal.SIGTERM
         assert signals.exit_code() == 143
+        signal.raise_signal(signal.SIGINT)  # only the first signal raises: cleaning up is not interrupted again
+        assert signals.received() == signal.SIGTERM and signals.exit_code() == 143
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+    with signals.handling():  # installed again: a new start
         with pytest.raises(KeyboardInterrupt) as caught:
             signal.raise_signal(signal.SIGINT)
         assert type(caught.value) is KeyboardInterrupt and signals.exit_code(caught.value) == 130
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_a_signal_in_a_shield_is_raised_as_the_outermost_shield_ends() -> None:
+    with signals.handling():
+        with pytest.raises(KeyboardInterrupt), signals.shielded():
+            with signals.shielded():
+                signal.raise_signal(signal.SIGINT)
+                assert signals.received() == signal.SIGINT  # noted, not raised
+            reached = True  # the inner shield's end does not raise either
+        assert reached
+    with signals.handling():
+        with signals.shielded(deliver=False):
+            signal.raise_signal(signal.SIGTERM)
+        assert signals.received() == signal.SIGTERM  # left to the caller
+        with pytest.raises(signals.Terminated), signals.shielded(deliver=False), signals.interruptible():
+            pass  # an interruptible block raises what was noted at its start
+
+
+def test_a_keyboard_interrupt_is_a_signal_only_when_one_was_received() -> None:
+    with signals.handling():
+        assert not signals.from_signal(KeyboardInterrupt())  # raised by code: the handlers note every signal
+        with pytest.raises(KeyboardInterrupt) as caught:
+            signal.raise_signal(signal.SIGINT)
+        assert signals.from_signal(caught.value)
+    # without cosimrun's handlers, Python's own SIGINT handler may have raised it in the main thread
+    assert signals.from_signal(KeyboardInterrupt())
+    seen: list[bool] = []
+    worker = threading.Thread(target=lambda: seen.append(signals.from_signal(KeyboardInterrupt())))
+    worker.start()
+    worker.join()
+    assert seen == [False]  # no signal raises anything outside the main thread
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_python_drops_in_a_finalizer_is_raised_again_in_the_main_thread(capsys, signum) -> None:
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signum)  # the handler raises in here, and Python drops it
+
+    with signals.handling():
+        start = time.monotonic()
+        with pytest.raises(signals.Terminated if signum == signal.SIGTERM else KeyboardInterrupt):
+            Finalized()
+            gc.collect()
+            while time.monotonic() < start + 30:  # raised again here, in the main thread
+                pass
+        assert time.monotonic() - start < 5
+        time.sleep(0.1)
+        total = sum(range(10_000))  # and only once
+    assert total == 49_995_000
+    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_outside_the_main_thread_nothing_is_installed() -> None:
@@ -64,19 +119,6 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     worker.start()
     worker.join()
     assert seen == [before]
-
-
-def test_an_interrupt_dropped_in_a_finalizer_is_raised_again_by_check(capsys) -> None:
-    class Finalized:
-        def __del__(self) -> None:
-            signal.raise_signal(signal.SIGTERM)  # the handler raises in here, and Python drops it
-
-    with signals.handling():
-        Finalized()
-        gc.collect()
-        with pytest.raises(signals.Terminated):
-            signals.check()
-    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_a_run_checks_for_a_dropped_interrupt_at_its_progress_reports(tmp_path: Path) -> None:
@@ -204,3 +246,118 @@ def test_sigterm_ends_a_sweep_on_dask_interrupted(tmp_path) -> None:
         res = load_results(job)  # the workers stop their runs at the next check as they close
         assert (res.status, res.attrs["error"]) == ("interrupted", "terminated by SIGTERM")
         assert len(res.history("src")["y"].time) > 1
+
+
+def handlers_installed(pid: int) -> bool:
+    """Whether process *pid* catches SIGINT and SIGTERM (``SigCgt`` of ``/proc/PID/status``): the command's
+    first instruction ran."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return all(caught >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the signal mask from /proc")
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0, 2.5])
+@pytest.mark.parametrize(("signum", "code", "error"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_signal_at_a_fixed_delay_after_the_start_ends_the_command_in_one_line(
+    tmp_path, signum, code, error, delay
+) -> None:
+    """From the command's first instruction (its handlers installed) through imports, Hydra's composition, the
+    build and the start of the run: one line (two with the results file), 130/143, the file closed interrupted."""
+    proc = start(tmp_path, "hydra.run.dir=out", "run.tf=1e9")
+    deadline = time.monotonic() + 60
+    while not handlers_installed(proc.pid):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    time.sleep(delay)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    out = tmp_path / "out"
+    path = out / "results.h5"
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) if out.exists() else []
+    if path.exists():  # the run had started: its file is closed as interrupted
+        lines = err.splitlines()
+        assert len(lines) == 2 and lines[0].startswith("cosimrun: error: run interrupted at t="), err
+        assert lines[0].endswith(f" s: {error}") and lines[1] == f"partial results (interrupted): {path}"
+        res = load_results(path)
+        assert res.status == "interrupted" and res.attrs["error"] == error
+        t, y = res.history("src")["y"]
+        assert (y == t).all() and (np.diff(t) > 0).all()
+        assert left == [".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "cosimrun.log",
+                        "results.h5"]
+    else:  # stopped before: one line, and no run directory with a file in it
+        assert err == f"cosimrun: {error}\n"
+        assert left == [], left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code", "error"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_exit_functions_run_still_ends_the_command_with_its_status(
+    tmp_path, signum, code, error
+) -> None:
+    """A signal after the command decided its status (a dask cluster closing at exit): 130/143 and one line."""
+    script = (
+        "import atexit, os, sys\n"
+        "from cosimrun import cli\n"
+        f"cli.version = lambda: (atexit.register(os.kill, os.getpid(), {int(signum)}), 'cosimrun X')[1]\n"
+        "sys.argv = ['cosimrun', '--version']\n"
+        "cli.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == "cosimrun X\n" and proc.stderr == f"cosimrun: {error}\n"
+
+
+def test_an_error_a_library_raises_while_cleaning_up_after_the_interrupt_is_the_interrupt(
+    monkeypatch, capsys
+) -> None:
+    """The signal lands in a library's ``with`` block whose cleanup then fails (omegaconf did, composing the
+    config): the command still ends with the interrupt's line and 130, not with that error's traceback."""
+    from cosimrun import cli
+
+    def interrupted_while_composing(argv: list[str]) -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    monkeypatch.setattr(cli, "_main", interrupted_while_composing)
+    monkeypatch.setattr(sys, "argv", ["cosimrun", "+experiment=x"])
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(SystemExit) as caught:
+        cli.main()
+    assert caught.value.code == 130
+    assert capsys.readouterr().err == "cosimrun: interrupted by the user\n"
+    assert signal.getsignal(signal.SIGINT) is before and not signals.installed()  # called from a test: restored
+
+
+def test_a_run_whose_interrupt_a_library_turns_into_another_error_is_interrupted(tmp_path: Path) -> None:
+    cfg = {
+        "name": "ramp",
+        "run": {"t0": 0.0, "tf": 10.0, "dt": 0.01},
+        "components": {"src": {"type": "ramp", "params": {"slope": 1.0}}},
+    }
+    reports: list[float] = []
+
+    def progress(t: float) -> None:
+        reports.append(t)
+        if len(reports) == 3:
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            finally:
+                raise RuntimeError("cleaning up failed")
+
+    with signals.handling():
+        outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg), progress=progress)
+    assert outcome.status == "interrupted" and outcome.error == "terminated by SIGTERM"
+    res = load_results(tmp_path / "results.h5")
+    assert res.status == "interrupted" and res.attrs["error"] == "terminated by SIGTERM"
+    t, y = res.history("src")["y"]
+    assert 0 < len(t) < 1001 and (y == t).all()

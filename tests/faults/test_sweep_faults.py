@@ -9,15 +9,19 @@ command printed and every file left behind: index rows and the results files' ``
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import h5py
+import numpy as np
 import pytest
 
 from cosimrun.runner.load import load_sweep
@@ -27,6 +31,7 @@ from cosimrun.storage.verify import verify_results
 pytestmark = pytest.mark.slow
 
 QUICK = ["+experiment=bouncing_ball", "run.tf=0.5"]
+CLI = "from cosimrun.cli import main; main()"  # the console script's entry point, as tests/conftest.py runs it
 DASK = [*QUICK, "hydra.launcher.progress=false"]
 
 
@@ -313,3 +318,138 @@ def test_launcher_settings_that_cannot_work_are_refused(cosimrun, tmp_path: Path
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"cosimrun: error: hydra.launcher.{setting} cannot work: give {valid}\n"
     assert not sweep_dir.exists()  # nothing started
+
+
+# ---------------------------------------------------------------------- complete on disk is complete
+LINGER_MODULE = '''
+import time
+
+from cosimrun.components.sources import Constant
+from cosimrun.parameters import Parameter
+
+
+class Linger(Constant):
+    """A constant whose ``free`` (after its run closed the results file) sleeps ``linger`` seconds."""
+
+    PARAMETERS = {"linger": Parameter(float, default=0.0, doc="seconds free() sleeps after a run")}
+
+    def free(self):
+        if self.t > 0:  # after a run, not the sweeper's trial build
+            time.sleep(self.parameters["linger"])
+'''
+
+
+@pytest.fixture
+def linger_env(sweep_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """:func:`sweep_env` plus a test distribution registering the component type ``linger``."""
+    root = tmp_path / "lingerdist"
+    (root / "cosimrun_linger_testing").mkdir(parents=True)
+    (root / "cosimrun_linger_testing" / "__init__.py").write_text(LINGER_MODULE)
+    info = root / "cosimrun_linger_testing-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cosimrun-linger-testing\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[cosimrun.components]\nlinger = cosimrun_linger_testing:Linger\n")
+    return {**sweep_env, "PYTHONPATH": f"{root}{os.pathsep}{sweep_env['PYTHONPATH']}"}
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_jobs_complete_on_disk_when_the_sweep_is_interrupted_are_complete_in_the_summary_and_index(
+    linger_env: dict[str, str], tmp_path: Path, signum: int, code: int
+) -> None:
+    """Both jobs closed their files complete and linger in ``free``: the driver has not heard of them yet."""
+    sweep_dir = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "-m", *DASK, "+components.slow={type: linger, params: {linger: 600}}",
+         "components.ball.params.e=0.5,0.6", "hydra.launcher.n_workers=2", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path, env=linger_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        def both_complete() -> bool:
+            assert proc.poll() is None, proc.communicate()
+            files = [sweep_dir / job / "results.h5" for job in ("0", "1")]
+            return all(f.exists() and _status(f) == "complete" for f in files)
+
+        _wait_for(both_complete, what="both jobs' files complete")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err, err
+    assert "sweep: 2 jobs, 2 complete, 0 failed" in out + err and "interrupted" not in out.split("index:")[0]
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete", "complete"] and list(df["error"]) == ["", ""]
+    assert list(df["attempts"]) == [1, 1] and list(df["reused"]) == [False, False]
+    assert df["final.ball.h"].notna().all()
+    for job in ("0", "1"):
+        assert _status(sweep_dir / job / "results.h5") == "complete"
+        assert verify_results(sweep_dir / job / "results.h5") == []
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------- workers that keep dying
+def test_a_sweep_whose_jobs_kill_half_the_workers_ends_every_job_and_fails_only_those(
+    cosimrun, with_crash: list[str], tmp_path: Path
+) -> None:
+    """20 jobs, every other one ending its worker with os._exit, two workers, no retry: every job ends, the
+    crashing ones failed, the healthy ones complete (none failed or killed because another job's worker died)."""
+    sweep_dir = tmp_path / "sweep"
+    e = [round(0.5 + 0.01 * i, 2) for i in range(10)]
+    proc = cosimrun(
+        "-m", *with_crash, *DASK,
+        f"components.ball.params.e={','.join(map(str, e))}",
+        "components.bomb.params.crash_at=0.1,100",  # jobs 0, 2, 4, ... crash at t=0.1
+        "hydra.launcher.n_workers=2", "hydra.launcher.retries=0", f"hydra.sweep.dir={sweep_dir}",
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "NoneType" not in proc.stderr
+    assert "sweep: 20 jobs, 10 complete, 10 failed" in proc.stderr
+    df = load_sweep(sweep_dir)
+    crashing = [num % 2 == 0 for num in range(20)]
+    assert list(df["status"]) == ["failed" if c else "complete" for c in crashing]
+    for num, row in df.iterrows():
+        job = sweep_dir / str(num)
+        if crashing[num]:
+            assert row["error"].startswith("WorkerDied: the worker process running this job died once"), row["error"]
+            assert row["attempts"] == 1
+            assert not (job / "results.h5").exists() and _status(job / "results.h5.partial") == "running"
+        else:
+            assert row["error"] == "" and row["attempts"] == 1
+            assert _status(job / "results.h5") == "complete" and verify_results(job / "results.h5") == []
+            assert not (job / "results.h5.partial").exists()
+            assert row["components.ball.params.e"] == e[num // 2] and np.isfinite(row["final.ball.h"])
+    assert not (sweep_dir / LOCK_FILE).exists()
+
+
+def test_a_cluster_without_a_worker_fails_the_sweep_in_one_line(
+    cosimrun, sweep_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A scheduler whose workers are all gone (here: it never had one): the jobs fail after no_worker_timeout."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        cwd=tmp_path, env=sweep_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        sweep_dir = tmp_path / "sweep"
+        address = f"tcp://127.0.0.1:{port}"
+        proc = cosimrun("-m", *DASK, "components.ball.params.e=0.5,0.6", f"hydra.launcher.address={address}",
+                        "hydra.launcher.no_worker_timeout=2", f"hydra.sweep.dir={sweep_dir}", timeout=120)
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+    reason = f"{address} has had no worker for 2 s (hydra.launcher.no_worker_timeout)"
+    assert proc.returncode == 1, proc.stderr
+    assert _lines(proc.stderr) == [
+        f"cosimrun: error: {reason}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)"
+    ]
+    assert "sweep: 2 jobs, 0 complete, 2 failed" in proc.stderr and "Traceback" not in proc.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["failed", "failed"] and list(df["error"]) == [f"not run: {reason}"] * 2
+    assert not list(sweep_dir.glob("*/results.h5*")) and not (sweep_dir / LOCK_FILE).exists()

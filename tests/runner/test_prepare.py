@@ -40,3 +40,27 @@ def test_library_users_keep_the_engines_hint() -> None:
 def test_with_the_suggested_initial_value_it_runs() -> None:
     cfg = {**LOOP, "components": {**LOOP["components"], "s": {**LOOP["components"]["s"], "initial": {"u2": 0.0}}}}
     assert prepare(cfg).system.initial_values["s.u2"] == 0.0
+
+
+def test_the_config_error_is_made_from_the_error_s_fields_not_its_message(monkeypatch) -> None:
+    """Whatever the engine's wording (here: another hint after a '; '), the key, the port and the torn
+    connection come from the error's ``port`` and the system's loop analysis."""
+    from cosimrun.system import System
+
+    initialize = System.initialize
+
+    def reworded(self, t0, master):
+        try:
+            initialize(self, t0, master)
+        except MissingInitialValueError as exc:
+            raise MissingInitialValueError("tear s.u2 lacks a start value; call System.set_initial_value",
+                                           exc.port) from None
+
+    monkeypatch.setattr(System, "initialize", reworded)
+    with pytest.raises(ConfigError) as info:
+        prepare(LOOP)
+    assert str(info.value) == (
+        "components.s.initial.u2: input s.u2 closes an algebraic loop (torn at a.y -> s.u2) and needs an initial "
+        "value; set its initial value with +components.s.initial.u2=VALUE"
+    )
+    assert info.value.key == "components.s.initial.u2"
