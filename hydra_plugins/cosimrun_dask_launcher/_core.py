@@ -37,9 +37,9 @@ from cosimrun.runner.outcome import (
     JobOutcome,
     objective_value,
     outcome_from_file,
-    results_attrs,
 )
 from cosimrun.runner.resume import Reuse, check_reuse
+from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.verify import verify_results
 from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
 from hydra_plugins.cosimrun_dask_launcher._progress import Progress
