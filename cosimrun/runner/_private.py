@@ -45,8 +45,13 @@ class PrivateAPI:
     """The type of a value that is read or set rather than called."""
 
     def get(self) -> Any:
-        """The attribute, checked (once per process) to still have the expected shape."""
-        return _checked(self)
+        """The attribute, checked (once per process) to still have the expected shape.
+
+        Looked up again at every call: Hydra's plugin scan executes plugin modules again, and a class kept from
+        before would no longer be the one its own methods' ``super(Class, self)`` names.
+        """
+        _checked(self)
+        return pkgutil.resolve_name(f"{self.module}:{self.name}")
 
     def describe(self) -> str:
         return f"{self.module}.{self.name} (checked with {self.checked_with}; {self.why})"

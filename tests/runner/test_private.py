@@ -35,6 +35,19 @@ def test_the_basic_sweeper_has_a_launcher_attribute() -> None:
     assert sweeper.launcher is None  # until it is set up
 
 
+def test_a_private_class_is_the_one_its_module_holds_now() -> None:
+    """Hydra's plugin scan executes the basic sweeper's module again: the sweeper made afterwards must be of the new
+    class, or its methods' ``super(BasicSweeper, self)`` fail (seen when this file's tests ran before a sweep's)."""
+    import importlib
+
+    import hydra._internal.core_plugins.basic_sweeper as module
+
+    _private.basic_sweeper(None, None)
+    importlib.reload(module)
+    sweeper = _private.basic_sweeper(None, None)
+    assert type(sweeper) is module.BasicSweeper  # so super(BasicSweeper, sweeper) in its methods works
+
+
 def test_a_changed_private_api_is_reported_with_what_it_was_for() -> None:
     gone = PrivateAPI("hydra.core.utils", "_no_such_function", checked_with="hydra-core 1.3.8", why="a test", params=())
     with pytest.raises(PrivateAPIChanged, match=r"_no_such_function is gone .*checked with hydra-core 1\.3\.8; a test"):
