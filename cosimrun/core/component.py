@@ -50,10 +50,12 @@ from cosimrun.core.history import ComponentHistory
 from cosimrun.core.parameters import Parameter, declared_parameters
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.errors import (
+    ComponentContractError,
     ComponentStateError,
     ConfigError,
     CosimrunError,
     DuplicateNameError,
+    MissingNameError,
     UnknownNameError,
 )
 
@@ -558,6 +560,20 @@ class CoSimComponent(ABC):
 def step_size_error(name: str, t: float, dt: float) -> ConfigError:
     """The error of a step of component *name* from *t* by a step size *dt* that is not positive (keyed ``dt``)."""
     return ConfigError("dt", f"component {name!r}: step size must be positive, got dt={dt!r} at t={t!r}")
+
+
+def check_state_names(state: Any, names: Sequence[str], where: str, component: str) -> None:
+    """Refuse a physical state for ``set_state`` of *where*: no mapping, or names other than exactly *names*."""
+    if not isinstance(state, Mapping):
+        raise ComponentContractError(f"{where}: set_state expects a mapping, got {type(state).__name__}",
+                                     component=component)
+    for key in state:
+        if key not in names:
+            raise UnknownNameError("state", key, names, f"of {where}")
+    missing = [n for n in names if n not in state]
+    if missing:
+        raise MissingNameError(f"{where}: set_state is missing state(s) {', '.join(missing)} "
+                               f"(expected: {', '.join(names)})")
 
 
 def invalid_parameter(name: str, value: Any, problem: str) -> ConfigError:

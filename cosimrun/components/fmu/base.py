@@ -22,10 +22,10 @@ import numpy as np
 import pint
 
 from cosimrun.components.fmu.build import resolve_example
-from cosimrun.core.component import CoSimComponent
+from cosimrun.core.component import CoSimComponent, check_state_names
 from cosimrun.core.ports import PortState
 from cosimrun.core.units import Q_
-from cosimrun.errors import ConfigError, FMUError, MissingNameError, UnknownNameError
+from cosimrun.errors import ConfigError, FMUError, UnknownNameError
 from cosimrun.fmi.description import read_fmu
 from cosimrun.fmi.fmi2 import Instance
 from cosimrun.fmi.instance import FMUInstance, choose_interface
@@ -403,16 +403,7 @@ class FMUBase(CoSimComponent):
         start values (FMI 2.0 lets a co-simulation master set them only before
         initialization); snapshots taken before cannot be restored afterwards.
         """
-        if not isinstance(state, Mapping):
-            raise ConfigError(None, f"{self._where()}: set_state expects a mapping, got {type(state).__name__}")
-        known = dict(self._state_vars)
-        for key in state:
-            if key not in known:
-                raise UnknownNameError("state", key, known, f"of {self._where()}")
-        missing = [n for n in known if n not in state]
-        if missing:
-            raise MissingNameError(f"{self._where()}: set_state is missing state(s) {', '.join(missing)} "
-                                   f"(expected: {', '.join(known)})")
+        check_state_names(state, [name for name, _ in self._state_vars], self._where(), self.name)
         values: dict[str, float] = {}
         for name, var in self._state_vars:
             entry = state[name]

@@ -21,13 +21,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pint
 
-from cosimrun.core.component import NO_EVENTS, CoSimComponent, invalid_parameter
+from cosimrun.core.component import NO_EVENTS, CoSimComponent, check_state_names, invalid_parameter
 from cosimrun.core.ode.base import INTEGRATOR_DEFAULTS, Integrator, StateEvent, StateFunction, StateUpdate
 from cosimrun.core.ode.registry import INTEGRATORS
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.units import Q_, UnitLike, compile_conversion
 from cosimrun.errors import (
-    ComponentContractError,
     ComponentStateError,
     ConfigError,
     DuplicateNameError,
@@ -526,17 +525,7 @@ class ContinuousComponent(CoSimComponent):
         Every quantity must be given, and nothing else; an entry is ``{'value': v, 'unit': u}``
         (unit optional), a plain number in the spec's unit or a pint quantity.
         """
-        if not isinstance(state, Mapping):
-            raise ComponentContractError(f"component {self.name!r}: set_state expects a mapping, got "
-                                         f"{type(state).__name__}", component=self.name)
-        names = [s.name for s in specs]
-        for key in state:
-            if key not in names:
-                raise UnknownNameError("state", key, names, f"of component {self.name!r}")
-        missing = [n for n in names if n not in state]
-        if missing:
-            raise MissingNameError(f"component {self.name!r}: set_state is missing state(s) {', '.join(missing)} "
-                                   f"(expected: {', '.join(names)})")
+        check_state_names(state, [s.name for s in specs], f"component {self.name!r}", self.name)
         values = []
         for spec in specs:
             entry = state[spec.name]
