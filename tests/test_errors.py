@@ -47,6 +47,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a master handing a component a snapshot that is not its own, or one taken at another time",
     ("core/multi.py", "restore_state"):
         "a master handing a multi component a snapshot that is not its own, or one of another mode",
+    ("runner/configtext.py", "resolved"):
+        "a caller handing over a config that is not a mapping: a programming error, Python's TypeError",
     ("runner/outcome.py", "__float__"):
         "float() of a job outcome that holds no number: Python's number protocol expects a TypeError",
     ("components/fmu/base.py", "_set_path"):

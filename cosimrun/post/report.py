@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.errors import ConfigError
 from cosimrun.post.plot import is_sweep, plot_index, plot_run, plot_sweep, swept
 from cosimrun.post.signals import Source, open_source
 
@@ -235,6 +236,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.output is not None and not args.output.endswith((".html", ".htm")):
-        raise ValueError(f"-o {args.output}: the report is an HTML page; name it .html")
+        raise ConfigError(None, f"-o {args.output}: the report is an HTML page; name it .html")
     print(f"report: {write_report(args.results, args.output, job_reports=not args.no_job_reports)}")
     return 0
