@@ -28,9 +28,9 @@ from cosimrun.components.fmu.fmi2 import (
     from_c,
 )
 from cosimrun.core.component import NO_EVENTS, step_size_error
-from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
 from cosimrun.core.ports import PortState
 from cosimrun.errors import StepDiscarded
+from cosimrun.fmi.pool import RUNNER, SNAPSHOT_FAILED, CStepJob, FMIStepRunner
 
 VARIABLE_STEP_FLAG = "canHandleVariableCommunicationStepSize=false"
 
@@ -475,6 +475,7 @@ class FMUCStep:
 
     __slots__ = ("comp", "job", "address", "_begin", "_finish", "_set_state", "_state_function", "_set_function",
                  "_fixed_step_only")
+    runner: ClassVar[FMIStepRunner] = RUNNER
 
     def __init__(self, comp: FMUStepping, job: CStepJob, begin: Callable[[float], None],
                  finish: Callable[[float, float, int], None]) -> None:
