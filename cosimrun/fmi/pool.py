@@ -23,6 +23,7 @@ bits. ``native`` is used when it is built; :data:`ENV_POOL`
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import threading
 import time
@@ -73,10 +74,15 @@ KINDS = ("native", "threads")
 NATIVE_MISSING: str | None = None
 """Why the native pool cannot run, or ``None`` when it can."""
 try:
-    from cosimrun.fmi import _cpool
-except ImportError as exc:  # no C compiler (or no POSIX threads) when cosimrun was installed
+    _cpool: Any = importlib.import_module("cosimrun.fmi._cpool")
+except ModuleNotFoundError as exc:  # no C compiler (or no POSIX threads) when cosimrun was installed
+    if exc.name != "cosimrun.fmi._cpool":
+        raise
     _cpool = None
-    NATIVE_MISSING = f"not built ({exc})"
+    NATIVE_MISSING = "not built"
+except ImportError as exc:
+    _cpool = None
+    NATIVE_MISSING = f"not loadable ({exc})"
 else:
     if (ctypes.sizeof(CStepJob), MAX_JOBS) != (_cpool.JOB_SIZE, _cpool.MAX_JOBS):
         NATIVE_MISSING = (f"built for another job layout ({_cpool.JOB_SIZE} bytes and {_cpool.MAX_JOBS} jobs a batch, "

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import _thread
 import ctypes
+import json
+import os
 import subprocess
+import sys
 import threading
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,13 +84,18 @@ def pool_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 def pools(monkeypatch: pytest.MonkeyPatch, pool_kind: str) -> list[tuple[int, int]]:
     """``(steps taken by the pool's threads, threads still running)`` of each run's pool, when it closed (each of
     the kind :func:`pool_kind` chose)."""
+    return record_pools(monkeypatch, pool_kind)
+
+
+def record_pools(monkeypatch: pytest.MonkeyPatch, kind: str) -> list[tuple[int, int]]:
+    """See :func:`pools`: the runs' pools, each of the kind *kind*."""
     closed: list[tuple[int, int]] = []
     close = parallel.ParallelStepper.close
 
     def closing(self: parallel.ParallelStepper) -> None:
         started = list(self.pools.values())
         close(self)
-        assert [pool.kind for pool in started] == [pool_kind] * len(started)
+        assert [pool.kind for pool in started] == [kind] * len(started)
         closed.extend((pool.pooled, pool.alive) for pool in started)
 
     monkeypatch.setattr(parallel.ParallelStepper, "close", closing)
@@ -372,7 +381,7 @@ def failing_config(fmu_path: Path, master: str, parallel_setting: Any) -> dict[s
 
 @pytest.mark.parametrize("master", ["jacobi", "gauss_seidel", "hybrid"])
 def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
-    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: list[tuple[int, int]]
+    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: list[tuple[int, int]], pool_kind: str
 ) -> None:
     outcomes = {}
     for setting in (False, 2):
@@ -381,6 +390,7 @@ def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
             outcomes[setting] = (outcome.status, outcome.failed_at, type(outcome.cause), str(outcome.cause),
                                  f.attrs["status"], f.attrs["error"])
             assert f["stats"].attrs["parallel_threads"] == (setting or 1)
+            assert f["stats"].attrs["parallel_pool"] == (pool_kind if setting else "none")
     assert outcomes[2] == outcomes[False]
     status, _, cause, _, file_status, error = outcomes[2]
     assert (status, file_status, cause) == ("failed", "failed", FMUError)  # exit status 1
@@ -614,8 +624,8 @@ def test_parallel_settings_and_thread_counts(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # ---------------------------------------------------------------------------- statistics and the policy
-def test_stats_say_how_much_of_the_stepping_ran_in_parallel(
-    fmus: dict[str, Path], always_parallel: list[tuple[int, int]]
+def test_stats_say_how_much_of_the_stepping_ran_in_parallel_and_on_which_pool(
+    fmus: dict[str, Path], always_parallel: list[tuple[int, int]], pool_kind: str
 ) -> None:
     system = System("s")
     system.add_component(Spring("s1"))
@@ -627,8 +637,10 @@ def test_stats_say_how_much_of_the_stepping_ran_in_parallel(
     steps = round(TF / DT)
     assert stats["parallel_threads"] == 2 and stats["plan_steps"] == 4 * steps
     assert stats["parallel_steps"] == 3 * steps and stats["parallel_fraction"] == 0.75
+    assert stats["parallel_pool"] == pool_kind
     off = run(mixed_system(fmus, discards=False), Jacobi()).stats.as_dict()
     assert (off["parallel_threads"], off["parallel_steps"], off["parallel_fraction"]) == (1, 0, 0.0)
+    assert off["parallel_pool"] == "none"
 
 
 def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
@@ -687,3 +699,120 @@ def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) ->
         system.add_component(fmu(name, fmus["discard"], work=2e-3))
     result = run(system, Jacobi(parallel=2))
     assert result.stats.parallel_steps >= 2 * (round(TF / DT) - 3)  # not the first (serial) step, nor a probe
+
+
+# ---------------------------------------------------------------------------- without the native pool
+def two_fmus(fmus: dict[str, Path]) -> System:
+    system = System("pair")
+    for name in ("a", "b"):
+        system.add_component(fmu(name, fmus["discard"], work=WORK))
+    return system
+
+
+@pytest.mark.parametrize(("value", "message", "suggestion"), [
+    ("thread", "'thread' is not valid; did you mean 'threads'? (valid: native or threads)", "threads"),
+    ("c", "'c' is not valid (valid: native or threads)", None),
+    ("native", "the native pool (cosimrun.fmi._cpool) is not built", None),
+])
+def test_a_bad_pool_choice_fails_the_run_in_one_line_naming_the_variable(
+    value: str, message: str, suggestion: str | None, fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_POOL, value)
+    monkeypatch.setattr(fmi_pool, "NATIVE_MISSING", "not built")
+    monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
+    with pytest.raises(ConfigError) as info:
+        run(two_fmus(fmus), Jacobi(parallel=2))
+    assert str(info.value) == f"COSIMRUN_PARALLEL_POOL: {message}"
+    assert (info.value.key, info.value.suggestion) == (ENV_POOL, suggestion)
+
+
+def test_without_the_native_pool_parallel_steps_run_on_python_threads_with_one_notice(
+    fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, the choice falls back to the Python threads when the extension is missing; one notice per process."""
+    monkeypatch.delenv(ENV_POOL, raising=False)
+    monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
+    closed = record_pools(monkeypatch, "threads")
+    monkeypatch.setattr(fmi_pool, "NATIVE_MISSING", "not built")
+    monkeypatch.setattr(fmi_pool, "_told", False)
+    reference = run(mixed_system(fmus, discards=True), Jacobi())
+    with pytest.warns(UserWarning) as notices:
+        results = [run(mixed_system(fmus, discards=True), Jacobi(parallel=2)) for _ in range(2)]
+    assert [str(w.message) for w in notices if "native pool" in str(w.message)] == [
+        "the native pool (cosimrun.fmi._cpool) is not built: parallel FMU steps run on Python threads, with slower "
+        "hand-offs (reinstall cosimrun with a C compiler to build it)"]
+    for result in results:
+        assert_bitwise_equal(result, reference)
+        assert result.stats.parallel_pool == "threads" and result.stats.parallel_steps > 0
+    assert len(closed) == 2 and all(pooled > 0 and alive == 0 for pooled, alive in closed)
+
+
+UNBUILT = """
+import importlib.abc, sys
+
+class Unbuilt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "cosimrun.fmi._cpool":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Unbuilt())
+import json, warnings
+from cosimrun.components.fmu import FMUComponent
+from cosimrun.fmi import pool
+from cosimrun.masters import Jacobi, parallel
+from cosimrun.system import System
+
+parallel.Batch.parallel_now = lambda self: True
+runs = []
+with warnings.catch_warnings(record=True) as notices:
+    warnings.simplefilter("always")
+    for setting in (False, 2, 2):
+        system = System("pair")
+        for name in ("a", "b"):
+            comp = FMUComponent(name)
+            comp.set_parameters(path=sys.argv[1], t_discard=0.55, start={"u": 0.3 if name == "a" else -0.7})
+            system.add_component(comp)
+        try:
+            result = system.run(0.0, 1.0, 0.1, master=Jacobi(parallel=setting))
+        finally:
+            system.free()
+        x = result.history.get_component_history("b").get_port_history("x")
+        runs.append([result.stats.parallel_pool, result.stats.parallel_steps, x.slice(0, len(x))[1].tolist()])
+print(json.dumps({"missing": pool.NATIVE_MISSING, "runs": runs, "notices": [str(w.message) for w in notices]}))
+"""
+
+
+def test_an_install_without_the_extension_steps_fmus_in_parallel_on_python_threads(
+    fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh process in which ``cosimrun.fmi._cpool`` cannot be found (not built): same values, ``threads``, and
+    one notice over two parallel runs."""
+    monkeypatch.delenv(ENV_POOL, raising=False)
+    done = subprocess.run([sys.executable, "-c", UNBUILT, str(fmus["discard"])], capture_output=True, text=True,
+                          check=True)
+    out = json.loads(done.stdout)
+    assert out["missing"] == "not built"
+    (serial, steps, values), *threaded = out["runs"]
+    assert (serial, steps) == ("none", 0) and len(values) == 12  # 10 steps, one of them cut at 0.55
+    assert values[-1] == pytest.approx(1.0 - 0.7 * 1.0, abs=1e-12)  # x' = u from x = 1
+    assert threaded[0][1] > 0 and threaded == [["threads", threaded[0][1], values]] * 2
+    assert [n for n in out["notices"] if "native pool" in n] == [
+        "the native pool (cosimrun.fmi._cpool) is not built: parallel FMU steps run on Python threads, with slower "
+        "hand-offs (reinstall cosimrun with a C compiler to build it)"]
+
+
+def test_the_extension_is_optional_a_build_without_a_c_compiler_skips_it_with_one_warning(tmp_path: Path) -> None:
+    """The ``ext-modules`` entry of pyproject.toml, built by setuptools with ``CC=/bin/false``: the build succeeds
+    without the extension, saying so in one line."""
+    root = Path(__file__).resolve().parents[2]
+    (entry,) = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    assert entry["name"] == "cosimrun.fmi._cpool" and entry["optional"] is True
+    arguments = {key.replace("-", "_"): value for key, value in entry.items()}
+    script = ("import sys, setuptools; setuptools.setup(name='cpool', ext_modules=[setuptools.Extension(**eval("
+              "sys.argv[1]))], script_args=['-q', 'build_ext', '-b', sys.argv[2], '-t', sys.argv[2]])")
+    done = subprocess.run([sys.executable, "-c", script, repr(arguments), str(tmp_path)], cwd=root,
+                          env={**os.environ, "CC": "/bin/false"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    failed = [line for line in (done.stdout + done.stderr).splitlines() if "_cpool" in line]
+    assert len(failed) == 1 and 'building extension "cosimrun.fmi._cpool" failed' in failed[0]
+    assert not list(tmp_path.rglob("_cpool*.so")) and not list(tmp_path.rglob("_cpool*.pyd"))
