@@ -108,8 +108,9 @@ def pool_kind() -> str:
         raise ConfigError(ENV_POOL, f"the native pool (cosimrun.fmi._cpool) is {NATIVE_MISSING}")
     if not _told:
         _told = True
+        hint = " (reinstall cosimrun with a C compiler to build it)" if _cpool is None else ""
         notice(f"the native pool (cosimrun.fmi._cpool) is {NATIVE_MISSING}: parallel FMU steps run on Python "
-               "threads, with slower hand-offs (reinstall cosimrun with a C compiler to build it)", stacklevel=3)
+               f"threads, with slower hand-offs{hint}", stacklevel=3)
     return "threads"
 
 
@@ -145,6 +146,8 @@ def _function(prototype: Any, address: int) -> Any:
     key = (prototype, address)
     function = _functions.get(key)
     if function is None:
+        if len(_functions) > 4096:  # FMUs loaded and unloaded over a long process: start afresh
+            _functions.clear()
         function = _functions[key] = prototype(address)
     return function
 

@@ -6,7 +6,7 @@ of another entry of the same run. Under Jacobi that is the whole plan; under
 Gauss-Seidel and the hybrid master's trial plan, which follow the priority
 order, it is (at most) the components of one priority level. In a batch, the
 components that declare :attr:`~cosimrun.core.component.CoSimComponent.steps_in_parallel`
-(FMUs) offer their step split around its one C call
+(those whose step is one C call) offer their step split around that call
 (:class:`~cosimrun.core.cstep.CStep`): the main thread begins each of them
 (inputs), the C calls run on a pool's threads and the main thread at once,
 without the GIL, and the main thread ends each (outputs, recording). The other
@@ -30,7 +30,7 @@ serial stepping leaves them (unstepped, with the inputs of the step set) and
 the master's cut works as it does serially. Only components that can always
 roll back step speculatively; others after such a component step on the main
 thread, once the ones before them have finished. What a speculative step
-leaves besides its state (an FMU's log messages) stays. A pool's threads are
+leaves besides its state (log messages) stays. A pool's threads are
 started when the first plan is cut into batches, by the thread that steps,
 whose floating-point environment they inherit, and
 :meth:`ParallelStepper.close` joins them when the run ends, however it ends.
@@ -206,7 +206,7 @@ def _batch(steps: list[Step]) -> Batch | None:
     pooled: list[int] = []
     speculative: list[int] = []
     runner: CStepRunner | None = None
-    discarding = False
+    ending_early = False
     for i, (comp, _, _) in enumerate(steps):
         c_step = comp.c_step() if comp.steps_in_parallel else None
         if c_step is None:
@@ -214,12 +214,12 @@ def _batch(steps: list[Step]) -> Batch | None:
         runner = c_step.runner if runner is None else runner
         if c_step.runner is not runner or len(pooled) == runner.max_jobs:  # the rest step on the main thread
             continue
-        if discarding:
+        if ending_early:
             if not comp.can_always_roll_back:
                 continue
             speculative.append(i)
         pooled.append(i)
-        discarding = discarding or may_discard(comp)
+        ending_early = ending_early or may_discard(comp)
     if runner is None or len(pooled) < 2:
         return None
     reads = [(_READ_ONLY, push, fresh) for _, push, fresh in steps if push is not None or fresh]
@@ -275,7 +275,7 @@ class ParallelStepper:
         """Step *plan* from *t* to *t + h* as :func:`step_serially` does, independent components concurrently."""
         cached = self._segments.get(id(plan))
         if cached is None or cached[0] is not plan:
-            if len(self._segments) > 64:  # plans cut short by a discard are built afresh each time
+            if len(self._segments) > 64:  # plans cut short by an early end are built afresh each time
                 self._segments.clear()
             cached = self._segments[id(plan)] = (plan, self._split(plan))
         self.stats.plan_steps += len(plan)

@@ -734,6 +734,7 @@ def test_without_the_native_pool_parallel_steps_run_on_python_threads_with_one_n
     monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
     closed = record_pools(monkeypatch, "threads")
     monkeypatch.setattr(fmi_pool, "NATIVE_MISSING", "not built")
+    monkeypatch.setattr(fmi_pool, "_cpool", None)
     monkeypatch.setattr(fmi_pool, "_told", False)
     reference = run(mixed_system(fmus, discards=True), Jacobi())
     with pytest.warns(UserWarning) as notices:
