@@ -12,9 +12,11 @@ and the Python threads that stand in for it when it is not built.
 from __future__ import annotations
 
 import _thread
+import ast
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -33,6 +35,7 @@ from cosimrun.components.fmu.build import find_c_compiler
 from cosimrun.components.fmu.step import FMUCStep, FMUStepping
 from cosimrun.components.mechanics import BouncingBall
 from cosimrun.config.build import build_master
+from cosimrun.core import cstep
 from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError, FMUError
 from cosimrun.fmi import pool as fmi_pool
@@ -821,3 +824,16 @@ def test_the_extension_is_optional_a_build_without_a_c_compiler_skips_it_with_on
     failed = [line for line in (done.stdout + done.stderr).splitlines() if "_cpool" in line]
     assert len(failed) == 1 and 'building extension "cosimrun.fmi._cpool" failed' in failed[0]
     assert not list(tmp_path.rglob("_cpool*.so")) and not list(tmp_path.rglob("_cpool*.pyd"))
+
+
+@pytest.mark.parametrize("module", [parallel, cstep], ids=lambda m: m.__name__)
+def test_the_parallel_stepper_and_the_c_step_protocol_import_nothing_of_fmi(module: Any) -> None:
+    """The stepper gets its pools from the C steps' runners: neither it nor the protocol imports the FMI code."""
+    imported = set()
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+        if isinstance(node, ast.ImportFrom):
+            imported.update([node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names])
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    fmi = re.compile(r"fmi|fmu|fmpy|_cpool|discard|cosimrun\.components", re.IGNORECASE)
+    assert imported and not [name for name in imported if fmi.search(name)]
