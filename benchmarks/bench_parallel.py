@@ -34,6 +34,7 @@ Usage::
     python benchmarks/bench_parallel.py --sizes 2 --works 200 --repeat 5
     python benchmarks/bench_parallel.py --fixed-step           # FMUs that never end a step early
     python benchmarks/bench_parallel.py --pools threads        # the Python threads' pool only
+    python benchmarks/bench_parallel.py --always               # every batch in parallel: the pools' own speedup
 
 Benchmarks are never run as tests.
 """
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="jacobi", choices=sorted(MASTERS))
     parser.add_argument("--fixed-step", action="store_true",
                         help="FMUs with canHandleVariableCommunicationStepSize=false (no step can end early)")
+    parser.add_argument("--always", action="store_true",
+                        help="step every batch in parallel, without timing both ways (the pools' own speedup)")
     parser.add_argument("--pools", default=",".join(KINDS),
                         help="pools to run, the targets checked on the first (default native,threads)")
     args = parser.parse_args(argv)
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(kind not in KINDS for kind in pools):
         parser.error(f"--pools: {args.pools!r} (valid: {', '.join(KINDS)})")
     setting: Any = args.threads if args.threads == "threads" else int(args.threads)
+    if args.always:
+        parallel.Batch.parallel_now = lambda self: True  # type: ignore[method-assign]
     sizes = [int(s) for s in args.sizes.split(",")]
     works = [float(w) for w in args.works.split(",")]
 
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}; "
               f"master {args.master}, parallel={setting}; FMUs {'fixed-step' if args.fixed_step else 'variable-step'}"
               f"; busy loop {per_iteration * 1e9:.2f} ns per iteration, FMU step without work "
-              f"{overhead * 1e6:.1f} µs; best of {args.repeat}")
+              f"{overhead * 1e6:.1f} µs; best of {args.repeat}{'; every batch in parallel' if args.always else ''}")
         print(f"hand-off of a batch to {threads} threads after 20 µs of work (median): "
               + ", ".join(f"{kind} {t * 1e6:.1f} µs" for kind, t in handoffs.items()) + "\n")
         header = (f"{'FMUs':>4}  {'work µs':>7}  {'µs/step':>7}  {'steps':>6}  {'serial ms':>9}  "
