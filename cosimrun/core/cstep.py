@@ -3,58 +3,58 @@
 A component that declares :attr:`~cosimrun.core.component.CoSimComponent.steps_in_parallel`
 offers its step as a :class:`CStep` (:meth:`~cosimrun.core.component.CoSimComponent.c_step`):
 :meth:`CStep.begin` (on the main thread: inputs to the model, the step's
-arguments into :attr:`CStep.job`), the C call the job describes (on any
-thread, run by the masters' parallel stepper, ``cosimrun/masters/_cpool.c``,
-with the GIL released) and :meth:`CStep.end` (on the main thread: the call's
+arguments into its C job), the C call the job describes (on any thread, with
+the GIL released) and :meth:`CStep.end` (on the main thread: the call's
 outcome, outputs, the rest of ``do_step``). ``begin``, the call and ``end`` do
 exactly what ``do_step`` does, so parallel steps compute the same bits.
+
+What a job holds and how it is called is the component's business: its C
+step names the :class:`CStepRunner` that runs batches of such jobs (for FMUs,
+:mod:`cosimrun.fmi.pool`), and the masters' parallel stepper hands each batch
+to the :class:`CStepPool` that runner started, knowing nothing of the jobs.
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import Protocol
 
 
-class CStepJob(ctypes.Structure):
-    """One C step call: the layout of ``cosimrun_step_job`` in ``cosimrun/masters/_cpool.c``.
+class CStepPool(Protocol):
+    """Threads that run batches of C jobs with the calling thread, started for one run."""
 
-    ``version`` 2 calls ``fmi2DoStep(instance, t, h, no_prior)``, 3 calls
-    ``fmi3DoStep(instance, t, h, no_prior, *out)``, 0 calls nothing. With
-    ``snapshot`` set, ``get_state(instance, &state)`` (``fmi2GetFMUstate``,
-    ``fmi3GetFMUState``) runs first; when it fails, ``status`` is -1 and
-    ``state_status`` says what it returned. ``thread`` tells who ran the job
-    (0: the thread that ran the batch).
-    """
+    kind: str
+    """Which threads run the jobs besides the caller (``native``, ``threads``): ``/stats/parallel_pool``."""
+    pooled: int
+    """Jobs run so far by the pool's threads (not the caller)."""
+    alive: int
+    """The pool's threads still running (0 once closed)."""
 
-    _fields_ = [
-        ("step", ctypes.c_void_p),
-        ("instance", ctypes.c_void_p),
-        ("get_state", ctypes.c_void_p),
-        ("state", ctypes.c_void_p),
-        ("out", ctypes.c_void_p * 4),
-        ("t", ctypes.c_double),
-        ("h", ctypes.c_double),
-        ("version", ctypes.c_int32),
-        ("no_prior", ctypes.c_int32),
-        ("snapshot", ctypes.c_int32),
-        ("status", ctypes.c_int32),
-        ("state_status", ctypes.c_int32),
-        ("thread", ctypes.c_int32),
-    ]
+    def run(self, jobs: int, count: int, /) -> None:
+        """Run the *count* jobs of the array of job pointers at address *jobs*, each exactly once, on the pool's
+        threads and the calling thread; returns once all have run."""
+
+    def close(self) -> None:
+        """Stop the pool's threads and wait for them."""
 
 
-SNAPSHOT_FAILED = -1
-"""``CStepJob.status`` of a job whose snapshot failed: it was not stepped."""
+class CStepRunner(Protocol):
+    """Starts the pools that run one kind of C job (:attr:`CStep.runner`)."""
+
+    max_jobs: int
+    """The most jobs one batch may hold (more components step on the main thread)."""
+
+    def start(self, threads: int, spin_s: float) -> CStepPool:
+        """A pool of *threads* threads besides the caller, each polling *spin_s* seconds for a batch before it
+        blocks; started on (and inheriting the floating-point environment of) the calling thread."""
 
 
 class CStep(Protocol):
     """A component's step split around one C call (see the module docstring)."""
 
-    job: CStepJob
-    """The call, filled by :meth:`begin`, run by the stepper, read by :meth:`end`."""
+    runner: CStepRunner
+    """What runs batches of this step's kind of job; steps with the same runner may share a batch."""
     address: int
-    """``ctypes.addressof(job)``."""
+    """The address of the C job, filled by :meth:`begin`, run by a :class:`CStepPool`, read by :meth:`end`."""
 
     def begin(self, t: float, h: float, snapshot: bool) -> None:
         """Prepare the step from *t* by *h*: what ``do_step`` does before its C call. With *snapshot*, the job

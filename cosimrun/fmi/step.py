@@ -15,15 +15,15 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cosimrun.core.component import step_size_error
-from cosimrun.core.cstep import SNAPSHOT_FAILED, CStepJob
 from cosimrun.errors import StepDiscarded, StepEndedEarly
 from cosimrun.fmi import fmi3
 from cosimrun.fmi.errors import FMUError, FMULog
 from cosimrun.fmi.fmi2 import FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED, GETTERS, SETTERS, Instance, fast_functions
 from cosimrun.fmi.model import FMUInterface
+from cosimrun.fmi.pool import RUNNER, SNAPSHOT_FAILED, CStepJob, FMIStepRunner
 from cosimrun.fmi.values import (
     KINDS2,
     chain,
@@ -458,6 +458,8 @@ class FMUCStep:
 
     __slots__ = ("comp", "stepper", "job", "address", "_begin", "_finish", "_set_state", "_state_function",
                  "_set_function", "_fixed_step_only")
+    runner: ClassVar[FMIStepRunner] = RUNNER
+    """Starts the pool that runs these jobs (:mod:`cosimrun.fmi.pool`: the native pool, or Python threads)."""
 
     def __init__(self, comp: CoSimComponent, stepper: Stepper) -> None:
         inst = stepper.inst

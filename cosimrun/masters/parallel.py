@@ -6,42 +6,41 @@ of another entry of the same run. Under Jacobi that is the whole plan; under
 Gauss-Seidel and the hybrid master's trial plan, which follow the priority
 order, it is (at most) the components of one priority level. In a batch, the
 components that declare :attr:`~cosimrun.core.component.CoSimComponent.steps_in_parallel`
-(FMUs) offer their step split around its one C call
+(those whose step is one C call) offer their step split around that call
 (:class:`~cosimrun.core.cstep.CStep`): the main thread begins each of them
-(inputs), the C calls (``fmi2DoStep``, ``fmi3DoStep``) run on native threads
-and the main thread at once, without the GIL (``_cpool.c``), and the main
-thread ends each (outputs, recording). The other components step on the main
-thread, in plan order, after them. No Python runs on the native threads, so a
-batch costs one hand-off and never waits for the GIL.
+(inputs), the C calls run on a pool's threads and the main thread at once,
+without the GIL, and the main thread ends each (outputs, recording). The other
+components step on the main thread, in plan order, after them. The pool is
+the one the C steps' runner (:attr:`~cosimrun.core.cstep.CStep.runner`)
+starts for the run; this module knows nothing of the calls it runs.
 
 **Bitwise the same as serial stepping.** The fresh reads and input pushes of
 a whole batch are done first, on the main thread and in plan order; no member
 reads what another one writes, and ``begin``, the call and ``end`` are the code
 of ``do_step``, so every component computes exactly what it computes serially.
 Serially, a step that fails or ends early
-(:class:`~cosimrun.errors.StepDiscarded`) stops the plan there; in parallel,
+(:class:`~cosimrun.errors.StepEndedEarly`) stops the plan there; in parallel,
 every call of the batch is waited for, then the steps are ended in plan order:
 the first failure is raised as it is (type, message, traceback), and the
 components after it are not ended (nor, on the main thread, stepped). A
-component stepped concurrently *after* an FMU that may end its step early is
+component stepped concurrently *after* one that may end its step early is
 speculative: its C job saves its state before stepping, and it is undone when
-that FMU does end the step early, so the components after the FMU are where
+that component does end the step early, so the components after it are where
 serial stepping leaves them (unstepped, with the inputs of the step set) and
 the master's cut works as it does serially. Only components that can always
-roll back step speculatively; others after such an FMU step on the main thread,
-once the FMUs before them have finished. What a speculative step leaves
-besides its state (an FMU's log messages) stays. The native threads are
-started by the thread that creates the stepper, whose floating-point
-environment they inherit, and :meth:`ParallelStepper.close` joins them when
-the run ends, however it ends.
+roll back step speculatively; others after such a component step on the main
+thread, once the ones before them have finished. What a speculative step
+leaves besides its state (log messages) stays. A pool's threads are
+started when the first plan is cut into batches, by the thread that steps,
+whose floating-point environment they inherit, and
+:meth:`ParallelStepper.close` joins them when the run ends, however it ends.
 
-**Hand-offs.** The native threads and the main thread take the jobs of a
-batch from one shared atomic word (the batch, its size and its next job), so
-the main thread steps its share instead of waiting idle, and each job runs
-exactly once: a thread late from one batch cannot take a job of the next. A
-waiting native thread polls for :data:`SPIN_S` before it blocks: waking a
-blocked thread costs 40-180 µs on a small cloud VM whose idle cores halt, and
-the next macro step usually hands over its batch well within that time.
+**Hand-offs.** The pool's threads and the main thread take the jobs of a
+batch one at a time, so the main thread steps its share instead of waiting
+idle, and each job runs exactly once. A waiting pool thread polls for
+:data:`SPIN_S` before it blocks: waking a blocked thread costs 40-180 µs on a
+small cloud VM whose idle cores halt, and the next macro step usually hands
+over its batch well within that time.
 
 **When it pays off.** Every batch measures its wall time both ways and steps
 in parallel only while that is the faster way. The first :data:`TIMED` steps
@@ -63,14 +62,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cosimrun.core.cstep import CStep, CStepJob
-from cosimrun.errors import StepDiscarded
-from cosimrun.masters import _cpool
+from cosimrun.core.cstep import CStep, CStepPool, CStepRunner
+from cosimrun.errors import SimulationError, StepEndedEarly
 from cosimrun.masters.base import MasterStats, Step, may_discard, step_serially
-
-if ctypes.sizeof(CStepJob) != _cpool.JOB_SIZE:  # the extension and the ctypes layout must agree
-    raise ImportError(f"cosimrun.masters._cpool was built for another CStepJob layout ({_cpool.JOB_SIZE} bytes, "
-                      f"not {ctypes.sizeof(CStepJob)}): reinstall cosimrun")
 
 MIN_BATCH_S = 30e-6
 """A batch whose serial step takes less than this (seconds) always steps serially."""
@@ -79,7 +73,7 @@ WINDOW = 100
 MAX_WINDOW = 1600
 """Longest window: one doubles each time the faster way stays the same."""
 SPIN_S = 200e-6
-"""How long a native thread waiting for a batch polls before it blocks (seconds)."""
+"""How long a pool thread waiting for a batch polls before it blocks (seconds)."""
 TIMED = 4
 """Steps at the start of each window that are timed, taken alternately the way judged slower (to measure it
 again) and the way judged faster, so that both ways' least times come from as many samples of the same moment."""
@@ -101,6 +95,8 @@ class Batch:
     """Consecutive plan entries that may step concurrently, and how fast they step each way."""
 
     steps: list[Step]
+    runner: CStepRunner
+    """What runs the pooled components' C jobs (the runner of their C steps)."""
     reads: list[Any]
     """The entries that read fresh links or push inputs, each with a no-op in place of its component."""
     pooled: list[int]
@@ -116,8 +112,10 @@ class Batch:
     """Whether the step being taken is to be timed (:meth:`measured`)."""
     concurrent: frozenset[int] = field(init=False)
     speculative_at: frozenset[int] = field(init=False)
+    pool: CStepPool | None = field(init=False, default=None)
+    """The run's pool of :attr:`runner` (set by :class:`ParallelStepper`)."""
     addresses: Any = field(init=False)
-    """The C jobs of the step being taken (an array of pointers, as the native threads read it)."""
+    """The C jobs of the step being taken (an array of pointers, as the pool's threads read it)."""
     begun: list[CStep | BaseException | None] = field(init=False)
     """By position, the pooled components' C steps begun for the step being taken, or what ``begin`` raised."""
     _phase: int = 0
@@ -203,24 +201,29 @@ def split_plan(plan: list[Step]) -> list[Segment]:
 
 
 def _batch(steps: list[Step]) -> Batch | None:
-    """*steps* as a batch, or ``None`` when fewer than two of them can step concurrently; at most
-    ``_cpool.MAX_JOBS`` of them are pooled."""
+    """*steps* as a batch, or ``None`` when fewer than two of them can step concurrently: those whose C steps have
+    the runner of the first one's, at most its ``max_jobs``."""
     pooled: list[int] = []
     speculative: list[int] = []
-    discarding = False
+    runner: CStepRunner | None = None
+    ending_early = False
     for i, (comp, _, _) in enumerate(steps):
-        if not comp.steps_in_parallel or len(pooled) == _cpool.MAX_JOBS:  # the rest step on the main thread
+        c_step = comp.c_step() if comp.steps_in_parallel else None
+        if c_step is None:
             continue
-        if discarding:
+        runner = c_step.runner if runner is None else runner
+        if c_step.runner is not runner or len(pooled) == runner.max_jobs:  # the rest step on the main thread
+            continue
+        if ending_early:
             if not comp.can_always_roll_back:
                 continue
             speculative.append(i)
         pooled.append(i)
-        discarding = discarding or may_discard(comp)
-    if len(pooled) < 2:
+        ending_early = ending_early or may_discard(comp)
+    if runner is None or len(pooled) < 2:
         return None
     reads = [(_READ_ONLY, push, fresh) for _, push, fresh in steps if push is not None or fresh]
-    return Batch(steps, reads, pooled, speculative)
+    return Batch(steps, runner, reads, pooled, speculative)
 
 
 def _outcome(step: Callable[[float, float], None], t: float, h: float) -> BaseException | None:
@@ -233,9 +236,9 @@ def _outcome(step: Callable[[float, float], None], t: float, h: float) -> BaseEx
 
 
 class ParallelStepper:
-    """Steps plans for a master with ``parallel`` on, over one run: ``threads - 1`` native threads and the main one.
+    """Steps plans for a master with ``parallel`` on, over one run: ``threads - 1`` pool threads and the main one.
 
-    :meth:`close` stops and joins the native threads; it is called at the end
+    :meth:`close` stops and joins the pools' threads; it is called at the end
     of every run, also one that failed.
     """
 
@@ -243,23 +246,38 @@ class ParallelStepper:
         self.threads = threads
         self.stats = stats
         self._segments: dict[int, tuple[list[Step], list[Segment]]] = {}
-        self.pool = _cpool.Pool(threads - 1, SPIN_S * 1e6)
-        """The native threads (``pool.pooled``: the C steps they took, ``pool.alive``: how many run)."""
+        self.pools: dict[CStepRunner, CStepPool] = {}
+        """The run's pool of each runner (``pooled``: the C steps its threads took, ``alive``: how many run)."""
         stats.parallel_threads = threads
 
     def close(self) -> None:
-        """Stop the native threads, wait for them and forget the batches."""
-        self.pool.close()
+        """Stop the pools' threads, wait for them and forget the batches."""
+        pools, self.pools = list(self.pools.values()), {}
         self._segments.clear()
+        for pool in pools:
+            pool.close()
+
+    def _split(self, plan: list[Step]) -> list[Segment]:
+        """*plan* cut into batches, each given the run's pool of its runner (started here when it is the first)."""
+        segments = split_plan(plan)
+        for _, batch in segments:
+            if batch is None:
+                continue
+            pool = self.pools.get(batch.runner)
+            if pool is None:
+                pool = self.pools[batch.runner] = batch.runner.start(self.threads - 1, SPIN_S)
+                self.stats.parallel_pool = ", ".join(sorted({p.kind for p in self.pools.values()}))
+            batch.pool = pool
+        return segments
 
     # ------------------------------------------------------------------ stepping
     def step(self, plan: list[Step], t: float, h: float) -> None:
         """Step *plan* from *t* to *t + h* as :func:`step_serially` does, independent components concurrently."""
         cached = self._segments.get(id(plan))
         if cached is None or cached[0] is not plan:
-            if len(self._segments) > 64:  # plans cut short by a discard are built afresh each time
+            if len(self._segments) > 64:  # plans cut short by an early end are built afresh each time
                 self._segments.clear()
-            cached = self._segments[id(plan)] = (plan, split_plan(plan))
+            cached = self._segments[id(plan)] = (plan, self._split(plan))
         self.stats.plan_steps += len(plan)
         for steps, batch in cached[1]:
             if batch is None:
@@ -291,7 +309,7 @@ class ParallelStepper:
                 exc = _outcome(c_step.end, t, h)
             if exc is None:
                 continue
-            if isinstance(exc, StepDiscarded):
+            if isinstance(exc, StepEndedEarly):
                 for j in batch.speculative:
                     later = begun[j]
                     if j > i and later is not None and not isinstance(later, BaseException):
@@ -299,7 +317,7 @@ class ParallelStepper:
             raise exc
 
     def _run_pooled(self, batch: Batch, t: float, h: float) -> None:
-        """Begin the pooled components of *batch* (:attr:`Batch.begun`) and run their C calls on the native
+        """Begin the pooled components of *batch* (:attr:`Batch.begun`) and run their C calls on its pool's
         threads and this one; returns once every call has run. One whose ``begin`` raised is not stepped."""
         begun, addresses, steps = batch.begun, batch.addresses, batch.steps
         speculative = batch.speculative_at
@@ -308,9 +326,10 @@ class ParallelStepper:
             comp = steps[i][0]
             c_step = comp.c_step()
             try:
-                if c_step is None:
-                    raise RuntimeError(f"component {comp.name!r} steps in parallel but offers no C step "
-                                       "(c_step() is None): is it initialized?")
+                if c_step is None or c_step.runner is not batch.runner:
+                    raise SimulationError(f"component {comp.name!r} steps in parallel but offers no C step of the "
+                                          "runner it was batched with (c_step() changed): is it initialized?",
+                                          component=comp.name, time=t)
                 c_step.begin(t, h, i in speculative)
             except BaseException as exc:  # noqa: BLE001 - raised in plan order by _step_batch
                 begun[i] = exc
@@ -318,4 +337,5 @@ class ParallelStepper:
             begun[i] = c_step
             addresses[count] = c_step.address
             count += 1
-        self.pool.run(ctypes.addressof(addresses), count)
+        assert batch.pool is not None
+        batch.pool.run(ctypes.addressof(addresses), count)

@@ -40,6 +40,9 @@ class MasterStats:
     """Component-steps taken concurrently with others (see :mod:`cosimrun.masters.parallel`)."""
     plan_steps: int = 0
     """Component-steps of the stepping plans while ``parallel`` was on: the base of ``parallel_fraction``."""
+    parallel_pool: str = "none"
+    """The pool started for the C calls of parallel steps: ``native`` (native threads), ``threads`` (Python threads,
+    when the native pool is not built) or ``none`` (``parallel`` off, or no batch that could step in parallel)."""
     step_control: str = "fixed"
     """How communication steps were chosen: ``fixed`` (the step ``dt``) or ``error`` (see :mod:`.step_control`)."""
     step_rejection: str = "none"

@@ -3,16 +3,24 @@
 The systems mix FMUs (``tests/fmus``: ``discard.c``, ``x' = u`` ending a step
 early at ``t_discard`` and busy for ``work`` seconds per step; ``feedthrough.c``,
 ``y = k u``) with Python ODE components, under every master. The runs compared
-here force every batch of two or more FMUs onto the native threads
-(``Batch.parallel_now``), while the policy itself is tested apart.
+here force every batch of two or more FMUs onto the pool's threads
+(``Batch.parallel_now``), while the policy itself is tested apart. Every run
+in parallel is made with both pools (``cosimrun.fmi.pool``): the native one
+and the Python threads that stand in for it when it is not built.
 """
 
 from __future__ import annotations
 
 import _thread
+import ast
 import ctypes
+import json
+import os
+import re
 import subprocess
+import sys
 import threading
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,11 +34,13 @@ from cosimrun.components.fmu import FMUComponent
 from cosimrun.components.fmu.build import find_c_compiler
 from cosimrun.components.mechanics import BouncingBall
 from cosimrun.config.build import build_master
-from cosimrun.core.cstep import CStepJob
+from cosimrun.core import cstep
 from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError, FMUError
+from cosimrun.fmi import pool as fmi_pool
+from cosimrun.fmi.pool import ENV_POOL, MAX_JOBS, RUNNER, CStepJob, ThreadPool
 from cosimrun.fmi.step import FMUCStep
-from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, _cpool, parallel
+from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master, parallel
 from cosimrun.masters.base import thread_count
 from cosimrun.runner.run import run_experiment
 from cosimrun.system import System
@@ -38,7 +48,7 @@ from cosimrun.system import System
 pytestmark = pytest.mark.filterwarnings("ignore:events are handled at communication points")
 DT, TF = 0.1, 1.0
 WORK = 2e-4
-"""Seconds of C work per step of the discard FMUs: long enough for the native threads to take their share."""
+"""Seconds of C work per step of the discard FMUs: long enough for the pool's threads to take their share."""
 MASTERS: dict[str, Callable[..., Master]] = {
     "jacobi": Jacobi,
     "jacobi_extrapolated": lambda **kw: Jacobi(extrapolation=1, **kw),
@@ -66,15 +76,30 @@ def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(params=fmi_pool.KINDS)
+def pool_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The pool parallel runs start (:data:`~cosimrun.fmi.pool.ENV_POOL`): ``native`` or ``threads``."""
+    monkeypatch.setenv(ENV_POOL, request.param)
+    return request.param
+
+
 @pytest.fixture
-def pools(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """``(steps taken by the native threads, threads still running)`` of each run's pool, when it closed."""
+def pools(monkeypatch: pytest.MonkeyPatch, pool_kind: str) -> list[tuple[int, int]]:
+    """``(steps taken by the pool's threads, threads still running)`` of each run's pool, when it closed (each of
+    the kind :func:`pool_kind` chose)."""
+    return record_pools(monkeypatch, pool_kind)
+
+
+def record_pools(monkeypatch: pytest.MonkeyPatch, kind: str) -> list[tuple[int, int]]:
+    """See :func:`pools`: the runs' pools, each of the kind *kind*."""
     closed: list[tuple[int, int]] = []
     close = parallel.ParallelStepper.close
 
     def closing(self: parallel.ParallelStepper) -> None:
+        started = list(self.pools.values())
         close(self)
-        closed.append((self.pool.pooled, self.pool.alive))
+        assert [pool.kind for pool in started] == [kind] * len(started)
+        closed.extend((pool.pooled, pool.alive) for pool in started)
 
     monkeypatch.setattr(parallel.ParallelStepper, "close", closing)
     return closed
@@ -82,7 +107,7 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 
 @pytest.fixture
 def always_parallel(monkeypatch: pytest.MonkeyPatch, pools: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Every batch of two or more FMUs steps on the native threads; the pools of the runs (see :func:`pools`)."""
+    """Every batch of two or more FMUs steps on the pool's threads; the pools of the runs (see :func:`pools`)."""
     monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
     return pools
 
@@ -157,7 +182,7 @@ def assert_bitwise_equal(result: Any, reference: Any) -> None:
 
 def serial_stats(result: Any) -> dict[str, Any]:
     stats = result.stats.as_dict()
-    for key in ("parallel_threads", "parallel_steps", "plan_steps", "parallel_fraction"):
+    for key in ("parallel_threads", "parallel_steps", "plan_steps", "parallel_fraction", "parallel_pool"):
         stats.pop(key)
     return stats
 
@@ -177,7 +202,7 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert always_parallel == []
     result = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name](parallel=2))
     (pooled, alive), = always_parallel
-    assert pooled > 0 and alive == 0  # the native thread took steps, and ended with the run
+    assert pooled > 0 and alive == 0  # the pool's thread took steps, and ended with the run
     assert_bitwise_equal(result, reference)
     assert serial_stats(result) == serial_stats(reference)
     assert result.stats.parallel_steps > 0 and result.stats.parallel_threads == 2
@@ -187,15 +212,20 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert bool(undone) == discards  # the steps taken alongside a discarding FMU, after it in plan order, undone
 
 
-def counting_system(path: Path, **first: Any) -> System:
+COUNTING_WORK = {"native": 0.0, "threads": 2e-5}
+"""Seconds each step of the counting FMUs waits, by pool: the caller of a batch would take jobs that do not wait all
+by itself before a Python pool thread got the GIL."""
+
+
+def counting_system(path: Path, work: float, **first: Any) -> System:
     """FMUs ``x' = u`` that count their steps (``steps``): ``a0``, ``a1`` drive ``b0``-``b4``, ``b0`` and ``b1`` drive
     them back (oscillators); under Gauss-Seidel two priority levels, batches of 2 and 5 FMUs alternating. *first*:
-    parameters of ``a0``."""
+    parameters of ``a0``. Each step waits *work* seconds."""
     system = System("counting")
     for k in range(2):
-        system.add_component(fmu(f"a{k}", path, **(first if k == 0 else {})))
+        system.add_component(fmu(f"a{k}", path, work=work, **(first if k == 0 else {})))
     for k in range(5):
-        system.add_component(fmu(f"b{k}", path))
+        system.add_component(fmu(f"b{k}", path, work=work))
         system.connect(f"a{k % 2}.x -> b{k}.u", scale=1.0 + k / 4, convert_units=False)
     for k in range(2):
         system.connect(f"b{k}.x -> a{k}.u", scale=-1.0 - k, convert_units=False)
@@ -218,7 +248,7 @@ def assert_each_step_counted_once(result: Any) -> None:
 @pytest.mark.parametrize("name", ["gauss_seidel", "jacobi"])
 def test_parallel_fmus_take_each_step_exactly_once(
     name: str, discards: bool, steps: int, fmus: dict[str, Path], always_parallel: list[tuple[int, int]],
-    monkeypatch: pytest.MonkeyPatch,
+    pool_kind: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """FMUs that count their steps, stepped in parallel in batches of 2 and 5 (Gauss-Seidel's two levels) or 7
     (Jacobi's one), record bitwise what serial stepping records, and each takes one step per macro step. With
@@ -230,12 +260,12 @@ def test_parallel_fmus_take_each_step_exactly_once(
     monkeypatch.setattr(FMUCStep, "undo", lambda self: (undone.append(self.comp.name), undo(self))[1])
     dt = 1.0 / steps
     first = {"t_discard": 0.5 + dt / 2} if discards else {}
-    system = counting_system(fmus["discard"], **first)
+    system = counting_system(fmus["discard"], COUNTING_WORK[pool_kind], **first)
     try:
         reference = system.run(0.0, 1.0, dt, master=MASTERS[name]())
     finally:
         system.free()
-    system = counting_system(fmus["discard"], **first)
+    system = counting_system(fmus["discard"], COUNTING_WORK[pool_kind], **first)
     try:
         result = system.run(0.0, 1.0, dt, master=MASTERS[name](parallel=3))
     finally:
@@ -256,7 +286,7 @@ def test_parallel_fmus_take_each_step_exactly_once(
 def test_fmi3_fmus_that_return_early_step_in_parallel_to_the_same_bits(
     name: str, tmp_path_factory: pytest.TempPathFactory, always_parallel: list[tuple[int, int]]
 ) -> None:
-    """FMI 3.0 balls with different restitutions return early at their impacts (fmi3DoStep on the native threads)."""
+    """FMI 3.0 balls with different restitutions return early at their impacts (fmi3DoStep on the pool's threads)."""
     path = builders.bouncing_ball3(tmp_path_factory.mktemp("fmi3-parallel"))
 
     def system() -> System:
@@ -277,7 +307,7 @@ def test_fmi3_fmus_that_return_early_step_in_parallel_to_the_same_bits(
 def test_threads_that_block_and_threads_that_poll_step_the_same_bits(
     spin: float, fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A native thread waiting for a batch blocks at once, or polls through the whole run (and still ends)."""
+    """A pool thread waiting for a batch blocks at once, or polls through the whole run (and still ends)."""
     reference = run(mixed_system(fmus, discards=True), Jacobi())
     monkeypatch.setattr(parallel, "SPIN_S", spin)
     result = run(mixed_system(fmus, discards=True), Jacobi(parallel=2))
@@ -356,7 +386,7 @@ def failing_config(fmu_path: Path, master: str, parallel_setting: Any) -> dict[s
 
 @pytest.mark.parametrize("master", ["jacobi", "gauss_seidel", "hybrid"])
 def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
-    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: list[tuple[int, int]]
+    master: str, fmus: dict[str, Path], tmp_path: Path, always_parallel: list[tuple[int, int]], pool_kind: str
 ) -> None:
     outcomes = {}
     for setting in (False, 2):
@@ -365,6 +395,7 @@ def test_a_failing_threaded_step_fails_the_run_as_serial_stepping_does(
             outcomes[setting] = (outcome.status, outcome.failed_at, type(outcome.cause), str(outcome.cause),
                                  f.attrs["status"], f.attrs["error"])
             assert f["stats"].attrs["parallel_threads"] == (setting or 1)
+            assert f["stats"].attrs["parallel_pool"] == (pool_kind if setting else "none")
     assert outcomes[2] == outcomes[False]
     status, _, cause, _, file_status, error = outcomes[2]
     assert (status, file_status, cause) == ("failed", "failed", FMUError)  # exit status 1
@@ -402,7 +433,7 @@ def test_an_exception_ending_a_parallel_step_is_raised_as_it_is_the_first_in_pla
 def test_an_interrupt_during_parallel_steps_ends_the_run_once_they_are_done(
     fmus: dict[str, Path], pools: list[tuple[int, int]]
 ) -> None:
-    """Ctrl-C while the native threads step: the run ends interrupted, with every step of the batch finished."""
+    """Ctrl-C while the pool's threads step: the run ends interrupted, with every step of the batch finished."""
     system = System("s")
     for name in ("a", "b"):
         system.add_component(fmu(name, fmus["discard"], work=0.02))
@@ -421,13 +452,19 @@ def test_an_interrupt_during_parallel_steps_ends_the_run_once_they_are_done(
 
 
 COUNTING_STEP = """
+#define _POSIX_C_SOURCE 199309L
 #include <stdatomic.h>
+#include <time.h>
 
-/* fmi2DoStep's signature: counts its calls in the 64-bit counter that `instance` points to. */
+/* fmi2DoStep's signature: counts its calls in the 64-bit counter that `instance` points to, then waits h s. */
 int counting_step(void *instance, double t, double h, int no_prior)
 {
-    (void)t; (void)h; (void)no_prior;
+    (void)t; (void)no_prior;
     atomic_fetch_add((_Atomic long long *)instance, 1);
+    if (h > 0.0) {
+        struct timespec pause = {0, (long)(h * 1e9)};
+        nanosleep(&pause, NULL);
+    }
     return 0;
 }
 """
@@ -447,18 +484,39 @@ def counting_step(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL
     return lib, ctypes.cast(lib.counting_step, ctypes.c_void_p).value
 
 
-def alternating_batches(step: int, batches: int, threads: int, spin_us: float) -> tuple[list[int], list[int], int]:
+POOL_TYPES = {"native": fmi_pool._cpool.Pool if fmi_pool._cpool else None, "threads": ThreadPool}
+
+
+@pytest.fixture(params=fmi_pool.KINDS)
+def pool_type(request: pytest.FixtureRequest) -> Any:
+    """The class of the native pool, or of the Python threads' pool (:class:`~cosimrun.fmi.pool.ThreadPool`)."""
+    assert POOL_TYPES[request.param] is not None, f"the native pool is {fmi_pool.NATIVE_MISSING}"
+    return POOL_TYPES[request.param]
+
+
+WAITING_BATCHES = 20
+"""Batches at the end of :func:`alternating_batches` whose jobs wait 1 ms: the pool's threads take some of them (the
+caller of a batch takes all jobs that do not wait before a Python pool thread gets the GIL)."""
+
+
+def alternating_batches(pool_type: Any, step: int, batches: int, threads: int,
+                        spin_us: float) -> tuple[list[int], list[int], int]:
     """*batches* batches of 2 and 5 jobs alternating (a Gauss-Seidel plan of two levels), each job calling *step*
-    with its own counter, on a pool of *threads* threads: the calls each job made, each job's status and how
-    many jobs the pool's threads ran."""
+    with its own counter, on a pool of *threads* threads, then :data:`WAITING_BATCHES` more: the calls each job
+    made, each job's status and how many jobs the pool's threads ran."""
     counters = (ctypes.c_int64 * 7)()
     jobs = [CStepJob(step=step, instance=ctypes.addressof(counters) + 8 * k, version=2, status=-7) for k in range(7)]
     first = (ctypes.c_void_p * 2)(*(ctypes.addressof(j) for j in jobs[:2]))
     second = (ctypes.c_void_p * 5)(*(ctypes.addressof(j) for j in jobs[2:]))
-    pool = _cpool.Pool(threads, spin_us)
+    pool = pool_type(threads, spin_us)
     try:
         run, first_at, second_at = pool.run, ctypes.addressof(first), ctypes.addressof(second)
         for _ in range(batches // 2):
+            run(first_at, 2)
+            run(second_at, 5)
+        for job in jobs:
+            job.h = 1e-3
+        for _ in range(WAITING_BATCHES // 2):
             run(first_at, 2)
             run(second_at, 5)
     finally:
@@ -471,42 +529,42 @@ POOLS = pytest.mark.parametrize(("threads", "spin_us"), [(1, 200.0), (3, 0.0)], 
 
 
 @POOLS
-def test_the_native_pool_runs_each_job_exactly_once_in_batches_of_alternating_sizes(
-    threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
+def test_the_pools_run_each_job_exactly_once_in_batches_of_alternating_sizes(
+    pool_type: Any, threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
 ) -> None:
     """C steps that count their calls: a thread that read the claim word of a finished batch of 2 must not take
     jobs 2-4 of the next batch of 5 (with the next batch's count, as it could), nor any job twice."""
     batches = 20_000
-    calls, statuses, pooled = alternating_batches(counting_step[1], batches, threads, spin_us)
-    assert calls == [batches // 2] * 7
+    calls, statuses, pooled = alternating_batches(pool_type, counting_step[1], batches, threads, spin_us)
+    assert calls == [(batches + WAITING_BATCHES) // 2] * 7
     assert statuses == [0] * 7 and pooled > 0
 
 
 @pytest.mark.slow
 @POOLS
-def test_the_native_pool_runs_each_job_exactly_once_in_a_million_batches(
-    threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
+def test_the_pools_run_each_job_exactly_once_in_a_million_batches(
+    pool_type: Any, threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
 ) -> None:
     """The same over 10^6 batches: a race that hits one batch in 10^5 shows here in every run."""
     batches = 1_000_000
-    calls, statuses, pooled = alternating_batches(counting_step[1], batches, threads, spin_us)
-    assert calls == [batches // 2] * 7
+    calls, statuses, pooled = alternating_batches(pool_type, counting_step[1], batches, threads, spin_us)
+    assert calls == [(batches + WAITING_BATCHES) // 2] * 7
     assert statuses == [0] * 7 and pooled > 0
 
 
 def test_a_batch_holds_at_most_max_jobs(
-    fmus: dict[str, Path], always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+    fmus: dict[str, Path], pool_type: Any, always_parallel: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pool refuses a larger batch in one line; a plan level with more FMUs steps the rest on the main thread."""
-    assert _cpool.MAX_JOBS == 0xFFFF  # count and next job have 16 bits each in the pool's claim word
-    pool = _cpool.Pool(1)
+    assert MAX_JOBS == RUNNER.max_jobs == 0xFFFF  # count and next job have 16 bits each in the native claim word
+    pool = pool_type(1)
     addresses = (ctypes.c_void_p * 1)()
     try:
         with pytest.raises(ValueError, match=r"^count 65536 out of range: a batch holds 0 to 65535 jobs \(MAX_JOBS\)$"):
-            pool.run(ctypes.addressof(addresses), _cpool.MAX_JOBS + 1)
+            pool.run(ctypes.addressof(addresses), MAX_JOBS + 1)
     finally:
         pool.close()
-    monkeypatch.setattr(_cpool, "MAX_JOBS", 2)
+    monkeypatch.setattr(RUNNER, "max_jobs", 2)
     master = Jacobi(parallel=2)
     system = mixed_system(fmus, discards=True)
     system.initialize(0.0, master)
@@ -522,11 +580,11 @@ def test_a_batch_holds_at_most_max_jobs(
     assert pooled > 0 and alive == 0
 
 
-def test_the_native_pool_runs_every_job_of_every_batch_once() -> None:
+def test_the_pools_run_every_job_of_every_batch_once(pool_type: Any) -> None:
     """Many short batches in a row, more jobs than threads: each job runs once, some on the pool's threads."""
     jobs = [CStepJob(version=0) for _ in range(5)]
     addresses = (ctypes.c_void_p * 5)(*(ctypes.addressof(j) for j in jobs))
-    pool = _cpool.Pool(2, 50.0)
+    pool = pool_type(2, 50.0)
     seen: set[int] = set()
     try:
         for batch in range(20000):
@@ -543,7 +601,8 @@ def test_the_native_pool_runs_every_job_of_every_batch_once() -> None:
     assert pool.alive == 0
     with pytest.raises(RuntimeError, match="closed"):
         pool.run(ctypes.addressof(addresses), 1)
-    assert ctypes.sizeof(CStepJob) == _cpool.JOB_SIZE
+    if pool_type is not ThreadPool:
+        assert (ctypes.sizeof(CStepJob), MAX_JOBS) == (fmi_pool._cpool.JOB_SIZE, fmi_pool._cpool.MAX_JOBS)
 
 
 # ---------------------------------------------------------------------------- settings
@@ -571,8 +630,8 @@ def test_parallel_settings_and_thread_counts(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # ---------------------------------------------------------------------------- statistics and the policy
-def test_stats_say_how_much_of_the_stepping_ran_in_parallel(
-    fmus: dict[str, Path], always_parallel: list[tuple[int, int]]
+def test_stats_say_how_much_of_the_stepping_ran_in_parallel_and_on_which_pool(
+    fmus: dict[str, Path], always_parallel: list[tuple[int, int]], pool_kind: str
 ) -> None:
     system = System("s")
     system.add_component(Spring("s1"))
@@ -584,8 +643,10 @@ def test_stats_say_how_much_of_the_stepping_ran_in_parallel(
     steps = round(TF / DT)
     assert stats["parallel_threads"] == 2 and stats["plan_steps"] == 4 * steps
     assert stats["parallel_steps"] == 3 * steps and stats["parallel_fraction"] == 0.75
+    assert stats["parallel_pool"] == pool_kind
     off = run(mixed_system(fmus, discards=False), Jacobi()).stats.as_dict()
     assert (off["parallel_threads"], off["parallel_steps"], off["parallel_fraction"]) == (1, 0, 0.0)
+    assert off["parallel_pool"] == "none"
 
 
 def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
@@ -600,9 +661,9 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
 
     window, timed = parallel.WINDOW, parallel.TIMED
     probes = timed // 2  # the timed steps taken the slower way, per window
-    short = parallel.Batch([], [], [0, 1], [])
+    short = parallel.Batch([], RUNNER, [], [0, 1], [])
     assert not any(steps(short, parallel.MIN_BATCH_S / 2, 0.0, 3 * window))  # too short to gain: never tried
-    batch = parallel.Batch([], [], [0, 1], [])
+    batch = parallel.Batch([], RUNNER, [], [0, 1], [])
     choices = steps(batch, 1e-3, 0.6e-3, 31 * window)
     assert choices[:timed + 1] == [False, True] * probes + [True]  # each way timed alternately, then the faster
     assert choices[window:window + timed + 1] == [False, True] * probes + [True]  # again at the next window
@@ -610,13 +671,13 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
     choices = steps(batch, 1e-3, 1.5e-3, 2 * parallel.MAX_WINDOW)  # parallel became slower: seen at a window's end
     assert (batch.serial_s, batch.parallel_s) == (1e-3, 1.5e-3)
     assert choices[-window:].count(True) <= probes
-    noisy = parallel.Batch([], [], [0, 1], [])  # one-sided noise: the least time of a window counts
+    noisy = parallel.Batch([], RUNNER, [], [0, 1], [])  # one-sided noise: the least time of a window counts
     choices = []
     for k in range(3 * window):
         choices.append(noisy.parallel_now())
         noisy.measured(choices[-1], (0.6e-3 if k % 2 else 5e-3) if choices[-1] else 1e-3)
     assert noisy.parallel_s == 0.6e-3 and choices.count(False) == 2 * probes
-    late = parallel.Batch([], [], [0, 1], [])  # the first parallel step waited for a thread to wake up
+    late = parallel.Batch([], RUNNER, [], [0, 1], [])  # the first parallel step waited for a thread to wake up
     samples = iter([1e-3, 2e-3, 0.6e-3, 0.6e-3])
     choices = []
     for _ in range(window):
@@ -625,7 +686,8 @@ def test_a_batch_steps_in_parallel_only_while_that_is_measured_faster() -> None:
             late.measured(choices[-1], next(samples))
     assert choices[:timed] == [False, True, True, True]  # the faster sample of the window counts at once
     assert all(choices[timed:]) and late.parallel_s == 0.6e-3
-    steady = parallel.Batch([], [], [0, 1], [])  # serial faster; a later window opens with one noisy serial sample
+    # serial faster; a later window opens with one noisy serial sample
+    steady = parallel.Batch([], RUNNER, [], [0, 1], [])
     samples = iter([1e-3, 2e-3, 1e-3, 2e-3] + [2e-3, 5e-3, 2e-3, 1e-3])
     choices = []
     for _ in range(2 * window):
@@ -643,3 +705,138 @@ def test_a_slow_batch_ends_up_on_the_threads_by_itself(fmus: dict[str, Path]) ->
         system.add_component(fmu(name, fmus["discard"], work=2e-3))
     result = run(system, Jacobi(parallel=2))
     assert result.stats.parallel_steps >= 2 * (round(TF / DT) - 3)  # not the first (serial) step, nor a probe
+
+
+# ---------------------------------------------------------------------------- without the native pool
+def two_fmus(fmus: dict[str, Path]) -> System:
+    system = System("pair")
+    for name in ("a", "b"):
+        system.add_component(fmu(name, fmus["discard"], work=WORK))
+    return system
+
+
+@pytest.mark.parametrize(("value", "message", "suggestion"), [
+    ("thread", "'thread' is not valid; did you mean 'threads'? (valid: native or threads)", "threads"),
+    ("c", "'c' is not valid (valid: native or threads)", None),
+    ("native", "the native pool (cosimrun.fmi._cpool) is not built", None),
+])
+def test_a_bad_pool_choice_fails_the_run_in_one_line_naming_the_variable(
+    value: str, message: str, suggestion: str | None, fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_POOL, value)
+    monkeypatch.setattr(fmi_pool, "NATIVE_MISSING", "not built")
+    monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
+    with pytest.raises(ConfigError) as info:
+        run(two_fmus(fmus), Jacobi(parallel=2))
+    assert str(info.value) == f"COSIMRUN_PARALLEL_POOL: {message}"
+    assert (info.value.key, info.value.suggestion) == (ENV_POOL, suggestion)
+
+
+def test_without_the_native_pool_parallel_steps_run_on_python_threads_with_one_notice(
+    fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, the choice falls back to the Python threads when the extension is missing; one notice per process."""
+    monkeypatch.delenv(ENV_POOL, raising=False)
+    monkeypatch.setattr(parallel.Batch, "parallel_now", lambda self: True)
+    closed = record_pools(monkeypatch, "threads")
+    monkeypatch.setattr(fmi_pool, "NATIVE_MISSING", "not built")
+    monkeypatch.setattr(fmi_pool, "_cpool", None)
+    monkeypatch.setattr(fmi_pool, "_told", False)
+    reference = run(mixed_system(fmus, discards=True), Jacobi())
+    with pytest.warns(UserWarning) as notices:
+        results = [run(mixed_system(fmus, discards=True), Jacobi(parallel=2)) for _ in range(2)]
+    assert [str(w.message) for w in notices if "native pool" in str(w.message)] == [
+        "the native pool (cosimrun.fmi._cpool) is not built: parallel FMU steps run on Python threads, with slower "
+        "hand-offs (reinstall cosimrun with a C compiler to build it)"]
+    for result in results:
+        assert_bitwise_equal(result, reference)
+        assert result.stats.parallel_pool == "threads" and result.stats.parallel_steps > 0
+    assert len(closed) == 2 and all(pooled > 0 and alive == 0 for pooled, alive in closed)
+
+
+UNBUILT = """
+import importlib.abc, sys
+
+class Unbuilt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "cosimrun.fmi._cpool":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Unbuilt())
+import json, warnings
+from cosimrun.components.fmu import FMUComponent
+from cosimrun.fmi import pool
+from cosimrun.masters import Jacobi, parallel
+from cosimrun.system import System
+
+parallel.Batch.parallel_now = lambda self: True
+runs = []
+with warnings.catch_warnings(record=True) as notices:
+    warnings.simplefilter("always")
+    for setting in (False, 2, 2):
+        system = System("pair")
+        for name in ("a", "b"):
+            comp = FMUComponent(name)
+            comp.set_parameters(path=sys.argv[1], t_discard=0.55, start={"u": 0.3 if name == "a" else -0.7})
+            system.add_component(comp)
+        try:
+            result = system.run(0.0, 1.0, 0.1, master=Jacobi(parallel=setting))
+        finally:
+            system.free()
+        x = result.history.get_component_history("b").get_port_history("x")
+        runs.append([result.stats.parallel_pool, result.stats.parallel_steps, x.slice(0, len(x))[1].tolist()])
+print(json.dumps({"missing": pool.NATIVE_MISSING, "runs": runs, "notices": [str(w.message) for w in notices]}))
+"""
+
+
+def test_an_install_without_the_extension_steps_fmus_in_parallel_on_python_threads(
+    fmus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh process in which ``cosimrun.fmi._cpool`` cannot be found (not built): same values, ``threads``, and
+    one notice over two parallel runs."""
+    monkeypatch.delenv(ENV_POOL, raising=False)
+    done = subprocess.run([sys.executable, "-c", UNBUILT, str(fmus["discard"])], capture_output=True, text=True,
+                          check=True)
+    out = json.loads(done.stdout)
+    assert out["missing"] == "not built"
+    (serial, steps, values), *threaded = out["runs"]
+    assert (serial, steps) == ("none", 0) and len(values) == 12  # 10 steps, one of them cut at 0.55
+    assert values[-1] == pytest.approx(1.0 - 0.7 * 1.0, abs=1e-12)  # x' = u from x = 1
+    assert threaded[0][1] > 0 and threaded == [["threads", threaded[0][1], values]] * 2
+    assert [n for n in out["notices"] if "native pool" in n] == [
+        "the native pool (cosimrun.fmi._cpool) is not built: parallel FMU steps run on Python threads, with slower "
+        "hand-offs (reinstall cosimrun with a C compiler to build it)"]
+
+
+def test_the_extension_is_optional_a_build_without_a_c_compiler_skips_it_with_one_warning(tmp_path: Path) -> None:
+    """The ``ext-modules`` entry of pyproject.toml, built by setuptools with ``CC=/bin/false``: the build succeeds
+    without the extension, saying so in one line."""
+    root = Path(__file__).resolve().parents[2]
+    (entry,) = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    assert entry["name"] == "cosimrun.fmi._cpool" and entry["optional"] is True
+    arguments = {key.replace("-", "_"): value for key, value in entry.items()}
+    source = tmp_path / "src"  # the sources alone: this setuptools is not the one pyproject.toml asks for
+    for path in entry["sources"]:
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_bytes((root / path).read_bytes())
+    script = ("import sys, setuptools; setuptools.setup(name='cpool', ext_modules=[setuptools.Extension(**eval("
+              "sys.argv[1]))], script_args=['-q', 'build_ext', '-b', sys.argv[2], '-t', sys.argv[2]])")
+    done = subprocess.run([sys.executable, "-c", script, repr(arguments), str(tmp_path / "build")], cwd=source,
+                          env={**os.environ, "CC": "/bin/false"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    failed = [line for line in (done.stdout + done.stderr).splitlines() if "_cpool" in line]
+    assert len(failed) == 1 and 'building extension "cosimrun.fmi._cpool" failed' in failed[0]
+    assert not list(tmp_path.rglob("_cpool*.so")) and not list(tmp_path.rglob("_cpool*.pyd"))
+
+
+@pytest.mark.parametrize("module", [parallel, cstep], ids=lambda m: m.__name__)
+def test_the_parallel_stepper_and_the_c_step_protocol_import_nothing_of_fmi(module: Any) -> None:
+    """The stepper gets its pools from the C steps' runners: neither it nor the protocol imports the FMI code."""
+    imported = set()
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+        if isinstance(node, ast.ImportFrom):
+            imported.update([node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names])
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    fmi = re.compile(r"fmi|fmu|fmpy|_cpool|StepDiscarded|cosimrun\.components", re.IGNORECASE)
+    assert imported and not [name for name in imported if fmi.search(name)]

@@ -1,7 +1,11 @@
 /* A pool of native threads that run FMU steps (fmi2DoStep / fmi3DoStep) concurrently, without the GIL.
  *
+ * Optional: cosimrun.fmi.pool runs the same jobs on Python threads when this extension is not built (no C
+ * compiler at install, no POSIX threads: Windows). Built with a C11 compiler and POSIX threads; every time and
+ * counter is a 64-bit integer (a `long` is 32-bit on Windows).
+ *
  * Pool.run(jobs, count) (one caller at a time) hands an array of cosimrun_step_job pointers (the layout of
- * cosimrun.core.cstep.CStepJob) to the pool's threads and to the calling thread, which all take jobs
+ * cosimrun.fmi.pool.CStepJob) to the pool's threads and to the calling thread, which all take jobs
  * from one shared word until none is left, and returns once every job has run. The caller
  * releases the GIL for that time and no Python runs on the pool's threads (an FMU's log callback
  * takes the GIL itself), so a batch costs one hand-off and no GIL hand-over.
@@ -26,6 +30,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -78,9 +83,9 @@ static void run_job(cosimrun_step_job *job, int32_t who)
 
 typedef struct {
     PyObject_HEAD
-    int threads;                 /* pool threads (the caller is one more) */
+    int32_t threads;             /* pool threads (the caller is one more) */
     pthread_t *ids;
-    int started;
+    int32_t started;
     int64_t spin_ns;
     cosimrun_step_job **jobs;    /* the batch being run */
     _Atomic uint64_t claim;      /* generation << 32 | count << 16 | next job (see the top of the file) */
@@ -98,12 +103,12 @@ typedef struct {
     int32_t index;
 } Starter;
 
-/* A poll of the spin loops: a compiler barrier only. A PAUSE instruction here makes the pause-loop
- * exiting of KVM deschedule the polling vCPU, which then misses the batch it waits for (see
+/* A poll of the spin loops: a compiler barrier only (C11, any compiler). A PAUSE instruction here makes the
+ * pause-loop exiting of KVM deschedule the polling vCPU, which then misses the batch it waits for (see
  * benchmarks/README.md, bench_parallel.py); the polls are bounded by spin_us. */
 static inline void cpu_relax(void)
 {
-    __asm__ __volatile__("" ::: "memory");
+    atomic_signal_fence(memory_order_seq_cst);
 }
 
 static int64_t now_ns(void)
@@ -146,7 +151,7 @@ static void *pool_thread(void *arg)
         uint32_t generation = generation_of(atomic_load(&pool->claim));
         if (generation == seen && !atomic_load(&pool->stop)) {
             int64_t deadline = now_ns() + pool->spin_ns;
-            int polls = 0;
+            int64_t polls = 0;
             while ((generation = generation_of(atomic_load(&pool->claim))) == seen && !atomic_load(&pool->stop)) {
                 cpu_relax();
                 if (++polls % 64 == 0 && now_ns() > deadline) {
@@ -178,7 +183,7 @@ static void stop_threads(Pool *pool)
     atomic_store(&pool->stop, 1);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mutex);
-    for (int i = 0; i < pool->started; i++)
+    for (int32_t i = 0; i < pool->started; i++)
         pthread_join(pool->ids[i], NULL);
     pool->started = 0;
 }
@@ -190,7 +195,7 @@ static int Pool_init(Pool *self, PyObject *args, PyObject *kwargs)
     double spin_us = 200.0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|d", names, &threads, &spin_us))
         return -1;
-    if (threads < 0 || spin_us < 0) {
+    if (threads < 0 || !(spin_us >= 0) || spin_us > 1e12) {
         PyErr_SetString(PyExc_ValueError, "threads and spin_us must be >= 0");
         return -1;
     }
@@ -198,7 +203,7 @@ static int Pool_init(Pool *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "a pool is initialized once");
         return -1;
     }
-    self->threads = threads;
+    self->threads = (int32_t)threads;
     self->spin_ns = (int64_t)(spin_us * 1000.0);
     self->ids = calloc(threads ? threads : 1, sizeof(pthread_t));
     if (!self->ids) {
@@ -207,7 +212,7 @@ static int Pool_init(Pool *self, PyObject *args, PyObject *kwargs)
     }
     pthread_mutex_init(&self->mutex, NULL);
     pthread_cond_init(&self->wake, NULL);
-    for (int i = 0; i < threads; i++) {
+    for (int32_t i = 0; i < self->threads; i++) {
         Starter *start = malloc(sizeof(Starter));
         if (start) {
             start->pool = self;
@@ -250,7 +255,7 @@ static PyObject *Pool_run(Pool *self, PyObject *args)
     }
     take_jobs(self, 0);
     int64_t deadline = now_ns() + self->spin_ns;
-    int polls = 0;
+    int64_t polls = 0;
     while (atomic_load(&self->remaining) > 0) {
         cpu_relax();
         if (++polls % 64 == 0 && now_ns() > deadline)
@@ -275,7 +280,12 @@ static PyObject *Pool_get_pooled(Pool *self, void *Py_UNUSED(closure))
 
 static PyObject *Pool_get_alive(Pool *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromLong(self->started);
+    return PyLong_FromLongLong(self->started);
+}
+
+static PyObject *Pool_get_kind(Pool *Py_UNUSED(self), void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString("native");
 }
 
 static void Pool_dealloc(Pool *self)
@@ -300,12 +310,13 @@ static PyMethodDef Pool_methods[] = {
 static PyGetSetDef Pool_getset[] = {
     {"pooled", (getter)Pool_get_pooled, NULL, "jobs run by the pool's threads (not the caller) so far", NULL},
     {"alive", (getter)Pool_get_alive, NULL, "pool threads running (0 once closed)", NULL},
+    {"kind", (getter)Pool_get_kind, NULL, "'native': the pool's threads are native threads", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject PoolType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cosimrun.masters._cpool.Pool",
+    .tp_name = "cosimrun.fmi._cpool.Pool",
     .tp_doc = "Pool(threads, spin_us=200): native threads that run FMU step jobs with the caller, without the GIL",
     .tp_basicsize = sizeof(Pool),
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -317,8 +328,10 @@ static PyTypeObject PoolType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cpool", "Native threads for parallel FMU steps (see cosimrun.masters.parallel).", -1,
-    NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_cpool",
+    .m_doc = "Native threads for parallel FMU steps (see cosimrun.fmi.pool).",
+    .m_size = -1,
 };
 
 PyMODINIT_FUNC PyInit__cpool(void)
@@ -328,11 +341,22 @@ PyMODINIT_FUNC PyInit__cpool(void)
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
-    Py_INCREF(&PoolType);
-    if (PyModule_AddObject(m, "Pool", (PyObject *)&PoolType) < 0 ||
-        PyModule_AddIntConstant(m, "JOB_SIZE", (long)sizeof(cosimrun_step_job)) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_JOBS", MAX_JOBS) < 0) {
-        Py_DECREF(&PoolType);
+#ifdef Py_GIL_DISABLED
+    /* Free-threaded CPython: the module keeps no Python state of its own, a pool's threads run no Python and a
+     * pool has one caller at a time (its stepper), so importing it does not turn the GIL back on. */
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    PyObject *job_size = PyLong_FromSize_t(sizeof(cosimrun_step_job));
+    PyObject *max_jobs = PyLong_FromLongLong(MAX_JOBS);
+    int failed = !job_size || !max_jobs || PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
+                 PyModule_AddObjectRef(m, "JOB_SIZE", job_size) < 0 ||
+                 PyModule_AddObjectRef(m, "MAX_JOBS", max_jobs) < 0;
+    Py_XDECREF(job_size);
+    Py_XDECREF(max_jobs);
+    if (failed) {
         Py_DECREF(m);
         return NULL;
     }
