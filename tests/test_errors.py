@@ -47,6 +47,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a master handing a component a snapshot that is not its own, or one taken at another time",
     ("core/multi.py", "restore_state"):
         "a master handing a multi component a snapshot that is not its own, or one of another mode",
+    ("fmi/pool.py", "__init__"):
+        "the Python stand-in for the native pool raises what the C extension's Pool raises",
+    ("fmi/pool.py", "run"):
+        "the Python stand-in for the native pool raises what the C extension's Pool.run raises",
     ("runner/configtext.py", "resolved"):
         "a caller handing over a config that is not a mapping: a programming error, Python's TypeError",
     ("runner/outcome.py", "__float__"):

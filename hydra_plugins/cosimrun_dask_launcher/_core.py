@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
-from cosimrun.config.reporting import remove_unused_dir
 from cosimrun.errors import ConfigError, suggest
 from cosimrun.exits import EXIT_FAILED, fail
 from cosimrun.runner import signals, worker
@@ -92,6 +91,8 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         ledger.flush()
         batch.drain(block=True)
     except (Unreachable, ObjectiveError) as exc:  # nothing ran: no sweep directory, one line
+        from cosimrun.config.reporting import remove_unused_dir  # not at import: it loads the engine
+
         ledger.forget()
         release_all()
         remove_unused_dir(sweep_dir, ("multirun.yaml",))
