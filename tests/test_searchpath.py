@@ -89,7 +89,9 @@ def test_the_command_shows_the_notice_as_one_line(installed: list[SimpleNamespac
     monkeypatch.setattr(sys, "argv", ["cosimrun", "--help"])
     from cosimrun.cli import main
 
-    main()
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0
     out, err = capsys.readouterr()
     assert "experiments: bouncing_ball" in out
     assert err.splitlines() == [
