@@ -255,6 +255,8 @@ def test_parallel_fmus_take_each_step_exactly_once(
     *discards*, ``a0`` ends the step from 0.5 early: that macro step is cut in two (one step more for every FMU),
     and the steps taken alongside ``a0`` after it in plan order are undone, each once (the count is part of the
     FMU state, so an undone step is uncounted)."""
+    if pool_kind == "threads":  # the many steps hunt rare races of the native claim word; Python threads claim
+        steps = min(steps, 4000)  # under a lock, and each of their steps waits 20 µs
     undone: list[str] = []
     undo = FMUCStep.undo
     monkeypatch.setattr(FMUCStep, "undo", lambda self: (undone.append(self.comp.name), undo(self))[1])
@@ -542,10 +544,12 @@ def test_the_pools_run_each_job_exactly_once_in_batches_of_alternating_sizes(
 
 @pytest.mark.slow
 @POOLS
+@pytest.mark.parametrize("pool_type", [POOL_TYPES["native"]], ids=["native"])
 def test_the_pools_run_each_job_exactly_once_in_a_million_batches(
     pool_type: Any, threads: int, spin_us: float, counting_step: tuple[ctypes.CDLL, int]
 ) -> None:
-    """The same over 10^6 batches: a race that hits one batch in 10^5 shows here in every run."""
+    """The same over 10^6 batches: a race that hits one batch in 10^5 shows here in every run. The native pool
+    only: it claims jobs with one atomic word, where such a race can hide; Python threads claim under a lock."""
     batches = 1_000_000
     calls, statuses, pooled = alternating_batches(pool_type, counting_step[1], batches, threads, spin_us)
     assert calls == [(batches + WAITING_BATCHES) // 2] * 7
