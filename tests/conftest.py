@@ -252,9 +252,3 @@ def dask_cluster(sweep_env: dict[str, str], tmp_path_factory: pytest.TempPathFac
         yield Cluster(address, scheduler, workers)
     finally:
         _stop([*workers, scheduler])
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the longest test (a long run of 2e6 steps, minutes) first: under ``-n 2`` the other worker then takes the
-    rest meanwhile, instead of the suite waiting for it at the end."""
-    items.sort(key=lambda item: item.path.name != "test_long_runs.py")
