@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -121,12 +122,17 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     assert seen == [before]
 
 
-def test_a_run_checks_for_a_dropped_interrupt_at_its_progress_reports(tmp_path: Path) -> None:
-    cfg = {
+def ramp_experiment() -> dict[str, Any]:
+    """A ramp ``y = t`` over 10 s in 1000 steps: a run whose progress reports a test interrupts."""
+    return {
         "name": "ramp",
         "run": {"t0": 0.0, "tf": 10.0, "dt": 0.01},
         "components": {"src": {"type": "ramp", "params": {"slope": 1.0}}},
     }
+
+
+def test_a_run_checks_for_a_dropped_interrupt_at_its_progress_reports(tmp_path: Path) -> None:
+    cfg = ramp_experiment()
     reports: list[float] = []
 
     def progress(t: float) -> None:
@@ -339,11 +345,7 @@ def test_an_error_a_library_raises_while_cleaning_up_after_the_interrupt_is_the_
 
 
 def test_a_run_whose_interrupt_a_library_turns_into_another_error_is_interrupted(tmp_path: Path) -> None:
-    cfg = {
-        "name": "ramp",
-        "run": {"t0": 0.0, "tf": 10.0, "dt": 0.01},
-        "components": {"src": {"type": "ramp", "params": {"slope": 1.0}}},
-    }
+    cfg = ramp_experiment()
     reports: list[float] = []
 
     def progress(t: float) -> None:
