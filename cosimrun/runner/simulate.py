@@ -38,7 +38,6 @@ STEPS_WITHOUT_HINT = 500
 """Communication steps of a run whose FMU gives no stepSize (as FMPy samples its output)."""
 DEFAULT_SPAN = 1.0
 """The length of a run whose FMU gives no stopTime, in seconds (as FMPy has it)."""
-RESULTS_SUFFIXES = (".h5", ".hdf5", ".nc")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -233,6 +232,8 @@ def _as_option(exc: ConfigError, name: str) -> ConfigError:
 def _output(args: argparse.Namespace, name: str) -> tuple[Path, str]:
     """The run directory and the results file name: --output (a directory, or a file ending in .h5, .hdf5 or
     .nc), else ``outputs/<name>/<date_time>/`` and ``results.h5``."""
+    from cosimrun.config.build import RESULTS_SUFFIXES
+
     if args.output is None:
         return Path(OUTPUT_ROOT) / name / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f"), "results.h5"
     out = Path(args.output).expanduser()
