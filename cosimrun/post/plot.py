@@ -168,7 +168,7 @@ def _run_title(source: Source) -> str:
 # ---------------------------------------------------------------------------- a sweep
 def is_sweep(path: str | os.PathLike[str]) -> bool:
     """Whether *path* is a sweep directory (it holds the sweep's ``index.h5``)."""
-    from cosimrun.runner.index import INDEX_FILE
+    from cosimrun.storage.sweep_index import INDEX_FILE
 
     return Path(path).is_dir() and (Path(path) / INDEX_FILE).is_file()
 

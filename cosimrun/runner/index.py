@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from cosimrun.runner.outcome import SUMMARY_PREFIX
 from cosimrun.storage.hdf5 import partial_path
-from cosimrun.storage.sweep_index import INDEX_FILE, write_sweep_index
+from cosimrun.storage.sweep_index import write_sweep_index
 
 if TYPE_CHECKING:
     from cosimrun.runner.outcome import JobOutcome
 
-__all__ = ["INDEX_FILE", "status_counts", "write_index"]
+__all__ = ["status_counts", "write_index"]
 
 _BASE_COLUMNS = (
     "status",

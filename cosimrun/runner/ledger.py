@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cosimrun.runner import signals
-from cosimrun.runner.index import INDEX_FILE, status_counts, write_index
+from cosimrun.runner.index import status_counts, write_index
 from cosimrun.runner.lock import release_all
 from cosimrun.runner.outcome import JobOutcome
 from cosimrun.runner.signals import INTERRUPTED
+from cosimrun.storage.sweep_index import INDEX_FILE
 
 
 class SweepLedger:

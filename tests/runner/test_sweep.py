@@ -19,11 +19,12 @@ from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import compose, resume, worker
 from cosimrun.runner import index as sweep_index
-from cosimrun.runner.index import INDEX_FILE, write_index
+from cosimrun.runner.index import write_index
 from cosimrun.runner.ledger import finish, ledger_for
 from cosimrun.runner.load import load_sweep, load_sweep_dataset
 from cosimrun.runner.outcome import JobOutcome, objective_value
 from cosimrun.storage import HDF5Writer
+from cosimrun.storage.sweep_index import INDEX_FILE
 
 
 def _results(path: Path, times: list[float], h: list[float], status: str = "complete") -> Path:
