@@ -326,10 +326,12 @@ class HDF5Writer:
             raise self._failed
         self.file  # noqa: B018 -- raises once the file is closed, before anything is caught below
         self._undo = {}
+        lengths, last = dict(self._lengths), dict(self._last)
         try:
             yield
         except BaseException as exc:
             self._revert(self._undo)
+            self._lengths, self._last = lengths, last
             if isinstance(exc, ResultsWriteError):
                 self._failed = self._failed or exc
                 raise
@@ -447,8 +449,8 @@ class HDF5Writer:
                 ds.attrs["port_type"] = kind
                 if kind in ("bool", "event"):
                     ds.attrs["dtype"] = "bool"
-        self._lengths[name] = 0
-        self._ports[name] = specs
+            self._ports[name] = specs
+            self._lengths[name] = 0
 
     @property
     def components(self) -> list[str]:
@@ -460,8 +462,13 @@ class HDF5Writer:
         return dict(self._ports[self._known(component)])
 
     def n_samples(self, component: str) -> int:
-        """How many samples of *component* are in the file."""
+        """How many samples of *component* are in the file (an append counts whole once it returned or was
+        stopped after its last write, and not at all when it was stopped before)."""
         return self._lengths[self._known(component)]
+
+    def n_events(self) -> int:
+        """How many events are in the file."""
+        return int(self.file["/events/event"].shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -507,8 +514,8 @@ class HDF5Writer:
                     self._extend(prefix + port, start, v)
                 self._extend(prefix + "micro", start, m)
                 self._extend(prefix + "time", start, t)
-            self._lengths[component] = start + n
-            self._last[component] = {port: v[-1] for port, v in columns.items()}
+                self._last[component] = {port: v[-1] for port, v in columns.items()}
+                self._lengths[component] = start + n
         if flush:
             self.flush()
 

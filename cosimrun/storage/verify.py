@@ -4,8 +4,9 @@ A resumed sweep reuses a job's results file, and a job whose worker died after
 it finished is taken as complete, only when the file passes this check: it
 opens, it is a cosimrun results file with status ``complete``, every dataset
 has the length recorded at close, the datasets of one group have equal
-lengths, and each dataset's data has the CRC-32 the writer computed while
-writing it (``data_crc32``, see :class:`~cosimrun.storage.hdf5.HDF5Writer`).
+lengths, time never goes back (equal times are one instant's micro steps), and
+each dataset's data has the CRC-32 the writer computed while writing it
+(``data_crc32``, see :class:`~cosimrun.storage.hdf5.HDF5Writer`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from typing import Any
 
 import h5py
+import numpy as np
 
 from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, FORMAT, crc32
 
@@ -52,7 +54,7 @@ def _problems(f: h5py.File) -> list[str]:
         expected = json.loads(_text(f.attrs[CHECKSUMS_ATTR]))
     except ValueError:
         return [f"the {CHECKSUMS_ATTR} attribute is not valid JSON"]
-    problems = _unequal_groups(f)
+    problems = _unequal_groups(f) + _time_going_back(f)
     for name, (length, crc) in expected.items():
         ds = f.get(name)
         if not isinstance(ds, h5py.Dataset):
@@ -73,6 +75,26 @@ def _unequal_groups(f: h5py.File) -> list[str]:
         lengths = {name: ds.shape[0] for name, ds in group.items() if isinstance(ds, h5py.Dataset)}
         if len(set(lengths.values())) > 1:
             problems.append(f"{group.name}: datasets of different lengths {lengths}")
+    return problems
+
+
+def _time_going_back(f: h5py.File) -> list[str]:
+    """Time axes (of the components and the events) that decrease somewhere: a block stored twice, or data
+    out of order. Equal times are the micro steps of one instant (superdense time)."""
+    problems = []
+    axes = [g["time"] for g in f.get("components", {}).values() if isinstance(g, h5py.Group) and "time" in g]
+    axes += [f["events/time"]] if "events/time" in f else []
+    for ds in axes:
+        previous = -np.inf
+        for start in range(0, ds.shape[0], _BLOCK):
+            t = np.concatenate(([previous], ds[start : start + _BLOCK]))
+            back = np.flatnonzero(np.diff(t) < 0)
+            if len(back):
+                i = start + int(back[0])
+                problems.append(f"{ds.name}: time goes back from {t[back[0]]:.12g} to {t[back[0] + 1]:.12g} "
+                                f"at sample {i}")
+                break
+            previous = t[-1]
     return problems
 
 

@@ -60,6 +60,12 @@ class Sink(Protocol):
     def write_events(self, rows: Iterable[EventRow], *, flush: bool = True) -> int:
         """Take events in the order they happened."""
 
+    def n_samples(self, component: str) -> int:
+        """How many samples of *component* the sink holds (a block it took counts whole, or not at all)."""
+
+    def n_events(self) -> int:
+        """How many events the sink holds."""
+
     def flush(self) -> None:
         """Make what was taken durable (a file sink flushes; a memory sink has nothing to do)."""
 
@@ -69,6 +75,7 @@ class MemorySink:
 
     def __init__(self, history: SystemHistory) -> None:
         self.history = history
+        self._events = 0
 
     def add_component(self, name: str, ports: PortLayout) -> None:
         comp = self.history.get_component_history(name)
@@ -88,7 +95,14 @@ class MemorySink:
         for when, component, event in rows:
             self.history.record_event(component, event, when)
             n += 1
+        self._events += n
         return n
+
+    def n_samples(self, component: str) -> int:
+        return len(self.history.get_component_history(component))
+
+    def n_events(self) -> int:
+        return self._events
 
     def flush(self) -> None:
         """Nothing to do: samples are in memory as soon as they are appended."""
@@ -134,6 +148,14 @@ class Recorder:
         self._micro: dict[int, int] = {}
         self._events: list[EventRow] = []
         self._n = 0
+        self._handed = 0
+        """Samples per component handed to the sink before the buffered ones."""
+        self._events_handed = 0
+        self._offsets: dict[str, int] = {}
+        """Samples each component's sink held before the run (a memory sink may hold earlier ones)."""
+        self._events_offset = 0
+        self._watched = False
+        """Whether the watchers saw the buffered block (by a flush that was interrupted afterwards)."""
         self._watchers: list[Callable[[np.ndarray, np.ndarray, list[tuple[str, str]]], None]] = []
 
     def attach(
@@ -180,6 +202,9 @@ class Recorder:
                 self._order.append(block)
         self._n = 0
         self._micro = {}
+        self._handed = self._events_handed = 0
+        self._offsets = {name: self.sink.n_samples(name) for name, _ in self._layout}
+        self._events_offset = self.sink.n_events()
 
     def watch(self, take: Callable[[np.ndarray, np.ndarray, list[tuple[str, str]]], None]) -> None:
         """Also hand every block of recorded real samples to ``take(times, block, names)`` (``names``: the
@@ -218,15 +243,21 @@ class Recorder:
 
         Raises :class:`NonFiniteValueError` after handing over the samples
         before the first non-finite real value (unless ``allow_nonfinite``).
+
+        A flush that an interrupt stopped half-way can be called again: a
+        component's block (or the events) that the sink holds already is not
+        handed over twice, so a file closed after an interrupt holds each
+        sample once, in time order.
         """
         n = self._n
         bad = None if self.allow_nonfinite else self._first_nonfinite(n)
         if bad is not None:
             n = bad[0]
-        if n and self._watchers and self._checked:
+        if n and self._watchers and self._checked and not self._watched:
             block, names = self._checked[0]
             for take in self._watchers:
                 take(self._times[:n], block[:n], names)
+            self._watched = True
         if n:
             time = self._times[:n].copy()
             micro = None
@@ -235,16 +266,22 @@ class Recorder:
                 for row, m in self._micro.items():
                     micro[row] = m
             columns = [_columns(block, n) for block in self._order]
+            handed = self._handed + n
             for name, placed in self._layout or ():
+                if self.sink.n_samples(name) - self._offsets[name] == handed:
+                    continue  # taken by a flush that was interrupted after it
                 values = {port: columns[g][i] for port, g, i in placed}
                 self.sink.append(name, time, micro, values, flush=False)
-        self._n = 0
-        self._micro = {}
+        events = self._events
+        written = self._events_handed + len(events)
+        if events and self.sink.n_events() - self._events_offset != written:
+            self.sink.write_events(events, flush=False)
+        # one statement without calls: an interrupt cannot land between these
+        self._n, self._handed, self._watched, self._micro, self._events, self._events_handed = (
+            0, self._handed + n, False, {}, [], written
+        )
         for rows, _ in self._strings:
             rows.clear()
-        if self._events:
-            events, self._events = self._events, []
-            self.sink.write_events(events, flush=False)
         self.sink.flush()
         if bad is not None:
             row, component, port, value = bad

@@ -108,6 +108,7 @@ def test_only_selected_ports_are_read_and_declared():
     sink.add_component = lambda name, ports: declared.update({name: dict(ports)})  # type: ignore[method-assign]
     sink.append = lambda component, time, micro, values, *, flush=True: declared.update(  # type: ignore[method-assign]
         {f"{component}.written": sorted(values)})
+    sink.n_samples = lambda component: 0  # type: ignore[method-assign]
     recorder = Recorder(sink, flush_interval=3)
     recorder.attach(system.components, {"m": ["x", "label"]})
     assert declared == {"m": {"x": ("m", "real"), "label": (None, "string")}}
