@@ -267,12 +267,15 @@ def _write_manifest(root: Path) -> None:
 
 
 def _damage(entry: Path) -> str | None:
-    """What is wrong with cache entry *entry* (a file changed, missing or added since its extraction, or no
-    manifest), ``None`` when it is intact: a cheap check of sizes and modification times, no file is read."""
+    """What is wrong with cache entry *entry* (a file changed, missing or added since its extraction), ``""`` when
+    it has no manifest (extracted before there were manifests), ``None`` when it is intact: a cheap check of sizes
+    and modification times, no file is read."""
     try:
         recorded = json.loads((entry / MANIFEST).read_text())
+    except FileNotFoundError:
+        return ""  # extracted by a version without manifests: replaced without a word
     except (OSError, ValueError):
-        return "it has no readable manifest"
+        return "its manifest is unreadable"
     if not isinstance(recorded, dict):
         return "its manifest is not a mapping"
     try:
@@ -464,7 +467,8 @@ def _replace_damaged(root: Path, entry: Path, fresh: Path, path: Path, damage: s
     with _locked(root, exclusive=True, wait=True):
         if not entry.is_dir() or _damage(entry) is None:
             return
-        _log.warning("the cached extraction of FMU %r was damaged (%s); extracted again", str(path), damage)
+        if damage:
+            _log.warning("the cached extraction of FMU %r was damaged (%s); extracted again", str(path), damage)
         grave = _temp_dir(root, "tmp")  # a name the cleanup removes should this process die now
         os.rename(entry, grave)  # in the same directory: allowed although the entry is read-only
     _remove(grave)
