@@ -211,9 +211,10 @@ def check_archive(zf: zipfile.ZipFile, path: Path, settings: FMUSettings) -> Non
     for relative, info in files.items():
         outer = next((files[parent] for parent in relative.parents if parent in files), None)
         if outer is not None:
-            kind = "a symbolic link" if stat.S_ISLNK(outer.external_attr >> 16) else "a file"
+            kind = "a symbolic link, not a directory (cosimrun extracts no links)" \
+                if stat.S_ISLNK(outer.external_attr >> 16) else "a file, not a directory"
             raise FMUFileError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} lies inside its entry "
-                               f"{outer.filename!r}, which is {kind}, not a directory (cosimrun extracts no links)")
+                               f"{outer.filename!r}, which is {kind}")
     try:
         description = zf.getinfo(_DESCRIPTION).file_size
     except KeyError:
@@ -440,7 +441,7 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
         _write_manifest(tmp)
         _set_writable(tmp, False)
         if damage is not None:
-            _replace_damaged(root, entry, tmp, path, damage)
+            _replace_damaged(root, entry, path, damage)
         with _locked(root, exclusive=False):
             try:
                 os.rename(tmp, entry)
@@ -461,15 +462,16 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
     return entry
 
 
-def _replace_damaged(root: Path, entry: Path, fresh: Path, path: Path, damage: str) -> None:
+def _replace_damaged(root: Path, entry: Path, path: Path, damage: str) -> None:
     """Move the damaged cache *entry* of FMU *path* aside (removed at once; a process still using its files keeps
-    them), so that the *fresh* extraction takes its place, unless another process has repaired it meanwhile."""
+    them) for a fresh extraction to take its place, unless another process has repaired it meanwhile."""
     with _locked(root, exclusive=True, wait=True):
         if not entry.is_dir() or _damage(entry) is None:
             return
         if damage:
             _log.warning("the cached extraction of FMU %r was damaged (%s); extracted again", str(path), damage)
         grave = _temp_dir(root, "tmp")  # a name the cleanup removes should this process die now
+        grave.rmdir()
         os.rename(entry, grave)  # in the same directory: allowed although the entry is read-only
     _remove(grave)
 

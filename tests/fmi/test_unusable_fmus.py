@@ -218,6 +218,16 @@ def test_a_symlink_entry_holding_the_library_is_refused_in_one_line(
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [".lock"]  # nothing written
 
 
+def test_an_entry_inside_a_file_entry_is_refused(built: Path, tmp_path: Path) -> None:
+    fmu = write_fmu(tmp_path / "nested.fmu", {**files_of(built / "feedthrough.fmu"), "resources": b"a file",
+                                              "resources/data.txt": b"inside it"})
+    with pytest.raises(FMUFileError) as info:
+        read_fmu(fmu)
+    assert str(info.value) == (f"FMU '{fmu}' is refused: its entry 'resources/data.txt' lies inside its entry "
+                               "'resources', which is a file, not a directory")
+    assert not (tmp_path / "cache").exists()
+
+
 # ---------------------------------------------------------------------------- malformed FMUs
 def feedthrough_with(built: Path, name: str, edit: Callable[[dict[str, bytes]], None]) -> Path:
     """The ``feedthrough`` FMU as *name*, its files changed by *edit*."""
