@@ -23,7 +23,7 @@
     │   ├── StepEndedEarly          a step ended early              reached, event
     │   └── FMUError
     │       ├── FMUFileError        an FMU that cannot be used as given (also a ConfigError)
-    │       │   └── FMULimitError   an FMU above a size limit      path, size, limit, setting
+    │       │   └── FMULimitError   an FMU above a limit           path, size, limit, setting
     │       └── StepDiscarded       an FMU's discard (also a StepEndedEarly)  last_successful_time
     ├── ComponentContractError      also a TypeError: a declaration or object of the wrong kind
     │                                                              component, port
@@ -318,7 +318,8 @@ class FMUFileError(FMUError, ConfigError):
 
 
 class FMULimitError(FMUFileError):
-    """An FMU file above a size limit: ``path``, ``size`` and ``limit`` in bytes, ``setting`` (what raises it)."""
+    """An FMU file above a limit: ``path``, ``size`` and ``limit`` (in bytes, or counts of array elements or ports),
+    ``setting`` (what raises it)."""
 
     def __init__(self, message: str, *, path: str, size: int, limit: int, setting: str,
                  component: str | None = None, time: float | None = None) -> None:
