@@ -19,6 +19,8 @@ import os
 import re
 import stat
 import sys
+import threading
+import time
 import tracemalloc
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -375,6 +377,38 @@ def test_each_kind_of_damage_is_found_and_repaired(built: Path, tmp_path: Path, 
     assert contents(entry) == expected == {name: data for name, data in files_of(fmu).items()}
     assert ex._damage(entry) is None
     assert all(p.stat().st_mode & 0o222 == 0 for p in entry.rglob("*"))  # read-only again
+
+
+def test_threads_finding_the_same_damage_repair_it_once(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    fmu = built / "feedthrough.fmu"
+    entry = ex.cached_extraction(fmu)
+    ex._set_writable(entry, True)
+    (entry / "modelDescription.xml").write_text("damaged")
+    extract = ex._extract
+
+    def slow(*args: object) -> None:
+        time.sleep(0.2)  # every thread has found the damage and is extracting at once
+        extract(*args)
+
+    monkeypatch.setattr(ex, "_extract", slow)
+    start = threading.Barrier(4)
+    results: list[Path] = []
+
+    def use() -> None:
+        start.wait()
+        results.append(ex.cached_extraction(fmu))
+
+    threads = [threading.Thread(target=use) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [entry] * 4
+    assert [r.getMessage() for r in caplog.records] == [  # one thread replaced it, the others used its copy
+        f"the cached extraction of FMU '{fmu}' was damaged (modelDescription.xml changed); extracted again"]
+    assert ex._damage(entry) is None and contents(entry) == files_of(fmu)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".lock", entry.name]  # no .tmp-* left
 
 
 # ---------------------------------------------------------------------------- describe
