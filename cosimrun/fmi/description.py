@@ -120,14 +120,14 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
     if not v.dimensions or not shape:
         var = FMUVariable(name=v.name, start=None, **common)
         return [replace(var, start=var.to_port(_python_value(kind, v.start)))]
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     starts = (v.start or "").split() if kind != "String" else []
+    to_port = FMUVariable(name=v.name, start=None, **common).to_port  # the same conversion for every element
     elements = []
     for i, position in enumerate(np.ndindex(*shape)):
         name = f"{v.name}[{','.join(str(k + 1) for k in position)}]"
-        var = FMUVariable(name=name, start=None, index=i, size=size, **common)
         start = _python_value(kind, starts[i] if i < len(starts) else (starts[-1] if starts else None))
-        elements.append(replace(var, start=var.to_port(start)))
+        elements.append(FMUVariable(name=name, start=to_port(start), index=i, size=size, **common))
     return elements
 
 
