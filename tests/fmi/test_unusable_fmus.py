@@ -326,6 +326,7 @@ def plant_output(monkeypatch: pytest.MonkeyPatch, fmu: Path) -> tuple[np.ndarray
     return np.asarray(t), np.asarray(y)
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_entry_is_extracted_again(
         built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     fmu = built / "feedthrough.fmu"
