@@ -278,6 +278,17 @@ def test_a_malformed_model_description_is_refused_in_one_line(
     assert info_refused(capsys, fmu) == expected
 
 
+def test_a_usable_description_with_schema_problems_is_warned_about_once(
+        built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fmu = feedthrough_with(built, "lenient.fmu", description('canNotUseMemoryManagementFunctions="true"',
+                                                            'canNotUseMemoryManagementFunctions="true" extra="1"'))
+    t, y = plant_output(monkeypatch, fmu)
+    assert y == pytest.approx(6.0 * np.sin(math.pi * t), rel=0, abs=1e-12)
+    line = one_line(capsys.readouterr().err, "cosimrun: warning: ")
+    assert line == (f"'{fmu}': modelDescription.xml has problems (continuing): line 5: Element 'CoSimulation', "
+                    "attribute 'extra': The attribute 'extra' is not allowed.")
+
+
 def me_over_cs_library(built: Path) -> Path:
     return feedthrough_with(built, "me_over_cs.fmu", description(CS, ME))
 
