@@ -22,7 +22,8 @@
     │   │                                                          function, expected, got
     │   ├── StepEndedEarly          a step ended early              reached, event
     │   └── FMUError
-    │       ├── FMULimitError       an FMU above a size limit      path, size, limit, setting
+    │       ├── FMUFileError        an FMU that cannot be used as given (also a ConfigError)
+    │       │   └── FMULimitError   an FMU above a limit           path, size, limit, setting
     │       └── StepDiscarded       an FMU's discard (also a StepEndedEarly)  last_successful_time
     ├── ComponentContractError      also a TypeError: a declaration or object of the wrong kind
     │                                                              component, port
@@ -78,6 +79,7 @@ __all__ = [
     "DataFileError",
     "DuplicateNameError",
     "EventLocalizationError",
+    "FMUFileError",
     "FMULimitError",
     "FMUError",
     "IncompatibleUnitsError",
@@ -304,8 +306,20 @@ class SweepDirectoryInUseError(CosimrunError):
         self.holder = holder
 
 
-class FMULimitError(FMUError):
-    """An FMU file above a size limit: ``path``, ``size`` and ``limit`` in bytes, ``setting`` (what raises it)."""
+class FMUFileError(FMUError, ConfigError):
+    """An FMU that cannot be used as given (a malformed archive, an entry it cannot extract, a shared library that
+    does not load or lacks FMI functions): bad input, so also a :class:`ConfigError` without key, reported in one
+    line wherever it is met (``component``/``time`` name the component once it has one)."""
+
+    def __init__(self, message: str, *, component: str | None = None, time: float | None = None) -> None:
+        Exception.__init__(self, message)  # the two bases' constructors take different arguments
+        self.key, self.message, self.suggestion = None, message, None
+        self.component, self.time = component, time
+
+
+class FMULimitError(FMUFileError):
+    """An FMU file above a limit: ``path``, ``size`` and ``limit`` (in bytes, or counts of array elements or ports),
+    ``setting`` (what raises it)."""
 
     def __init__(self, message: str, *, path: str, size: int, limit: int, setting: str,
                  component: str | None = None, time: float | None = None) -> None:

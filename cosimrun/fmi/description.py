@@ -22,7 +22,9 @@ not offer); FMI 1.0 is refused here. The classes it returns are in
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +33,13 @@ from typing import Any
 import numpy as np
 
 from cosimrun.errors import ConfigError, suggest
-from cosimrun.fmi.extraction import FMUSettings, check_archive
+from cosimrun.fmi.extraction import (
+    ENV_MAX_ARRAY_ELEMENTS,
+    ENV_MAX_PORTS,
+    FMUSettings,
+    check_archive,
+    count_limit_error,
+)
 from cosimrun.fmi.model import (
     DEFAULT_EXPERIMENT,
     FMI3_KINDS,
@@ -112,14 +120,14 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
     if not v.dimensions or not shape:
         var = FMUVariable(name=v.name, start=None, **common)
         return [replace(var, start=var.to_port(_python_value(kind, v.start)))]
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     starts = (v.start or "").split() if kind != "String" else []
+    to_port = FMUVariable(name=v.name, start=None, **common).to_port  # the same conversion for every element
     elements = []
     for i, position in enumerate(np.ndindex(*shape)):
         name = f"{v.name}[{','.join(str(k + 1) for k in position)}]"
-        var = FMUVariable(name=name, start=None, index=i, size=size, **common)
         start = _python_value(kind, starts[i] if i < len(starts) else (starts[-1] if starts else None))
-        elements.append(replace(var, start=var.to_port(start)))
+        elements.append(FMUVariable(name=name, start=to_port(start), index=i, size=size, **common))
     return elements
 
 
@@ -160,9 +168,11 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         raise ConfigError(None, f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
-        check_archive(zf, path, FMUSettings.from_environment())  # before any entry is read (limits may change)
+        settings = FMUSettings.from_environment()  # read on every call: limits may change
+        check_archive(zf, path, settings)  # before any entry is read
     cached = _MODEL_CACHE.get(key)
     if cached is not None:
+        _check_declarations(path, shown, cached.description, settings)
         return cached
     if "modelDescription.xml" not in names:
         raise ConfigError(None, f"{shown} is not an FMU: the archive has no modelDescription.xml")
@@ -173,25 +183,25 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
             root = ElementTree.fromstring(zf.read("modelDescription.xml"))
     except ElementTree.ParseError as exc:
         raise ConfigError(None, f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None
-    version = str(root.get("fmiVersion"))
-    if not version.startswith(("2.", "3.")):
-        raise ConfigError(None, f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
-                                "(export the model as FMI 2.0 or 3.0)")
+    version = _version(shown, root)
     fmi3 = version.startswith("3.")
     if root.find("CoSimulation") is None and root.find("ModelExchange") is None:
         only = " (it offers scheduled execution only)" if root.find("ScheduledExecution") is not None else ""
         raise ConfigError(None, f"{shown} offers neither co-simulation nor model exchange{only}; "
                                 "cosimrun runs co-simulation and model-exchange FMUs")
+    problems = None
     try:
         md = read_model_description(str(path), validate=True)
     except ValidationError as exc:  # schema-valid but inconsistent: usable, as most tools are lenient here
-        _log.warning("%s: modelDescription.xml has problems (continuing): %s", shown, exc)
         try:
             md = read_model_description(str(path), validate=False)
         except Exception:  # FMPy raises assorted types for invalid XML
-            raise ConfigError(None, f"{shown}: invalid FMI {version} modelDescription.xml: {exc}") from None
+            raise ConfigError(None, f"{shown}: invalid FMI {version} modelDescription.xml: "
+                                    f"{_problems(exc)}") from None
+        problems = _problems(exc)
     except Exception as exc:  # FMPy raises assorted types for invalid XML
-        raise ConfigError(None, f"{shown}: invalid modelDescription.xml: {exc}") from None
+        raise ConfigError(None, f"{shown}: invalid modelDescription.xml: {_one_line(str(exc))}") from None
+    _check_declarations(path, shown, md, settings)
     interfaces = {}
     for kind, element in (("cs", md.coSimulation), ("me", md.modelExchange)):
         if element is not None:
@@ -250,8 +260,76 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         unsupported=unsupported,
         binary_hint=hint,
     )
+    if problems is not None:  # said once per file version, and only of an FMU that is used
+        _log.warning("%s: modelDescription.xml has problems (continuing): %s", shown, problems)
     _MODEL_CACHE[key] = model
     return model
+
+
+def _version(shown: str, root: Any) -> str:
+    """The ``fmiVersion`` of model description *root*: ``2.x`` or ``3.x``; ``ConfigError`` for anything else, and for
+    a description whose elements are those of the other version."""
+    if root.tag != "fmiModelDescription":
+        raise ConfigError(None, f"{shown} is not an FMU: its modelDescription.xml is no FMI model description (root "
+                                f"element <{root.tag}>, not <fmiModelDescription>)")
+    version = root.get("fmiVersion")
+    if version is None:
+        raise ConfigError(None, f"{shown}: modelDescription.xml has no fmiVersion attribute; cosimrun runs FMI 2.0 "
+                                "and 3.0 FMUs")
+    if not version.startswith(("2.", "3.")):
+        raise ConfigError(None, f"{shown} is an FMI {version} FMU; cosimrun runs FMI 2.0 and 3.0 FMUs only "
+                                "(export the model as FMI 2.0 or 3.0)")
+    tags = {element.tag for element in root.iterfind("ModelVariables/*")}
+    fmi3 = version.startswith("3.")
+    other = ({"ScalarVariable"} if fmi3 else tags - {"ScalarVariable"}) & tags
+    if other:
+        raise ConfigError(None, f"{shown}: modelDescription.xml says fmiVersion=\"{version}\" but declares its "
+                                f"variables as FMI {'2.0' if fmi3 else '3.0'} does (<{min(other)}> elements); the FMU "
+                                "was exported wrongly")
+    return version
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _problems(exc: Any) -> str:
+    """The first problem FMPy's ``ValidationError`` *exc* lists, on one line, and how many more there are."""
+    problems = [re.sub(r"^ERROR \(line (\d+), column \d+\): ", r"line \1: ", _one_line(str(p)))
+                for p in getattr(exc, "problems", None) or [str(exc)]]
+    more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
+    return problems[0] + more
+
+
+_UINT32 = 2**32 - 1
+
+
+def _check_declarations(path: Path, shown: str, md: Any, settings: FMUSettings) -> None:
+    """Refuse, before any variable is made, value references outside FMI's unsigned 32 bits (``ConfigError``) and
+    more array elements or ports than the settings allow (:class:`~cosimrun.errors.FMULimitError`); an array's
+    size is the product of its dimensions (FMPy reads the ``Dimension`` elements, allocating nothing)."""
+    elements = ports = 0
+    arrays = []
+    for v in md.modelVariables:
+        vr = v.valueReference
+        if not isinstance(vr, int) or not 0 <= vr <= _UINT32:
+            raise ConfigError(None, f"{shown}: variable {v.name!r} has valueReference={vr!r}; a value reference "
+                                    f"is an integer from 0 to {_UINT32}")
+        shape = tuple(getattr(v, "shape", None) or ()) if v.dimensions else ()
+        if any(n < 0 for n in shape):
+            raise ConfigError(None, f"{shown}: array variable {v.name!r} has a negative dimension {shape}")
+        count = math.prod(shape) if shape else 1
+        if shape:
+            elements += count
+            arrays.append(f"{v.name}[{','.join(map(str, shape))}]")
+        if v.causality in ("input", "output"):
+            ports += count
+    if elements > settings.max_array_elements:
+        shown_arrays = ", ".join(arrays[:3]) + (", ..." if len(arrays) > 3 else "")
+        raise count_limit_error(path, f"array elements ({shown_arrays})", elements, settings.max_array_elements,
+                                ENV_MAX_ARRAY_ELEMENTS)
+    if ports > settings.max_ports:
+        raise count_limit_error(path, "inputs and outputs", ports, settings.max_ports, ENV_MAX_PORTS)
 
 
 def _interface(kind: str, element: Any, names: set[str], fmi3: bool) -> FMUInterface:
@@ -301,11 +379,13 @@ def _alias_feedthrough(feedthrough: dict[str, set[str]], inputs: list[FMUVariabl
         by_slot.setdefault(var.slot, []).append(var.name)
     named = {v.slot: v.name for v in outputs if v.alias_of is None}
     input_slots = {v.name: v.slot for v in inputs}
+    aliased = any(len(names) > 1 for names in by_slot.values())
     for out in outputs:
         source = named.get(out.slot) if out.alias_of is not None else None
         deps = set(feedthrough.get(source, ())) if source is not None and source != out.name \
             else set(feedthrough.get(out.name, ()))
-        feedthrough[out.name] = {name for dep in deps for name in by_slot.get(input_slots[dep], (dep,))}
+        feedthrough[out.name] = {name for dep in deps for name in by_slot.get(input_slots[dep], (dep,))} \
+            if aliased else deps
 
 
 def _structure2(path: Path, md: Any, variables: dict[str, FMUVariable], inputs: list[FMUVariable],

@@ -9,12 +9,18 @@ limit and the environment variable that raises it. Entries are then streamed
 with a byte budget: one that decompresses to more than it declares stops the
 extraction. Entry names that leave the directory (``../x``, absolute paths,
 drive letters, backslashes) are refused; symbolic-link entries become plain
-files holding the link's text (as :mod:`zipfile` writes them), never links.
+files holding the link's text (as :mod:`zipfile` writes them), never links,
+and an entry inside another entry that is a file or link is refused in one
+line naming both.
 
 **Cache.** An FMU is extracted once into ``<cache>/<sha256 of the file>/``,
 reused by every later run and process (a sweep's workers share it). A process
-extracts into ``<cache>/.tmp-*`` and renames the finished directory into
-place; when another process won the race it uses the winner's. The cached
+extracts into ``<cache>/.tmp-*``, writes the manifest :data:`MANIFEST` (each
+file's size and modification time) and renames the finished directory into
+place; when another process won the race it uses the winner's. Each reuse
+compares the entry with its manifest (no file is read): a damaged entry (a
+file changed, removed or added) is extracted again and replaced, with a
+warning. The cached
 files are read-only (a run never changes them); a component that needs a
 writable copy (``private_copy: true``, or a second instance of an FMU that
 ``canBeInstantiatedOnlyOncePerProcess``) gets a ``<cache>/.private-*`` copy,
@@ -26,7 +32,10 @@ process leaks nothing for long.
 
 Settings come from the environment (:meth:`FMUSettings.from_environment`):
 ``COSIMRUN_FMU_MAX_UNPACKED_SIZE``, ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE``
-(sizes such as ``4GiB``, ``512 MiB`` or bytes), ``COSIMRUN_FMU_CACHE`` (the
+(sizes such as ``4GiB``, ``512 MiB`` or bytes),
+``COSIMRUN_FMU_MAX_ARRAY_ELEMENTS`` and ``COSIMRUN_FMU_MAX_PORTS`` (counts
+that :func:`~cosimrun.fmi.description.read_fmu` checks from the model
+description before it makes a variable), ``COSIMRUN_FMU_CACHE`` (the
 cache directory; default ``extracted/`` in cosimrun's cache directory,
 ``$COSIMRUN_CACHE_DIR`` or ``$XDG_CACHE_HOME/cosimrun`` or
 ``~/.cache/cosimrun``) and ``COSIMRUN_FMU_CACHE_MAX_AGE`` (days).
@@ -38,11 +47,14 @@ import atexit
 import contextlib
 import hashlib
 import itertools
+import json
+import logging
 import math
 import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -51,7 +63,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from cosimrun.errors import ConfigError, FMUError, FMULimitError
+from cosimrun.errors import ConfigError, FMUError, FMUFileError, FMULimitError
 
 try:
     import fcntl
@@ -63,11 +75,15 @@ GiB = 1 << 30
 
 ENV_MAX_UNPACKED = "COSIMRUN_FMU_MAX_UNPACKED_SIZE"
 ENV_MAX_DESCRIPTION = "COSIMRUN_FMU_MAX_DESCRIPTION_SIZE"
+ENV_MAX_ARRAY_ELEMENTS = "COSIMRUN_FMU_MAX_ARRAY_ELEMENTS"
+ENV_MAX_PORTS = "COSIMRUN_FMU_MAX_PORTS"
 ENV_CACHE = "COSIMRUN_FMU_CACHE"
 ENV_MAX_AGE = "COSIMRUN_FMU_CACHE_MAX_AGE"
 
 TMP_MAX_AGE_S = 3600.0
 """Age after which an unfinished ``.tmp-*`` extraction is taken as abandoned and removed."""
+
+_log = logging.getLogger("cosimrun.fmu")
 
 _DESCRIPTION = "modelDescription.xml"
 _ENTRY = re.compile(r"[0-9a-f]{64}")
@@ -94,6 +110,11 @@ def parse_size(text: str) -> int:
     return int(float(match[1]) * _UNITS[unit])
 
 
+def parse_count(text: str) -> int:
+    """The whole number in *text*: ``100000``, ``100_000``; ``ValueError`` otherwise."""
+    return int(text.strip())
+
+
 def format_size(n: int) -> str:
     """``1.0 GiB (1073741824 bytes)``."""
     for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", 1 << 10)):
@@ -110,6 +131,10 @@ class FMUSettings:
     """Largest sum of the declared sizes of an FMU's files."""
     max_description_size: int = 64 * MiB
     """Largest ``modelDescription.xml``."""
+    max_array_elements: int = 100_000
+    """Most elements of the FMI 3 array variables of a model together (each becomes a variable of its own)."""
+    max_ports: int = 2_000
+    """Most inputs and outputs of a model (array elements counted one by one)."""
     cache: Path | None = None
     """The cache directory (``None``: ``extracted/`` in :func:`cache_directory`)."""
     max_age_days: float = 30.0
@@ -126,6 +151,8 @@ class FMUSettings:
         values: dict[str, object] = {}
         for var, field, parse in ((ENV_MAX_UNPACKED, "max_unpacked_size", parse_size),
                                   (ENV_MAX_DESCRIPTION, "max_description_size", parse_size),
+                                  (ENV_MAX_ARRAY_ELEMENTS, "max_array_elements", parse_count),
+                                  (ENV_MAX_PORTS, "max_ports", parse_count),
                                   (ENV_MAX_AGE, "max_age_days", float)):
             text = env.get(var, "").strip()
             if not text:
@@ -135,7 +162,8 @@ class FMUSettings:
             except ValueError:
                 value = -1
             if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-                what = "a number of days > 0" if field == "max_age_days" else "a size such as 4GiB or 512MiB"
+                what = ("a number of days > 0" if field == "max_age_days" else
+                        "a whole number > 0" if parse is parse_count else "a size such as 4GiB or 512MiB")
                 raise ConfigError(None, f"environment variable {var}={text!r} is not {what}")
             values[field] = value
         if env.get(ENV_CACHE, "").strip():
@@ -151,6 +179,15 @@ def _limit_error(path: Path, what: str, size: int, limit: int, setting: str) -> 
         path=str(path), size=size, limit=limit, setting=setting)
 
 
+def count_limit_error(path: Path, what: str, count: int, limit: int, setting: str) -> FMULimitError:
+    """The error of an FMU whose model description declares *count* (> *limit*) of *what* (array elements, ports),
+    refused before they are made; *setting* is the environment variable that raises the limit."""
+    return FMULimitError(
+        f"FMU {str(path)!r}: its modelDescription.xml declares {count} {what}, above the limit of {limit}; "
+        f"if you trust this FMU, raise the limit: {setting}={count}",
+        path=str(path), size=count, limit=limit, setting=setting)
+
+
 def _safe_name(name: str) -> PurePosixPath | None:
     """The relative path of zip entry *name*; ``None`` when it would leave the extraction directory."""
     if "\\" in name or ":" in name or name.startswith("/"):
@@ -162,11 +199,22 @@ def _safe_name(name: str) -> PurePosixPath | None:
 def check_archive(zf: zipfile.ZipFile, path: Path, settings: FMUSettings) -> None:
     """Refuse an FMU whose entries leave the directory or exceed the limits, from the zip directory alone."""
     total = 0
+    files: dict[PurePosixPath, zipfile.ZipInfo] = {}
     for info in zf.infolist():
-        if _safe_name(info.filename) is None:
-            raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} points outside the "
-                           "FMU's directory (absolute path, '..', drive letter or backslash)")
+        relative = _safe_name(info.filename)
+        if relative is None:
+            raise FMUFileError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} points outside the "
+                               "FMU's directory (absolute path, '..', drive letter or backslash)")
+        if not info.is_dir() and relative.parts:
+            files[relative] = info
         total += info.file_size
+    for relative, info in files.items():
+        outer = next((files[parent] for parent in relative.parents if parent in files), None)
+        if outer is not None:
+            kind = "a symbolic link, not a directory (cosimrun extracts no links)" \
+                if stat.S_ISLNK(outer.external_attr >> 16) else "a file, not a directory"
+            raise FMUFileError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} lies inside its entry "
+                               f"{outer.filename!r}, which is {kind}")
     try:
         description = zf.getinfo(_DESCRIPTION).file_size
     except KeyError:
@@ -193,9 +241,56 @@ def _extract(zf: zipfile.ZipFile, path: Path, target: Path) -> None:
             while chunk := src.read(MiB):
                 budget -= len(chunk)
                 if budget < 0:
-                    raise FMUError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} decompresses "
-                                   f"to more than its declared {format_size(info.file_size)}")
+                    raise FMUFileError(f"FMU {str(path)!r} is refused: its entry {info.filename!r} decompresses "
+                                       f"to more than its declared {format_size(info.file_size)}")
                 dst.write(chunk)
+
+
+MANIFEST = ".cosimrun-manifest.json"
+"""The file of a cache entry listing its files with their sizes and modification times, written at extraction."""
+
+
+def _listing(root: Path) -> dict[str, list[int]]:
+    """Every file under *root* but the manifest: relative path -> ``[size, mtime_ns]`` (links as themselves)."""
+    found = {}
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            file = os.path.join(dirpath, name)
+            relative = os.path.relpath(file, root).replace(os.sep, "/")
+            if relative != MANIFEST:
+                info = os.lstat(file)
+                found[relative] = [info.st_size, info.st_mtime_ns]
+    return found
+
+
+def _write_manifest(root: Path) -> None:
+    (root / MANIFEST).write_text(json.dumps(_listing(root), sort_keys=True))
+
+
+def _damage(entry: Path) -> str | None:
+    """What is wrong with cache entry *entry* (a file changed, missing or added since its extraction), ``""`` when
+    it has no manifest (extracted before there were manifests), ``None`` when it is intact: a cheap check of sizes
+    and modification times, no file is read."""
+    try:
+        recorded = json.loads((entry / MANIFEST).read_text())
+    except FileNotFoundError:
+        return ""  # extracted by a version without manifests: replaced without a word
+    except (OSError, ValueError):
+        return "its manifest is unreadable"
+    if not isinstance(recorded, dict):
+        return "its manifest is not a mapping"
+    try:
+        found = _listing(entry)
+    except OSError as exc:
+        return f"it cannot be listed ({exc})"
+    for name in sorted(recorded.keys() | found.keys()):
+        if name not in found:
+            return f"{name} is missing"
+        if name not in recorded:
+            return f"{name} was added"
+        if found[name] != recorded[name]:
+            return f"{name} changed"
+    return None
 
 
 def _set_writable(root: Path, writable: bool) -> None:
@@ -244,15 +339,16 @@ def _owner_alive(name: str) -> bool | None:
 
 
 @contextlib.contextmanager
-def _locked(root: Path, exclusive: bool) -> Iterator[bool]:
-    """Hold the cache's advisory lock: shared by users, exclusive (non-blocking) for cleanup; yields success."""
+def _locked(root: Path, exclusive: bool, wait: bool = False) -> Iterator[bool]:
+    """Hold the cache's advisory lock: shared by users, exclusive for cleanup (non-blocking unless *wait*: the
+    repair of a damaged entry); yields success."""
     if fcntl is None:
         yield True
         return
     fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+            fcntl.flock(fd, (fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)) if exclusive else fcntl.LOCK_SH)
         except BlockingIOError:
             yield False
             return
@@ -321,7 +417,7 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
     try:
         digest = _file_hash(path)
     except OSError as exc:
-        raise FMUError(f"cannot read FMU {str(path)!r}: {exc}") from exc
+        raise FMUFileError(f"cannot read FMU {str(path)!r}: {exc}") from exc
     entry = root / digest
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -329,26 +425,30 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
             _CLEANED.add(root)
             _clean(root, settings)
         with _locked(root, exclusive=False):
-            if entry.is_dir():
+            damage = _damage(entry) if entry.is_dir() else None
+            if entry.is_dir() and damage is None:
                 os.utime(entry)
                 return entry
     except OSError as exc:
-        raise FMUError(f"cannot use the FMU cache {str(root)!r} (set {ENV_CACHE} to another directory): "
-                       f"{exc}") from exc
+        raise FMUFileError(f"cannot use the FMU cache {str(root)!r} (set {ENV_CACHE} to another directory): "
+                           f"{exc}") from exc
     tmp: Path | None = None
     try:
         with zipfile.ZipFile(path) as zf:
             check_archive(zf, path, settings)  # before anything of the FMU is written
             tmp = _temp_dir(root, "tmp")
             _extract(zf, path, tmp)
+        _write_manifest(tmp)
         _set_writable(tmp, False)
+        if damage is not None:
+            _replace_damaged(root, entry, path, damage)
         with _locked(root, exclusive=False):
             try:
                 os.rename(tmp, entry)
             except OSError:
                 if not entry.is_dir():
                     raise
-                _remove(tmp)  # another process was faster: use its copy
+                _remove(tmp)  # another process was faster (or repaired the entry): use its copy
             os.utime(entry)
     except FMUError:
         if tmp is not None:
@@ -357,8 +457,23 @@ def cached_extraction(path: Path, settings: FMUSettings | None = None) -> Path:
     except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError) as exc:
         if tmp is not None:
             _remove(tmp)
-        raise FMUError(f"cannot extract FMU {str(path)!r}: {exc}") from exc
+        reason = str(exc).replace(f"{tmp}{os.sep}", "") if tmp is not None else str(exc)  # paths in the FMU
+        raise FMUFileError(f"cannot extract FMU {str(path)!r}: {reason}") from exc
     return entry
+
+
+def _replace_damaged(root: Path, entry: Path, path: Path, damage: str) -> None:
+    """Move the damaged cache *entry* of FMU *path* aside (removed at once; a process still using its files keeps
+    them) for a fresh extraction to take its place, unless another process has repaired it meanwhile."""
+    with _locked(root, exclusive=True, wait=True):
+        if not entry.is_dir() or _damage(entry) is None:
+            return
+        if damage:
+            _log.warning("the cached extraction of FMU %r was damaged (%s); extracted again", str(path), damage)
+        grave = _temp_dir(root, "tmp")  # a name the cleanup removes should this process die now
+        grave.rmdir()
+        os.rename(entry, grave)  # in the same directory: allowed although the entry is read-only
+    _remove(grave)
 
 
 @dataclass
@@ -422,7 +537,7 @@ def acquire_extraction(path: Path, *, once_per_process: bool = False, private: b
                 _set_writable(directory, True)
             except OSError as exc:
                 _remove(directory)
-                raise FMUError(f"cannot copy the extracted FMU {str(path)!r} to {str(directory)!r}: {exc}") from exc
+                raise FMUFileError(f"cannot copy the extracted FMU {str(path)!r} to {str(directory)!r}: {exc}") from exc
             key, ex = f"{key}#{next(_PRIVATE)}", None
             ex = _EXTRACTIONS[key] = Extraction(key, directory, shared=False)
         elif ex is None:

@@ -23,11 +23,12 @@ import contextlib
 import copy
 import ctypes
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from cosimrun.core.ports import PortState
-from cosimrun.errors import ConfigError, FMUError
+from cosimrun.errors import ConfigError, FMUError, FMUFileError
 from cosimrun.fmi import fmi3
 from cosimrun.fmi.errors import FMULog
 from cosimrun.fmi.extraction import Extraction, acquire_extraction, release_extraction
@@ -77,19 +78,43 @@ class Library:
     def load(self, private: bool) -> None:
         """Extract the FMU (the shared cache entry, or a *private* copy) and load the library (once).
 
-        ``FMUError`` when the extraction is refused or the library does not load.
+        :class:`~cosimrun.errors.FMUFileError` when the extraction is refused or the library does not load.
         """
         if self.slave is not None:
             return
         interface = self.interface
         self.extraction = acquire_extraction(self.model.path, once_per_process=interface.only_once_per_process,
                                              private=private)
+        directory, cwd = str(self.extraction.directory), os.getcwd()
         try:
-            self._open(str(self.extraction.directory), interface.identifier)
+            self._open(directory, interface.identifier)
         except Exception as exc:
             release_extraction(self.extraction)
             self.extraction = None
-            raise FMUError(f"cannot load the FMU's shared library: {exc}") from exc
+            raise FMUFileError(self._load_problem(exc, directory)) from exc
+        finally:
+            os.chdir(cwd)  # FMPy changes into the library's directory and stays there when the library fails to load
+
+    def _load_problem(self, exc: Exception, directory: str) -> str:
+        """What is wrong with the library, from the error *exc* of loading it from the FMU extracted to *directory*
+        (paths shown relative to the FMU)."""
+        binary, kind = self.interface.binary, INTERFACE_NAMES[self.interface.kind]
+        text = str(exc).replace(directory + os.sep, "")
+        missing = re.search(r"(?:undefined symbol:|does not export) (\w+)", text)
+        if missing is not None:
+            other, probe = ("co-simulation", "DoStep") if self.interface.kind == "me" else \
+                ("model exchange", "GetDerivatives" if not self.fmi3 else "GetContinuousStateDerivatives")
+            try:  # loaded already (a symbol is missing): this only looks at it
+                built_for_other = hasattr(ctypes.CDLL(os.path.join(directory, binary)),
+                                          f"fmi{3 if self.fmi3 else 2}{probe}")
+            except OSError:
+                built_for_other = False
+            hint = f": it is a {other} library, but the FMU declares {kind}" if built_for_other else ""
+            return (f"its shared library {binary} does not export {missing[1]}, which FMI {self.model.fmi_version} "
+                    f"{kind} needs{hint}")
+        if f"{binary}: " in text:
+            return f"its shared library {binary} does not load: {text.rsplit(f'{binary}: ', 1)[1]}"
+        return f"cannot load its shared library {binary}: {text}"
 
     def _open(self, directory: str, identifier: str) -> None:
         """Load library *identifier* of the FMU extracted to *directory* and bind the functions cosimrun calls."""

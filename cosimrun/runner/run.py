@@ -62,7 +62,8 @@ class RunOutcome:
 
 
 def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Experiment:
-    """Build and initialize the experiment, turning structural errors into :class:`ConfigError`.
+    """Build and initialize the experiment (only build it for ``action=describe``), turning structural errors into
+    :class:`ConfigError`.
 
     Relative file paths of components (an FMU's or a table's ``path``) are
     resolved against *base_dir* when it is given (see :func:`relocate_paths`),
@@ -73,6 +74,8 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     if base_dir is not None:
         cfg = relocate_paths(cfg, base_dir)
     exp = build_experiment(cfg)
+    if exp.action == "describe":  # nothing runs: no component starts (an FMU's library is not even loaded)
+        return exp
     try:
         exp.system.initialize(exp.run.t0, exp.master)
     except MissingInitialValueError as exc:

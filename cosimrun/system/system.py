@@ -311,11 +311,12 @@ class System:
         """Direct feedthrough of every component, as a run would see it.
 
         Feedthrough is detected when a component is initialized, so components not
-        initialized yet are probed: initialized at t=0 and reset again.
+        initialized yet are probed: initialized at t=0 and reset again (not those that declare it, or know it
+        from a run).
         """
         feedthrough = {}
         for name, comp in self.components.items():
-            if not comp.is_initialized and comp.input_specs and comp.output_specs:
+            if not comp.is_initialized and comp.input_specs and comp.output_specs and not comp.direct_feedthrough:
                 try:
                     self._initialize_component(comp, 0.0)
                 except Exception as exc:  # a report must not fail on a component that cannot start yet
@@ -405,6 +406,11 @@ class System:
     # ------------------------------------------------------------------ reporting
     def describe(self) -> str:
         """A text report of components, ports, connections, loops and priority levels."""
+        notes: list[str] = []  # first: probing a component may add its event ports
+        if self._initialized and self.analysis is not None:
+            analysis = self.analysis
+        else:
+            analysis = analyze(self.components, self.connections, self._feedthrough_for_report(notes))
         lines = [f"System {self.name!r}: {len(self.components)} components, {len(self.connections)} connections"]
         lines.append("")
         lines.append("Components:")
@@ -428,11 +434,6 @@ class System:
             lines.append(f"  {conn}{conv}")
         for ev in self.event_connections:
             lines.append(f"  {ev}")
-        notes: list[str] = []
-        if self._initialized and self.analysis is not None:
-            analysis = self.analysis
-        else:
-            analysis = analyze(self.components, self.connections, self._feedthrough_for_report(notes))
         lines.append("")
         if notes:
             lines.append("Warnings:")

@@ -214,7 +214,7 @@ def test_symlink_entries_become_plain_files(tmp_path: Path) -> None:
     extracted = entry / "resources" / "link"
     assert not extracted.is_symlink() and extracted.read_text() == str(secret)  # the link's text, not a link
     assert secret.read_text() == "TOPSECRET"
-    assert left_behind(tmp_path, fmu, secret, entry / "modelDescription.xml", extracted) == []
+    assert left_behind(tmp_path, fmu, secret, entry / "modelDescription.xml", entry / ex.MANIFEST, extracted) == []
 
 
 # ---------------------------------------------------------------------------- XML

@@ -73,6 +73,26 @@ def feedthrough(directory: Path, rollback: bool = True) -> Path:
                   defines={"CAN_GET_SET_STATE": int(rollback)})
 
 
+LOAD_MARKER = "COSIMRUN_TEST_LOAD_MARKER"
+"""The environment variable naming the file the library of :func:`feedthrough_marking_load` writes when loaded."""
+
+
+def feedthrough_marking_load(directory: Path) -> Path:
+    """The ``feedthrough`` FMU whose shared library's constructor (``load_marker.c``) writes ``loaded <pid>`` to the
+    file named by :data:`LOAD_MARKER` when the library is loaded (model identifier ``feedthrough_marker``)."""
+    identifier = "feedthrough_marker"
+    source = _inline_headers((HERE / "feedthrough.c").read_text()) + (HERE / "load_marker.c").read_text()
+    return build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier,
+                       model_description=_feedthrough_xml(identifier), source=source,
+                       defines={"CAN_GET_SET_STATE": 1})
+
+
+def feedthrough_without_functions(directory: Path) -> Path:
+    """The ``feedthrough`` model description with a shared library that exports no FMI function."""
+    return build_c_fmu(directory / "feedthrough_nofunctions.fmu", model_identifier="feedthrough",
+                       model_description=_feedthrough_xml(), source="int cosimrun_test_nothing(void) { return 0; }\n")
+
+
 def bouncing_ball(directory: Path) -> Path:
     """A bouncing ball (outputs h, v) whose impacts happen inside ``fmi2DoStep``. With parameter
     ``internal_step`` > 0 it advances only on its grid ``k * internal_step`` and holds h, v in between (piecewise

@@ -41,13 +41,22 @@ How it works:
   ``modelDescription.xml`` is larger than 64 MiB is refused with an
   :class:`~cosimrun.errors.FMULimitError` naming the file, the size, the limit
   and how to raise it (``COSIMRUN_FMU_MAX_UNPACKED_SIZE=4GiB``,
-  ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE=256MiB``). Entries with absolute paths or
-  ``..`` are refused, symbolic links are extracted as plain files, and the
-  model description is parsed without external entities or entity expansion
-  bombs (expat refuses both).
+  ``COSIMRUN_FMU_MAX_DESCRIPTION_SIZE=256MiB``); a model description declaring
+  more than 100000 array elements or 2000 inputs and outputs is refused before
+  any variable is made (``COSIMRUN_FMU_MAX_ARRAY_ELEMENTS``,
+  ``COSIMRUN_FMU_MAX_PORTS``). Entries with absolute paths or ``..`` are
+  refused, symbolic links are extracted as plain files (an entry inside one is
+  refused), and the model description is parsed without external entities or
+  entity expansion bombs (expat refuses both). An FMU that cannot be used (a
+  malformed description, a library that does not load or lacks FMI
+  functions) raises :class:`~cosimrun.errors.FMUFileError`, also a
+  ``ConfigError``: one line and exit status 2 on the command line.
 * **Extraction** happens once per FMU file (keyed by its SHA-256) into a cache
   shared by all runs and processes of the user (``$COSIMRUN_FMU_CACHE``, by
-  default ``~/.cache/cosimrun/extracted``): a sweep's workers extract it once.
+  default ``~/.cache/cosimrun/extracted``): a sweep's workers extract it once;
+  an entry changed since (checked against its manifest) is extracted again.
+  ``action=describe`` and ``info`` read the model description only: the
+  library is neither extracted nor loaded.
   The cached files are read-only; ``private_copy: true`` runs the component
   from a private, writable copy (for FMUs that write into their resources
   directory), as does a second instance of an FMU that declares
