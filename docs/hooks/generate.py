@@ -74,8 +74,16 @@ def _value(value: Any) -> str:
     return f"`{value!r}`" if isinstance(value, str) else f"`{value}`"
 
 
+ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?([^`]+)`")
+
+
+def markdown_of_rst(text: str) -> str:
+    """A docstring's reST inline markup as markdown: ``x`` -> `x`, :class:`~a.B` -> `B`."""
+    return ROLE.sub(r"`\1`", text).replace("``", "`")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    return markdown_of_rst(text).replace("|", "\\|")
 
 
 def settings_table(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> str:
@@ -93,7 +101,7 @@ def settings_table(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> str:
 
 
 def _class_doc(cls: type) -> str:
-    return " ".join(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].split())
+    return markdown_of_rst(" ".join(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].split()))
 
 
 def config_keys() -> str:

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from doc_examples import LANGUAGES, ROOT, Block, blocks, console_commands, pages
 
 MOST_NOT_RUN = 6
@@ -33,7 +32,7 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 def _fmu_setup(builder: str, *args: Any, **kwargs: Any) -> Callable[[Path, str], None]:
     """A setup writing the test FMU that ``tests/fmus/builders.py``'s *builder* makes to the given path."""
     def make(workdir: Path, target: str) -> None:
-        from tests.fmus import builders
+        from fmus import builders  # tests/fmus (tests/ is on sys.path, see tests/conftest.py)
 
         built = getattr(builders, builder)(workdir / ".build" / target.replace("/", "_"), *args, **kwargs)
         destination = workdir / target
@@ -44,13 +43,32 @@ def _fmu_setup(builder: str, *args: Any, **kwargs: Any) -> Callable[[Path, str],
 
 
 def _ssp_setup(workdir: Path, target: str) -> None:
-    from tests.ssp.ssp_system import write_example_ssp
+    """The SSP archive of ``tests/ssp/ssp_system.py`` (the example pendulum and two gain FMUs), as its tests make it."""
+    import importlib.util
+    import zipfile
 
-    write_example_ssp(workdir / target, workdir / ".build" / "ssp")
+    from fmus import builders
+
+    spec = importlib.util.spec_from_file_location("ssp_system", ROOT / "tests" / "ssp" / "ssp_system.py")
+    assert spec is not None and spec.loader is not None
+    system = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(system)
+    build = workdir / ".build" / "ssp"
+    build.mkdir(parents=True, exist_ok=True)
+    fmus = {"pendulum.fmu": builders.pendulum(build), "feedthrough.fmu": builders.feedthrough(build),
+            "feedthrough_kN.fmu": builders.feedthrough_in(build, "kN")}
+    (workdir / target).parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(workdir / target, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("SystemStructure.ssd", system.SSD)
+        for name, fmu in fmus.items():
+            zf.write(fmu, f"resources/{name}")
+        for entry, text in system.FILES.items():
+            zf.writestr(entry, text)
 
 
 SETUPS: dict[str, Callable[[Path, str], None]] = {
     "me-ball-fmu": _fmu_setup("me_bouncing_ball", fmi3=True),
+    "ss-fmu": _fmu_setup("state_space3"),
     "ssp": _ssp_setup,
 }
 """``setup=NAME:PATH`` makes a file a page's example needs at PATH in its working directory."""
