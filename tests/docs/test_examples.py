@@ -166,6 +166,7 @@ def test_every_block_is_known_and_only_a_few_are_not_run() -> None:
     assert len(ALL) > 50  # the pages were read
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [str(p.relative_to(ROOT)) for p in pages()])
 def test_the_examples_of_a_page_run(page: str, example_env: dict[str, str], tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
