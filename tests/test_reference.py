@@ -1,4 +1,5 @@
-"""The component reference (cosimrun.reference): builtins, plugins, unknown names, the README's table."""
+"""The component reference (cosimrun.reference): builtins, plugins, unknown names, the table of the docs' reference
+(generated at build time; see tests/docs/test_generate.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from cosimrun.reference import (
     markdown_table,
     replace_table,
 )
-
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_a_builtin_lists_its_declared_parameters_ode_settings_and_ports() -> None:
@@ -95,10 +94,3 @@ def test_the_table_covers_every_builtin() -> None:
     assert "`length` = 1.0 m" in table and "`tf` = null," in table
     assert replace_table(f"a\n{TABLE_START}\nold\n{TABLE_END}\nb", "new") == "a\nnew\nb"
 
-
-def test_the_readme_table_is_up_to_date() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert TABLE_START in text and TABLE_END in text, f"README.md lacks the {TABLE_START} ... {TABLE_END} block"
-    current = text[text.index(TABLE_START):text.index(TABLE_END) + len(TABLE_END)]
-    assert current == markdown_table(), "README.md's component table is out of date: run " \
-        "python -m cosimrun.reference --update README.md"

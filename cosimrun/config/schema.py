@@ -31,9 +31,12 @@ from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
 class RunSettings:
     """The simulated interval and macro step, in seconds (``run.*``)."""
 
-    t0: float = 0.0
-    tf: float = 10.0
-    dt: float = 0.01
+    t0: float = field(default=0.0, metadata={"unit": "s"})
+    """Start time."""
+    tf: float = field(default=10.0, metadata={"unit": "s"})
+    """End time."""
+    dt: float = field(default=0.01, metadata={"unit": "s"})
+    """Macro (communication) step."""
 
 
 @dataclass
