@@ -54,7 +54,6 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 """The columns read of each table group (a table's pure dimension, e.g. ``switch``, holds no data)."""
 _TEXT_COLUMNS = frozenset({"component", "event", "from_mode", "to_mode", "connection", "unit"})
 _KINDS = {"integer": "an integer", "number": "a number", "text": "text", "any": "a number or text"}
-_OBJECTS = {h5py.Group: "a group", h5py.SoftLink: "a soft link", h5py.ExternalLink: "an external link"}
 _VLEN_BYTES = 16
 """Bytes a variable-length string takes in a dataset (its length and global heap address)."""
 
@@ -120,47 +119,62 @@ def recorded_lengths(path: Path, f: h5py.File) -> dict[str, int] | None:
                        "a JSON map of dataset lengths", str(_py(text))[:80]) from None
 
 
-def _want(group: h5py.Group, name: str, ds: h5py.Dataset) -> str:
-    """What *ds* must hold: ``integer``, ``number`` or ``text`` (by its name in a table, else its port type)."""
+def _want(name: str, ds: h5py.Dataset, component: bool) -> str:
+    """What *ds* must hold: ``integer``, ``number``, ``text`` or ``any`` of those (by its name in a table,
+    else by its port type); ``port_type`` for a port type that is none of cosimrun's."""
     if name == "micro":
         return "integer"
     if name == "time":
         return "number"
-    if group.parent.name != "/components":
+    if not component:
         return "text" if name in _TEXT_COLUMNS else "number"
     kind = str(_py(ds.attrs.get("port_type", "")))
     if kind and kind not in PORT_TYPES:
-        raise ValueError(f"has port_type {kind!r}, not one of {', '.join(PORT_TYPES)}")
+        return "port_type"
     if kind == "string":
         return "text"
     return "number" if kind else "any"
 
 
-def _dtype_problem(group: h5py.Group, name: str, ds: h5py.Dataset) -> str | None:
-    """Why *ds* cannot be read as its place in the file says (``None``: it can)."""
+def _dtype_problem(name: str, ds: h5py.Dataset, dtype: np.dtype, component: bool) -> str | None:
+    """Why *ds* (of *dtype*) cannot be read as its place in the file says (``None``: it can)."""
     if ds.ndim != 1:
         return f"has shape {ds.shape}, not one dimension"
-    try:
-        want = _want(group, name, ds)
-    except ValueError as exc:
-        return str(exc)
-    text = h5py.check_string_dtype(ds.dtype) is not None
-    number = not text and ds.dtype.kind in "biuf"
-    ok = {"integer": number and ds.dtype.kind in "iu", "number": number, "text": text, "any": number or text}[want]
-    return None if ok else f"has dtype {ds.dtype}, not {_KINDS[want]}"
+    want = _want(name, ds, component)
+    if want == "port_type":
+        return f"has port_type {_py(ds.attrs['port_type'])!r}, not one of {', '.join(PORT_TYPES)}"
+    text = h5py.check_string_dtype(dtype) is not None
+    number = not text and dtype.kind in "biuf"
+    ok = {"integer": number and dtype.kind in "iu", "number": number, "text": text, "any": number or text}[want]
+    return None if ok else f"has dtype {dtype}, not {_KINDS[want]}"
 
 
-def _stored(ds: h5py.Dataset) -> tuple[int, int]:
+def _stored(ds: h5py.Dataset, item_bytes: int) -> tuple[int, int]:
     """How many elements of *ds* the file holds data for (its allocated chunks', or its contiguous bytes'
     worth), and the bytes it stores."""
     size = ds.id.get_storage_size()
-    if ds.chunks is not None:
-        return ds.id.get_num_chunks() * ds.chunks[0], size
-    return size // _item_bytes(ds), size
+    chunks = ds.chunks
+    if chunks is not None:
+        return ds.id.get_num_chunks() * chunks[0], size
+    return size // item_bytes, size
 
 
-def _item_bytes(ds: h5py.Dataset) -> int:
-    return _VLEN_BYTES if ds.dtype.kind == "O" else max(ds.dtype.itemsize, 1)
+def _members(path: Path, f: h5py.File, group_name: str) -> dict[str, h5py.Dataset]:
+    """The datasets of *f*'s group *group_name* by name (a member that is no dataset, or a link, is damage)."""
+    if not isinstance(f.get(group_name, getlink=True), h5py.HardLink) or not isinstance(f[group_name], h5py.Group):
+        found = type(f.get(group_name, getlink=True)).__name__
+        raise _damaged(path, f"/{group_name} is not a group", "a group", found)
+    group = f[group_name]
+    members: dict[str, h5py.Dataset] = {}
+    for name in group:
+        link = group.id.links.get_info(name.encode()).type
+        ds = group[name] if link == h5py.h5l.TYPE_HARD else None
+        if not isinstance(ds, h5py.Dataset):
+            kind = {h5py.h5l.TYPE_SOFT: "a soft link", h5py.h5l.TYPE_EXTERNAL: "an external link"}.get(
+                link, "a group" if isinstance(ds, h5py.Group) else "no dataset")
+            raise _damaged(path, f"/{group_name}/{name} is {kind}, not a dataset", "a dataset", kind)
+        members[name] = ds
+    return members
 
 
 def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[str] | None,
@@ -172,48 +186,43 @@ def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[st
     *recorded* is :func:`recorded_lengths` of *f* (``None``: the file is not closed; its datasets are read to
     the length they have in common, as far as their stored data reaches).
     """
-    group = f.get(group_name, getlink=True)
-    if not isinstance(group, h5py.HardLink) or not isinstance(f[group_name], h5py.Group):
-        raise _damaged(path, f"{group_name} is not a group", "a group", type(group).__name__)
-    group = f[group_name]
-    lengths: dict[str, int] = {}
-    for name in group:
-        link = group.get(name, getlink=True)
-        ds = group[name] if isinstance(link, h5py.HardLink) else None
-        if not isinstance(ds, h5py.Dataset):
-            kind = _OBJECTS.get(type(link if ds is None else ds), "no dataset")
-            raise _damaged(path, f"{group.name}/{name} is {kind}, not a dataset", "a dataset", kind)
-        lengths[name] = ds.shape[0] if ds.ndim else 1
+    group_name = group_name.strip("/")
+    members = _members(path, f, group_name)
+    lengths = {name: ds.shape[0] if ds.ndim else 1 for name, ds in members.items()}
+    component = group_name.startswith("components/")
     if read is None:
-        read = list(lengths)
-    if group.parent.name == "/components":  # a component's samples are on its time axis
+        read = list(members)
+    if component:  # a component's samples are on its time axis
         read = ["time", "micro", *(name for name in read if name not in ("time", "micro"))]
     readable = []
     for name in read:
-        if name not in group:
-            raise _damaged(path, f"{group.name} has no dataset {name!r}", name, ", ".join(group))
-        ds = group[name]
-        problem = _dtype_problem(group, name, ds)
+        where = f"/{group_name}/{name}"
+        ds = members.get(name)
+        if ds is None:
+            raise _damaged(path, f"/{group_name} has no dataset {name!r}", name, ", ".join(members))
+        dtype = ds.dtype
+        problem = _dtype_problem(name, ds, dtype, component)
         if problem is not None:
-            raise _damaged(path, f"{ds.name} {problem}", "one dimension of numbers or text", str(ds.dtype))
-        held, size = _stored(ds)
-        n = ds.shape[0]
+            raise _damaged(path, f"{where} {problem}", "one dimension of numbers or text", str(dtype))
+        item_bytes = _VLEN_BYTES if dtype.kind == "O" else max(dtype.itemsize, 1)
+        held, size = _stored(ds, item_bytes)
+        n = lengths[name]
         if recorded is not None:
             if n > held:
-                raise _damaged(path, f"{ds.name} declares {n} samples but holds data for {held}",
+                raise _damaged(path, f"{where} declares {n} samples but holds data for {held}",
                                f"at most {held} samples", f"{n} samples")
-            if ds.name in recorded and recorded[ds.name] != n:
-                raise _damaged(path, f"{ds.name} has {n} samples but {recorded[ds.name]} were written",
-                               f"{recorded[ds.name]} samples", f"{n} samples")
+            if recorded.get(where, n) != n:
+                raise _damaged(path, f"{where} has {n} samples but {recorded[where]} were written",
+                               f"{recorded[where]} samples", f"{n} samples")
         n = min(n, held)
-        if n * _item_bytes(ds) > MAX_EXPANSION * size:
-            raise _damaged(path, f"{ds.name} declares {n} samples ({n * _item_bytes(ds)} bytes) in {size} stored "
+        if n * item_bytes > MAX_EXPANSION * size:
+            raise _damaged(path, f"{where} declares {n} samples ({n * item_bytes} bytes) in {size} stored "
                            f"bytes, more than compression packs (at most {MAX_EXPANSION} times)",
-                           f"at most {MAX_EXPANSION * size} bytes", f"{n * _item_bytes(ds)} bytes")
+                           f"at most {MAX_EXPANSION * size} bytes", f"{n * item_bytes} bytes")
         readable.append(n)
     if recorded is not None and len(set(lengths.values())) > 1:
         found = ", ".join(f"{name} {n}" for name, n in lengths.items())
-        raise _damaged(path, f"{group.name} has datasets of different lengths ({found}) in a file closed "
+        raise _damaged(path, f"/{group_name} has datasets of different lengths ({found}) in a file closed "
                        f"{_py(f.attrs.get('status'))}", "equal lengths", found)
     return min(readable, default=0)
 
