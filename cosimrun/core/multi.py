@@ -444,6 +444,11 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         """Set *state* on the active model, adapted for it like on a switch."""
         self.active_comp.set_state(self._adapt(state, self.active_mode, self.active_comp), t)
 
+    @property  # type: ignore[override]
+    def ports_named_by_model(self) -> bool:
+        """Whether a model's ports are named after a wrapped model's variables (an FMU mode's)."""
+        return any(model.ports_named_by_model for model in self.models.values())
+
     @property
     def supports_rollback(self) -> bool:
         """Whether the active model supports rollback."""
