@@ -446,7 +446,7 @@ class MultiComponent(CoSimComponent, ModeSwitching):
 
     @property  # type: ignore[override]
     def ports_named_by_model(self) -> bool:
-        """Whether a model's ports are named after a wrapped model's variables (an FMU mode's)."""
+        """Whether a mode wraps a model whose variables name its ports (an FMU): the modes share the ports."""
         return any(model.ports_named_by_model for model in self.models.values())
 
     @property
