@@ -34,6 +34,7 @@ from cosimrun.errors import ConfigError, PluginError, UnknownNameError
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi, Master
 from cosimrun.plugins import create_component, get_component_class
 from cosimrun.system import Connection, System
+from cosimrun.system.system import require_identifier
 
 MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJCSA, Hybrid)}
 """Master algorithms by config name."""
@@ -83,7 +84,16 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
         raise ConfigError("components", "the experiment declares no components (select one with +experiment=NAME)")
     system = System(name)
     for comp_name, comp_cfg in components.items():
-        system.add_component(build_component(f"components.{comp_name}", str(comp_name), comp_cfg))
+        key = f"components.{comp_name}"
+        try:
+            require_identifier(comp_name, "component name")  # before building it (an FMU is opened)
+        except ConfigError as exc:
+            raise _placed(key, exc) from None
+        component = build_component(key, comp_name, comp_cfg)
+        try:
+            system.add_component(component)
+        except ConfigError as exc:
+            raise _placed(key, exc) from None
     for i, item in enumerate(_list("connections", cfg.get("connections"), "['a.y -> b.u']")):
         _connect(system, f"connections[{i}]", item)
     for i, item in enumerate(_list("events", cfg.get("events"), "['ball.bounce -> counter']")):

@@ -121,6 +121,10 @@ class CoSimComponent(ABC):
     fixed_step_reason: ClassVar[str] = "it declares fixed_step_only"
     """Why a :attr:`fixed_step_only` component takes one step size only, in the masters' messages (an FMU's
     ``canHandleVariableCommunicationStepSize=false``)."""
+    ports_named_by_model: ClassVar[bool] = False
+    """Whether the component's ports are named after the variables of a model it wraps (an FMU's: ``der(x)``,
+    ``a.b[1]``), kept as the model names them; every other component's port names must be Python identifiers
+    (:meth:`~cosimrun.system.system.System.add_component` checks them)."""
     steps_in_parallel: ClassVar[bool] = False
     """Whether the component's step can run concurrently with other components' steps (the masters'
     ``parallel`` setting): it then offers its step split around one C call (:meth:`c_step`), which the

@@ -444,6 +444,11 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         """Set *state* on the active model, adapted for it like on a switch."""
         self.active_comp.set_state(self._adapt(state, self.active_mode, self.active_comp), t)
 
+    @property  # type: ignore[override]
+    def ports_named_by_model(self) -> bool:
+        """Whether a mode wraps a model whose variables name its ports (an FMU): the modes share the ports."""
+        return any(model.ports_named_by_model for model in self.models.values())
+
     @property
     def supports_rollback(self) -> bool:
         """Whether the active model supports rollback."""

@@ -31,6 +31,7 @@ from cosimrun.core.units import compile_conversion
 from cosimrun.errors import IncompatibleUnitsError, suggest
 from cosimrun.fmi.description import FMUModel, FMUVariable
 from cosimrun.ssp.reader import SSD_FILE, ComponentDecl, ConnectionDecl, SSPError, SystemDecl
+from cosimrun.system.system import IDENTIFIER
 
 STEPS_WITHOUT_HINT = 1000
 """``run.dt`` is the interval over this when no FMU suggests a step size."""
@@ -62,9 +63,9 @@ def experiment_config(system: SystemDecl, models: Mapping[str, FMUModel], paths:
 
 
 def _component(comp: ComponentDecl, model: FMUModel, path: str) -> dict[str, Any]:
-    if not comp.name or "." in comp.name or any(c.isspace() for c in comp.name):
-        raise SSPError(comp.where, f"component name {comp.name!r} cannot name a cosimrun component "
-                                   "(no dots or white space)")
+    if not comp.name.isidentifier():
+        raise SSPError(comp.where, f"component name {comp.name!r} cannot name a cosimrun component: it is not "
+                                   f"{IDENTIFIER}")
     params: dict[str, Any] = {"path": path}
     units: dict[str, str] = {}
     for conn in comp.connectors:

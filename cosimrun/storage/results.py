@@ -4,12 +4,24 @@ Metadata (attributes, statistics, component names) is read when the file is
 loaded; port data, events and mode switches are read on demand, each time
 opening the file briefly, so a ``.partial`` file of a running job can be looked
 at (with HDF5 file locking off, see :func:`load_results`).
+
+A file is checked before anything of it is read (:func:`readable_length`), when
+it is loaded and again before each read: every dataset of a component or table
+must be one-dimensional, of the dtype its port type says, declare no more samples
+than the file stores data for (nor more bytes than its stored bytes can unpack
+to), and, once the run closed the file (status ``complete``, ``failed`` or
+``interrupted``), have the length recorded at close and the length of the other
+datasets of its group. A damaged file is refused with a
+:class:`~cosimrun.errors.ResultsReadError` naming the file and the dataset,
+before any memory is allocated for it. The ``.partial`` file of a running job is
+read to the length its datasets have in common, as far as their data reaches.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,14 +30,32 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from cosimrun.core.steplog import STEP_COLUMNS
 from cosimrun.errors import ResultsReadError, UnknownNameError
-from cosimrun.storage.hdf5 import FORMAT, partial_path, written_path
+from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, COUPLING_NUMBERS, FORMAT, PORT_TYPES, partial_path, written_path
 
 if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
 _PARTIAL = ".partial"
+CLOSED_STATUSES = ("complete", "failed", "interrupted")
+"""The statuses of a file its run closed: its datasets no longer grow, so their lengths must agree."""
+MAX_EXPANSION = 1100
+"""How many bytes of data one stored byte may unpack to. The filters a results file is written with
+(``storage.compression``: gzip at most 1032 times, by the DEFLATE format; lzf about 90 times; shuffle and
+none once) give no more, so a dataset declaring more is refused before it is read."""
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("time", "micro", "component", "event"),
+    "mode_switches": ("time", "component", "from_mode", "to_mode"),
+    "coupling_error": ("connection", "unit", *COUPLING_NUMBERS),
+    "steps": STEP_COLUMNS,
+}
+"""The columns read of each table group (a table's pure dimension, e.g. ``switch``, holds no data)."""
+_TEXT_COLUMNS = frozenset({"component", "event", "from_mode", "to_mode", "connection", "unit"})
+_KINDS = {"integer": "an integer", "number": "a number", "text": "text", "any": "a number or text"}
+_VLEN_BYTES = 16
+"""Bytes a variable-length string takes in a dataset (its length and global heap address)."""
 
 
 @dataclass(frozen=True)
@@ -56,16 +86,145 @@ def _py(value: Any) -> Any:
     return value
 
 
-def read_column(ds: h5py.Dataset) -> np.ndarray:
-    """A dataset's values: strings as ``str`` objects, CF booleans (``dtype="bool"``) as ``bool``."""
+def read_column(ds: h5py.Dataset, n: int | None = None) -> np.ndarray:
+    """A dataset's values (its first *n*): strings as ``str`` objects, CF booleans (``dtype="bool"``) as ``bool``."""
+    n = ds.shape[0] if n is None else n
     if h5py.check_string_dtype(ds.dtype) is not None:
-        out = np.empty(ds.shape[0], dtype=object)
-        out[:] = ds.asstr()[...] if ds.shape[0] else []
+        out = np.empty(n, dtype=object)
+        out[:] = ds.asstr()[:n] if n else []
         return out
-    data = ds[...]
+    data = ds[:n]
     if _py(ds.attrs.get("dtype")) == "bool":
         return data.astype(bool)
     return data
+
+
+def _damaged(path: Path, message: str, expected: str, found: str) -> ResultsReadError:
+    return ResultsReadError(f"{path} is damaged: {message}", path=str(path), expected=expected, found=found)
+
+
+def recorded_lengths(path: Path, f: h5py.File) -> dict[str, int] | None:
+    """The length of each dataset as recorded when the run closed *f* (``data_crc32``), ``{}`` for a file
+    closed without a record (written before it existed), ``None`` while the file is not closed."""
+    if _py(f.attrs.get("status")) not in CLOSED_STATUSES:
+        return None
+    text = f.attrs.get(CHECKSUMS_ATTR)
+    if text is None:
+        return {}
+    try:
+        record = json.loads(_py(text))
+        return {str(name): int(entry[0]) for name, entry in record.items()}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        raise _damaged(path, f"its {CHECKSUMS_ATTR} attribute is not a JSON map of dataset lengths",
+                       "a JSON map of dataset lengths", str(_py(text))[:80]) from None
+
+
+def _want(name: str, ds: h5py.Dataset, component: bool) -> str:
+    """What *ds* must hold: ``integer``, ``number``, ``text`` or ``any`` of those (by its name in a table,
+    else by its port type); ``port_type`` for a port type that is none of cosimrun's."""
+    if name == "micro":
+        return "integer"
+    if name == "time":
+        return "number"
+    if not component:
+        return "text" if name in _TEXT_COLUMNS else "number"
+    kind = str(_py(ds.attrs.get("port_type", "")))
+    if kind and kind not in PORT_TYPES:
+        return "port_type"
+    if kind == "string":
+        return "text"
+    return "number" if kind else "any"
+
+
+def _dtype_problem(name: str, ds: h5py.Dataset, dtype: np.dtype, component: bool) -> str | None:
+    """Why *ds* (of *dtype*) cannot be read as its place in the file says (``None``: it can)."""
+    if ds.ndim != 1:
+        return f"has shape {ds.shape}, not one dimension"
+    want = _want(name, ds, component)
+    if want == "port_type":
+        return f"has port_type {_py(ds.attrs['port_type'])!r}, not one of {', '.join(PORT_TYPES)}"
+    text = h5py.check_string_dtype(dtype) is not None
+    number = not text and dtype.kind in "biuf"
+    ok = {"integer": number and dtype.kind in "iu", "number": number, "text": text, "any": number or text}[want]
+    return None if ok else f"has dtype {dtype}, not {_KINDS[want]}"
+
+
+def _stored(ds: h5py.Dataset, item_bytes: int) -> tuple[int, int]:
+    """How many elements of *ds* the file holds data for (its allocated chunks', or its contiguous bytes'
+    worth), and the bytes it stores."""
+    size = ds.id.get_storage_size()
+    chunks = ds.chunks
+    if chunks is not None:
+        return ds.id.get_num_chunks() * chunks[0], size
+    return size // item_bytes, size
+
+
+def _members(path: Path, f: h5py.File, group_name: str) -> dict[str, h5py.Dataset]:
+    """The datasets of *f*'s group *group_name* by name (a member that is no dataset, or a link, is damage)."""
+    if not isinstance(f.get(group_name, getlink=True), h5py.HardLink) or not isinstance(f[group_name], h5py.Group):
+        found = type(f.get(group_name, getlink=True)).__name__
+        raise _damaged(path, f"/{group_name} is not a group", "a group", found)
+    group = f[group_name]
+    members: dict[str, h5py.Dataset] = {}
+    for name in group:
+        link = group.id.links.get_info(name.encode()).type
+        ds = group[name] if link == h5py.h5l.TYPE_HARD else None
+        if not isinstance(ds, h5py.Dataset):
+            kind = {h5py.h5l.TYPE_SOFT: "a soft link", h5py.h5l.TYPE_EXTERNAL: "an external link"}.get(
+                link, "a group" if isinstance(ds, h5py.Group) else "no dataset")
+            raise _damaged(path, f"/{group_name}/{name} is {kind}, not a dataset", "a dataset", kind)
+        members[name] = ds
+    return members
+
+
+def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[str] | None,
+                    recorded: dict[str, int] | None) -> int:
+    """The number of samples of the datasets *read* (all without it) of *f*'s group *group_name* to read,
+    after checking them (:class:`ResultsReadError` for a damaged file; see the module docstring). A
+    component's ``time`` and ``micro`` are always read with its ports.
+
+    *recorded* is :func:`recorded_lengths` of *f* (``None``: the file is not closed; its datasets are read to
+    the length they have in common, as far as their stored data reaches).
+    """
+    group_name = group_name.strip("/")
+    members = _members(path, f, group_name)
+    lengths = {name: ds.shape[0] if ds.ndim else 1 for name, ds in members.items()}
+    component = group_name.startswith("components/")
+    if read is None:
+        read = list(members)
+    if component:  # a component's samples are on its time axis
+        read = ["time", "micro", *(name for name in read if name not in ("time", "micro"))]
+    readable = []
+    for name in read:
+        where = f"/{group_name}/{name}"
+        ds = members.get(name)
+        if ds is None:
+            raise _damaged(path, f"/{group_name} has no dataset {name!r}", name, ", ".join(members))
+        dtype = ds.dtype
+        problem = _dtype_problem(name, ds, dtype, component)
+        if problem is not None:
+            raise _damaged(path, f"{where} {problem}", "one dimension of numbers or text", str(dtype))
+        item_bytes = _VLEN_BYTES if dtype.kind == "O" else max(dtype.itemsize, 1)
+        held, size = _stored(ds, item_bytes)
+        n = lengths[name]
+        if recorded is not None:
+            if n > held:
+                raise _damaged(path, f"{where} declares {n} samples but holds data for {held}",
+                               f"at most {held} samples", f"{n} samples")
+            if recorded.get(where, n) != n:
+                raise _damaged(path, f"{where} has {n} samples but {recorded[where]} were written",
+                               f"{recorded[where]} samples", f"{n} samples")
+        n = min(n, held)
+        if n * item_bytes > MAX_EXPANSION * size:
+            raise _damaged(path, f"{where} declares {n} samples ({n * item_bytes} bytes) in {size} stored "
+                           f"bytes, more than compression packs (at most {MAX_EXPANSION} times)",
+                           f"at most {MAX_EXPANSION * size} bytes", f"{n * item_bytes} bytes")
+        readable.append(n)
+    if recorded is not None and len(set(lengths.values())) > 1:
+        found = ", ".join(f"{name} {n}" for name, n in lengths.items())
+        raise _damaged(path, f"/{group_name} has datasets of different lengths ({found}) in a file closed "
+                       f"{_py(f.attrs.get('status'))}", "equal lengths", found)
+    return min(readable, default=0)
 
 
 class Results:
@@ -82,7 +241,27 @@ class Results:
                                        path=str(self.path), expected=FORMAT,
                                        found=None if found is None else str(found))
             self.stats: dict[str, Any] = {k: _py(v) for k, v in f["stats"].attrs.items()} if "stats" in f else {}
-            self.components: list[str] = list(f["components"]) if "components" in f else []
+            self._recorded: dict[str, int] | None = None
+            self.components: list[str] = []
+            self._check_file(f)
+
+    def _check_file(self, f: h5py.File) -> None:
+        """Refuse a damaged file (see :func:`readable_length`) and list its components."""
+        for name in ("components", "stats"):
+            if name in f and not isinstance(f[name], h5py.Group):
+                raise _damaged(self.path, f"/{name} is not a group", "a group", type(f[name]).__name__)
+        self.components = list(f["components"]) if "components" in f else []
+        for comp in self.components:
+            self._length(f, f"components/{comp}")
+        for table, columns in TABLE_COLUMNS.items():
+            if table in f:
+                self._length(f, table, columns)
+
+    def _length(self, f: h5py.File, group_name: str, read: Sequence[str] | None = None) -> int:
+        """:func:`readable_length` of a group of *f* (the lengths recorded at close are parsed once)."""
+        if self._recorded is None:
+            self._recorded = recorded_lengths(self.path, f)
+        return readable_length(self.path, f, group_name, read, self._recorded)
 
     def _open(self) -> h5py.File:
         path = self.path
@@ -168,13 +347,12 @@ class Results:
             for name in names:
                 if name not in recorded:
                     raise UnknownNameError("port", name, recorded, f"of component {component!r}")
-            # a running writer may have grown some datasets first: read the common length
-            n = min(group[name].shape[0] for name in ("time", "micro", *names))
+            n = self._length(f, group.name, ("time", "micro", *names))
             time, micro = group["time"][:n], group["micro"][:n]
             return {
                 name: PortSeries(
                     time,
-                    read_column(group[name])[:n],
+                    read_column(group[name], n),
                     micro,
                     _py(group[name].attrs.get("units")),
                     str(_py(group[name].attrs.get("port_type", ""))),
@@ -202,7 +380,9 @@ class Results:
         series = self.history(component)
         with self._open() as f:
             group = f["components"][self._check(component)]
-            n = min((len(s) for s in series.values()), default=group["time"].shape[0])
+            n = min((len(s) for s in series.values()), default=None)
+            if n is None:
+                n = self._length(f, group.name, ("time", "micro"))
             time, micro = group["time"][:n], group["micro"][:n]
         data = {"micro": micro, **{name: s.values for name, s in series.items()}}
         return pd.DataFrame(data, index=pd.Index(time, name="time"))
@@ -234,7 +414,8 @@ class Results:
         import xarray as xr
 
         self._check(component)
-        self._open().close()  # resolves a .partial path renamed since loading
+        with self._open() as f:  # also resolves a .partial path renamed since loading
+            self._length(f, f"components/{component}")
         # a Python file object: no HDF5 file locking, and works while a writer in this process has the file open
         with open(self.path, "rb") as fh, xr.open_dataset(fh, engine="h5netcdf", group=f"components/{component}") as ds:
             return ds.load()
@@ -247,46 +428,30 @@ class Results:
             if group_name not in f:
                 return pd.DataFrame({c: [] for c in columns})
             group = f[group_name]
-            n = min(group[c].shape[0] for c in columns)
-            return pd.DataFrame({c: read_column(group[c])[:n] for c in columns})
+            n = self._length(f, group_name, columns)
+            return pd.DataFrame({c: read_column(group[c], n) for c in columns})
 
     @cached_property
     def events(self) -> pd.DataFrame:
         """Columns ``time, micro, component, event`` in superdense time order."""
-        return self._table("events", ("time", "micro", "component", "event"))
+        return self._table("events", TABLE_COLUMNS["events"])
 
     @cached_property
     def mode_switches(self) -> pd.DataFrame:
         """Columns ``time, component, from_mode, to_mode``."""
-        return self._table("mode_switches", ("time", "component", "from_mode", "to_mode"))
+        return self._table("mode_switches", TABLE_COLUMNS["mode_switches"])
 
     @cached_property
     def coupling_error(self) -> pd.DataFrame:
         """The estimated coupling error per connection into a real input: columns ``connection, unit, max, rms,
         time_of_max, range, relative`` (``relative`` = ``max`` / ``range``), largest relative first; empty for
         a run that did not complete or was written before the estimates existed."""
-        from cosimrun.storage.hdf5 import COUPLING_NUMBERS
-
-        with self._open() as f:
-            present = "coupling_error" in f
-        if not present:
-            import pandas as pd
-
-            return pd.DataFrame({c: [] for c in ("connection", "unit", *COUPLING_NUMBERS)})
-        return self._table("coupling_error", ("connection", "unit", *COUPLING_NUMBERS))
+        return self._table("coupling_error", TABLE_COLUMNS["coupling_error"])
 
     @cached_property
     def steps(self) -> pd.DataFrame:
         """Every step a run under ``step_control: error`` tried: columns ``time`` (its start), ``step``,
         ``error`` (the error norm, <= 1 within tolerance) and ``accepted``; empty under fixed steps."""
-        from cosimrun.core.steplog import STEP_COLUMNS
-
-        with self._open() as f:
-            present = "steps" in f
-        if not present:
-            import pandas as pd
-
-            return pd.DataFrame({c: [] for c in STEP_COLUMNS})
         table = self._table("steps", STEP_COLUMNS)
         table["accepted"] = table["accepted"].astype(bool)
         return table

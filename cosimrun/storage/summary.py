@@ -17,7 +17,9 @@ from typing import Any
 import h5py
 import numpy as np
 
+from cosimrun.errors import ResultsReadError
 from cosimrun.storage.hdf5 import PORT_TYPES, stored_scalar, written_path
+from cosimrun.storage.results import readable_length, recorded_lengths
 
 
 def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[str, Any]:
@@ -52,7 +54,8 @@ def read_run_status(path: str | os.PathLike[str]) -> RunStatus:
 
 def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
     """``{"comp.port": last value}`` of every recorded port of a results file, event ports left out
-    ({} if unreadable); what :meth:`~cosimrun.storage.hdf5.HDF5Writer.final_values` gives while writing."""
+    ({} if unreadable or damaged, see :func:`~cosimrun.storage.results.readable_length`); what
+    :meth:`~cosimrun.storage.hdf5.HDF5Writer.final_values` gives while writing."""
     out: dict[str, Any] = {}
     path = written_path(path)
     try:
@@ -60,16 +63,18 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
             comps = f.get("components")
             if comps is None:
                 return out
+            if not isinstance(comps, h5py.Group):
+                return {}
+            recorded = recorded_lengths(path, f)
             for comp, group in comps.items():
-                names = [n for n in group if n not in ("time", "micro")]
-                n = min((group[x].shape[0] for x in ("time", *names)), default=0)
-                for name in names:
+                n = readable_length(path, f, group.name, None, recorded)
+                for name in group:
                     ds = group[name]
                     kind = _port_kind(ds)
-                    if n and kind in PORT_TYPES and kind != "event":
+                    if n and name not in ("time", "micro") and kind in PORT_TYPES and kind != "event":
                         out[f"{comp}.{name}"] = stored_scalar(ds[n - 1], kind)
-    except (OSError, KeyError):
-        pass
+    except (OSError, KeyError, ResultsReadError):
+        return {}
     return out
 
 

@@ -29,6 +29,17 @@ from cosimrun.system.connection import Connection, Link, split_port_path
 from cosimrun.system.graph import GraphAnalysis, analyze
 from cosimrun.system.recorder import MemorySink, Recorder
 
+IDENTIFIER = "a Python identifier (letters, digits and underscores, not starting with a digit)"
+
+
+def require_identifier(name: object, what: str, where: str = "") -> str:
+    """*name* when it is a Python identifier (``str.isidentifier``), else a :class:`ConfigError` naming *what*
+    and the value. Component names and the port names of components other than wrapped models (FMUs) must be
+    identifiers: they become HDF5 paths, ``component.port`` references, column names and report headings."""
+    if isinstance(name, str) and name.isidentifier():
+        return name
+    raise ConfigError(None, f"{what} {name!r}{where} is not {IDENTIFIER}")
+
 
 class RunStatistics(Protocol):
     """What a master reports about a run (``cosimrun.masters.MasterStats``)."""
@@ -148,9 +159,15 @@ class System:
 
     # ------------------------------------------------------------------ building
     def add_component(self, component: CoSimComponent) -> CoSimComponent:
-        """Add *component*; its name must be unique in the system."""
+        """Add *component*; its name must be a unique identifier in the system, and so must the names of the
+        ports it declares, unless they are named after a wrapped model's variables (an FMU's, see
+        :attr:`~cosimrun.core.component.CoSimComponent.ports_named_by_model`): :class:`ConfigError` otherwise."""
         if not isinstance(component, CoSimComponent):
             raise ComponentContractError(f"expected a CoSimComponent, got {type(component).__name__}")
+        require_identifier(component.name, "component name")
+        if not component.ports_named_by_model:
+            for port in (*component.input_specs, *component.output_specs, *component.event_indicators):
+                require_identifier(port, "port name", f" of component {component.name!r}")
         if component.name in self.components:
             raise DuplicateNameError(f"system {self.name!r} already has a component named {component.name!r}",
                                      kind="component", name=component.name)

@@ -190,6 +190,9 @@ REFUSED = [
                  'source="resources/feedthrough.fmu" implementation="ModelExchange"',
                  f"{COMPONENT_2}: component 'gainA': implementation 'ModelExchange' is not supported (cosimrun runs "
                  "FMUs as co-simulation: any, CoSimulation)", id="model-exchange"),
+    pytest.param('<ssd:Component name="gainA"', '<ssd:Component name="gain-A"',
+                 f"{COMPONENT_2}: component name 'gain-A' cannot name a cosimrun component: it is not a Python "
+                 "identifier (letters, digits and underscores, not starting with a digit)", id="component-name"),
     pytest.param('version="1.0" name="loop"', 'version="2.0" name="loop"',
                  "SystemStructure.ssd: /ssd:SystemStructureDescription: SSP version '2.0' is not supported "
                  "(supported: 1.0)", id="version"),

@@ -64,6 +64,8 @@ class FMUBase(CoSimComponent):
     """Parameters a config builder should apply before the others (they define the rest)."""
     may_request_stop = True
     """An FMU may ask to terminate the simulation (:attr:`stop_requested`)."""
+    ports_named_by_model = True
+    """Ports carry the FMU's variable names (``der(x)``, ``a.b[1]``), which need not be identifiers."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
