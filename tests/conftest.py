@@ -78,6 +78,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where every test must run (CI={os.environ['CI']}): {reason}"
 
+
 # The ``cosimrun`` command (the console script's entry point).
 CLI = "from cosimrun.cli import main; main()"
 

@@ -209,8 +209,9 @@ size on the page in pixels."""
 def test_the_sweep_page_sorts_shows_its_figures_and_asks_for_nothing_in_a_browser(
     browser: Any, cli: Cli, sweep_dir: Path, tmp_path: Path
 ) -> None:
-    """In Chromium: clicking a column of the index sorts the rows by it (reversed on a second click), every figure of the sweep page and of a job's page is drawn with a size, and the pages request
-    nothing but themselves (no network)."""
+    """In Chromium: clicking a column of the index sorts the rows by it (reversed on a second click), every figure
+    of the sweep page and of a job's page is drawn with a size, and the pages request nothing but themselves and
+    inline data (no network)."""
     from selenium.webdriver.common.by import By
 
     copy = tmp_path / "sweep"
