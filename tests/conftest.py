@@ -18,9 +18,11 @@ installed plugin, without touching the virtual environment.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +34,50 @@ import pytest
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+
+CACHE_VARIABLES = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "COSIMRUN_CACHE_DIR", "MPLCONFIGDIR")
+"""Where cosimrun (extracted FMUs, built example FMUs), matplotlib and browsers keep caches and profiles: a
+temporary folder of the test session, inherited by every process the tests start."""
+_OWN_CACHE = "COSIMRUN_TEST_CACHE"
+"""Set by the process that made the session's cache folder (xdist's workers inherit it and reuse that folder)."""
+_cache_key = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point every cache at one temporary folder for the session, so that the tests write nothing outside
+    temporary folders (not in ``$HOME/.cache``)."""
+    if os.environ.get(_OWN_CACHE):
+        return
+    root = Path(tempfile.mkdtemp(prefix="cosimrun-tests-cache-"))
+    config.stash[_cache_key] = root
+    os.environ[_OWN_CACHE] = str(root)
+    for name in CACHE_VARIABLES:
+        os.environ[name] = str(root / name.lower())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(_cache_key, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+        os.environ.pop(_OWN_CACHE, None)
+
+
+def in_ci() -> bool:
+    """Whether the tests run in CI (``CI`` set to anything but ``""``, ``0`` or ``false``), where nothing may be
+    skipped: a test that cannot run there (a missing dependency or browser) fails instead."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI, a skipped test is a failed one (see :func:`in_ci`)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where every test must run (CI={os.environ['CI']}): {reason}"
+
 
 # The ``cosimrun`` command (the console script's entry point).
 CLI = "from cosimrun.cli import main; main()"

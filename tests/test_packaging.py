@@ -53,3 +53,36 @@ def test_the_command_starts_without_the_engine() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_pyarrow_is_only_in_the_parquet_extra() -> None:
+    """A plain install does not pull pyarrow (170 MB), used only by ``cosimrun export --format parquet``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().startswith("pyarrow")]
+    assert project["optional-dependencies"]["parquet"] == ["pyarrow>=14"]
+    assert "cosimrun[parquet]" in project["optional-dependencies"]["test"]
+
+
+def test_parquet_export_without_pyarrow_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    """Without pyarrow, ``cosimrun export --format parquet`` names the extra to install and exits 2, writing nothing;
+    the other formats work as before."""
+    import subprocess
+    import sys
+
+    cli = "from cosimrun.cli import main; main()"
+    no_pyarrow = "import sys; sys.modules['pyarrow'] = None; " + cli  # import pyarrow fails, as when not installed
+
+    def cosimrun(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+
+    made = cosimrun(cli, "+experiment=bouncing_ball", "run.tf=0.2", "hydra.run.dir=run")
+    assert made.returncode == 0, made.stderr
+    proc = cosimrun(no_pyarrow, "export", "run", "--format", "parquet")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("cosimrun: error: export: --format parquet needs pyarrow, which is not installed: "
+                           "pip install 'cosimrun[parquet]'\n")
+    assert not (tmp_path / "run" / "export").exists()
+    proc = cosimrun(no_pyarrow, "export", "run", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run" / "export" / "ball.csv").is_file()

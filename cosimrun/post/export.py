@@ -37,6 +37,7 @@ and underscores, starting with a letter, at most 63 characters).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -71,6 +72,9 @@ def export(results_path: str | os.PathLike[str], format: str = "csv",
     if format not in FORMATS:
         raise ConfigError(None, f"unknown format {format!r}; one of {', '.join(FORMATS)}",
                           suggestion=next(iter(did_you_mean(format, FORMATS)), None))
+    if format == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise ConfigError(None, "--format parquet needs pyarrow, which is not installed: "
+                                "pip install 'cosimrun[parquet]'")
     source = open_source(results_path)
     if source.results is None:
         raise DataFileError(f"{source.path}: export takes a results file or a run directory, not a CSV file",

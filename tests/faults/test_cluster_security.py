@@ -82,7 +82,6 @@ def test_the_local_cluster_admits_only_the_sweeps_client(sweep: tuple[DaskLaunch
     tries = [line.rsplit(" in ", 1) for line in proc.stdout.splitlines()]
     assert [outcome.split(" (")[0] for outcome, _ in tries] == [
         "no credentials: refused", "plain TCP: refused", "credentials of its own: refused"], proc.stdout
-    assert all(float(seconds.split()[0]) < 10 for _, seconds in tries), proc.stdout
     assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3  # still serving its own client
     dashboard = launcher.cluster.scheduler.services["dashboard"]
     assert dashboard.address == "127.0.0.1"

@@ -72,16 +72,17 @@ def test_an_objective_naming_no_index_column_is_refused_with_the_columns_there_a
     assert list(df["status"]) == ["complete", "complete"] and df["final.ball.h"].notna().all()
 
 
-@pytest.mark.parametrize("arg", [f"{plus}hydra.launcher.n_worker=1" for plus in ("", "+", "++")])
-def test_an_unknown_launcher_key_is_refused_with_advice_that_works(cosimrun, tmp_path: Path, arg: str) -> None:
-    proc = cosimrun(*SWEEP, arg, f"hydra.sweep.dir={tmp_path / 'sweep'}")
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == (
-        "cosimrun: error: hydra.launcher.n_worker: the dask launcher has no setting 'n_worker'; did you mean "
-        f"'n_workers' or 'quiet_workers' or 'no_worker_timeout'? (its settings: {SETTINGS}; hydra.launcher.NAME=VALUE "
-        "sets one)\n"
-    )
-    assert not (tmp_path / "sweep").exists()
+def test_an_unknown_launcher_key_is_refused_with_advice_that_works(cosimrun, tmp_path: Path) -> None:
+    """The same line whether the key is set, added (+) or forced (++); the setting it advises runs the sweep."""
+    for plus in ("", "+", "++"):
+        proc = cosimrun(*SWEEP, f"{plus}hydra.launcher.n_worker=1", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == (
+            "cosimrun: error: hydra.launcher.n_worker: the dask launcher has no setting 'n_worker'; did you mean "
+            f"'n_workers' or 'quiet_workers' or 'no_worker_timeout'? (its settings: {SETTINGS}; "
+            "hydra.launcher.NAME=VALUE sets one)\n"
+        ), plus
+        assert not (tmp_path / "sweep").exists()
     proc = cosimrun(*SWEEP, "hydra.launcher.n_workers=1", f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert proc.returncode == 0, proc.stderr  # as the advice says
     assert list(load_sweep(tmp_path / "sweep")["status"]) == ["complete", "complete"]

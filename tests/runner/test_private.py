@@ -60,9 +60,14 @@ def test_a_changed_private_api_is_reported_with_what_it_was_for() -> None:
         retyped.get()
 
 
-def test_hydra_error_reporting_hands_errors_to_the_handler_first_and_restores_hydras() -> None:
+def test_hydra_error_reporting_hands_errors_to_the_handler_first_and_restores_hydras(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import hydra._internal.utils as utils
 
+    # Hydra re-raises instead of reporting under HYDRA_FULL_ERROR=1 or a tracer (a debugger, coverage): neither here
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(utils, "is_under_debugger", lambda: False)
     original = utils.run_and_report
     seen: list[Exception] = []
 

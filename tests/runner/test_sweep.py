@@ -225,27 +225,31 @@ def test_ledger_summary_and_exit_code(tmp_path: Path) -> None:
 
 
 def test_ledger_rewrites_the_index_at_most_a_tenth_of_the_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
+    """On the ledger's clock (a fake one here, so that a loaded machine sees the same): a rewrite that takes 50 ms
+    is followed by 500 ms without one (it takes a tenth of the time), and the next comes with the first outcome
+    entered after that."""
+    from types import SimpleNamespace
 
     from cosimrun.runner import ledger as ledger_module
     from cosimrun.runner.ledger import SweepLedger
 
+    now = [100.0]
     writes: list[float] = []
 
     def slow_write(path, outcomes, attrs):  # a big index: 50 ms per rewrite
-        writes.append(time.monotonic())
-        time.sleep(0.05)
+        writes.append(now[0])
+        now[0] += 0.05
 
+    monkeypatch.setattr(ledger_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(ledger_module, "write_index", slow_write)
     ledger = SweepLedger(tmp_path, min_interval=0.0)
-    start = time.monotonic()
     num = 0
-    while time.monotonic() - start < 1.2:
+    while now[0] < 101.2:  # an outcome every 10 ms
         ledger.enter(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
         num += 1
-        time.sleep(0.01)
+        now[0] += 0.01
     gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
-    assert len(writes) >= 2 and min(gaps) >= 0.5  # each 50 ms write is followed by at least 450 ms without
+    assert len(writes) == 3 and all(0.55 - 1e-9 <= gap <= 0.56 + 1e-9 for gap in gaps), writes
     before = len(writes)
     ledger.enter(_outcome(num, "complete", [f"a={num}"], job_time_s=0.01))
     ledger.flush()
