@@ -27,7 +27,8 @@ class MasterStats:
     events: int = 0
     trial_steps: int = 0
     unconverged_loop_solves: int = 0
-    """Loop solves that went on without converging (``on_nonconvergence="warn"``); only the first warns."""
+    """Loop solves and iterated macro steps that went on without converging (``on_nonconvergence="warn"``); only
+    the first warns."""
     event_trial_steps: list[int] = field(default_factory=list)
     event_handling: str = AT_COMMUNICATION_POINTS
     """Where state events are handled: ``located`` (at their instants) or ``at communication points``."""
