@@ -217,6 +217,8 @@ class ExplicitRun(MasterRun):
                                     atol=master.atol, min_step=min_step, max_step=max_step, blind_step=blind)
         self.control.start(t0)
         self.controlled = True
+        self._min_ticks = max(clock.snap + 1, round(min_step / clock.tick))
+        """``min_step`` in ticks, as steps are taken: a step this many ticks long or shorter stands."""
         self._first_step = min(max_step, max(min_step, master.rtol * clock.dt if master.rtol > 0 else clock.dt))
         self.next_step = self._first_step
         self._event_step = max(self._first_step, (clock.snap + 1) * clock.tick)
@@ -259,14 +261,13 @@ class ExplicitRun(MasterRun):
             b, t1, ended = self._step_to(t, t1, b, saved)
             h = t1 - t
             norm = control.estimate(t1)
-            shortest = b - a <= clock.snap + 1  # the clock cannot take it shorter
+            shortest = b - a <= self._min_ticks  # min_step (or the clock cannot take it shorter)
             crossing = None
             if events is not None:
                 self._hints = events.drain_hints(events.sources)
                 if h > resolution * (1.0 + 1e-9) and ended is None and not shortest:
                     crossing = events.earliest_crossing(t, t1, self._hints)
-            accepted = crossing is None and (not norm > 1.0 or not rejects or ended is not None or shortest
-                                             or h <= control.min_step * (1.0 + 1e-9))
+            accepted = crossing is None and (not norm > 1.0 or not rejects or ended is not None or shortest)
             control.log.append(t, h, norm, accepted)
             if accepted:
                 break
@@ -281,6 +282,8 @@ class ExplicitRun(MasterRun):
             b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
         if norm > 1.0:
             stats.steps_over_tolerance += 1
+            if shortest:
+                self._unreachable(t, h, norm)
         stats.smallest_step = h if not stats.smallest_step <= h else stats.smallest_step
         stats.largest_step = h if not stats.largest_step >= h else stats.largest_step
         if not norm > 0.0:
@@ -300,6 +303,20 @@ class ExplicitRun(MasterRun):
         if self.lagging:
             self.extrapolation.sample(t1)
         return b
+
+    def _unreachable(self, t: float, h: float, norm: float) -> None:
+        """The step of *h* from *t* stands at ``min_step`` with the error *norm* over 1: count it, and say so at the
+        first (one line naming the input, what a discontinuity or a tolerance too tight for the coupling's order
+        makes)."""
+        stats, control = self.stats, self.control
+        assert control is not None
+        stats.steps_at_min_step += 1
+        if stats.steps_at_min_step > 1:
+            return
+        link = control.links[control.worst()]
+        notice(f"step control: the tolerance (rtol={self.master.rtol:g}, atol={self.master.atol:g}) is unreachable at "
+               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}); such steps "
+               f"are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
 
     def finish(self) -> None:
         super().finish()

@@ -52,6 +52,9 @@ class MasterStats:
     rejected_steps: int = 0
     steps_over_tolerance: int = 0
     """Accepted steps whose error norm exceeded 1 (at ``min_step``, or without rollback)."""
+    steps_at_min_step: int = 0
+    """Accepted steps at ``min_step`` whose error norm exceeded 1: the tolerance was unreachable there (the first one
+    warns)."""
     smallest_step: float = math.nan
     largest_step: float = math.nan
     """The shortest and longest accepted step under ``step_control: error`` (NaN under fixed steps)."""
