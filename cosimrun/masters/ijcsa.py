@@ -50,6 +50,9 @@ class IJCSA(GaussSeidel):
         super().__post_init__()
         self._check("step_tolerance", self.step_tolerance > 0, "must be positive")
         self._check("max_step_iterations", int(self.max_step_iterations) >= 1, "must be >= 1")
+        if self.iterate_steps and self.sweeps > 1:
+            raise ConfigError("sweeps", "must be 1 with iterate_steps=true: the implicit step iterates every input "
+                                        "already (use sweeps=1 or iterate_steps=false)")
         if self.iterate_steps and self.step_control == "error":
             raise ConfigError("step_control", (
                 "'error' cannot be combined with iterate_steps=true: the implicit step iterates every input to its "
