@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from cosimrun.core.component import NO_EVENTS
 from cosimrun.core.parameters import Parameter, value_in_unit
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.core.units import UnitLike
-from cosimrun.errors import DataFileError, suggest
+from cosimrun.errors import ComponentStateError, DataFileError, suggest
 
 
 def _magnitude(default: float, doc: str, unit: str = "{unit}") -> Parameter:
@@ -145,6 +146,28 @@ class Sine(_Source):
         return self._offset + self._amplitude * math.sin(self._omega * t + self._phase)
 
 
+def _whole(text: str) -> int:
+    """A whole number written as an integer or a float with no fraction (``3``, ``3.0``)."""
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
+
+
+def _boolean(text: str) -> bool:
+    """``0``, ``1``, ``true`` or ``false`` (any case)."""
+    word = text.strip().lower()
+    if word in ("1", "true", "1.0"):
+        return True
+    if word in ("0", "false", "0.0"):
+        return False
+    raise ValueError(text)
+
+
+_PARSERS = {"real": float, "int": _whole, "bool": _boolean}
+"""How a table cell is read for each output ``type``."""
+
+
 class Table(_Source):
     """Time table read from a CSV file, interpolated ``linear`` or held (``previous``).
 
@@ -156,7 +179,10 @@ class Table(_Source):
     row time is a time event, so breakpoints are hit exactly. A relative path
     in an experiment is made absolute against the experiment file's directory
     by the runner (``cosimrun.runner.configtext.relocate_paths``); one left
-    relative is resolved against the working directory at initialize.
+    relative is resolved against the working directory at initialize. With
+    ``type: int`` or ``bool`` the output is an INT or BOOL port (no unit, held
+    between rows: ``interpolation: previous``), read from whole numbers or
+    ``0``/``1``/``true``/``false``.
     """
 
     PARAMETERS = {
@@ -166,6 +192,9 @@ class Table(_Source):
         "interpolation": Parameter("choice", choices=("linear", "previous"), default="linear",
                                    doc="between rows: linear, or hold the previous value"),
         "time_events": Parameter(bool, default=True, doc="make every row time a time event"),
+        "type": Parameter("choice", choices=("real", "int", "bool"), default="real",
+                          doc="the output's type: real, or int / bool (whole numbers; 0, 1, true or false) with "
+                              "interpolation previous and no unit"),
     }
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
@@ -173,7 +202,27 @@ class Table(_Source):
         self._times: list[float] = []
         self._values: list[float] = []
 
+    def set_parameters(self, **parameters: Any) -> None:
+        """Set parameters; ``type`` re-declares the output's type (before initialize)."""
+        super().set_parameters(**parameters)
+        kind = PortType(self.parameters["type"])
+        spec = self.output_specs["y"]
+        if spec.type is kind or (kind is not PortType.REAL and self.parameters["unit"] is not None):
+            return  # unchanged, or refused with a unit by check_parameters
+        if self.is_initialized:
+            raise ComponentStateError(f"{where(self)}: the type of 'y' can only change before initialize (or after "
+                                      "reset)", component=self.name)
+        self.output_specs["y"] = dataclasses.replace(spec, type=kind, unit=spec.unit if kind is PortType.REAL else None)
+
     def check_parameters(self) -> None:
+        p = self.parameters
+        if p["type"] != "real":
+            if p["unit"] is not None:
+                raise parameter_error(self, "unit", f"must be null for type {p['type']!r} (only real outputs carry "
+                                                    "a unit)", p["unit"])
+            if p["interpolation"] != "previous":
+                raise parameter_error(self, "interpolation", f"must be 'previous' for type {p['type']!r}",
+                                      p["interpolation"])
         super().check_parameters()
         self._times, self._values = self._load()
 
@@ -214,13 +263,17 @@ class Table(_Source):
             raise DataFileError(f"{where(self)}: CSV file {shown} has no value column {v_col!r}"
                                 f"{suggest(v_col, header)} (columns: {', '.join(header)})", path=str(path))
         ti, vi = header.index(t_col), header.index(v_col)
+        kind = p["type"]
+        parse = _PARSERS[kind]
         times, values = [], []
         for line, row in enumerate(rows[1:], start=2):
             try:
-                t, v = float(row[ti]), float(row[vi])
+                t, v = float(row[ti]), parse(row[vi])
             except (IndexError, ValueError):
-                raise DataFileError(f"{where(self)}: CSV file {shown}, data row {line}: expected numbers in columns "
-                                    f"{t_col!r} and {v_col!r}, got {row!r}", path=str(path), row=line) from None
+                expected = {"real": "numbers", "int": "a number and a whole number",
+                            "bool": "a number and 0, 1, true or false"}[kind]
+                raise DataFileError(f"{where(self)}: CSV file {shown}, data row {line}: expected {expected} in "
+                                    f"columns {t_col!r} and {v_col!r}, got {row!r}", path=str(path), row=line) from None
             if not (math.isfinite(t) and math.isfinite(v)):
                 raise DataFileError(f"{where(self)}: CSV file {shown}, data row {line}: values must be finite, "
                                     f"got {row!r}", path=str(path), row=line)
@@ -259,6 +312,15 @@ class Table(_Source):
         t0, t1 = times[i], times[i + 1]
         frac = min(1.0, max(0.0, (t - t0) / (t1 - t0)))
         return values[i] + frac * (values[i + 1] - values[i])
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = NO_EVENTS) -> None:
+        if self.output_specs["y"].type is PortType.REAL:
+            return super()._update_output_states(t, event_names)
+        t = self.t if t is None else t
+        port = self.outputs["y"]
+        port.value = self.value(t)
+        port.t_last = t
+        return None
 
     def next_time_event(self, t: float) -> float | None:
         if not self.parameters["time_events"] or not self._times:

@@ -111,8 +111,9 @@ class Master:
     fd_step: float = 1e-7
     """Relative finite-difference step of interface Jacobians."""
     on_nonconvergence: str = "raise"
-    """``raise`` or ``warn`` when a loop does not converge: ``warn`` warns at the first such solve of a
-    run and counts them all in ``stats.unconverged_loop_solves``."""
+    """``raise`` or ``warn`` when a loop, or an iterated macro step (``iterate_steps``, ``sweeps``), does not
+    converge: ``warn`` warns at the first such solve of a run and counts them all in
+    ``stats.unconverged_loop_solves``."""
     sign_tolerance: float = 0.0
     """Indicator values within this distance of zero count as zero (on the surface): only for indicators
     with numerical noise around zero; events are located in time whatever it is."""

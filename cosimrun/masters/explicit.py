@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
+
 from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ports import PortType
@@ -20,6 +22,7 @@ from cosimrun.masters.events import (
     notice_unlocated,
 )
 from cosimrun.masters.extrapolation import Extrapolation
+from cosimrun.masters.loops import give_up
 from cosimrun.masters.plan import Checkpoint, cut_guard, fixed_step_only, may_discard
 from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl
 from cosimrun.masters.stepsize import Clock
@@ -66,6 +69,14 @@ class ExplicitMaster(Master):
     """Under ``step_control: error``: the longest step (default: the whole run; ``dt`` at most while components
     have event indicators)."""
 
+    sweeps: int = 1
+    """Most sweeps over one macro step (iterated Gauss-Seidel, or Jacobi): with N > 1 a step is rolled back and
+    taken again, the lagging inputs given their producers' latest end-of-step values (as fresh inputs are), until
+    those change by at most ``sweep_tolerance * (1 + max|value|)`` between two sweeps, or N sweeps
+    (``on_nonconvergence``); needs rollback in every component."""
+    sweep_tolerance: float = 1e-9
+    """Under ``sweeps > 1``: the change of the lagging inputs' end-of-step values a step's sweeps converge to."""
+
     fresh_outputs: ClassVar[bool] = False
     """Whether a component reads the outputs of components stepped before it."""
 
@@ -83,6 +94,9 @@ class ExplicitMaster(Master):
                         "must be a positive number (or null for its default)")
         if self.min_step is not None and self.max_step is not None:
             self._check("min_step", self.min_step <= self.max_step, f"must not exceed max_step={self.max_step!r}")
+        self._check("sweeps", isinstance(self.sweeps, int) and not isinstance(self.sweeps, bool) and self.sweeps >= 1,
+                    "must be an integer >= 1")
+        self._check("sweep_tolerance", self.sweep_tolerance > 0, "must be positive")
 
     def start(self, system: System) -> ExplicitRun:
         return ExplicitRun(self, system)
@@ -100,6 +114,9 @@ class ExplicitRun(MasterRun):
         self.extrapolation: Extrapolation
         self.control: ErrorControl | None = None
         self._hints: Hints | None = None
+        self._swept: list[Link] = []
+        """The lagging inputs iterated under ``sweeps > 1`` (empty: each step is swept once)."""
+        self._swept_line: list[bool] = []
         """Event hints drained while checking a controlled step for crossings, for handling its events."""
 
     def _check_run(self, clock: Clock) -> None:
@@ -116,6 +133,7 @@ class ExplicitRun(MasterRun):
                                                     interpolate=master.extrapolation >= 1)
         self._guarded = cut_guard(self.plan)
         self._start_extrapolation(lagging, t0)
+        self._start_sweeps(lagging)
         sources = [c for c in self.order if c.has_state_events]
         lateness = UNLOCATED_NOTICE
         self.stats.event_delay = self.clock.dt if sources else math.nan
@@ -151,13 +169,32 @@ class ExplicitRun(MasterRun):
         if self.lagging:
             self.cutter.extrapolate = self.extrapolation.extrapolate
 
+    def _start_sweeps(self, lagging: list[Link]) -> None:
+        """Set up ``sweeps > 1``: every component must roll back; the lagging inputs iterated are the numeric ones,
+        each re-swept as the line to its latest end value where fresh inputs are lines, else as that value held."""
+        if self.master.sweeps == 1:
+            return
+        numeric = (PortType.REAL, PortType.INT, PortType.BOOL)
+        self._swept = [lk for lk in lagging if lk.dst.spec.type in numeric]
+        stuck = [c.name for c in self.order if not c.supports_rollback]
+        if stuck and self._swept:
+            raise ConfigError("sweeps", (
+                f"sweeps > 1 needs rollback in every component; {', '.join(stuck)} cannot roll back (use sweeps=1)"))
+        components = self.system.components
+        self._swept_line = [self.master.extrapolation >= 1 and lk.dst.spec.type is PortType.REAL
+                            and components[lk.connection.dst_component].interpolates_inputs for lk in self._swept]
+
     # ------------------------------------------------------------------ steps
     def advance(self, clock: Clock, a: int, b: int) -> int:
         if self.control is not None:
             return self._advance_controlled(clock, a, b)
         t = clock.time(a)
-        saved = self.schedule.checkpoint(self._guarded) if self._guarded else None
-        b, t1, ended = self._step_to(t, clock.time(b), b, saved)
+        if self._swept:
+            saved = self.schedule.checkpoint(self.order)
+            b, t1, ended = self._sweep_to(t, clock.time(b), b, saved)
+        else:
+            saved = self.schedule.checkpoint(self._guarded) if self._guarded else None
+            b, t1, ended = self._step_to(t, clock.time(b), b, saved)
         self._close_step(t1, t1 - t, ended)
         if self.lagging:
             self.extrapolation.sample(t1)
@@ -175,6 +212,54 @@ class ExplicitRun(MasterRun):
             b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=True)
         self.schedule.settle(t1)
         return b, t1, ended
+
+    def _sweep_to(self, t: float, t1: float, b: int, saved: Checkpoint) -> tuple[int, float, str | None]:
+        """:meth:`_step_to`, then again from *saved* (at *t*) with the lagging inputs at their producers' latest
+        end-of-step values, until those settle (``sweeps``, ``sweep_tolerance``, ``on_nonconvergence``)."""
+        master, schedule, stats = self.master, self.schedule, self.stats
+        swept, lines = self._swept, self._swept_line
+        # held inputs (extrapolation 0): the first sweep already settled if they end where they were held
+        held = [lk.dst.value for lk in swept] if master.extrapolation == 0 else None
+        t_was = t1
+        b, t1, ended = self._step_to(t, t1, b, saved)
+        stats.step_iterations += 1
+        ends = [lk.dst.value for lk in swept]
+        if held is not None and t1 == t_was and self._settled(held, ends):
+            return b, t1, ended
+        change = np.zeros(len(swept))
+        for _ in range(2, master.sweeps + 1):
+            h = t1 - t
+            schedule.roll_back(saved, t)
+            for lk, end, line in zip(swept, ends, lines, strict=True):
+                if line:
+                    lk.dst.derivatives = ((end - lk.dst.value) / h,)
+                else:
+                    lk.dst.value = end
+                    lk.dst.derivatives = ()
+            t_was = t1
+            try:
+                self.step_all(self.plan, t, h)
+            except StepEndedEarly as exc:
+                b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=True)
+            schedule.settle(t1)
+            stats.step_iterations += 1
+            new = [lk.dst.value for lk in swept]
+            change = np.abs(np.subtract(new, ends, dtype=float))
+            settled = t1 == t_was and self._settled(ends, new)
+            ends = new
+            if settled:
+                return b, t1, ended
+        worst = int(np.argmax(change))
+        give_up(f"iterated step t={t:.9g} -> {t1:.9g} did not settle in {master.sweeps} sweeps: change "
+                f"{float(change[worst]):.3g} on input {swept[worst].connection.dst} (sweep_tolerance "
+                f"{master.sweep_tolerance:g})", master.on_nonconvergence, stats)
+        return b, t1, ended
+
+    def _settled(self, used: list[float], ends: list[float]) -> bool:
+        """Whether the swept inputs' end values *ends* are those a sweep used (*used*), to ``sweep_tolerance``."""
+        ends_ = np.asarray(ends, dtype=float)
+        change = float(np.max(np.abs(ends_ - np.asarray(used, dtype=float))))
+        return change <= self.master.sweep_tolerance * (1.0 + float(np.max(np.abs(ends_))))
 
     def _end_step(self, t1: float, h: float, ended: str | None) -> None:
         """After the components stepped to *t1* (by *h*): exchange, record the sample, note a step the component
@@ -217,6 +302,8 @@ class ExplicitRun(MasterRun):
                                     atol=master.atol, min_step=min_step, max_step=max_step, blind_step=blind)
         self.control.start(t0)
         self.controlled = True
+        self._min_ticks = max(clock.snap + 1, round(min_step / clock.tick))
+        """``min_step`` in ticks, as steps are taken: a step this many ticks long or shorter stands."""
         self._first_step = min(max_step, max(min_step, master.rtol * clock.dt if master.rtol > 0 else clock.dt))
         self.next_step = self._first_step
         self._event_step = max(self._first_step, (clock.snap + 1) * clock.tick)
@@ -254,19 +341,22 @@ class ExplicitRun(MasterRun):
         due = None
         while True:
             t1 = clock.time(b)
-            saved = schedule.checkpoint(self.order) if rejects else (
-                schedule.checkpoint(self._guarded) if self._guarded else None)
-            b, t1, ended = self._step_to(t, t1, b, saved)
+            if self._swept:
+                saved = schedule.checkpoint(self.order)
+                b, t1, ended = self._sweep_to(t, t1, b, saved)
+            else:
+                saved = schedule.checkpoint(self.order) if rejects else (
+                    schedule.checkpoint(self._guarded) if self._guarded else None)
+                b, t1, ended = self._step_to(t, t1, b, saved)
             h = t1 - t
             norm = control.estimate(t1)
-            shortest = b - a <= clock.snap + 1  # the clock cannot take it shorter
+            shortest = b - a <= self._min_ticks  # min_step (or the clock cannot take it shorter)
             crossing = None
             if events is not None:
                 self._hints = events.drain_hints(events.sources)
                 if h > resolution * (1.0 + 1e-9) and ended is None and not shortest:
                     crossing = events.earliest_crossing(t, t1, self._hints)
-            accepted = crossing is None and (not norm > 1.0 or not rejects or ended is not None or shortest
-                                             or h <= control.min_step * (1.0 + 1e-9))
+            accepted = crossing is None and (not norm > 1.0 or not rejects or ended is not None or shortest)
             control.log.append(t, h, norm, accepted)
             if accepted:
                 break
@@ -281,6 +371,8 @@ class ExplicitRun(MasterRun):
             b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
         if norm > 1.0:
             stats.steps_over_tolerance += 1
+            if shortest:
+                self._unreachable(t, h, norm)
         stats.smallest_step = h if not stats.smallest_step <= h else stats.smallest_step
         stats.largest_step = h if not stats.largest_step >= h else stats.largest_step
         if not norm > 0.0:
@@ -301,6 +393,20 @@ class ExplicitRun(MasterRun):
             self.extrapolation.sample(t1)
         return b
 
+    def _unreachable(self, t: float, h: float, norm: float) -> None:
+        """The step of *h* from *t* stands at ``min_step`` with the error *norm* over 1: count it, and say so at the
+        first (one line naming the input, what a discontinuity or a tolerance too tight for the coupling's order
+        makes)."""
+        stats, control = self.stats, self.control
+        assert control is not None
+        stats.steps_at_min_step += 1
+        if stats.steps_at_min_step > 1:
+            return
+        link = control.links[control.worst()]
+        notice(f"step control: the tolerance (rtol={self.master.rtol:g}, atol={self.master.atol:g}) is unreachable at "
+               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}); such steps "
+               f"are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
+
     def finish(self) -> None:
         super().finish()
         if self.control is not None:
@@ -313,6 +419,7 @@ class ExplicitRun(MasterRun):
         """Fresh inputs: ``line`` or ``held`` (their end value); lagging ones: ``taylor``/``mean`` when
         extrapolated, else ``held``."""
         fresh = {id(entry[0]): entry[4] for _, _, reads in self.plan for entry in reads}
+        fresh.update({id(lk.dst): line for lk, line in zip(self._swept, self._swept_line, strict=True)})
         taylor = {id(lk.dst): use for lk, use in zip(self.lagging, self.extrapolation.taylor, strict=True)}
         kinds = []
         for lk in links:

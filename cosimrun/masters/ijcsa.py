@@ -7,7 +7,9 @@ step's end, ``x``, are the unknowns; every component steps from the
 snapshot at ``t`` with each input held at the mean ``(u(t) + x) / 2`` (the
 mean of the linear interpolant over the step), the residual is the outputs'
 mismatch with ``x`` at ``t + dt``, and Newton updates ``x`` with rollback
-between trials until the residual is below ``step_tolerance``. A component that ends
+between trials until the residual is below ``step_tolerance`` (else, under
+``on_nonconvergence: warn``, the step goes on from the trial with the smallest
+residual, counted in ``stats.unconverged_loop_solves``). A component that ends
 a trial early (:class:`~cosimrun.errors.StepEndedEarly`) makes the instant it reached the step's end,
 and the iteration starts again over the shorter step.
 """
@@ -15,13 +17,15 @@ and the iteration starts again over the shorter step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from cosimrun.errors import ConfigError, LoopConvergenceError, StepEndedEarly
+from cosimrun.errors import ConfigError, StepEndedEarly
 from cosimrun.masters.explicit import ExplicitRun
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.loops import give_up
 from cosimrun.masters.plan import Checkpoint
 from cosimrun.masters.stepsize import Clock
 
@@ -46,6 +50,9 @@ class IJCSA(GaussSeidel):
         super().__post_init__()
         self._check("step_tolerance", self.step_tolerance > 0, "must be positive")
         self._check("max_step_iterations", int(self.max_step_iterations) >= 1, "must be >= 1")
+        if self.iterate_steps and self.sweeps > 1:
+            raise ConfigError("sweeps", "must be 1 with iterate_steps=true: the implicit step iterates every input "
+                                        "already (use sweeps=1 or iterate_steps=false)")
         if self.iterate_steps and self.step_control == "error":
             raise ConfigError("step_control", (
                 "'error' cannot be combined with iterate_steps=true: the implicit step iterates every input to its "
@@ -120,18 +127,21 @@ class IJCSARun(ExplicitRun):
             return y - x
 
         x = u_now.copy()
+        best = (np.inf, x)
         for k in range(master.max_step_iterations):
             r = residual(x)
             stats.step_iterations += 1
             scale = 1.0 + float(np.max(np.abs(x))) if x.size else 1.0
-            if not x.size or float(np.max(np.abs(r))) <= master.step_tolerance * scale:
+            size = float(np.max(np.abs(r))) if x.size else 0.0
+            if not x.size or size <= master.step_tolerance * scale:
                 break
+            if size < best[0]:
+                best = (size, x)
             if k == master.max_step_iterations - 1:
-                raise LoopConvergenceError(
-                    f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {master.max_step_iterations} "
-                    f"iterations: residual {float(np.max(np.abs(r))):.3g} on "
-                    f"{', '.join(lk.connection.dst for lk in self._iface)}"
-                )
+                give_up(f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {master.max_step_iterations} "
+                        f"iterations: residual {size:.3g} on {', '.join(lk.connection.dst for lk in self._iface)}",
+                        master.on_nonconvergence, stats, None if best[1] is x else partial(residual, best[1]))
+                break
             jac = np.empty((x.size, x.size))
             for j in range(x.size):
                 xp = x.copy()

@@ -187,13 +187,19 @@ class LoopSolver:
             f"on input {unknowns[i].connection.dst} "
             f"(tolerance {self.settings.tolerance:g})"
         )
-        if self.settings.on_nonconvergence == "warn":
-            if restore is not None:
-                restore()
-            stats = self.stats
-            stats.unconverged_loop_solves += 1
-            if stats.unconverged_loop_solves == 1:
-                message += "; the run goes on from the best iterate (further such solves are only counted)"
-                notice(message, stacklevel=2)
-            return
+        give_up(message, self.settings.on_nonconvergence, self.stats, restore)
+
+
+def give_up(message: str, on_nonconvergence: str, stats: MasterStats,
+            restore: Callable[[], None] | None = None) -> None:
+    """An iteration (a loop solve, an iterated macro step) did not converge, for the reason *message*: raise a
+    :class:`LoopConvergenceError`, or under ``on_nonconvergence="warn"`` go on (*restore* puts the iterate with the
+    smallest residual back), counting it in ``stats.unconverged_loop_solves`` and warning at the run's first."""
+    if on_nonconvergence != "warn":
         raise LoopConvergenceError(message)
+    if restore is not None:
+        restore()
+    stats.unconverged_loop_solves += 1
+    if stats.unconverged_loop_solves == 1:
+        notice(message + "; the run goes on from the best iterate (further such solves are only counted)",
+               stacklevel=3)

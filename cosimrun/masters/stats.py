@@ -27,7 +27,8 @@ class MasterStats:
     events: int = 0
     trial_steps: int = 0
     unconverged_loop_solves: int = 0
-    """Loop solves that went on without converging (``on_nonconvergence="warn"``); only the first warns."""
+    """Loop solves and iterated macro steps that went on without converging (``on_nonconvergence="warn"``); only
+    the first warns."""
     event_trial_steps: list[int] = field(default_factory=list)
     event_handling: str = AT_COMMUNICATION_POINTS
     """Where state events are handled: ``located`` (at their instants) or ``at communication points``."""
@@ -51,6 +52,9 @@ class MasterStats:
     rejected_steps: int = 0
     steps_over_tolerance: int = 0
     """Accepted steps whose error norm exceeded 1 (at ``min_step``, or without rollback)."""
+    steps_at_min_step: int = 0
+    """Accepted steps at ``min_step`` whose error norm exceeded 1: the tolerance was unreachable there (the first one
+    warns)."""
     smallest_step: float = math.nan
     largest_step: float = math.nan
     """The shortest and longest accepted step under ``step_control: error`` (NaN under fixed steps)."""

@@ -27,8 +27,11 @@ The next step comes from a PI controller on the norm (Gustafsson's, with the
 exponents ``0.7/k`` and ``0.4/k`` of Hairer and Wanner, ``k`` the lowest local
 order among the inputs), a safety factor of 0.9, growth by at most 5 and
 shrinking by at most 5 per step, within ``[min_step, max_step]``. A step that
-is already ``min_step`` is accepted whatever its norm (a discontinuity inside
-it cannot be resolved further) and counted in ``steps_over_tolerance``.
+is already ``min_step`` (as many clock ticks as ``min_step`` rounds to) is taken
+once and accepted whatever its norm (a discontinuity inside it cannot be
+resolved further, or the tolerance is too tight for the coupling's order
+there): the first such step warns, every one is counted in
+``steps_at_min_step`` and ``steps_over_tolerance``.
 
 The first step of a run stands unestimated (its norm is logged as NaN): with
 one sample there is nothing to extrapolate from, every input is held over it,
@@ -116,6 +119,7 @@ class ErrorControl:
         self._values: list[np.ndarray] = []
         self._magnitude = np.zeros(len(links))
         self._pending = np.zeros(len(links))
+        self._ratios = np.zeros(len(links))
         self.log = StepLog()
         self.rejected = 0
         self.over_tolerance = 0
@@ -173,9 +177,13 @@ class ErrorControl:
             est = np.where(self._line, line_error(h, h_prev, (y0 - values[-2]) / h_prev, y0, y1), est)
         magnitude = np.maximum(self._magnitude, np.abs(y1))
         est[est <= ROUNDOFF * magnitude] = 0.0
-        ratios = est / (self.atol + self.rtol * magnitude)
+        ratios = self._ratios = est / (self.atol + self.rtol * magnitude)
         norm = float(np.max(ratios))
         return norm if math.isfinite(norm) else math.inf
+
+    def worst(self) -> int:
+        """The index (in :attr:`links`) of the input with the largest error ratio in the last :meth:`estimate`."""
+        return int(np.argmax(np.nan_to_num(self._ratios, nan=np.inf)))
 
     def _extrapolated(self, t1: float) -> np.ndarray:
         """The polynomial through the last ``order + 1`` accepted points, at *t1*."""

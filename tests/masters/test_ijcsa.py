@@ -15,6 +15,7 @@ from cosimrun.core.ode import OdeComponent
 from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, LoopConvergenceError
 from cosimrun.masters.plan import Schedule
+from cosimrun.storage import load_results
 from cosimrun.system import System
 
 # ---------------------------------------------------------------------------- 1. algebraic loop
@@ -214,6 +215,39 @@ def test_iterated_steps_need_rollback_in_every_component():
 def test_iterated_step_that_does_not_converge_raises():
     with pytest.raises(LoopConvergenceError, match=r"implicit step t=0 -> 0\.01 did not converge in 1 iterations"):
         oscillator(100.0).run(0.0, 0.1, 0.01, master=IJCSA(iterate_steps=True, max_step_iterations=1))
+
+
+def test_an_iterated_step_that_does_not_converge_goes_on_under_warn():
+    system = oscillator(100.0)
+    master = IJCSA(iterate_steps=True, max_step_iterations=1, on_nonconvergence="warn")
+    with pytest.warns(UserWarning) as caught:
+        result = system.run(0.0, 0.1, 0.01, master=master)
+    assert [str(w.message) for w in caught] == [
+        "implicit step t=0 -> 0.01 did not converge in 1 iterations: residual 0.5 on B.x1, A.F; "
+        "the run goes on from the best iterate (further such solves are only counted)"]
+    assert result.stats.unconverged_loop_solves == result.stats.macro_steps == 10
+    # one trial per step, from the inputs at the step's start held: a Jacobi step, bit for bit
+    jacobi = oscillator(100.0)
+    jacobi.run(0.0, 0.1, 0.01, master=Jacobi())
+    for comp, port in (("A", "x1"), ("B", "x2"), ("B", "F")):
+        t, y = system.history.get_port_trajectory(comp, port)
+        t_ref, y_ref = jacobi.history.get_port_trajectory(comp, port)
+        assert len(t) == 11 and np.array_equal(t, t_ref) and np.array_equal(y, y_ref)
+
+
+@pytest.mark.slow
+def test_the_command_completes_an_unconverged_iterated_run_under_warn(cosimrun, tmp_path):
+    proc = cosimrun("+experiment=coupled_oscillators", "master=ijcsa", "master.iterate_steps=true",
+                    "master.max_step_iterations=1", "master.on_nonconvergence=warn", "run.tf=0.01",
+                    "hydra.run.dir=out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "cosimrun: warning: implicit step t=0 -> 0.001 did not converge in 1 iterations: residual 0.11 on "
+        "mass2.x_in, mass2.v_in, mass1.force; the run goes on from the best iterate (further such solves are only "
+        "counted)"]
+    assert "| 10 unconverged loop solves |" in proc.stdout
+    results = load_results(tmp_path / "out" / "results.h5")
+    assert results.stats["unconverged_loop_solves"] == results.stats["macro_steps"] == 10
 
 
 def test_settings_are_validated():

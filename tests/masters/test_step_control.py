@@ -108,6 +108,26 @@ def test_a_tighter_tolerance_gives_a_proportionally_smaller_error() -> None:
     assert 30 < errors[0] / errors[1] < 300, errors  # about rtol's ratio, 100
 
 
+def test_a_step_at_min_step_is_taken_once_and_says_the_tolerance_is_unreachable_there() -> None:
+    # held inputs (Gauss-Seidel, extrapolation 0) at rtol 1e-6: mass 2's velocity input starts from 0, so its
+    # tolerance is atol, and even a step of min_step holds it off by |v'| h = (k1 + kc) x0 h = 110 * 1e-9 = 11 atol
+    system = split(*SYSTEMS["coupled_oscillators"])
+    master = GaussSeidel(step_control="error", rtol=1e-6)  # min_step 1e-6 * run.dt: not a whole number of ticks
+    with pytest.warns(UserWarning) as caught:
+        result = system.run(0.0, 2e-8, 1e-3, master=master)
+    log, stats = result.steps, result.stats
+    assert len(log["time"]) == stats.macro_steps == 20  # every step taken once
+    assert bool(log["accepted"].all()) and stats.rejected_steps == 0
+    assert np.allclose(log["step"][:-1], 1e-9, rtol=1e-6)  # min_step to its tick; the last ends at tf
+    assert math.isclose(log["time"][-1] + log["step"][-1], 2e-8, rel_tol=1e-12)
+    assert np.allclose(log["error"][1:], 11.0, rtol=1e-3)
+    assert stats.steps_at_min_step == stats.steps_over_tolerance == 19
+    assert [str(w.message) for w in caught] == [
+        "step control: the tolerance (rtol=1e-06, atol=1e-08) is unreachable at min_step=1e-09 s at "
+        "t=1.00000034e-09 (error norm 11 on input mass2.v_in); such steps are taken once, over the tolerance, "
+        "and counted in stats.steps_at_min_step"]
+
+
 class ReplayRun(ExplicitRun):
     """A Jacobi run stepping exactly through given accepted times (fixed steps, no error control)."""
 
