@@ -1,0 +1,114 @@
+"""Sweep bookkeeping that scales: the index grows by parts, job folders are sharded, the driver keeps overrides."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import h5py
+import pandas as pd
+
+from cosimrun.runner.index import write_index
+from cosimrun.runner.ledger import SweepLedger
+from cosimrun.runner.load import load_sweep
+from cosimrun.runner.outcome import JobOutcome
+from cosimrun.storage.sweep_index import INDEX_FILE, PARTS_DIR, PARTS_PER_LEVEL
+
+
+def _done(num: int, **kw: object) -> JobOutcome:
+    """A finished job with typed parameters (float, int, string) and summaries (float, bool, string)."""
+    overrides = ["+experiment=x", f"a.k={num * 0.5}", f"b.n={num}", f"master={'jacobi' if num % 2 else 'hybrid'}"]
+    fields = dict(status="complete", overrides=overrides, wall_time_s=0.25 * num, job_time_s=0.5,
+                  summaries={"y.v": 0.1 * num, "y.ok": num % 3 == 0, "y.mode": f"m{num}"}, worker="w", attempts=1)
+    fields.update(kw)
+    return JobOutcome(num=num, **fields)  # type: ignore[arg-type]
+
+
+def _overrides(num: int) -> list[str]:
+    return _done(num).overrides
+
+
+def _parts(sweep: Path) -> list[str]:
+    return sorted(p.name for p in (sweep / PARTS_DIR).iterdir()) if (sweep / PARTS_DIR).exists() else []
+
+
+def test_the_index_is_written_whole_once_then_grows_by_parts_readable_at_any_moment(tmp_path: Path) -> None:
+    ledger = SweepLedger(tmp_path, min_interval=0.0)
+    for num in range(40):
+        ledger.add_pending(num, _overrides(num))
+    ledger.flush()
+    index = tmp_path / INDEX_FILE
+    first = os.stat(index)
+    failed = JobOutcome(7, "failed", _overrides(7), error="ValueError: x", traceback="tb", job_time_s=0.1)
+    for num in range(40):
+        ledger.enter(failed if num == 7 else _done(num))
+        ledger.flush()
+        if num == 20:  # mid-sweep: the rows come from the parts, typed as the whole file will have them
+            live = load_sweep(tmp_path)
+            assert list(live["status"][:21]) == ["complete"] * 7 + ["failed"] + ["complete"] * 13
+            assert set(live["status"][21:]) == {"pending"}
+    assert os.stat(index).st_ino == first.st_ino and os.stat(index).st_mtime_ns == first.st_mtime_ns  # not rewritten
+    assert 0 < len(_parts(tmp_path)) < 2 * PARTS_PER_LEVEL  # 41 parts written, merged as they grew
+    live = load_sweep(tmp_path)
+    ledger.close()
+    assert not (tmp_path / PARTS_DIR).exists()
+    whole = load_sweep(tmp_path)
+    pd.testing.assert_frame_equal(live, whole)  # same columns, order, dtypes and values
+    assert list(whole.columns[:6]) == ["status", "overrides", "experiment", "a.k", "b.n", "master"]
+    assert whole["b.n"].dtype == "int64" and whole["a.k"].dtype == "float64"
+    # the failed job has no summaries: NaN, and so its boolean column holds floats
+    assert whole["final.y.ok"].dtype == "float64" and (whole.loc[3, "final.y.ok"], whole.loc[4, "final.y.ok"]) == (1, 0)
+    assert math.isnan(whole.loc[7, "final.y.v"]) and math.isnan(whole.loc[7, "final.y.ok"])
+    assert whole.loc[8, "final.y.mode"] == "m8" and whole.loc[7, "error"] == "ValueError: x"
+    with h5py.File(tmp_path / INDEX_FILE, "r") as f:
+        assert "parts_generation" not in f.attrs and f.attrs["n_complete"] == 39 and f.attrs["n_failed"] == 1
+
+
+def test_the_parts_equal_the_whole_index_for_every_kind_of_column(tmp_path: Path) -> None:
+    """Missing values, a column whose type widens, ints that meet a float, bools with a gap: as write_index makes
+    them."""
+    outcomes = [
+        JobOutcome(0, "complete", ["x=1", "s=a"], summaries={"c.i": 1, "c.b": True, "c.f": 1.5}),
+        JobOutcome(1, "complete", ["x=2.5", "s=3"], summaries={"c.i": 2, "c.b": False, "c.f": math.nan}),
+        JobOutcome(2, "pending", ["x=3", "t=true"]),
+        JobOutcome(3, "complete", ["x=4", "s=b"], summaries={"c.i": 4, "c.b": True, "c.f": -math.inf, "c.s": "z"},
+                   reused=True, attempts=0, note="kept"),
+    ]
+    ledger = SweepLedger(tmp_path / "live", min_interval=0.0)
+    ledger.add_pending(0, ["x=1"])
+    ledger.flush()
+    for o in outcomes:
+        ledger.enter(o)
+        ledger.flush()
+    live = load_sweep(tmp_path / "live")
+    (tmp_path / "whole").mkdir()
+    write_index(tmp_path / "whole" / INDEX_FILE, outcomes)
+    whole = load_sweep(tmp_path / "whole")
+    pd.testing.assert_frame_equal(live.drop(columns="path"), whole.drop(columns="path"))
+    assert whole["final.c.b"].dtype == "float64" and whole["s"].tolist() == ["a", "3", "", "b"]
+
+
+def test_a_new_launch_into_a_directory_ignores_the_parts_of_an_earlier_one(tmp_path: Path) -> None:
+    old = SweepLedger(tmp_path, min_interval=0.0)
+    for num in range(5):
+        old.enter(_done(num))
+        old.flush()  # the driver was killed here: parts left behind, never written whole
+    assert _parts(tmp_path) and list(load_sweep(tmp_path).index) == [0, 1, 2, 3, 4]
+    new = SweepLedger(tmp_path, min_interval=0.0)  # a resume runs jobs 0 and 1 only
+    new.enter(_done(0, reused=True, attempts=0))
+    new.enter(_done(1, status="failed", summaries={}))
+    new.flush()
+    df = load_sweep(tmp_path)
+    assert list(df.index) == [0, 1] and list(df["status"]) == ["complete", "failed"] and bool(df["reused"][0])
+    new.close()
+    assert list(load_sweep(tmp_path)["status"]) == ["complete", "failed"]
+
+
+def test_an_index_written_whole_before_parts_existed_reads_as_before(tmp_path: Path) -> None:
+    n = 3
+    write_index(tmp_path / INDEX_FILE, [_done(num) for num in range(n)])
+    (tmp_path / PARTS_DIR).mkdir()
+    (tmp_path / PARTS_DIR / "junk-000000000-0.jsonl").write_text('{"num": 9}\n')  # not this index's
+    df = load_sweep(tmp_path)
+    assert list(df.index) == list(range(n)) and list(df["b.n"]) == list(range(n))
