@@ -33,6 +33,7 @@ from hydra.core.utils import JobReturn
 from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
 from cosimrun.runner.configtext import dump, task_overrides
+from cosimrun.runner.layout import register_resolver
 from cosimrun.runner.outcome import JobOutcome, describe_exception
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ def warm_up(release_frozen: bool = False) -> None:
     """
     import gc
 
+    register_resolver()
     _load_for_jobs()
     if release_frozen:
         gc.unfreeze()

@@ -1,8 +1,10 @@
 """The batch launch of the dask launcher (imported when a sweep is launched, never by Hydra's plugin scan).
 
 The driver composes every job's config (so workers need only the installed
-packages, not the config directories), submits one task per job with a unique
-key, enters each job's outcome in the sweep's ledger as it finishes and returns
+packages, not the config directories) as it submits it, with a bounded number
+of jobs in flight (it keeps the overrides of the others only), submits one
+task per job with a unique key, enters each job's outcome in the sweep's
+ledger as it finishes and returns
 Hydra ``JobReturn`` objects that always carry a status: a failed job never
 stops the sweep. A job whose worker died is started again ``retries`` times,
 then entered as failed. The client and cluster come from :mod:`._cluster`, the
@@ -51,6 +53,9 @@ log = logging.getLogger(__name__)
 
 _LOOKAHEAD = 4
 """Jobs composed while the cluster starts."""
+IN_FLIGHT_PER_THREAD = 4
+"""Jobs submitted and not finished, per worker thread of the cluster (their configs are all the driver holds)."""
+MIN_IN_FLIGHT = 16
 TICK_S = 1.0
 """While jobs run, the driver wakes at least this often: index rewrite when due, timeouts."""
 RECOVERED = "recovered: its worker died after the job finished; outcome read from its verified results file"
@@ -69,11 +74,14 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     ledger = ledger_for(sweep_dir)
     ledger.experiment = str(config.get("name", "") or "")
     log.info(f"Launching {len(job_overrides)} jobs on dask, sweep directory {sweep_dir}")
-    batch = _Batch(launcher, ledger, len(job_overrides))
     composer = launcher.composer or JobComposer(launcher.hydra_context, config)
+    jobs = [(pos, initial_job_idx + pos, list(overrides)) for pos, overrides in enumerate(job_overrides)]
+    for _, num, overrides in jobs:  # the driver keeps each job's overrides; configs only of the jobs in flight
+        ledger.add_pending(num, overrides)
+    batch = _Batch(launcher, ledger, len(jobs), composer)
     try:
-        for pos, overrides in enumerate(job_overrides):
-            num = initial_job_idx + pos
+        for pos, num, overrides in jobs:
+            batch.make_room()
             spec = composer.compose(overrides, num)
             if pos == 0 and launcher.objective:
                 check_objective(launcher.objective, spec)
@@ -82,10 +90,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
             else:
                 batch.submit(pos, spec, note=reuse.note)
-            # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
-            # driver's dask event loop needs for that (the rest is composed while jobs run)
-            if batch.connecting and batch.queued >= _LOOKAHEAD:
-                batch.submit_queued(block=True)
+            batch.composed = pos + 1
             batch.drain(block=False)  # enter what finished while composing
         batch.bar.start()
         ledger.flush()
@@ -101,6 +106,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         with signals.shielded(deliver=False):
             batch.cancel()
             batch.settle(failed=str(exc))
+            batch.fail_not_composed(jobs, failed=str(exc))
         fail(f"{exc}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)", EXIT_FAILED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
         with signals.shielded(deliver=False):
@@ -164,9 +170,14 @@ def _status(path: Path) -> str:
 class _Batch:
     """The jobs of one ``launch``: submission, retries after lost workers, timeouts, results in order."""
 
-    def __init__(self, launcher: DaskLauncher, ledger: SweepLedger, n: int) -> None:
+    def __init__(self, launcher: DaskLauncher, ledger: SweepLedger, n: int, composer: JobComposer) -> None:
         self.launcher = launcher
         self.ledger = ledger
+        self.composer = composer
+        self.composed = 0
+        """Jobs composed so far (the others are only overrides in the ledger)."""
+        self.window = MIN_IN_FLIGHT
+        """Most jobs in flight: see :data:`IN_FLIGHT_PER_THREAD`."""
         self.bar = Progress(n, enabled=launcher.progress)
         self._returns: list[JobReturn | None] = [None] * n
         self.pending: dict[Any, tuple[int, JobSpec, int]] = {}
@@ -188,7 +199,6 @@ class _Batch:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
         if attempt == 1:
             log.debug(f"\t#{spec.num} : {' '.join(filter_overrides(spec.overrides))}")
-            self.ledger.add_pending(spec.num, spec.overrides)
         if note:
             self.notes[spec.num] = note
         self._queue.append((pos, spec, attempt))
@@ -206,8 +216,7 @@ class _Batch:
             from distributed import as_completed
 
             self.client = self._connecting.result()
-            with contextlib.suppress(Exception):  # the ETA then infers how many jobs run at once
-                self.bar.workers = sum(self.client.nthreads().values()) or None
+            self._size_window()
             assert self.launcher.hydra_context is not None
             self.state = worker.worker_state(self.launcher.hydra_context.callbacks)
             self.token = uuid.uuid4().hex
@@ -226,6 +235,35 @@ class _Batch:
             )
             self.pending[future] = (pos, spec, attempt)
             self.futures.add(future)
+
+    def _size_window(self) -> None:
+        """Size the window of jobs in flight (and the progress bar's ETA) from the cluster's worker threads."""
+        with contextlib.suppress(Exception):  # the ETA then infers how many jobs run at once
+            threads = sum(self.client.nthreads().values())
+            self.bar.workers = threads or None
+            self.window = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_THREAD * threads)
+
+    def make_room(self) -> None:
+        """Before a job is composed: wait until fewer than :attr:`window` jobs are in flight, entering those that
+        finish (a sweep of many jobs holds the configs of a few only)."""
+        if self.client is None:
+            if not (self.connecting and self.queued >= _LOOKAHEAD):
+                return
+            # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
+            # driver's dask event loop needs for that (the rest is composed while jobs run)
+            self.submit_queued(block=True)
+        while len(self.pending) + len(self._queue) >= self.window:
+            ready = self.futures.next_batch(block=False)
+            for future in ready:
+                self._finished(future)
+            self._tick()
+            if not ready and len(self.pending) + len(self._queue) >= self.window:
+                self._wait(TICK_S)
+
+    def fail_not_composed(self, jobs: Sequence[tuple[int, int, list[str]]], failed: str) -> None:
+        """Enter the jobs of *jobs* not composed yet as failed, *failed* saying why they were not run."""
+        for _, num, overrides in jobs[self.composed :]:
+            self.ledger.enter(JobOutcome(num, "failed", overrides, error=f"not run: {failed}", attempts=1))
 
     @property
     def connecting(self) -> bool:
@@ -270,6 +308,7 @@ class _Batch:
             self._check_timeouts(now)
         if self.pending:
             self._check_workers(now)
+            self._size_window()
         self.ledger.flush_due()
 
     def _check_workers(self, now: float) -> None:
@@ -382,7 +421,7 @@ class _Batch:
             outcome.objective = objective_value(outcome, self.launcher.objective)
         if spec.num in self.notes and not outcome.note:
             outcome.note = self.notes.pop(spec.num)
-        self._returns[pos] = SweepJobReturn.of(spec, outcome)
+        self._returns[pos] = SweepJobReturn.of(spec, outcome, self.composer)
         self.ledger.enter(outcome)
         self.bar.finished(outcome)
 

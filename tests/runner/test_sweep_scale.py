@@ -112,3 +112,71 @@ def test_an_index_written_whole_before_parts_existed_reads_as_before(tmp_path: P
     (tmp_path / PARTS_DIR / "junk-000000000-0.jsonl").write_text('{"num": 9}\n')  # not this index's
     df = load_sweep(tmp_path)
     assert list(df.index) == list(range(n)) and list(df["b.n"]) == list(range(n))
+
+
+# ---------------------------------------------------------------------- job folders
+def test_job_folders_are_sharded_by_thousands_from_job_1000(tmp_path: Path) -> None:
+    from cosimrun.runner.layout import job_subdir
+
+    assert [job_subdir(tmp_path, n) for n in (0, 999, 1000, 1234, 99_999, 100_000)] == [
+        "0", "999", "1k/1000", "1k/1234", "99k/99999", "100k/100000"]
+    (tmp_path / "1000").mkdir()  # a sweep directory from before sharding: its layout stays flat
+    assert [job_subdir(tmp_path, n) for n in (5, 1234, 100_000)] == ["5", "1234", "100000"]
+
+
+def test_composed_jobs_take_the_sharded_folder_or_the_flat_one_of_an_older_sweep(tmp_path: Path) -> None:
+    from support.hydra_sweep import sweep_context
+
+    from cosimrun.runner.compose import JobComposer
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    (old / "1000").mkdir(parents=True)
+    for sweep, expected in ((new, new / "1k" / "1500"), (old, old / "1500")):
+        ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={sweep}"])
+        composer = JobComposer(ctx, master)
+        for overrides in (["+experiment=pendulum_switch", "run.tf=3"], ["+experiment=pendulum_switch"]):
+            spec = composer.compose(overrides, 1500)  # shared and full compositions alike
+            assert spec.job_dir == expected and spec.results_path == expected / "results.h5"
+        assert composer.compose(["+experiment=pendulum_switch", "run.tf=3"], 7).job_dir == sweep / "7"
+
+
+def test_load_sweep_dataset_finds_jobs_in_shards(tmp_path: Path) -> None:
+    from cosimrun.runner.load import load_sweep_dataset
+    from cosimrun.storage import HDF5Writer
+
+    paths = []
+    for num, rel in ((999, "999"), (1000, "1k/1000")):
+        path = tmp_path / rel / "results.h5"
+        with HDF5Writer(path, experiment="t", compression=None) as w:
+            w.add_component("ball", {"h": ("m", "real")})
+            w.append("ball", [0.0, 1.0], [0, 0], {"h": [1.0, float(num)]})
+        paths.append(JobOutcome(num, "complete", [f"a={num}"], path=str(path)))
+    ledger = SweepLedger(tmp_path)
+    for o in paths:
+        ledger.enter(o)
+    ledger.close()
+    df = load_sweep(tmp_path)
+    assert list(df["path"]) == ["999/results.h5", "1k/1000/results.h5"]
+    ds = load_sweep_dataset(tmp_path, "ball")
+    assert ds["h"].values[:, 1].tolist() == [999.0, 1000.0]
+
+
+# ---------------------------------------------------------------------- the driver's memory
+def test_a_job_return_keeps_overrides_and_composes_its_config_when_read(tmp_path: Path) -> None:
+    import pickle
+
+    from omegaconf import OmegaConf
+    from support.hydra_sweep import sweep_context
+
+    from cosimrun.runner.compose import JobComposer
+    from hydra_plugins.cosimrun_dask_launcher._returns import SweepJobReturn
+
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    overrides = ["+experiment=pendulum_switch", "run.tf=3"]
+    spec = composer.compose(overrides, 1500)
+    reference = OmegaConf.to_container(pickle.loads(spec.payload().config))  # unresolved: ${now:...} stays
+    ret = SweepJobReturn.of(spec, JobOutcome(1500, "complete", overrides), composer)
+    assert ret._payload is None and ret._configs is None  # no config held for a finished job
+    assert OmegaConf.to_container(ret.hydra_cfg) == reference and ret.cfg.run.tf == 3 and "hydra" not in ret.cfg
+    assert ret.hydra_cfg.hydra.job.num == 1500 and ret._payload is None
