@@ -8,6 +8,7 @@ from pathlib import Path
 
 import h5py
 import pandas as pd
+import pytest
 
 from cosimrun.runner.index import write_index
 from cosimrun.runner.ledger import SweepLedger
@@ -180,3 +181,45 @@ def test_a_job_return_keeps_overrides_and_composes_its_config_when_read(tmp_path
     assert ret._payload is None and ret._configs is None  # no config held for a finished job
     assert OmegaConf.to_container(ret.hydra_cfg) == reference and ret.cfg.run.tf == 3 and "hydra" not in ret.cfg
     assert ret.hydra_cfg.hydra.job.num == 1500 and ret._payload is None
+
+
+# ---------------------------------------------------------------------- a driver killed mid-sweep
+@pytest.mark.slow
+def test_a_sweep_whose_driver_was_killed_has_an_index_and_resumes_from_it(
+    sweep_env: dict[str, str], with_crash: list[str], tmp_path: Path
+) -> None:
+    """SIGKILL to the whole sweep (driver, cluster) while job 2 hangs: the index read from its parts shows jobs 0
+    and 1 complete; a resume reuses them, runs job 2 and writes the index whole."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "sweep"
+    cli = "from cosimrun.cli import main; main()"
+    args = ["-m", *with_crash, "+experiment=bouncing_ball", "run.tf=0.5", "hydra.launcher.progress=false",
+            "hydra.launcher.n_workers=2", f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen([sys.executable, "-c", cli, *args, "components.bomb.params.hang_at=100,101,0.1"],
+                            cwd=tmp_path, env=sweep_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        statuses: list[str] = []
+        while statuses[:2] != ["complete", "complete"]:
+            assert time.monotonic() < deadline and proc.poll() is None, f"jobs 0 and 1 did not finish: {statuses}"
+            time.sleep(0.2)
+            if (sweep / PARTS_DIR).exists():
+                statuses = list(load_sweep(sweep)["status"])
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert statuses == ["complete", "complete", "pending"] and _parts(sweep)
+    again = subprocess.run([sys.executable, "-c", cli, *args, "hydra.launcher.resume=true",
+                            "components.bomb.params.hang_at=100,101,102"],
+                           cwd=tmp_path, env=sweep_env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    df = load_sweep(sweep)
+    assert list(df["status"]) == ["complete"] * 3 and list(df["reused"]) == [True, True, False]
+    assert not (sweep / PARTS_DIR).exists()
+    with h5py.File(sweep / INDEX_FILE, "r") as f:
+        assert "parts_generation" not in f.attrs and f.attrs["n_reused"] == 2
