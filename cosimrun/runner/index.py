@@ -36,11 +36,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome
+from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import (
     SweepIndex,
@@ -172,14 +171,10 @@ def _columns(rows: Sequence[JobOutcome], root: Path) -> tuple[dict[str, list[Any
     return columns, param_columns, summary_columns
 
 
-_ROW_FIELDS = tuple(f.name for f in fields(JobOutcome) if f.name != "objective")
-"""What a part of the index keeps of an outcome (see :func:`write_index_rows`)."""
-
-
 def write_index_rows(path: str | os.PathLike[str], generation: str, seq: int, outcomes: Iterable[JobOutcome]) -> None:
     """Add *outcomes* to the index *path* written with *generation*, as its part *seq* (a few new rows cost
     what they are, not what the index is)."""
-    rows = [{name: getattr(o, name) for name in _ROW_FIELDS} for o in outcomes]
+    rows = [outcome_row(o) for o in outcomes]
     write_index_part(path, generation, seq, rows)
 
 
@@ -189,7 +184,7 @@ def read_index(path: str | os.PathLike[str]) -> SweepIndex:
     rows = read_index_parts(path)
     if rows is None:
         return read_sweep_index(path)
-    outcomes = [JobOutcome(**{k: v for k, v in row.items() if k in _ROW_FIELDS}) for row in rows]
+    outcomes = [outcome_from_row(row) for row in rows]
     columns, params, summaries = _columns(outcomes, Path(path).parent)
     return sweep_index_table([o.num for o in outcomes], columns, params=params, summaries=summaries)
 

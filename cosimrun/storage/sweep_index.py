@@ -248,13 +248,13 @@ def _write_part(folder: Path, generation: str, seq: int, level: int, rows: Seque
     tmp = folder / f".{target.name}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row, default=_plain, ensure_ascii=False))
+            f.write(json.dumps(row, default=json_value, ensure_ascii=False))
             f.write("\n")
     os.replace(tmp, target)
     return target
 
 
-def _plain(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """numpy scalars as Python numbers for JSON; anything else as text."""
     return value.item() if isinstance(value, np.generic) else str(value)
 

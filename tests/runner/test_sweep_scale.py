@@ -223,3 +223,87 @@ def test_a_sweep_whose_driver_was_killed_has_an_index_and_resumes_from_it(
     assert not (sweep / PARTS_DIR).exists()
     with h5py.File(sweep / INDEX_FILE, "r") as f:
         assert "parts_generation" not in f.attrs and f.attrs["n_reused"] == 2
+
+
+# ---------------------------------------------------------------------- jobs in chunks
+def _tasks(stdout: str) -> int:
+    """How many dask tasks the sweep's jobs ran in (the launcher's log line)."""
+    import re
+
+    found = re.findall(r"dask: the jobs ran in (\d+) tasks", stdout)
+    assert len(found) == 1, stdout
+    return int(found[0])
+
+
+@pytest.mark.slow
+def test_jobs_in_chunks_give_the_results_of_one_job_per_task_bit_for_bit(tmp_path: Path, cosimrun) -> None:
+    from cosimrun.storage.results import load_results
+
+    sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.3", "components.ctrl.params.kp=" + ",".join(
+        str(30 + k) for k in range(10)), "hydra.launcher.progress=false", "hydra.launcher.n_workers=2"]
+    chunked = cosimrun(*sweep, "hydra.launcher.chunk_seconds=600", f"hydra.sweep.dir={tmp_path / 'chunked'}",
+                       timeout=300)
+    single = cosimrun(*sweep, "hydra.launcher.chunk_seconds=0", f"hydra.sweep.dir={tmp_path / 'single'}",
+                      timeout=300)
+    assert chunked.returncode == 0 and single.returncode == 0, chunked.stderr + single.stderr
+    assert _tasks(single.stdout) == 10 and _tasks(chunked.stdout) < 10
+    a, b = load_sweep(tmp_path / "chunked"), load_sweep(tmp_path / "single")
+    assert list(a["status"]) == ["complete"] * 10 and list(a["attempts"]) == [1] * 10
+    pd.testing.assert_series_equal(a["final.pendulum.q"], b["final.pendulum.q"])
+    for rel_a, rel_b in zip(a["path"], b["path"], strict=True):
+        ra, rb = load_results(tmp_path / "chunked" / rel_a), load_results(tmp_path / "single" / rel_b)
+        for comp in ra.components:
+            for port, series in ra.history(comp).items():
+                other = rb.history(comp)[port]
+                assert series.time.tobytes() == other.time.tobytes() and series.values.tobytes() == \
+                    other.values.tobytes(), (rel_a, comp, port)
+
+
+@pytest.mark.slow
+def test_in_a_chunk_a_failing_job_fails_alone_and_a_dying_worker_reruns_only_what_had_not_finished(
+    tmp_path: Path, cosimrun, with_crash: list[str]
+) -> None:
+    """Job 1 fails to build, job 6 kills its worker twice (retries=1): the others complete once each."""
+    crash = ",".join("abc" if k == 1 else "0.1" if k == 6 else str(100 + k) for k in range(12))
+    proc = cosimrun("-m", *with_crash, "+experiment=bouncing_ball", "run.tf=0.3", "hydra.launcher.progress=false",
+                    "hydra.launcher.n_workers=2", "hydra.launcher.chunk_seconds=600",
+                    f"components.bomb.params.crash_at={crash}", f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=400)
+    assert proc.returncode == 1, proc.stderr
+    assert _tasks(proc.stdout) < 13  # 12 jobs and a retry, some of them in chunks
+    df = load_sweep(tmp_path / "sweep")
+    assert df.loc[1, "status"] == "failed" and "abc" in df.loc[1, "error"] and df.loc[1, "attempts"] == 1
+    assert df.loc[6, "status"] == "failed" and df.loc[6, "error"].startswith("WorkerDied:")
+    assert df.loc[6, "attempts"] == 2
+    others = df.drop(index=[1, 6])
+    assert list(others["status"]) == ["complete"] * 10 and set(others["attempts"]) == {1}
+    from cosimrun.storage.verify import verify_results
+
+    assert all(not verify_results(tmp_path / "sweep" / rel) for rel in others["path"])
+
+
+def test_a_job_made_on_its_worker_has_the_config_the_driver_composes(tmp_path: Path) -> None:
+    """The payload of a job left to its worker (the shared composition and the job's overrides) makes the config
+    Hydra's full composition makes, and says the same job folder and results file."""
+    import pickle
+
+    from omegaconf import OmegaConf
+    from support.hydra_sweep import sweep_context
+
+    from cosimrun.runner.compose import JobComposer, compose_job
+
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    jobs = [
+        (["+experiment=pendulum_switch", "run.tf=2.5", "components.ctrl.params.kp=41", "master=jacobi"], 3),
+        (["+experiment=pendulum_switch", "components.ctrl.params.kp=7", "+extra.note='a b=c, d'"], 1500),
+        (["+experiment=pendulum_switch", "storage.file=other.h5"], 4),  # its results file: composed on the driver
+    ]
+    for overrides, num in jobs:
+        lazy, eager = composer.compose(overrides, num, on_worker=True), compose_job(ctx, master, overrides, num)
+        assert (lazy.job_dir, lazy.results_path, lazy.task_name, lazy.chdir) == (
+            eager.job_dir, eager.results_path, eager.task_name, eager.chdir)
+        made = lazy.payload().to_config()
+        assert OmegaConf.to_container(made) == OmegaConf.to_container(pickle.loads(eager.payload().config))
+        assert (lazy.payload().values is not None) == (num != 4)
+    assert composer.compose(*jobs[1]).job_dir == tmp_path / "1k" / "1500"
+    assert composer.compose(*jobs[2]).results_path == tmp_path / "4" / "other.h5"
