@@ -4,7 +4,9 @@ The dask launcher composes every job's config on the driver (so workers need
 only the installed packages, not the config directories) and sends it to a
 worker as a pickled :class:`cosimrun.runner.worker.JobPayload`.
 :class:`JobComposer` shares one composition between jobs that differ only in
-values (a full Hydra composition per job dominates the driver's time).
+values (a full Hydra composition per job dominates the driver's time); such a
+job's payload can instead carry that composition and the job's overrides, and
+its worker makes the config (:func:`apply_job`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worker's side of a sweep job: run a config composed on the driver, report an outcome.
+"""The worker's side of a sweep job: run a config composed on the driver (or made here), report an outcome.
 
 :func:`run_hydra_job` runs one job; the dask launcher submits jobs in chunks
 (:func:`run_hydra_chunk`). It

@@ -307,3 +307,17 @@ def test_a_job_made_on_its_worker_has_the_config_the_driver_composes(tmp_path: P
         assert (lazy.payload().values is not None) == (num != 4)
     assert composer.compose(*jobs[1]).job_dir == tmp_path / "1k" / "1500"
     assert composer.compose(*jobs[2]).results_path == tmp_path / "4" / "other.h5"
+
+
+@pytest.mark.slow
+def test_in_a_chunk_a_job_past_the_timeout_fails_alone(tmp_path: Path, cosimrun, with_crash: list[str]) -> None:
+    """Job 7 hangs inside a chunk: it fails after hydra.launcher.timeout, the others complete once each."""
+    hang = ",".join("0.1" if k == 7 else str(100 + k) for k in range(12))
+    proc = cosimrun("-m", *with_crash, "+experiment=bouncing_ball", "run.tf=0.3", "hydra.launcher.progress=false",
+                    "hydra.launcher.n_workers=2", "hydra.launcher.chunk_seconds=600", "hydra.launcher.timeout=5",
+                    f"components.bomb.params.hang_at={hang}", f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=400)
+    assert proc.returncode == 1, proc.stderr
+    df = load_sweep(tmp_path / "sweep")
+    assert df.loc[7, "status"] == "failed" and df.loc[7, "error"] == "timeout after 5 s"
+    others = df.drop(index=7)
+    assert list(others["status"]) == ["complete"] * 11 and set(others["attempts"]) == {1}
