@@ -37,6 +37,7 @@ import h5py
 import numpy as np
 
 _CLI = "from cosimrun.cli import main; main()"
+FLAT = "SWEEP_OVERHEAD_FLAT_LAYOUT"
 
 TINY = """# @package _global_
 name: tiny
@@ -94,6 +95,8 @@ def sweep(tmp: Path, n: int, workers: int) -> dict[str, float]:
     cmd = [sys.executable, "-c", _CLI, "-m", f"--config-dir={conf}", "+experiment=tiny",
            f"components.k.params.k=range(0,{n})", "hydra/launcher=dask", f"hydra.launcher.n_workers={workers}",
            "hydra.launcher.progress=false", f"hydra.sweep.dir={sweep_dir}"]
+    if os.environ.get(FLAT):
+        cmd.append("hydra.sweep.subdir=${hydra.job.num}")
     log = tmp / f"sweep{n}.log"
     with open(log, "w") as out:
         start = time.perf_counter()
@@ -122,6 +125,7 @@ def _measure(part: str, n: int, workers: int, baseline: str | None) -> dict[str,
     env = dict(os.environ)
     if baseline:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(baseline).absolute()), env.get("PYTHONPATH")]))
+        env[FLAT] = "1"  # cosimrun.conf comes from the installed tree, whose job layout the baseline may not know
     cmd = [sys.executable, __file__, "--one", part, str(n), str(workers)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

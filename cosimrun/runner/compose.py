@@ -230,7 +230,6 @@ class JobComposer:
         plan = self._plan(list(overrides)) if self._enabled else None
         if plan is None:
             return compose_job(self.hydra_context, self.master_config, overrides, num)
-        self.shared += 1
         signature, base, values, app = plan
         sweep_dir = str(Path(str(self.master_config.hydra.sweep.dir)).absolute())
         cache = OmegaConf.get_cache(self.master_config)
@@ -239,10 +238,12 @@ class JobComposer:
             if where is not None:
                 job_dir, results_path, name, chdir = where
                 payload = JobPayload(num, list(overrides), base, str(job_dir), values, app, cache, sweep_dir)
+                self.shared += 1
                 return JobSpec(num, list(overrides), None, job_dir, results_path, name, chdir, payload)
         config = self._made(base, values, app, cache, num, sweep_dir)
         if config is None:  # Hydra's composition says what is wrong
             return compose_job(self.hydra_context, self.master_config, overrides, num)
+        self.shared += 1
         return _job_spec(config, self.master_config, overrides, num)
 
     def validate(self, overrides: Sequence[str]) -> None:
