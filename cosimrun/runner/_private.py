@@ -222,20 +222,24 @@ class ValueOverrides:
             raise PrivateAPIChanged(f"the config loader is a {type(loader).__name__}, not Hydra's ConfigLoaderImpl")
         GROUP_EXISTS.get()  # the repository's method used below, checked first
         _, self._repo = PARSE_OVERRIDES_AND_CREATE_CACHING_REPO.get()(loader, config_name, hydra_overrides)
-        self._apply = APPLY_OVERRIDES_TO_CONFIG.get()
-        self._dirname = GET_OVERRIDES_DIRNAME.get()
+        APPLY_OVERRIDES_TO_CONFIG.get()  # checked here: jobs composed from shared compositions need them
+        GET_OVERRIDES_DIRNAME.get()
 
     def group_exists(self, key: str) -> bool:
         """Whether *key* names a config group (in the sweep's search path, ``hydra.searchpath`` included)."""
         return bool(self._repo.group_exists(key))
 
-    def apply(self, overrides: list[Any], config: Any) -> None:
-        """Apply parsed value overrides to *config*, as Hydra's composition does."""
-        self._apply(overrides, config)
 
-    def dirname(self, overrides: list[Any], exclude_keys: list[str], item_sep: str, kv_sep: str) -> str:
-        """``hydra.job.override_dirname`` of parsed overrides, as Hydra derives it."""
-        return str(self._dirname(overrides=overrides, exclude_keys=exclude_keys, item_sep=item_sep, kv_sep=kv_sep))
+
+def apply_value_overrides(overrides: list[Any], config: Any) -> None:
+    """Apply parsed value overrides to *config*, as Hydra's composition does (no config loader needed)."""
+    APPLY_OVERRIDES_TO_CONFIG.get()(overrides, config)
+
+
+def overrides_dirname(overrides: list[Any], exclude_keys: list[str], item_sep: str, kv_sep: str) -> str:
+    """``hydra.job.override_dirname`` of parsed overrides, as Hydra derives it."""
+    return str(GET_OVERRIDES_DIRNAME.get()(overrides=overrides, exclude_keys=exclude_keys, item_sep=item_sep,
+                                           kv_sep=kv_sep))
 
 
 def basic_sweeper(max_batch_size: int | None, params: dict[str, str] | None) -> Any:

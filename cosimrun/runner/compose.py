@@ -4,11 +4,14 @@ The dask launcher composes every job's config on the driver (so workers need
 only the installed packages, not the config directories) and sends it to a
 worker as a pickled :class:`cosimrun.runner.worker.JobPayload`.
 :class:`JobComposer` shares one composition between jobs that differ only in
-values (a full Hydra composition per job dominates the driver's time).
+values (a full Hydra composition per job dominates the driver's time); such a
+job's payload can instead carry that composition and the job's overrides, and
+its worker makes the config (:func:`apply_job`).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import pkgutil
@@ -17,11 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.runner.layout import RESOLVER
 from cosimrun.runner.worker import JobPayload, hydra_config
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext
     from omegaconf import DictConfig
+
+
+LAYOUT_SUBDIR = f"${{{RESOLVER}:${{hydra.sweep.dir}},${{hydra.job.num}}}}"
+"""``hydra.sweep.subdir`` of cosimrun's config: job folders sharded (:mod:`cosimrun.runner.layout`)."""
 
 
 @dataclass
@@ -50,6 +58,10 @@ class JobSpec:
             self._payload = JobPayload(self.num, list(self.overrides), _dumps(self.config), str(self.job_dir))
             self.config = None
         return self._payload
+
+    def full_config(self) -> DictConfig:
+        """The job's composed config (composed from its payload when the worker is to compose it)."""
+        return self.config if self.config is not None else self.payload().to_config()
 
 
 class _ConfigPickler(pickle.Pickler):
@@ -94,14 +106,21 @@ def compose_job(hydra_context: HydraContext, master_config: DictConfig, override
     return _job_spec(config, master_config, overrides, num)
 
 
-def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence[str], num: int) -> JobSpec:
-    from omegaconf import OmegaConf, open_dict
+def _set_job(config: DictConfig, num: int, sweep_dir: str) -> None:
+    """Set what a launcher sets in a job's config: ``hydra.job.id``, ``hydra.job.num``, ``hydra.sweep.dir``."""
+    from omegaconf import open_dict
 
-    sweep_dir = Path(str(master_config.hydra.sweep.dir)).absolute()
     with open_dict(config):
         config.hydra.job.id = f"{config.hydra.job.name}_{num}"
         config.hydra.job.num = num
-        config.hydra.sweep.dir = str(sweep_dir)
+        config.hydra.sweep.dir = sweep_dir
+
+
+def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence[str], num: int) -> JobSpec:
+    from omegaconf import OmegaConf
+
+    sweep_dir = Path(str(master_config.hydra.sweep.dir)).absolute()
+    _set_job(config, num, str(sweep_dir))
     try:
         subdir = OmegaConf.select(config, "hydra.sweep.subdir")
     except Exception:  # uses ${hydra:...}: resolve it the way run_job does
@@ -114,6 +133,39 @@ def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence
         storage_file = "results.h5"
     job = config.hydra.job
     return JobSpec(num, list(overrides), config, job_dir, job_dir / storage_file, str(job.name), bool(job.chdir))
+
+
+def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict[str, Any], num: int,
+              sweep_dir: str) -> None:
+    """Make a copy of a shared composition (*config*) job *num*'s config: its value overrides *values* applied
+    by Hydra's own function, what Hydra derives from its overrides *app* (``hydra.overrides.task``,
+    ``hydra.job.override_dirname``), the resolver *cache* of the sweep's config (``${now:...}``) and the job's
+    fields. Needs no config files: workers run it on the composition sent with a chunk."""
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner._private import apply_value_overrides, overrides_dirname
+
+    parser = _overrides_parser()
+    apply_value_overrides(parser.parse_overrides(overrides=values), config)
+    task = config.hydra.overrides.task
+    while len(task):
+        task.pop()
+    for line in app:
+        task.append(line)
+    dirname = config.hydra.job.config.override_dirname
+    config.hydra.job.override_dirname = overrides_dirname(
+        parser.parse_overrides(overrides=app), exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep,
+        kv_sep=dirname.kv_sep
+    )
+    OmegaConf.set_cache(config, cache)
+    _set_job(config, num, sweep_dir)
+
+
+@functools.cache
+def _overrides_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 class JobComposer:
@@ -145,6 +197,8 @@ class JobComposer:
         self._loader: Any = None
         """:class:`cosimrun.runner._private.ValueOverrides` of the config loader."""
         self._parser: Any = None
+        self._templates: dict[tuple[str, ...], Any] = {}
+        """Shared compositions unpickled, to tell where a job the worker makes writes (see :meth:`_where`)."""
         self._enabled = True
         self.shared = 0
         """Jobs composed from a shared composition (the others were composed in full)."""
@@ -163,19 +217,87 @@ class JobComposer:
         except Exception:  # another loader or Hydra version: full compositions
             self._enabled = False
 
-    def compose(self, overrides: Sequence[str], num: int) -> JobSpec:
-        """Job *num* with *overrides*, from a shared composition when it can be."""
-        config = self._shared(list(overrides)) if self._enabled else None
-        if config is None:
+    def compose(self, overrides: Sequence[str], num: int, on_worker: bool = False) -> JobSpec:
+        """Job *num* with *overrides*, from a shared composition when it can be.
+
+        With *on_worker* such a job is left for the worker to make (its payload
+        carries the shared composition and the job's overrides, see
+        :func:`apply_job`) when its folder and results file do not depend on
+        its value overrides; the driver then only computes where it writes.
+        """
+        from omegaconf import OmegaConf
+
+        plan = self._plan(list(overrides)) if self._enabled else None
+        if plan is None:
+            return compose_job(self.hydra_context, self.master_config, overrides, num)
+        signature, base, values, app = plan
+        sweep_dir = str(Path(str(self.master_config.hydra.sweep.dir)).absolute())
+        cache = OmegaConf.get_cache(self.master_config)
+        if on_worker:
+            where = self._where(signature, base, values, num, sweep_dir)
+            if where is not None:
+                job_dir, results_path, name, chdir = where
+                payload = JobPayload(num, list(overrides), base, str(job_dir), values, app, cache, sweep_dir)
+                self.shared += 1
+                return JobSpec(num, list(overrides), None, job_dir, results_path, name, chdir, payload)
+        config = self._made(base, values, app, cache, num, sweep_dir)
+        if config is None:  # Hydra's composition says what is wrong
             return compose_job(self.hydra_context, self.master_config, overrides, num)
         self.shared += 1
         return _job_spec(config, self.master_config, overrides, num)
 
     def validate(self, overrides: Sequence[str]) -> None:
         """Check that a job composes (raising Hydra's error when not), as Hydra's sweepers do before a launch."""
-        if self._enabled and self._shared(list(overrides)) is not None:
-            return
+        plan = self._plan(list(overrides)) if self._enabled else None
+        if plan is not None:
+            from omegaconf import OmegaConf
+
+            _, base, values, app = plan
+            if self._made(base, values, app, OmegaConf.get_cache(self.master_config), 0, "") is not None:
+                return
         self.hydra_context.config_loader.load_sweep_config(self.master_config, list(overrides))
+
+    @staticmethod
+    def _made(base: bytes, values: list[str], app: list[str], cache: dict[str, Any], num: int,
+              sweep_dir: str) -> DictConfig | None:
+        """A job's config made from a shared composition (:func:`apply_job`); None when that fails."""
+        config = pickle.loads(base)
+        try:
+            apply_job(config, values, app, cache, num, sweep_dir)
+        except Exception:  # a key the config does not have, a value of the wrong type: composed in full
+            return None
+        return config
+
+    def _where(self, signature: tuple[str, ...], base: bytes, values: list[str], num: int,
+               sweep_dir: str) -> tuple[Path, Path, str, bool] | None:
+        """``(job folder, results file, hydra.job.name, hydra.job.chdir)`` of a job of the shared composition
+        *signature*, when its value overrides cannot change them (None otherwise)."""
+        from omegaconf import OmegaConf
+
+        from cosimrun.runner.layout import job_subdir
+
+        template = self._templates.get(signature)
+        if template is None:
+            if len(self._templates) >= self.max_bases:
+                self._templates.pop(next(iter(self._templates)))
+            template = self._templates[signature] = pickle.loads(base)
+        try:
+            subdir = OmegaConf.to_container(template.hydra.sweep, resolve=False)["subdir"]
+            storage = template.get("storage")
+            if storage is None or OmegaConf.is_interpolation(storage, "file"):
+                return None
+            file = str(storage.file)
+        except Exception:  # a config of another shape: the driver composes the job
+            return None
+        if any(v.lstrip("+").partition("=")[0] == "storage.file" for v in values):
+            return None
+        if subdir == LAYOUT_SUBDIR:
+            job_dir = Path(sweep_dir) / job_subdir(sweep_dir, num)
+        elif subdir == "${hydra.job.num}":
+            job_dir = Path(sweep_dir) / str(num)
+        else:
+            return None
+        return job_dir, job_dir / file, str(template.hydra.job.name), bool(template.hydra.job.chdir)
 
     def _split(self, overrides: list[str]) -> tuple[list[Any], list[Any], list[Any]] | None:
         """``(parsed, structural, values)`` of a job's overrides; None when they are better composed in full."""
@@ -202,9 +324,9 @@ class JobComposer:
                 return None  # applied in another order than Hydra would: compose in full
         return parsed, structural, values
 
-    def _shared(self, overrides: list[str]) -> DictConfig | None:
-        from omegaconf import OmegaConf
-
+    def _plan(self, overrides: list[str]) -> tuple[tuple[str, ...], bytes, list[str], list[str]] | None:
+        """``(signature, shared composition pickled, value overrides, overrides without hydra ones)`` of a job
+        that a shared composition makes; None when it is composed in full."""
         try:
             split = self._split(overrides)
             if split is None:
@@ -223,20 +345,8 @@ class JobComposer:
             base = self._bases[signature]
             if base is None:
                 return None
-            config = pickle.loads(base)
-            self._loader.apply(values, config)
             # what load_configuration derives from the overrides (the master's hydra overrides are all hydra.*)
-            app = [ov for ov in parsed if not ov.is_hydra_override()]
-            task = config.hydra.overrides.task
-            while len(task):
-                task.pop()
-            for ov in app:
-                task.append(ov.input_line)
-            dirname = config.hydra.job.config.override_dirname
-            config.hydra.job.override_dirname = self._loader.dirname(
-                app, exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep, kv_sep=dirname.kv_sep
-            )
-            OmegaConf.copy_cache(from_config=self.master_config, to_config=config)
-            return config
+            app = [ov.input_line for ov in parsed if not ov.is_hydra_override()]
+            return signature, base, [ov.input_line for ov in values], app
         except Exception:  # not sure: compose in full
             return None

@@ -1,8 +1,10 @@
 """The sweep index: ``index.h5`` in a sweep directory, one row per job.
 
 The driver (:mod:`cosimrun.runner.ledger`) keeps an index in the sweep
-directory, ``index.h5``, rewritten (atomically) as jobs finish, laid out
-netCDF-style like a results file::
+directory, ``index.h5``, written whole (atomically) when a sweep starts and
+ends, the rows entered in between added as parts (:func:`write_index_rows`,
+see :mod:`cosimrun.storage.sweep_index`), laid out netCDF-style like a
+results file::
 
     /            attrs: format="cosimrun-sweep", format_version, experiment, updated,
                  n_jobs, n_complete, n_failed, n_interrupted, n_pending, n_reused,
@@ -26,7 +28,7 @@ netCDF-style like a results file::
     /runs/<run>  HDF5 external link to the job's results file (``/`` of it)
 
 :func:`write_index` makes the rows of *outcomes*, which :mod:`cosimrun.storage.sweep_index`
-writes; :mod:`cosimrun.runner.load` reads them back through it.
+writes; :mod:`cosimrun.runner.load` reads them back through :func:`read_index`.
 """
 
 from __future__ import annotations
@@ -35,16 +37,20 @@ import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cosimrun.runner.outcome import SUMMARY_PREFIX
+from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
 from cosimrun.storage.hdf5 import partial_path
-from cosimrun.storage.sweep_index import write_sweep_index
+from cosimrun.storage.sweep_index import (
+    SweepIndex,
+    read_index_parts,
+    read_sweep_index,
+    sweep_index_table,
+    write_index_part,
+    write_sweep_index,
+)
 
-if TYPE_CHECKING:
-    from cosimrun.runner.outcome import JobOutcome
-
-__all__ = ["status_counts", "write_index"]
+__all__ = ["read_index", "status_counts", "write_index", "write_index_rows"]
 
 _BASE_COLUMNS = (
     "status",
@@ -108,12 +114,31 @@ def _column_name(name: str) -> str:
 
 
 def write_index(
-    path: str | os.PathLike[str], outcomes: Iterable[JobOutcome], attrs: Mapping[str, Any] | None = None
+    path: str | os.PathLike[str],
+    outcomes: Iterable[JobOutcome],
+    attrs: Mapping[str, Any] | None = None,
+    generation: str = "",
 ) -> Path:
-    """Write the sweep index of *outcomes* to *path* (atomically: a temporary file renamed over it)."""
+    """Write the sweep index of *outcomes* to *path* (atomically: a temporary file renamed over it); with a
+    *generation*, the rows entered later go to its parts (:func:`write_index_rows`)."""
     path = Path(path)
     rows = sorted(outcomes, key=lambda o: o.num)
     root = path.parent
+    columns, params, summaries = _columns(rows, root)
+    return write_sweep_index(
+        path,
+        [o.num for o in rows],
+        columns,
+        attrs={**status_counts(rows), **(attrs or {})},
+        params=params,
+        summaries=summaries,
+        links={o.num: _link_target(o.path, rel, root) for o, rel in zip(rows, columns["path"], strict=True)},
+        generation=generation,
+    )
+
+
+def _columns(rows: Sequence[JobOutcome], root: Path) -> tuple[dict[str, list[Any]], list[str], list[str]]:
+    """``(columns, parameter columns, summary columns)`` of the index of *rows* (ordered by job number)."""
     params = [_override_items(o.overrides) for o in rows]
     param_names = list(dict.fromkeys(k for p in params for k in p))
     summary_names = sorted({k for o in rows for k in o.summaries})
@@ -143,15 +168,25 @@ def write_index(
         worker=[o.worker for o in rows],
         note=[o.note for o in rows],
     )
-    return write_sweep_index(
-        path,
-        [o.num for o in rows],
-        columns,
-        attrs={**status_counts(rows), **(attrs or {})},
-        params=param_columns,
-        summaries=summary_columns,
-        links={o.num: _link_target(o.path, rel, root) for o, rel in zip(rows, columns["path"], strict=True)},
-    )
+    return columns, param_columns, summary_columns
+
+
+def write_index_rows(path: str | os.PathLike[str], generation: str, seq: int, outcomes: Iterable[JobOutcome]) -> None:
+    """Add *outcomes* to the index *path* written with *generation*, as its part *seq* (a few new rows cost
+    what they are, not what the index is)."""
+    rows = [outcome_row(o) for o in outcomes]
+    write_index_part(path, generation, seq, rows)
+
+
+def read_index(path: str | os.PathLike[str]) -> SweepIndex:
+    """The table of the sweep index *path*: the file's, or while its sweep runs (or after its driver was
+    killed), the table its parts' rows make, as the file will hold it when written whole."""
+    rows = read_index_parts(path)
+    if rows is None:
+        return read_sweep_index(path)
+    outcomes = [outcome_from_row(row) for row in rows]
+    columns, params, summaries = _columns(outcomes, Path(path).parent)
+    return sweep_index_table([o.num for o in outcomes], columns, params=params, summaries=summaries)
 
 
 def _relative(path: str, root: Path) -> str:

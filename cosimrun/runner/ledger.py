@@ -2,7 +2,7 @@
 
 A launcher enters every job's outcome into the :func:`ledger_for` its sweep
 directory; ``cosimrun``'s ``main()`` calls :func:`finish` after Hydra returns,
-which writes the last index and then releases the sweep's directory lock
+which writes the index whole and then releases the sweep's directory lock
 (:mod:`cosimrun.runner.lock`).
 """
 
@@ -13,28 +13,32 @@ import math
 import os
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from cosimrun.runner import signals
-from cosimrun.runner.index import status_counts, write_index
+from cosimrun.runner.index import status_counts, write_index, write_index_rows
 from cosimrun.runner.lock import release_all
 from cosimrun.runner.outcome import JobOutcome
 from cosimrun.runner.signals import INTERRUPTED
-from cosimrun.storage.sweep_index import INDEX_FILE
+from cosimrun.storage.sweep_index import INDEX_FILE, remove_index_parts
 
 
 class SweepLedger:
     """Driver-side bookkeeping of one sweep directory: outcomes by job number and the index file.
 
-    The index is rewritten when an outcome is entered and when the launcher
+    The index is written when an outcome is entered and when the launcher
     wakes while jobs run (:meth:`flush_due`), at most every *min_interval*
-    seconds and at most a tenth of the time (rewriting a large index is not
-    free), plus :meth:`flush` at the end of every batch, so that an
-    interrupted sweep still has an index of what finished and a job that
-    finished while another hangs does not stay ``pending`` in it.
+    seconds and at most a tenth of the time, plus :meth:`flush` at the end of
+    every batch, so that an interrupted sweep still has an index of what
+    finished and a job that finished while another hangs does not stay
+    ``pending`` in it. The first write makes the whole file with a new
+    generation; later ones add the rows that changed since as its parts
+    (:func:`cosimrun.runner.index.write_index_rows`), so a write costs what is
+    new, not what the sweep is. :meth:`close` writes the file whole again.
     """
 
     write_share = 0.1
@@ -50,10 +54,16 @@ class SweepLedger:
         self.experiment = ""
         self._first_start = math.inf
         self._last_end = -math.inf
+        self._generation = ""
+        """The generation of the index file written whole first; "" until then, and after :meth:`close`."""
+        self._changed: set[int] = set()
+        """Jobs entered since the last write."""
+        self._parts = 0
 
     def add_pending(self, num: int, overrides: Sequence[str]) -> None:
         """Enter a job as submitted, not finished yet."""
         self.outcomes[num] = JobOutcome(num, "pending", list(overrides), attempts=0)
+        self._changed.add(num)
         self._dirty = True
 
     def enter(self, outcome: JobOutcome) -> None:
@@ -63,6 +73,7 @@ class SweepLedger:
             self._first_start = min(self._first_start, now - outcome.job_time_s)
             self._last_end = now
         self.outcomes[outcome.num] = outcome
+        self._changed.add(outcome.num)
         self._dirty = True
         self.flush_due()
 
@@ -76,25 +87,50 @@ class SweepLedger:
         for num, o in self.outcomes.items():
             if o.status == "pending":
                 self.outcomes[num] = replace(o, status="interrupted", error=f"the sweep was {reason}")
+                self._changed.add(num)
         self._dirty = True
 
     def forget(self) -> None:
         """Drop every job and the index written so far: the sweep ran nothing (its cluster could not be reached)."""
         self.outcomes.clear()
+        self._changed.clear()
         self._dirty = False
         self.index_path.unlink(missing_ok=True)
+        remove_index_parts(self.index_path)
+        self._generation = ""
 
     def flush(self) -> None:
-        """Rewrite the index when something changed since the last write."""
+        """Write what changed since the last write: the whole index the first time, else a part of it."""
         if not self._dirty or not self.outcomes:
             return
         start = time.monotonic()
         with signals.shielded():  # not half-written by an interrupt (raised once it is written)
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            write_index(self.index_path, self.outcomes.values(), self.attrs())
+            if not self._generation:
+                generation = uuid.uuid4().hex
+                write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
+                remove_index_parts(self.index_path)  # an earlier launch's, of another generation
+                self._generation, self._parts = generation, 0
+                changed = self.outcomes.values()  # the first part holds every row: readers take rows from parts
+            else:
+                changed = [self.outcomes[num] for num in sorted(self._changed)]
+            write_index_rows(self.index_path, self._generation, self._parts, changed)
+            self._parts += 1
+            self._changed.clear()
         end = time.monotonic()
         self._next_write = end + max(self.min_interval, (end - start) / self.write_share)
         self._dirty = False
+
+    def close(self) -> None:
+        """Write the index whole (its rows and attributes as a table, without parts), if anything was entered."""
+        if not self.outcomes or (not self._dirty and not self._generation):
+            return
+        with signals.shielded():
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            write_index(self.index_path, self.outcomes.values(), self.attrs())
+            remove_index_parts(self.index_path)
+        self._generation, self._dirty = "", False
+        self._changed.clear()
 
     @property
     def jobs_wall_time_s(self) -> float:
@@ -160,7 +196,7 @@ def finish(stream: TextIO | None = None) -> int:
             ledger = _ledgers.pop(sweep_dir)
             if not ledger.outcomes:
                 continue
-            ledger.flush()
+            ledger.close()
             failed = bool(ledger.failed)
             print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
             code = code or int(failed)

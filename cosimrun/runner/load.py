@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cosimrun.storage.sweep_index import INDEX_FILE, read_sweep_index
+from cosimrun.runner.index import read_index
+from cosimrun.storage.sweep_index import INDEX_FILE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,11 +38,13 @@ def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
     ``attempts``, ``reused``, ``worker``, ``note``. ``df.attrs`` holds ``sweep_dir``,
     ``params`` and ``summaries`` (column names). Pass the frame (or a filtered
     part of it) to :func:`load_sweep_dataset` to read the runs' histories.
+    While the sweep runs (or after its driver was killed) the rows come from
+    the index's parts, as they will be in the file when it is written whole.
     """
     import pandas as pd
 
     path = _index_path(sweep)
-    table = read_sweep_index(path)
+    table = read_index(path)
     df = pd.DataFrame(table.columns, index=pd.Index(table.run, name="run"))
     df.attrs.update(sweep_dir=str(path.parent.absolute()), params=table.params, summaries=table.summaries)
     return df

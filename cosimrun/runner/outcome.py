@@ -13,7 +13,7 @@ import math
 import os
 import traceback as _traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,20 @@ class JobOutcome:
     @property
     def failed(self) -> bool:
         return self.status in FAILED_STATUSES
+
+
+ROW_FIELDS = tuple(f.name for f in fields(JobOutcome) if f.name != "objective")
+"""What an outcome keeps as plain data (a row of the index's parts, a finished job's record on its worker)."""
+
+
+def outcome_row(outcome: JobOutcome) -> dict[str, Any]:
+    """*outcome* as plain data (JSON with numpy scalars as numbers)."""
+    return {name: getattr(outcome, name) for name in ROW_FIELDS}
+
+
+def outcome_from_row(row: dict[str, Any]) -> JobOutcome:
+    """The outcome :func:`outcome_row` made *row* of."""
+    return JobOutcome(**{k: v for k, v in row.items() if k in ROW_FIELDS})
 
 
 def objective_value(outcome: JobOutcome, column: str) -> float:

@@ -4,20 +4,23 @@ A sweep (``cosimrun -m ...``) runs one experiment per job; Hydra's sweeper
 expands the overrides and a launcher runs the jobs (the dask launcher in
 ``hydra_plugins.cosimrun_dask_launcher`` by default, ``hydra/launcher=basic``
 runs them one after the other in the driver process). Each job writes its own
-results file in its job directory (``<sweep dir>/<job number>/results.h5``).
+results file in its job directory (``<sweep dir>/<job number>/results.h5``, from
+job 1000 on in shards of 1000 jobs: :mod:`cosimrun.runner.layout`).
 
 Before anything is written into the sweep directory the sweep claims its
 lock (:mod:`cosimrun.runner.lock`; cosimrun's sweeper does, for either
 launcher), so that a second sweep into it is refused; the lock is released
 when the command ends.
 
-The dask launcher composes the jobs on the driver
+The dask launcher composes the jobs on the driver as it submits them, or
+leaves jobs that differ only in values for their worker to make
 (:mod:`cosimrun.runner.compose`), skips on a resume those whose results file
 verifies as complete and made from the same config (:mod:`cosimrun.runner.resume`),
-and runs the others on workers with :func:`cosimrun.runner.worker.run_hydra_job`.
-The driver enters the outcomes in its ledger (:mod:`cosimrun.runner.ledger`),
-which keeps the sweep index (:mod:`cosimrun.runner.index`) that
-:mod:`cosimrun.runner.load` reads; it rewrites the index while jobs run, stops
+and runs the others on workers in chunks with
+:func:`cosimrun.runner.worker.run_hydra_chunk`. The driver enters the outcomes
+in its ledger (:mod:`cosimrun.runner.ledger`), which keeps the sweep index
+(:mod:`cosimrun.runner.index`) that :mod:`cosimrun.runner.load` reads; it adds
+the new rows to the index while jobs run, stops
 jobs past ``hydra.launcher.timeout``, and takes a job whose worker died after
 it finished from its verified results file.
 

@@ -1,6 +1,7 @@
-"""The worker's side of a sweep job: run a config composed on the driver, report an outcome.
+"""The worker's side of a sweep job: run a config composed on the driver (or made here), report an outcome.
 
-:func:`run_hydra_job` is the task the dask launcher submits per job. It
+:func:`run_hydra_job` runs one job; the dask launcher submits jobs in chunks
+(:func:`run_hydra_chunk`). It
 installs the driver's Hydra state and the sweep's callbacks once per process
 (:func:`worker_state`), marks the attempt as started (so that the driver can
 tell a job lost while running from one that only waited on a dying worker,
@@ -24,7 +25,7 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,6 +34,7 @@ from hydra.core.utils import JobReturn
 from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
 from cosimrun.runner.configtext import dump, task_overrides
+from cosimrun.runner.layout import register_resolver
 from cosimrun.runner.outcome import JobOutcome, describe_exception
 
 if TYPE_CHECKING:
@@ -42,16 +44,31 @@ if TYPE_CHECKING:
 
 @dataclass
 class JobPayload:
-    """A composed job on its way to a worker: numbers, overrides and the config pickled once."""
+    """A job on its way to a worker: number, overrides and its config pickled, or the shared composition it is
+    made from (pickled once per sweep and sent with each chunk) and what :func:`~cosimrun.runner.compose.apply_job`
+    needs to make it."""
 
     num: int
     overrides: list[str]
     config: bytes
+    """The job's config pickled; with :attr:`values`, the shared composition the job's config is made from."""
     job_dir: str
+    values: list[str] | None = None
+    """The job's value overrides, applied on the worker; None: :attr:`config` is the job's."""
+    app: list[str] = field(default_factory=list)
+    """The job's overrides without Hydra's own (``hydra.overrides.task``)."""
+    cache: dict[str, Any] = field(default_factory=dict)
+    """The resolver cache of the sweep's config (``${now:...}`` as the driver resolved it)."""
+    sweep_dir: str = ""
 
     def to_config(self) -> DictConfig:
         """A new copy of the job's full config (``hydra`` node included) for each call."""
-        return pickle.loads(self.config)
+        config = pickle.loads(self.config)
+        if self.values is not None:
+            from cosimrun.runner.compose import apply_job  # compose imports this module
+
+            apply_job(config, self.values, self.app, self.cache, self.num, self.sweep_dir)
+        return config
 
     def configs(self) -> tuple[DictConfig, DictConfig]:
         """``(task config, full config)``: new copies, the task's without the ``hydra`` node (as ``run_job``'s)."""
@@ -228,6 +245,7 @@ def warm_up(release_frozen: bool = False) -> None:
     """
     import gc
 
+    register_resolver()
     _load_for_jobs()
     if release_frozen:
         gc.unfreeze()
@@ -301,6 +319,51 @@ def run_hydra_job(
         value.attempts = attempt
         value.worker = _worker_address()
         return value
+
+
+def run_hydra_chunk(
+    payloads: list[JobPayload], task_function: TaskFunction, state: bytes, state_token: str, attempts: list[int]
+) -> list[JobOutcome]:
+    """Run the jobs of a chunk one after the other, each as :func:`run_hydra_job` (a failing job fails alone;
+    each marks its start, so that the driver can tell which jobs of a chunk a dying worker had run)."""
+    outcomes = []
+    for i, (payload, attempt) in enumerate(zip(payloads, attempts, strict=True)):
+        outcome = run_hydra_job(payload, task_function, state, state_token, attempt)
+        if i < len(payloads) - 1:  # kept should the worker die before the chunk ends
+            _save_outcome(payload.job_dir, state_token, attempt, outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+OUTCOME_FILE = ".cosimrun-outcome.json"
+"""In a job directory: the outcome of the job's last attempt that finished inside a chunk."""
+
+
+def _save_outcome(job_dir: str, token: str, attempt: int, outcome: JobOutcome) -> None:
+    import json
+
+    from cosimrun.runner.outcome import outcome_row
+    from cosimrun.storage.sweep_index import json_value
+
+    record = {"token": token, "attempt": attempt, "outcome": outcome_row(outcome)}
+    with contextlib.suppress(OSError):  # a read-only or vanished directory: the chunk's result still says
+        (Path(job_dir) / OUTCOME_FILE).write_text(json.dumps(record, default=json_value), encoding="utf-8")
+
+
+def finished_outcome(job_dir: str | os.PathLike[str], token: str, attempt: int) -> JobOutcome | None:
+    """The outcome attempt *attempt* of launch *token* left in *job_dir* when it finished inside a chunk (None
+    when it did not finish there)."""
+    import json
+
+    from cosimrun.runner.outcome import outcome_from_row
+
+    try:
+        record = json.loads((Path(job_dir) / OUTCOME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if record.get("token") != token or record.get("attempt") != attempt:
+        return None
+    return outcome_from_row(record["outcome"])
 
 
 def _worker_address() -> str:

@@ -1,8 +1,14 @@
 """The batch launch of the dask launcher (imported when a sweep is launched, never by Hydra's plugin scan).
 
 The driver composes every job's config (so workers need only the installed
-packages, not the config directories), submits one task per job with a unique
-key, enters each job's outcome in the sweep's ledger as it finishes and returns
+packages, not the config directories; a job that a shared composition makes
+is made on its worker from that composition, sent with its chunk, and its
+overrides) as it submits it, with a bounded number
+of jobs in flight (it keeps the overrides of the others only), submits them
+in chunks (one task runs about ``hydra.launcher.chunk_seconds`` of jobs one after the other,
+sized from the durations of the jobs finished so far; the last chunks
+shrink), enters each job's outcome in the sweep's ledger as its chunk
+finishes and returns
 Hydra ``JobReturn`` objects that always carry a status: a failed job never
 stops the sweep. A job whose worker died is started again ``retries`` times,
 then entered as failed. The client and cluster come from :mod:`._cluster`, the
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import time
 import uuid
@@ -51,6 +58,11 @@ log = logging.getLogger(__name__)
 
 _LOOKAHEAD = 4
 """Jobs composed while the cluster starts."""
+IN_FLIGHT_PER_THREAD = 4
+"""Chunks submitted and not finished, per worker thread of the cluster (their configs are all the driver holds)."""
+MIN_IN_FLIGHT = 16
+MAX_CHUNK = 1000
+"""Most jobs in one dask task."""
 TICK_S = 1.0
 """While jobs run, the driver wakes at least this often: index rewrite when due, timeouts."""
 RECOVERED = "recovered: its worker died after the job finished; outcome read from its verified results file"
@@ -69,12 +81,15 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     ledger = ledger_for(sweep_dir)
     ledger.experiment = str(config.get("name", "") or "")
     log.info(f"Launching {len(job_overrides)} jobs on dask, sweep directory {sweep_dir}")
-    batch = _Batch(launcher, ledger, len(job_overrides))
     composer = launcher.composer or JobComposer(launcher.hydra_context, config)
+    jobs = [(pos, initial_job_idx + pos, list(overrides)) for pos, overrides in enumerate(job_overrides)]
+    for _, num, overrides in jobs:  # the driver keeps each job's overrides; configs only of the jobs in flight
+        ledger.add_pending(num, overrides)
+    batch = _Batch(launcher, ledger, len(jobs), composer)
     try:
-        for pos, overrides in enumerate(job_overrides):
-            num = initial_job_idx + pos
-            spec = composer.compose(overrides, num)
+        for pos, num, overrides in jobs:
+            batch.make_room()
+            spec = composer.compose(overrides, num, on_worker=True)
             if pos == 0 and launcher.objective:
                 check_objective(launcher.objective, spec)
             reuse = check_reuse(spec) if launcher.resume else Reuse(False)
@@ -82,14 +97,12 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
             else:
                 batch.submit(pos, spec, note=reuse.note)
-            # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
-            # driver's dask event loop needs for that (the rest is composed while jobs run)
-            if batch.connecting and batch.queued >= _LOOKAHEAD:
-                batch.submit_queued(block=True)
+            batch.composed = pos + 1
             batch.drain(block=False)  # enter what finished while composing
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
+        log.info(f"dask: the jobs ran in {batch.tasks} tasks")
     except (Unreachable, ObjectiveError) as exc:  # nothing ran: no sweep directory, one line
         from cosimrun.config.reporting import remove_unused_dir  # not at import: it loads the engine
 
@@ -101,6 +114,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         with signals.shielded(deliver=False):
             batch.cancel()
             batch.settle(failed=str(exc))
+            batch.fail_not_composed(jobs, failed=str(exc))
         fail(f"{exc}; the jobs not finished are failed (hydra.launcher.resume=true runs them again)", EXIT_FAILED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as a KeyboardInterrupt that names it
         with signals.shielded(deliver=False):
@@ -132,7 +146,7 @@ def check_objective(objective: str, spec: JobSpec) -> None:
     from cosimrun.runner.run import prepare
     from cosimrun.runner.worker import hydra_config
 
-    config = spec.config
+    config = spec.full_config()
     try:
         with hydra_config(config):  # as the job resolves it
             plain, _ = resolved(OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"]))
@@ -164,12 +178,25 @@ def _status(path: Path) -> str:
 class _Batch:
     """The jobs of one ``launch``: submission, retries after lost workers, timeouts, results in order."""
 
-    def __init__(self, launcher: DaskLauncher, ledger: SweepLedger, n: int) -> None:
+    def __init__(self, launcher: DaskLauncher, ledger: SweepLedger, n: int, composer: JobComposer) -> None:
         self.launcher = launcher
         self.ledger = ledger
+        self.composer = composer
+        self.composed = 0
+        """Jobs composed so far (the others are only overrides in the ledger)."""
+        self.window = MIN_IN_FLIGHT
+        """Most jobs in flight: see :data:`IN_FLIGHT_PER_THREAD`."""
         self.bar = Progress(n, enabled=launcher.progress)
         self._returns: list[JobReturn | None] = [None] * n
-        self.pending: dict[Any, tuple[int, JobSpec, int]] = {}
+        self.pending: dict[Any, list[tuple[int, JobSpec, int]]] = {}
+        """Futures of the chunks submitted -> their jobs ``(position, spec, attempt)``, run in that order."""
+        self.n = n
+        self.all_composed = False
+        self.tasks = 0
+        """Dask tasks submitted (chunks of jobs)."""
+        self._timed = 0
+        self._time_sum = 0.0
+        self._threads = 0
         self.client: Any = None
         self.futures: Any = None
         self.state = b""
@@ -179,8 +206,8 @@ class _Batch:
         self._queue: list[tuple[int, JobSpec, int]] = []
         self._connecting: Future[Any] | None = None
         self._requeued = 0
-        self._started_at: dict[Any, float] = {}
-        """Running futures -> when the driver first saw them running (``hydra.launcher.timeout``)."""
+        self._started_at: dict[Any, tuple[int, float]] = {}
+        """Running chunks -> ``(index of the job running in it, when the driver first saw that job started)``."""
         self._next_tick = 0.0
         self._workerless_since: float | None = None
 
@@ -188,7 +215,6 @@ class _Batch:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
         if attempt == 1:
             log.debug(f"\t#{spec.num} : {' '.join(filter_overrides(spec.overrides))}")
-            self.ledger.add_pending(spec.num, spec.overrides)
         if note:
             self.notes[spec.num] = note
         self._queue.append((pos, spec, attempt))
@@ -206,26 +232,80 @@ class _Batch:
             from distributed import as_completed
 
             self.client = self._connecting.result()
-            with contextlib.suppress(Exception):  # the ETA then infers how many jobs run at once
-                self.bar.workers = sum(self.client.nthreads().values()) or None
+            self._size_window()
             assert self.launcher.hydra_context is not None
             self.state = worker.worker_state(self.launcher.hydra_context.callbacks)
             self.token = uuid.uuid4().hex
             self.futures = as_completed()
             self.bar.start()
-        queue, self._queue = self._queue, []
-        for pos, spec, attempt in queue:
+        while self._queue:
+            if not self._timed and len(self.pending) >= max(self._threads, 1):
+                return  # one job per worker thread until the first finishes and tells how long jobs take
+            size = self.chunk_size()
+            if len(self._queue) < size and not self.all_composed and len(self.pending) >= self._threads:
+                return  # a chunk fills while every worker thread has one
+            chunk, self._queue = self._queue[:size], self._queue[size:]
             future = self.client.submit(
-                worker.run_hydra_job,
-                spec.payload(),
+                worker.run_hydra_chunk,
+                [spec.payload() for _, spec, _ in chunk],
                 self.launcher.task_function,
                 self.state,
                 self.token,
-                attempt,
+                [attempt for _, _, attempt in chunk],
                 pure=False,
             )
-            self.pending[future] = (pos, spec, attempt)
+            self.pending[future] = chunk
             self.futures.add(future)
+            self.tasks += 1
+
+    def chunk_size(self) -> int:
+        """Jobs per task: about ``chunk_seconds`` of work by the finished jobs' mean duration (1 before one
+        finished), at most a share of the jobs left per worker thread, so the last chunks shrink."""
+        size = self._target_size()
+        left = len(self._queue) + self.n - self.composed
+        return max(1, min(size, math.ceil(left / (2 * max(self._threads, 1)))))
+
+    def _target_size(self) -> int:
+        if not self._timed:
+            return 1
+        mean = self._time_sum / self._timed
+        return max(1, min(MAX_CHUNK, math.floor(self.launcher.chunk_seconds / mean) if mean > 0 else MAX_CHUNK))
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs queued or submitted and not finished."""
+        return len(self._queue) + sum(len(chunk) for chunk in self.pending.values())
+
+    def _size_window(self) -> None:
+        """Size the window of jobs in flight (and the progress bar's ETA) from the cluster's worker threads."""
+        with contextlib.suppress(Exception):  # the ETA then infers how many jobs run at once
+            threads = sum(self.client.nthreads().values())
+            self.bar.workers = threads or None
+            self._threads = threads
+        self.window = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_THREAD * max(self._threads, 1) * self._target_size())
+
+    def make_room(self) -> None:
+        """Before a job is composed: wait until fewer than :attr:`window` jobs are in flight, entering those that
+        finish (a sweep of many jobs holds the configs of a few only)."""
+        if self.client is None:
+            if not (self.connecting and self.queued >= _LOOKAHEAD):
+                return
+            # a few jobs ready, then let the cluster finish starting: composing holds the GIL the
+            # driver's dask event loop needs for that (the rest is composed while jobs run)
+            self.submit_queued(block=True)
+        while self.in_flight >= self.window:
+            ready = self.futures.next_batch(block=False)
+            for future in ready:
+                self._finished(future)
+            self._tick()
+            self.submit_queued(block=False)
+            if not ready and self.in_flight >= self.window:
+                self._wait(TICK_S)
+
+    def fail_not_composed(self, jobs: Sequence[tuple[int, int, list[str]]], failed: str) -> None:
+        """Enter the jobs of *jobs* not composed yet as failed, *failed* saying why they were not run."""
+        for _, num, overrides in jobs[self.composed :]:
+            self.ledger.enter(JobOutcome(num, "failed", overrides, error=f"not run: {failed}", attempts=1))
 
     @property
     def connecting(self) -> bool:
@@ -240,14 +320,16 @@ class _Batch:
 
         While it waits it wakes every :data:`TICK_S` seconds (:meth:`_tick`).
         """
+        self.all_composed = self.all_composed or block
         self.submit_queued(block)
         if self.futures is None:
             return
-        while self.pending:
+        while self.pending or self._queue:
             ready = self.futures.next_batch(block=False)
             for future in ready:
                 self._finished(future)
             self._tick()
+            self.submit_queued(block=False)
             if not block:
                 return
             if not ready:
@@ -270,6 +352,7 @@ class _Batch:
             self._check_timeouts(now)
         if self.pending:
             self._check_workers(now)
+            self._size_window()
         self.ledger.flush_due()
 
     def _check_workers(self, now: float) -> None:
@@ -288,25 +371,33 @@ class _Batch:
                             "(hydra.launcher.no_worker_timeout)")
 
     def _check_timeouts(self, now: float) -> None:
-        """Note when jobs start running (their start mark, on a worker); stop those running too long."""
+        """Note when the jobs of running chunks start (their start marks, on a worker); stop a job running too
+        long."""
         running = {key: addr for addr, keys in self.client.processing().items() for key in keys}
-        for future, (_, spec, attempt) in list(self.pending.items()):
+        for future, chunk in list(self.pending.items()):
             addr = running.get(future.key)
             if addr is None or future.done():  # waiting, or finished since: handled as it comes
                 continue
-            if future not in self._started_at:
-                if worker.started(spec.job_dir, self.token, attempt):
-                    self._started_at[future] = now
-            elif now - self._started_at[future] > self.launcher.timeout:
-                self._time_out(future, addr)
+            index, since = self._started_at.get(future, (-1, now))
+            latest = index
+            while latest + 1 < len(chunk) and worker.started(chunk[latest + 1][1].job_dir, self.token,
+                                                             chunk[latest + 1][2]):
+                latest += 1
+            if latest != index:
+                self._started_at[future] = (latest, now)
+            elif index >= 0 and now - since > self.launcher.timeout:
+                self._time_out(future, addr, index)
 
-    def _time_out(self, future: Any, addr: str) -> None:
-        """Enter a job that ran too long as failed, and restart its worker so that the job stops."""
-        pos, spec, attempt = self.pending.pop(future)
+    def _time_out(self, future: Any, addr: str, index: int) -> None:
+        """Enter the job *index* of a chunk that ran too long as failed, and restart its worker so that it stops;
+        the chunk's other jobs are taken from their results files or run again (:meth:`_lost`)."""
+        chunk = self.pending.pop(future)
         self._started_at.pop(future, None)
         self.client.cancel([future])
         how = self._restart_worker(addr)
+        pos, spec, attempt = chunk[index]
         self.done(pos, spec, timed_out(spec, attempt, self.launcher.timeout, addr, how))
+        self._lost(chunk[:index] + chunk[index + 1 :], None, count_attempt=False)
 
     def _restart_worker(self, addr: str) -> str:
         """Restart the worker *addr* through its nanny (else end its process); what was done, in words."""
@@ -320,51 +411,62 @@ class _Batch:
         return "ended"
 
     def _finished(self, future: Any) -> None:
-        if future not in self.pending:  # a job entered already (timed out), whose task was cancelled
+        if future not in self.pending:  # a chunk entered already (timed out), whose task was cancelled
             return
-        pos, spec, attempt = self.pending.pop(future)
+        chunk = self.pending.pop(future)
         self._started_at.pop(future, None)
         status = future.status
         if status == "finished":
             try:
-                outcome = future.result()
+                outcomes = list(future.result())
             except Exception as exc:  # the result did not come back (e.g. it could not be unpickled)
-                outcome = failed_outcome(spec, attempt, exc)
+                outcomes = [failed_outcome(spec, attempt, exc) for _, spec, attempt in chunk]
         elif status == "cancelled":
-            outcome = JobOutcome(spec.num, "failed", spec.overrides, error="the dask task was cancelled")
-            outcome.attempts = attempt
+            outcomes = [JobOutcome(spec.num, "failed", spec.overrides, error="the dask task was cancelled",
+                                   attempts=attempt) for _, spec, attempt in chunk]
         else:
             # "lost": the worker holding its result died (exception() would wait for dask to recompute it)
             exc = future.exception() if status == "error" else None
-            if (status == "lost" or worker_died(exc)) and self._after_lost_worker(future, pos, spec, attempt, exc):
+            if status == "lost" or worker_died(exc):
+                future.release()
+                self._lost(chunk, exc)
                 return
-            outcome = failed_outcome(spec, attempt, exc, future.traceback() if status == "error" else None)
+            tb = future.traceback() if status == "error" else None
+            outcomes = [failed_outcome(spec, attempt, exc, tb) for _, spec, attempt in chunk]
         future.release()
-        self.done(pos, spec, outcome)
+        for (pos, spec, _), outcome in zip(chunk, outcomes, strict=True):
+            self.done(pos, spec, outcome)
 
-    def _after_lost_worker(self, future: Any, pos: int, spec: JobSpec, attempt: int, exc: Any) -> bool:
-        """A job whose worker died: requeue, recover from its results file or retry; False: enter it as failed."""
-        if not worker.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
-            # it was only waiting on the worker that died: not an attempt
-            self._requeued += 1
-            future.release()
-            self._queue.append((pos, spec, attempt))
-            self.submit_queued(block=False)
-            return True
-        recovered = self._recovered(spec, attempt, exc)
-        if recovered is not None:
-            future.release()
-            self.done(pos, spec, recovered)
-            return True
-        if attempt <= self.launcher.retries:
-            self.bar.note(
-                f"#{spec.num}: the worker running it died; starting it again "
-                f"(attempt {attempt + 1} of {self.launcher.retries + 1})"
-            )
-            future.release()
-            self.submit(pos, spec, attempt + 1)
-            return True
-        return False
+    def _lost(self, chunk: list[tuple[int, JobSpec, int]], exc: Any, count_attempt: bool = True) -> None:
+        """The jobs of a chunk whose worker died (or was restarted): each is submitted again if it had not
+        started, taken from its results file if it had finished, else (*count_attempt*) retried or failed."""
+        requeued = False
+        for pos, spec, attempt in chunk:
+            if not worker.started(spec.job_dir, self.token, attempt) and self._requeued < 100:
+                # it was only waiting on the worker that died: not an attempt
+                self._queue.append((pos, spec, attempt))
+                requeued = True
+                continue
+            finished = worker.finished_outcome(spec.job_dir, self.token, attempt)
+            if finished is not None:  # it had finished before the chunk's worker died
+                self.done(pos, spec, finished)
+                continue
+            recovered = self._recovered(spec, attempt, exc)
+            if recovered is not None:
+                self.done(pos, spec, recovered)
+            elif not count_attempt:
+                self._queue.append((pos, spec, attempt))
+                requeued = True
+            elif attempt <= self.launcher.retries:
+                self.bar.note(
+                    f"#{spec.num}: the worker running it died; starting it again "
+                    f"(attempt {attempt + 1} of {self.launcher.retries + 1})"
+                )
+                self._queue.append((pos, spec, attempt + 1))
+            else:
+                self.done(pos, spec, failed_outcome(spec, attempt, exc))
+        self._requeued += requeued
+        self.submit_queued(block=False)
 
     def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED) -> JobOutcome | None:
         """The outcome of a job whose worker died (or whose sweep was interrupted) after it finished: its results
@@ -378,11 +480,14 @@ class _Batch:
         return outcome
 
     def done(self, pos: int, spec: JobSpec, outcome: JobOutcome) -> None:
+        if not outcome.reused and math.isfinite(outcome.job_time_s):
+            self._timed += 1
+            self._time_sum += outcome.job_time_s
         if self.launcher.objective:
             outcome.objective = objective_value(outcome, self.launcher.objective)
         if spec.num in self.notes and not outcome.note:
             outcome.note = self.notes.pop(spec.num)
-        self._returns[pos] = SweepJobReturn.of(spec, outcome)
+        self._returns[pos] = SweepJobReturn.of(spec, outcome, self.composer)
         self.ledger.enter(outcome)
         self.bar.finished(outcome)
 
@@ -390,7 +495,6 @@ class _Batch:
         """Cancel the jobs not finished (they stay pending in the ledger until :meth:`settle`)."""
         if self.client is not None and self.pending:
             self.client.cancel(list(self.pending))
-        self._queue.clear()
 
     def settle(self, failed: str = "") -> None:
         """After :meth:`cancel`: close the cluster this sweep started (its workers close their jobs' files), then
@@ -398,7 +502,7 @@ class _Batch:
         *failed*, the others as failed with that error (else they stay pending)."""
         if self.launcher.cluster is not None:
             close(weakref.ref(self.launcher))
-        for pos, spec, attempt in list(self.pending.values()):
+        for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue]:
             outcome = None
             if worker.started(spec.job_dir, self.token, attempt) and _status(spec.results_path) == "complete":
                 outcome = self._recovered(spec, attempt, None, note="")
@@ -407,6 +511,7 @@ class _Batch:
             if outcome is not None:
                 self.done(pos, spec, outcome)
         self.pending.clear()
+        self._queue.clear()
 
     def returns(self) -> list[JobReturn]:
         assert all(r is not None for r in self._returns)

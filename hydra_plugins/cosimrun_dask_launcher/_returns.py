@@ -11,7 +11,7 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from cosimrun.runner.compose import JobSpec
+from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.outcome import JobOutcome
 from cosimrun.runner.worker import JobPayload
 
@@ -22,12 +22,13 @@ class SweepJobReturn(JobReturn):
     Failed jobs are completed Hydra jobs too, so that the sweeper does not stop
     the sweep at the first failure; the sweep's exit status comes from
     :func:`cosimrun.runner.ledger.finish`. ``cfg`` and ``hydra_cfg`` are
-    unpickled from the job's payload when first read: a sweep holds some
-    20 kB per finished job instead of two configs of some 160 kB each.
+    made when first read: composed again by the sweep's *composer* (a sweep
+    holds the overrides of each finished job, not its config), or without one
+    unpickled from the job's payload.
     """
 
     @classmethod
-    def of(cls, spec: JobSpec, outcome: JobOutcome) -> SweepJobReturn:
+    def of(cls, spec: JobSpec, outcome: JobOutcome, composer: JobComposer | None = None) -> SweepJobReturn:
         """The return of job *spec* whose outcome is *outcome*."""
         ret = cls(
             overrides=list(spec.overrides),
@@ -36,15 +37,23 @@ class SweepJobReturn(JobReturn):
             status=JobStatus.COMPLETED,
         )
         ret.return_value = outcome
-        ret._payload = spec.payload()
+        if composer is None:
+            ret._payload = spec.payload()
+        else:
+            ret._composer, ret._num = composer, spec.num
         return ret
 
     _payload: JobPayload | None = None
+    _composer: JobComposer | None = None
+    _num = 0
     _configs: list[Any] | None = None
 
     def _config(self, which: int) -> Any:
+        if self._configs is None and self._composer is not None:
+            self._payload = self._composer.compose(self.overrides, self._num).payload()
         if self._configs is None and self._payload is not None:
             self._configs = list(self._payload.configs())
+            self._payload = None
         return None if self._configs is None else self._configs[which]
 
     def _set_config(self, which: int, value: Any) -> None:

@@ -50,6 +50,8 @@ class DaskLauncherConf:
     """Seconds the sweep waits with jobs to run and no dask worker (all died, none came back) before it fails."""
     connect_timeout: float = 10.0
     """Seconds to reach the scheduler at ``address`` (or the ``cluster``'s) before the sweep is refused."""
+    chunk_seconds: float = 1.0
+    """Work per dask task: shorter jobs go to a worker in chunks of about this many seconds (0: one job per task)."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
@@ -99,7 +101,8 @@ def _check_memory_limit(limit: Any) -> None:
 
 
 class DaskLauncher(Launcher):
-    """Run each job of a sweep as a dask task; the driver composes configs and keeps the sweep index."""
+    """Run the jobs of a sweep as dask tasks (short ones in chunks); the driver composes configs and keeps the
+    sweep index."""
 
     def __init__(
         self,
@@ -116,16 +119,19 @@ class DaskLauncher(Launcher):
         timeout: float | None = None,
         no_worker_timeout: float = 120.0,
         connect_timeout: float = 10.0,
+        chunk_seconds: float = 1.0,
     ) -> None:
         _refuse("n_workers", n_workers, n_workers is None or n_workers >= 1, "an integer >= 1, or null: one per core")
         _refuse("retries", retries, retries >= 0, "an integer >= 0")
         _refuse("timeout", timeout, timeout is None or timeout > 0, "a number of seconds > 0, or null: none")
         _refuse("no_worker_timeout", no_worker_timeout, no_worker_timeout > 0, "a number of seconds > 0")
         _refuse("connect_timeout", connect_timeout, connect_timeout > 0, "a number of seconds > 0")
+        _refuse("chunk_seconds", chunk_seconds, chunk_seconds >= 0, "a number of seconds >= 0 (0: one job per task)")
         _check_address(address)
         _check_memory_limit(memory_limit)
         self.no_worker_timeout = float(no_worker_timeout)
         self.connect_timeout = float(connect_timeout)
+        self.chunk_seconds = float(chunk_seconds)
         self.address = address or None
         self.n_workers = n_workers
         self.timeout = None if timeout is None else float(timeout)

@@ -18,6 +18,9 @@ line and exit status 2 rather than failing every job. A sweep that stops
 before launching anything removes what it wrote (its ``multirun.yaml``, its lock
 and the directory, when nothing else is there).
 
+Importing it registers the resolver of the job folders' layout
+(:mod:`cosimrun.runner.layout`), which cosimrun's ``hydra.sweep.subdir`` uses.
+
 It is also where a sweep takes its directory, whichever the launcher: the
 sweep lock (:mod:`cosimrun.runner.lock`) is claimed before anything is
 written there (Hydra's ``multirun.yaml`` included), and released by the
@@ -37,6 +40,9 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from cosimrun.runner.layout import register_resolver
+
+register_resolver()  # hydra.sweep.subdir of cosimrun's config names the job folders through it
 
 @dataclass
 class CosimrunSweeperConf:

@@ -236,12 +236,13 @@ def test_ledger_rewrites_the_index_at_most_a_tenth_of_the_time(tmp_path: Path, m
     now = [100.0]
     writes: list[float] = []
 
-    def slow_write(path, outcomes, attrs):  # a big index: 50 ms per rewrite
+    def slow_write(path, generation, seq, outcomes):  # a slow disk: 50 ms per write of the new rows
         writes.append(now[0])
         now[0] += 0.05
 
     monkeypatch.setattr(ledger_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    monkeypatch.setattr(ledger_module, "write_index", slow_write)
+    monkeypatch.setattr(ledger_module, "write_index", lambda *args, **kwargs: None)  # the first, whole write
+    monkeypatch.setattr(ledger_module, "write_index_rows", slow_write)
     ledger = SweepLedger(tmp_path, min_interval=0.0)
     num = 0
     while now[0] < 101.2:  # an outcome every 10 ms
