@@ -168,7 +168,7 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) ->
     try:
         with signals.interruptible():
             recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
-                                allow_nonfinite=exp.storage.allow_nonfinite)
+                                allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
             recorder.attach(system.components, exp.recorded)
             quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
             with quiet:

@@ -44,8 +44,10 @@ import errno as _errno
 import json
 import os
 import re
+import threading
 import time as _time
 import traceback as _traceback
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -177,7 +179,14 @@ class HDF5Writer:
     A write that fails raises :class:`~cosimrun.errors.ResultsWriteError`; every
     later write raises it again, and :meth:`close` ends the file as described
     in the module docstring (never ``complete``).
+
+    :meth:`close` may be called from another thread than the one writing (the
+    command's watchdog does, see :meth:`close_open`) while that one is stuck
+    outside the writer; two closes never interleave.
     """
+
+    _open: weakref.WeakSet[HDF5Writer] = weakref.WeakSet()
+    """The writers whose file is open, for :meth:`close_open`."""
 
     def __init__(
         self,
@@ -218,6 +227,8 @@ class HDF5Writer:
         self._damaged = False
         """Whether the HDF5 library failed half-way through a write (the file on disk may be inconsistent)."""
         self._file: h5py.File | None = None
+        self._closing = threading.RLock()
+        """Held while the file is closed, so that a close from another thread waits for the one in progress."""
         self._left = self.partial_path
         """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
         try:
@@ -225,6 +236,7 @@ class HDF5Writer:
             # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
             self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
             self._init_layout(experiment, attrs)
+            HDF5Writer._open.add(self)
         except BaseException as exc:
             if self._file is not None:
                 self._abandon()
@@ -433,6 +445,7 @@ class HDF5Writer:
         After a failed write HDF5 cannot flush its cache, so closing (or the
         library's clean-up at exit, which crashes on it) would only fail again.
         """
+        HDF5Writer._open.discard(self)
         f, self._file = self._file, None
         self._left = self.partial_path
         if f is not None:
@@ -714,10 +727,31 @@ class HDF5Writer:
         ``complete`` is raised with the file still open, to be closed again as
         ``failed``. Closing twice does nothing.
         """
-        if self._file is None:
-            return self._left
         if status not in STATUSES or status == "running":
             raise ConfigError("status", f"must be one of complete, failed, interrupted, got {status!r}")
+        with self._closing:
+            if self._file is None:
+                return self._left
+            return self._close(status, error, traceback)
+
+    @classmethod
+    def close_open(cls, status: str, error: str) -> list[tuple[Path, str]]:
+        """Close every open results file of the process as *status* with *error*, keeping what its writer was
+        given; ``[(where it is, its status)]``.
+
+        The last resort of a process that must end while its main thread is stuck (in an FMU's C code,
+        outside the writer): from another thread, just before ``os._exit``.
+        """
+        closed = []
+        for writer in list(cls._open):
+            try:
+                path = writer.close(status, error)
+            except Exception:  # a file that cannot be closed stays as it is: .partial, running
+                path = writer.partial_path
+            closed.append((path, status if path == writer.path else "running"))
+        return closed
+
+    def _close(self, status: str, error: BaseException | str | None, traceback: str | None) -> Path:
         if isinstance(error, BaseException):
             if traceback is None:
                 traceback = "".join(_traceback.format_exception(error))
@@ -777,6 +811,7 @@ class HDF5Writer:
 
     def _release(self) -> Path:
         """Close the (flushed) file and give it its final name."""
+        HDF5Writer._open.discard(self)
         f, self._file = self.file, None
         self._since_flush = {}
         f.close()
