@@ -402,6 +402,7 @@ def main() -> None:
     from cosimrun.runner import signals
 
     signals.install()
+    signals.watch_crashes()
     entry = sys._getframe(1).f_globals.get("__name__") == "__main__"
     try:
         status = _status(sys.argv[1:])

@@ -267,7 +267,98 @@ def _stuck(signum: int, seconds: float) -> NoReturn:
                                                                                                else ""))
     with contextlib.suppress(Exception):
         sys.stdout.flush()
+    _tell(b"\0X")
     os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+
+
+WITNESS = r"""
+import json, math, os, signal, struct, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+data = b""
+while chunk := os.read(0, 1 << 16):
+    data += chunk
+record, dump = None, []
+for line in data.splitlines():
+    if line.startswith(b"\0"):
+        if line[1:2] == b"X":
+            sys.exit()
+        record = line[2:].decode() if line[1:2] == b"R" else None
+    elif line.strip():
+        dump.append(line.decode("utf-8", "replace"))
+fatal = "Fatal Python error: "
+error = next((d[len(fatal):].strip() for d in dump if d.startswith(fatal)), None)
+if record is None and error is None:
+    sys.exit()
+names = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Floating point exception": "SIGFPE",
+         "Bus error": "SIGBUS", "Illegal instruction": "SIGILL"}
+how = f"crashed with {names.get(error, 'a fatal signal')} ({error})" if error else \
+    "ended (exit() in native code, or killed)"
+where = ""
+if record is not None:
+    try:
+        raw = open(record, "rb").read()
+        comps = json.loads(raw[:NAMES_BYTES])
+        times = struct.unpack(f"<{len(comps)}d", raw[NAMES_BYTES:NAMES_BYTES + 8 * len(comps)])
+        inside = {c: t for c, t in zip(comps, times) if not math.isnan(t)}
+    except (OSError, ValueError, struct.error):
+        inside = {}
+    if len(inside) == 1:
+        where = f" in the step of component {next(iter(inside))!r} from t={max(inside.values()):.12g}"
+    elif inside:
+        where = (f" in a step of the components {', '.join(map(repr, inside))} (stepped in parallel) from "
+                 f"t={max(inside.values()):.12g}")
+    results = record[:-len(SUFFIX)] + ".partial"
+    where += f"; results up to the last flush kept in {results} (status running)"
+print(f"cosimrun: error: the process {how}{where}", file=sys.stderr, flush=True)
+"""
+"""The crash witness: a small process that outlives the command's and says in one line how and where it died.
+
+It reads a pipe from the command: a NUL byte and ``R<record>`` when a run begins (the record of
+:mod:`cosimrun.core.crashsite`), ``E`` when it ends, ``X`` when the command ends on purpose in the
+middle of a run (the watchdog), each on a line, and faulthandler's report of a fatal signal. At the
+end of the pipe (the command's process is gone) it prints the line, unless the command ended on
+purpose, or outside a run without a fatal signal.
+"""
+_witness: int | None = None
+"""The write end of the pipe to the crash witness, once started."""
+
+
+def watch_crashes() -> None:
+    """Have a crash of the command's process in native code reported in one line (see :data:`WITNESS`): the
+    witness starts with the first recorded run, and faulthandler writes to it."""
+    from cosimrun.core import crashsite
+
+    crashsite.listener = _run_recorded
+
+
+def _run_recorded(record: Any) -> None:
+    global _witness
+    if _witness is None:
+        import faulthandler
+        import subprocess
+
+        from cosimrun.core.crashsite import NAMES_BYTES, SUFFIX
+
+        read, write = os.pipe()
+        try:
+            code = f"NAMES_BYTES, SUFFIX = {NAMES_BYTES!r}, {SUFFIX!r}\n{WITNESS}"
+            subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=read, stdout=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError:  # no witness: crashes stay silent
+            os.close(write)
+            return
+        finally:
+            os.close(read)
+        _witness = write
+        faulthandler.enable(file=write, all_threads=False)
+    _tell(b"\0R" + os.fsencode(record) if record is not None else b"\0E")
+
+
+def _tell(message: bytes) -> None:
+    if _witness is not None:
+        with contextlib.suppress(OSError):
+            os.write(_witness, message + b"\n")
 
 
 def _stuck_in() -> str:
@@ -323,16 +414,16 @@ def install() -> bool:
     global _previous, _hook, _armed, _at_exit_registered
     if _previous is not None or threading.current_thread() is not threading.main_thread():
         return False
+    _start_watchdog()  # before the handlers: nothing between them and the caller's ``try`` may be interrupted
+    _hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
+    if not _at_exit_registered:  # registered first, so that it runs after every other exit function
+        atexit.register(_at_exit)
+        _at_exit_registered = True
     _reset()
     _armed = True
     _previous = {}
     for s in SIGNALS:
         _previous[s] = signal.signal(s, _handler)
-    _start_watchdog()
-    _hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
-    if not _at_exit_registered:  # registered first, so that it runs after every other exit function
-        atexit.register(_at_exit)
-        _at_exit_registered = True
     return True
 
 
