@@ -221,7 +221,7 @@ def _watch(read: int) -> None:
         waiting = _pending(read)
         if not waiting:
             since = None
-        elif time.monotonic() - since >= (SECOND_GRACE_S if waiting > 1 else STUCK_GRACE_S) and _wakeup is not None:
+        elif time.monotonic() - since >= _grace(waiting) and _wakeup is not None:
             signum = _received
             with contextlib.suppress(OSError):  # the signal the pipe holds (the handler's once it runs)
                 signum = signum or next((b for b in os.read(read, 512) if b in SIGNALS), signal.SIGINT)
@@ -229,6 +229,12 @@ def _watch(read: int) -> None:
                 _stuck(signum or signal.SIGINT, time.monotonic() - since)
             since = None
     os.close(read)  # uninstall closed the write end
+
+
+def _grace(waiting: int) -> float:
+    """How long *waiting* signals may stay in the pipe: :data:`SECOND_GRACE_S` when one of them, or one the
+    handler noted before, makes two."""
+    return SECOND_GRACE_S if waiting > 1 or _received is not None else STUCK_GRACE_S
 
 
 def _pending(read: int) -> int:

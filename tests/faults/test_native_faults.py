@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cosimrun.config.build import build_storage
+from cosimrun.core import crashsite
 from cosimrun.errors import ConfigError
 from cosimrun.runner.signals import STUCK_GRACE_S
 from cosimrun.storage import load_results
@@ -96,8 +97,8 @@ def test_a_second_sigint_ends_a_run_stuck_in_an_fmu_step_with_the_flushed_sample
     config = experiment(tmp_path, misbehave, "hang_at: 1.0")
     proc = start(tmp_path, config)
     partial = tmp_path / "out" / "results.h5.partial"
-    seen = wait_for_samples(proc, partial, 90)  # flushed by time while it ran; it hangs in the step to t=1
-    time.sleep(0.5)
+    seen = wait_for_samples(proc, partial, 30)  # flushed by time while it runs; it hangs in the step to t=1
+    time.sleep(2.0)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
     assert proc.poll() is None  # the first one cannot interrupt the C call
@@ -121,8 +122,8 @@ def test_a_second_sigint_ends_a_run_stuck_in_an_fmu_step_with_the_flushed_sample
 def test_one_sigterm_ends_a_run_stuck_on_the_native_pool_after_the_grace_period(tmp_path, misbehave) -> None:
     config = experiment(tmp_path, misbehave, "hang_at: 1.0", parallel=True)
     proc = start(tmp_path, config)
-    seen = wait_for_samples(proc, tmp_path / "out" / "results.h5.partial", 90)
-    time.sleep(0.5)
+    seen = wait_for_samples(proc, tmp_path / "out" / "results.h5.partial", 30)
+    time.sleep(2.0)
     proc.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=30)
@@ -139,18 +140,68 @@ def test_one_sigterm_ends_a_run_stuck_on_the_native_pool_after_the_grace_period(
     assert_prefix_of_the_run(path, seen, 1.0, ("fine", "hung"))
 
 
-# ---------------------------------------------------------------------- a run that dies hard
+# ---------------------------------------------------------------------- a crash in C
+CRASHES = [
+    (1, -signal.SIGSEGV, "crashed with SIGSEGV (Segmentation fault)"),
+    (2, -signal.SIGABRT, "crashed with SIGABRT (Aborted)"),
+    (3, 7, "ended (exit() in native code, or killed)"),
+]
+
+
 @pytest.mark.slow
-def test_a_run_that_dies_in_c_keeps_what_its_time_based_flushes_wrote(tmp_path, misbehave) -> None:
-    """``exit(7)`` in the step to t=1 (100 steps of 5 ms and more): far fewer than a block of 2000 samples, yet
-    the file keeps the samples up to the last flush of storage.flush_seconds=0.1."""
-    config = experiment(tmp_path, misbehave, "crash_at: 1.0, crash_how: 3")
+@pytest.mark.parametrize(("how", "code", "what"), CRASHES, ids=["segfault", "abort", "exit7"])
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "pool"])
+def test_a_crash_in_an_fmu_step_is_said_in_one_line_and_keeps_what_was_flushed_by_time(
+    tmp_path, misbehave, how, code, what, parallel
+) -> None:
+    """The step to t=1 crashes (100 steps of 5 ms and more): far fewer samples than a block of 2000, yet the
+    file keeps those up to the last flush of storage.flush_seconds=0.1; the line names the component(s) whose
+    step had not returned, the time and the signal."""
+    config = experiment(tmp_path, misbehave, f"crash_at: 1.0, crash_how: {how}", parallel=parallel)
     proc = start(tmp_path, config)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 7, err
+    assert proc.returncode == code, err
     partial = tmp_path / "out" / "results.h5.partial"
+    who = ("a step of the components 'fine', 'hung' (stepped in parallel)" if parallel
+           else "the step of component 'hung'")
+    assert err.splitlines() == [
+        f"cosimrun: error: the process {what} in {who} from t=0.99; results up to the last flush kept in {partial} "
+        "(status running)"
+    ]
     assert load_results(partial).status == "running"
-    assert_prefix_of_the_run(partial, 50, 1.0)
+    assert_prefix_of_the_run(partial, 50, 1.0, ("fine", "hung") if parallel else ("hung",))
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_in_python_leaves_no_record_of_its_native_steps(tmp_path, misbehave) -> None:
+    config = experiment(tmp_path, misbehave, "hang_at: 1e300")
+    proc = start(tmp_path, config, "run.tf=0.2")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".hydra", "cosimrun.log", "results.h5"]
+    assert_prefix_of_the_run(tmp_path / "out" / "results.h5", 21, 0.21)
+
+
+def test_the_record_names_the_components_whose_native_step_has_not_returned(tmp_path) -> None:
+    class Native:
+        slot = None
+
+        def record_native_steps(self, slot) -> None:
+            self.slot = slot
+
+    a, b = Native(), Native()
+    crashsite.begin(tmp_path / "r.h5", {"a": a, "plain": object(), "b": b})
+    try:
+        record = tmp_path / "r.h5.steps"
+        assert crashsite.read(record) == {} and crashsite.describe(record) == ""
+        a.slot[0] = 0.5
+        assert crashsite.read(record) == {"a": 0.5}
+        assert crashsite.describe(record) == "component 'a' in its step from t=0.5"
+        b.slot[0] = 0.5
+        assert crashsite.describe(record) == "the components 'a', 'b' (stepped in parallel) in their step from t=0.5"
+    finally:
+        crashsite.end()
+    assert not record.exists() and a.slot is None and b.slot is None
 
 
 class ListSink:
