@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 SUFFIX = ".steps"
+CAUSE = ".crash"
+"""``<results file>.crash``: how the process running the run died, written by the command's crash witness."""
 NAMES_BYTES = 8192
 """Room for the component names; a run with more names than fit is not recorded."""
 NAN = math.nan
@@ -50,6 +52,7 @@ def begin(results: str | os.PathLike[str], components: Mapping[str, Any]) -> Non
         return
     path = Path(os.fspath(results) + SUFFIX)
     try:
+        Path(os.fspath(results) + CAUSE).unlink(missing_ok=True)  # an earlier attempt's
         with open(path, "wb+") as f:
             f.write(header.ljust(NAMES_BYTES) + bytes(8 * len(names)))
             f.flush()

@@ -314,9 +314,15 @@ if record is not None:
     elif inside:
         where = (f" in a step of the components {', '.join(map(repr, inside))} (stepped in parallel) from "
                  f"t={max(inside.values()):.12g}")
+    try:
+        with open(record[:-len(SUFFIX)] + CAUSE, "w", encoding="utf-8") as cause:
+            cause.write(f"the process {how}{where}\n")
+    except OSError:
+        pass
     results = record[:-len(SUFFIX)] + ".partial"
     where += f"; results up to the last flush kept in {results} (status running)"
-print(f"cosimrun: error: the process {how}{where}", file=sys.stderr, flush=True)
+if SAY:
+    print(f"cosimrun: error: the process {how}{where}", file=sys.stderr, flush=True)
 """
 """The crash witness: a small process that outlives the command's and says in one line how and where it died.
 
@@ -324,18 +330,35 @@ It reads a pipe from the command: a NUL byte and ``R<record>`` when a run begins
 :mod:`cosimrun.core.crashsite`), ``E`` when it ends, ``X`` when the command ends on purpose in the
 middle of a run (the watchdog), each on a line, and faulthandler's report of a fatal signal. At the
 end of the pipe (the command's process is gone) it prints the line, unless the command ended on
-purpose, or outside a run without a fatal signal.
+purpose, or outside a run without a fatal signal; when a run was recorded it also writes the cause
+to ``<results file>.crash`` (:data:`~cosimrun.core.crashsite.CAUSE`), which a sweep's launcher reports
+for a job whose worker died.
 """
 _witness: int | None = None
 """The write end of the pipe to the crash witness, once started."""
+_say_crash = True
 
 
-def watch_crashes() -> None:
-    """Have a crash of the command's process in native code reported in one line (see :data:`WITNESS`): the
-    witness starts with the first recorded run, and faulthandler writes to it."""
+def watch_crashes(say: bool = True) -> None:
+    """Have a crash of this process in native code reported (see :data:`WITNESS`): in one line on stderr with
+    *say*, and in the cause file of the run. The witness starts with the first recorded run, and faulthandler
+    writes to it."""
+    global _say_crash
     from cosimrun.core import crashsite
 
+    _say_crash = say
     crashsite.listener = _run_recorded
+
+
+def crash_cause(results: str | os.PathLike[str]) -> str | None:
+    """What the witness wrote of a process that died running the run of *results* (``None``: nothing)."""
+    from cosimrun.core.crashsite import CAUSE
+
+    try:
+        with open(os.fspath(results) + CAUSE, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _run_recorded(record: Any) -> None:
@@ -344,11 +367,11 @@ def _run_recorded(record: Any) -> None:
         import faulthandler
         import subprocess
 
-        from cosimrun.core.crashsite import NAMES_BYTES, SUFFIX
+        from cosimrun.core.crashsite import CAUSE, NAMES_BYTES, SUFFIX
 
         read, write = os.pipe()
         try:
-            code = f"NAMES_BYTES, SUFFIX = {NAMES_BYTES!r}, {SUFFIX!r}\n{WITNESS}"
+            code = f"NAMES_BYTES, SUFFIX, CAUSE, SAY = {(NAMES_BYTES, SUFFIX, CAUSE, _say_crash)!r}\n{WITNESS}"
             subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=read, stdout=subprocess.DEVNULL,
                              start_new_session=True)
         except OSError:  # no witness: crashes stay silent

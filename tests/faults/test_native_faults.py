@@ -21,6 +21,7 @@ import pytest
 from cosimrun.config.build import build_storage
 from cosimrun.core import crashsite
 from cosimrun.errors import ConfigError
+from cosimrun.runner.load import load_sweep
 from cosimrun.runner.signals import STUCK_GRACE_S
 from cosimrun.storage import load_results
 from cosimrun.system import recorder as recorder_module
@@ -170,6 +171,26 @@ def test_a_crash_in_an_fmu_step_is_said_in_one_line_and_keeps_what_was_flushed_b
     ]
     assert load_results(partial).status == "running"
     assert_prefix_of_the_run(partial, 50, 1.0, ("fine", "hung") if parallel else ("hung",))
+
+
+@pytest.mark.slow
+def test_in_a_dask_sweep_a_job_crashing_in_an_fmu_fails_with_that_cause_and_the_sweep_goes_on(tmp_path,
+                                                                                            misbehave) -> None:
+    config = experiment(tmp_path, misbehave, "crash_at: 1.0, crash_how: 1")
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run(
+        [sys.executable, str(RUN_CLI), "-m", "--config-dir", str(config), "+experiment=native",
+         "components.hung.params.crash_at=0.5,1e300", "run.tf=1", "hydra/launcher=dask", "hydra.launcher.retries=0",
+         "hydra.launcher.progress=false", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    cause = "the process crashed with SIGSEGV (Segmentation fault) in the step of component 'hung' from t=0.49"
+    index = load_sweep(sweep)
+    assert list(index["status"]) == ["failed", "complete"]
+    assert index["error"][0].startswith(f"WorkerDied: the worker process running this job died once ({cause}); ")
+    assert_prefix_of_the_run(sweep / "1" / "results.h5", 101, 1.01)
+    assert load_results(sweep / "0" / "results.h5.partial").status == "running"
 
 
 @pytest.mark.slow
