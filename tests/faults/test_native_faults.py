@@ -121,9 +121,11 @@ def test_a_second_sigint_ends_a_run_stuck_in_an_fmu_step_with_the_flushed_sample
 
 @pytest.mark.slow
 def test_one_sigterm_ends_a_run_stuck_on_the_native_pool_after_the_grace_period(tmp_path, misbehave) -> None:
-    config = experiment(tmp_path, misbehave, "hang_at: 1.0", parallel=True)
+    """The step to t=0.5 hangs: the 50th of the batch's first window, which steps the faster way (in parallel)
+    once its first steps timed both ways."""
+    config = experiment(tmp_path, misbehave, "hang_at: 0.5", parallel=True)
     proc = start(tmp_path, config)
-    seen = wait_for_samples(proc, tmp_path / "out" / "results.h5.partial", 30)
+    seen = wait_for_samples(proc, tmp_path / "out" / "results.h5.partial", 20)
     time.sleep(2.0)
     proc.send_signal(signal.SIGTERM)
     sent = time.monotonic()
@@ -134,11 +136,11 @@ def test_one_sigterm_ends_a_run_stuck_on_the_native_pool_after_the_grace_period(
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("cosimrun: terminated by SIGTERM: a step of the components 'fine', 'hung' (stepped "
-                               "in parallel) has not returned at t=0.99 for "), err
+                               "in parallel) has not returned at t=0.49 for "), err
     assert lines[0].endswith(f"; results up to the last flush kept in {path} (status interrupted)"), err
     res = load_results(path)
     assert res.status == "interrupted" and res.attrs["error"] == "terminated by SIGTERM"
-    assert_prefix_of_the_run(path, seen, 1.0, ("fine", "hung"))
+    assert_prefix_of_the_run(path, seen, 0.5, ("fine", "hung"))
 
 
 # ---------------------------------------------------------------------- a crash in C
@@ -155,10 +157,12 @@ CRASHES = [
 def test_a_crash_in_an_fmu_step_is_said_in_one_line_and_keeps_what_was_flushed_by_time(
     tmp_path, misbehave, how, code, what, parallel
 ) -> None:
-    """The step to t=1 crashes (100 steps of 5 ms and more): far fewer samples than a block of 2000, yet the
-    file keeps those up to the last flush of storage.flush_seconds=0.1; the line names the component(s) whose
-    step had not returned, the time and the signal."""
-    config = experiment(tmp_path, misbehave, f"crash_at: 1.0, crash_how: {how}", parallel=parallel)
+    """The step to t=1 crashes (100 steps of 5 ms and more; on the pool the step to t=0.5, which steps in
+    parallel, see above): far fewer samples than a block of 2000, yet the file keeps those up to the last flush
+    of storage.flush_seconds=0.1; the line names the component(s) whose step had not returned, the time and the
+    signal."""
+    at = 0.5 if parallel else 1.0
+    config = experiment(tmp_path, misbehave, f"crash_at: {at}, crash_how: {how}", parallel=parallel)
     proc = start(tmp_path, config)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
@@ -166,11 +170,11 @@ def test_a_crash_in_an_fmu_step_is_said_in_one_line_and_keeps_what_was_flushed_b
     who = ("a step of the components 'fine', 'hung' (stepped in parallel)" if parallel
            else "the step of component 'hung'")
     assert err.splitlines() == [
-        f"cosimrun: error: the process {what} in {who} from t=0.99; results up to the last flush kept in {partial} "
-        "(status running)"
+        f"cosimrun: error: the process {what} in {who} from t={at - DT:g}; results up to the last flush kept in "
+        f"{partial} (status running)"
     ]
     assert load_results(partial).status == "running"
-    assert_prefix_of_the_run(partial, 50, 1.0, ("fine", "hung") if parallel else ("hung",))
+    assert_prefix_of_the_run(partial, 15 if parallel else 50, at, ("fine", "hung") if parallel else ("hung",))
 
 
 @pytest.mark.slow
