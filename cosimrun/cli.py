@@ -404,6 +404,7 @@ def main() -> None:
     signals.install()
     entry = sys._getframe(1).f_globals.get("__name__") == "__main__"
     try:
+        signals.watch_crashes()
         status = _status(sys.argv[1:])
         signals.finish(status, keep=entry)  # no signal raises from here on
     except KeyboardInterrupt as exc:  # the only one the handlers raise (or code that raised one itself)

@@ -471,7 +471,10 @@ def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     if flush < 1:
         raise ConfigError("storage.flush_interval", f"{flush} must be >= 1")
     allow_nonfinite = _typed("storage.allow_nonfinite", cfg.get("allow_nonfinite", default["allow_nonfinite"]), bool)
-    return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite)
+    seconds = _typed("storage.flush_seconds", cfg.get("flush_seconds", default["flush_seconds"]), float)
+    if not 0 < seconds < math.inf:
+        raise ConfigError("storage.flush_seconds", f"{seconds} must be a positive number of seconds")
+    return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite, seconds)
 
 
 def recorded_ports(system: System, patterns: list[str]) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
+from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL, DEFAULT_FLUSH_SECONDS
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,9 @@ class StorageSettings:
     """Samples kept in memory per port before they are written to the file."""
     allow_nonfinite: bool = False
     """Store NaN and infinite values and go on; by default the run fails at the first one."""
+    flush_seconds: float = DEFAULT_FLUSH_SECONDS
+    """Seconds of computing after which the samples kept in memory are written, however few: a run that dies
+    hard (a crash, ``os._exit``) loses at most that much."""
 
 
 @dataclass

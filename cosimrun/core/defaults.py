@@ -9,3 +9,5 @@ from __future__ import annotations
 
 DEFAULT_FLUSH_INTERVAL = 2000
 """Samples buffered per port before the recorder hands a block to its sink (``storage.flush_interval``)."""
+DEFAULT_FLUSH_SECONDS = 5.0
+"""Seconds after which the recorder hands over what it buffered, full block or not (``storage.flush_seconds``)."""

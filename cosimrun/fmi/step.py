@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cosimrun.core.component import step_size_error
+from cosimrun.core.crashsite import NAN
 from cosimrun.errors import StepDiscarded, StepEndedEarly
 from cosimrun.fmi import fmi3
 from cosimrun.fmi.errors import FMUError, FMULog
@@ -457,11 +458,13 @@ class FMUCStep:
     """
 
     __slots__ = ("comp", "stepper", "job", "address", "_begin", "_finish", "_set_state", "_state_function",
-                 "_set_function", "_fixed_step_only")
+                 "_set_function", "_fixed_step_only", "site")
     runner: ClassVar[FMIStepRunner] = RUNNER
     """Starts the pool that runs these jobs (:mod:`cosimrun.fmi.pool`: the native pool, or Python threads)."""
 
-    def __init__(self, comp: CoSimComponent, stepper: Stepper) -> None:
+    def __init__(self, comp: CoSimComponent, stepper: Stepper, site: memoryview | None = None) -> None:
+        self.site = site
+        """Where the step's time is kept while its job runs (:mod:`cosimrun.core.crashsite`)."""
         inst = stepper.inst
         job = stepper.job
         self._state_function, self._set_function = ("fmi3GetFMUState", "fmi3SetFMUState") if stepper.fmi3 \
@@ -485,11 +488,15 @@ class FMUCStep:
         self._begin(t)
         job = self.job
         job.t, job.h, job.snapshot = t, h, snapshot and job.get_state is not None
+        if self.site is not None:
+            self.site[0] = t
 
     def end(self, t: float, h: float) -> None:
         """The outcome of the job: raises as ``do_step`` does, else reads the outputs and records the step."""
         comp = self.comp
         status = self.job.status
+        if self.site is not None:
+            self.site[0] = NAN
         log = self.stepper.log
         if status == SNAPSHOT_FAILED:
             raise log.error(f"{self._state_function} returned {log.status(self.job.state_status)} at t={t:.12g}", t)

@@ -15,6 +15,7 @@ import numpy as np
 
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
 from cosimrun.console import notice
+from cosimrun.core import crashsite
 from cosimrun.core.component import StopRequest
 from cosimrun.errors import (
     ConfigError,
@@ -168,10 +169,11 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) ->
     """Run *exp* into *writer* and close it (inside :func:`signals.shielded`; the simulation is interruptible)."""
     system = exp.system
     start = time.perf_counter()
+    crashsite.begin(writer.path, system.components)  # for a crash in native code: where it was (removed at the end)
     try:
         with signals.interruptible():
             recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
-                                allow_nonfinite=exp.storage.allow_nonfinite)
+                                allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
             recorder.attach(system.components, exp.recorded)
             quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
             with quiet:
@@ -199,6 +201,7 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) ->
         when = exc.time if isinstance(exc, SimulationError) else None
         return _abort(exp, writer, start, "failed", message, _traceback.format_exc(), exc, when)
     finally:
+        crashsite.end()
         system.free()
     wall = time.perf_counter() - start
     return RunOutcome(exp.name, "complete", writer.path, exp.master.name, result, None, wall,

@@ -17,6 +17,15 @@ Python drops an exception raised inside a finalizer or a weakref callback (``Exc
 ...``); an interrupt that lands there would be lost. The handlers' interrupt is therefore raised again
 in the main thread when Python drops it, as soon as the main thread is out of the finalizer, and the
 runner also calls :func:`check` at its progress reports and when the simulation returns.
+
+A main thread inside a C call that does not return (an FMU's ``fmi2DoStep`` that loops) never runs a
+Python handler. The handlers therefore also write each signal to a pipe (``signal.set_wakeup_fd``),
+which the handler empties when it runs and a watchdog thread watches: when a signal stays in the
+pipe for :data:`STUCK_GRACE_S` (:data:`SECOND_GRACE_S` once a second one came), and the main
+thread does not run the handler when asked either, the watchdog closes
+the open results files ``interrupted`` with what they hold (see ``HDF5Writer.close_open``), prints
+one line naming what the main thread is stuck in, and ends the process with 130 or 143
+(``os._exit``: the stuck native thread is abandoned, no clean-up of the FMU runs).
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ import _thread
 import atexit
 import contextlib
 import os
+import select
 import signal
+import struct
 import sys
 import threading
 import time
@@ -35,12 +46,28 @@ from typing import Any, NoReturn
 
 from cosimrun.exits import EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM
 
+try:
+    import fcntl
+    import termios
+except ImportError:  # not on Windows: no watchdog
+    fcntl = termios = None  # type: ignore[assignment]
+
 INTERRUPTED = "interrupted by the user"
 """The error of a run ended by SIGINT (Ctrl-C)."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REDELIVERY_S = 0.01
 """How often a dropped interrupt is tripped again until the main thread raises it."""
+STUCK_GRACE_S = 3.0
+"""How long the main thread may go without running Python after a signal before the watchdog ends the command."""
+SECOND_GRACE_S = 0.5
+"""The same once a second signal arrived."""
+ASK_S = 0.2
+"""How long the watchdog waits for the main thread to run the handler when asked, before it ends the command."""
+WATCH_POLL_S = 0.02
+"""How often the watchdog looks at the pipe while it holds a signal."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long the watchdog waits for the open results files to close before it exits all the same."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -66,6 +93,10 @@ _hook: Any = None
 _final: tuple[int, int | None] | None = None
 """``(exit status, signal noted)`` decided by :func:`finish` when the handlers stay for the interpreter's exit."""
 _at_exit_registered = False
+_answers = 0
+"""How often the handler ran in the main thread: the watchdog's sign of a main thread that runs Python."""
+_wakeup: tuple[int, int, int] | None = None
+"""``(read end, write end, previous wakeup fd)`` of the watchdog's pipe while the handlers are installed."""
 
 
 def received() -> int | None:
@@ -139,7 +170,12 @@ def reported() -> None:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _received, _armed, _raised
+    global _received, _armed, _raised, _answers
+    _answers += 1
+    wakeup = _wakeup
+    if wakeup is not None:  # what the pipe holds is handled: the watchdog sees a main thread that runs Python
+        with contextlib.suppress(OSError):
+            os.read(wakeup[0], 512)
     if _received is None:
         _received = signum
     if _armed and not _shields:
@@ -171,6 +207,206 @@ def _redeliver() -> None:
     while _armed and _previous is not None and _received is not None:
         _thread.interrupt_main(_received)
         time.sleep(REDELIVERY_S)
+
+
+def _watch(read: int) -> None:
+    """The watchdog: end the command when a signal stays in the wakeup pipe (see the module docstring)."""
+    since: float | None = None  # when the pipe was first seen holding a signal the handler did not take
+    while _wakeup is not None and _wakeup[0] == read:
+        if since is None:
+            if select.select([read], [], [])[0]:
+                since = time.monotonic()
+            continue
+        time.sleep(WATCH_POLL_S)
+        waiting = _pending(read)
+        if not waiting:
+            since = None
+        elif time.monotonic() - since >= _grace(waiting) and _wakeup is not None:
+            signum = _received
+            with contextlib.suppress(OSError):  # the signal the pipe holds (the handler's once it runs)
+                signum = signum or next((b for b in os.read(read, 512) if b in SIGNALS), signal.SIGINT)
+            if not _answers_when_asked(signum or signal.SIGINT):
+                _stuck(signum or signal.SIGINT, time.monotonic() - since)
+            since = None
+    os.close(read)  # uninstall closed the write end
+
+
+def _grace(waiting: int) -> float:
+    """How long *waiting* signals may stay in the pipe: :data:`SECOND_GRACE_S` when one of them, or one the
+    handler noted before, makes two."""
+    return SECOND_GRACE_S if waiting > 1 or _received is not None else STUCK_GRACE_S
+
+
+def _pending(read: int) -> int:
+    """How many bytes the pipe holds (signals not handled yet)."""
+    with contextlib.suppress(OSError):
+        return struct.unpack("i", fcntl.ioctl(read, termios.FIONREAD, b"\0\0\0\0"))[0]
+    return 0
+
+
+def _answers_when_asked(signum: int) -> bool:
+    """Whether the main thread runs the handler for *signum* within :data:`ASK_S`."""
+    answered = _answers
+    with contextlib.suppress(OSError, ValueError):
+        _thread.interrupt_main(signum)
+    deadline = time.monotonic() + ASK_S
+    while time.monotonic() < deadline:
+        if _answers != answered:
+            return True
+        time.sleep(WATCH_POLL_S)
+    return False
+
+
+def _stuck(signum: int, seconds: float) -> NoReturn:
+    """End the command from the watchdog: the main thread has not run Python for *seconds* after *signum*."""
+    text = str(Terminated()) if signum == signal.SIGTERM else INTERRUPTED
+    where = _stuck_in()
+    closed: list[Any] = []
+    hdf5 = sys.modules.get("cosimrun.storage.hdf5")
+    if hdf5 is not None:  # no results file is open unless the writer's module was imported
+        closer = threading.Thread(target=lambda: closed.extend(hdf5.HDF5Writer.close_open("interrupted", text)),
+                                  name="cosimrun-close", daemon=True)
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_S)
+    kept = "; ".join(f"results up to the last flush kept in {path} (status {status})" for path, status in closed)
+    _say(f"{text}: {where} for {seconds:.1f} s and cannot be interrupted (left running)" + (f"; {kept}" if kept
+                                                                                               else ""))
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    _tell(b"\0X")
+    os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+
+
+WITNESS = r"""
+import json, math, os, signal, struct, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+data = b""
+while chunk := os.read(0, 1 << 16):
+    data += chunk
+record, dump = None, []
+for line in data.splitlines():
+    if line.startswith(b"\0"):
+        if line[1:2] == b"X":
+            sys.exit()
+        record = line[2:].decode() if line[1:2] == b"R" else None
+    elif line.strip():
+        dump.append(line.decode("utf-8", "replace"))
+fatal = "Fatal Python error: "
+error = next((d[len(fatal):].strip() for d in dump if d.startswith(fatal)), None)
+if record is None and error is None:
+    sys.exit()
+names = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Floating point exception": "SIGFPE",
+         "Bus error": "SIGBUS", "Illegal instruction": "SIGILL"}
+how = f"crashed with {names.get(error, 'a fatal signal')} ({error})" if error else \
+    "ended (exit() in native code, or killed)"
+where = ""
+if record is not None:
+    try:
+        raw = open(record, "rb").read()
+        comps = json.loads(raw[:NAMES_BYTES])
+        times = struct.unpack(f"<{len(comps)}d", raw[NAMES_BYTES:NAMES_BYTES + 8 * len(comps)])
+        inside = {c: t for c, t in zip(comps, times) if not math.isnan(t)}
+    except (OSError, ValueError, struct.error):
+        inside = {}
+    if len(inside) == 1:
+        where = f" in the step of component {next(iter(inside))!r} from t={max(inside.values()):.12g}"
+    elif inside:
+        where = (f" in a step of the components {', '.join(map(repr, inside))} (stepped in parallel) from "
+                 f"t={max(inside.values()):.12g}")
+    try:
+        with open(record[:-len(SUFFIX)] + CAUSE, "w", encoding="utf-8") as cause:
+            cause.write(f"the process {how}{where}\n")
+    except OSError:
+        pass
+    results = record[:-len(SUFFIX)] + ".partial"
+    where += f"; results up to the last flush kept in {results} (status running)"
+if SAY:
+    print(f"cosimrun: error: the process {how}{where}", file=sys.stderr, flush=True)
+"""
+"""The crash witness: a small process that outlives the command's and says in one line how and where it died.
+
+It reads a pipe from the command: a NUL byte and ``R<record>`` when a run begins (the record of
+:mod:`cosimrun.core.crashsite`), ``E`` when it ends, ``X`` when the command ends on purpose in the
+middle of a run (the watchdog), each on a line, and faulthandler's report of a fatal signal. At the
+end of the pipe (the command's process is gone) it prints the line, unless the command ended on
+purpose, or outside a run without a fatal signal; when a run was recorded it also writes the cause
+to ``<results file>.crash`` (:data:`~cosimrun.core.crashsite.CAUSE`), which a sweep's launcher reports
+for a job whose worker died.
+"""
+_witness: int | None = None
+"""The write end of the pipe to the crash witness, once started."""
+_say_crash = True
+
+
+def watch_crashes(say: bool = True) -> None:
+    """Have a crash of this process in native code reported (see :data:`WITNESS`): in one line on stderr with
+    *say*, and in the cause file of the run. The witness starts with the first recorded run, and faulthandler
+    writes to it."""
+    global _say_crash
+    from cosimrun.core import crashsite
+
+    _say_crash = say
+    crashsite.listener = _run_recorded
+
+
+def crash_cause(results: str | os.PathLike[str]) -> str | None:
+    """What the witness wrote of a process that died running the run of *results* (``None``: nothing)."""
+    from cosimrun.core.crashsite import CAUSE
+
+    try:
+        with open(os.fspath(results) + CAUSE, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _run_recorded(record: Any) -> None:
+    global _witness
+    if _witness is None:
+        import faulthandler
+        import subprocess
+
+        from cosimrun.core.crashsite import CAUSE, NAMES_BYTES, SUFFIX
+
+        read, write = os.pipe()
+        try:
+            code = f"NAMES_BYTES, SUFFIX, CAUSE, SAY = {(NAMES_BYTES, SUFFIX, CAUSE, _say_crash)!r}\n{WITNESS}"
+            subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=read, stdout=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError:  # no witness: crashes stay silent
+            os.close(write)
+            return
+        finally:
+            os.close(read)
+        _witness = write
+        faulthandler.enable(file=write, all_threads=False)
+    _tell(b"\0R" + os.fsencode(record) if record is not None else b"\0E")
+
+
+def _tell(message: bytes) -> None:
+    if _witness is not None:
+        with contextlib.suppress(OSError):
+            os.write(_witness, message + b"\n")
+
+
+def _stuck_in() -> str:
+    """What the main thread is stuck in: the innermost component method on its stack and the time it stepped from."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    component = sys.modules.get("cosimrun.core.component")
+    while frame is not None and component is not None:
+        local = frame.f_locals
+        t = local.get("t")
+        at = f" at t={t:.12g}" if isinstance(t, float | int) else ""
+        owner, batch = local.get("self"), local.get("batch")
+        if isinstance(owner, component.CoSimComponent):
+            return f"component {owner.name!r} has not returned from {frame.f_code.co_name}(){at}"
+        steps = getattr(batch, "steps", None)  # a parallel master's batch (cosimrun.masters.parallel)
+        if isinstance(steps, list) and steps and all(isinstance(s[0], component.CoSimComponent) for s in steps):
+            names = ", ".join(repr(s[0].name) for s in steps)
+            return f"a step of the components {names} (stepped in parallel) has not returned{at}"
+        frame = frame.f_back
+    return "the main thread has not returned from native code"
 
 
 @contextlib.contextmanager
@@ -207,15 +443,16 @@ def install() -> bool:
     global _previous, _hook, _armed, _at_exit_registered
     if _previous is not None or threading.current_thread() is not threading.main_thread():
         return False
+    _start_watchdog()  # before the handlers: nothing between them and the caller's ``try`` may be interrupted
+    _hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
+    if not _at_exit_registered:  # registered first, so that it runs after every other exit function
+        atexit.register(_at_exit)
+        _at_exit_registered = True
     _reset()
     _armed = True
     _previous = {}
     for s in SIGNALS:
         _previous[s] = signal.signal(s, _handler)
-    _hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
-    if not _at_exit_registered:  # registered first, so that it runs after every other exit function
-        atexit.register(_at_exit)
-        _at_exit_registered = True
     return True
 
 
@@ -226,9 +463,42 @@ def uninstall() -> None:
         return
     for s, previous in _previous.items():
         signal.signal(s, previous)
+    _stop_watchdog()
     sys.unraisablehook = _hook
     _previous = _hook = None
     _reset()
+
+
+def _start_watchdog() -> None:
+    """Write the signals to a pipe the watchdog thread reads (see the module docstring)."""
+    global _wakeup
+    if fcntl is None:
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    os.set_blocking(read, False)
+    try:
+        _wakeup = (read, write, signal.set_wakeup_fd(write, warn_on_full_buffer=False))
+    except (ValueError, OSError):  # no wakeup fd to set here: no watchdog
+        os.close(read)
+        os.close(write)
+        return
+    try:
+        threading.Thread(target=_watch, args=(read,), name="cosimrun-watchdog", daemon=True).start()
+    except RuntimeError:  # no thread to start (the interpreter exits): no watchdog
+        _stop_watchdog()
+        os.close(read)
+
+
+def _stop_watchdog() -> None:
+    global _wakeup
+    if _wakeup is None:
+        return
+    _read, write, previous = _wakeup
+    _wakeup = None
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(previous)
+    os.close(write)  # the watchdog sees the end of the pipe, closes its read end and returns
 
 
 def _reset() -> None:

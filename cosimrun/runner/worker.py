@@ -289,6 +289,7 @@ def run_hydra_job(
 
     with _job_lock:
         start = time.perf_counter()
+        signals.watch_crashes(say=False)  # a crash in native code: its cause for the driver (signals.crash_cause)
         mark_started(payload.job_dir, state_token, attempt)
         value: Any
         try:

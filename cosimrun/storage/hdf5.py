@@ -44,8 +44,10 @@ import errno as _errno
 import json
 import os
 import re
+import threading
 import time as _time
 import traceback as _traceback
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -86,8 +88,14 @@ _RESERVED_ROOT_ATTRS = frozenset({"format", "format_version", "status", CHECKSUM
 _PURE_DIM = "This is a netCDF dimension but not a netCDF variable."
 _STR = h5py.string_dtype("utf-8")
 _DTYPES: dict[str, Any] = {"real": np.float64, "int": np.int64, "bool": np.int8, "event": np.int8, "string": _STR}
-CLOSE_RESERVE = 256 * 1024
-"""Bytes kept free for closing a file (status, error, checksums) beyond what a flush writes."""
+CLOSE_RESERVE = 32 * 1024
+"""Bytes kept free for closing a file (status, error, traceback, checksums) beyond what a flush writes: what
+:meth:`HDF5Writer.close` needs with a traceback of some kilobytes, small enough that a file-size limit of a few
+hundred kilobytes still keeps the blocks that fit."""
+_CHUNK_OVERHEAD = 1024
+"""Bytes a flush may write for a changed compressed dataset besides its data (chunk index, object header)."""
+_CLOSE_BASE = 8 * 1024
+"""Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
 _ERRNO = re.compile(r"errno = (\d+)")
 
 
@@ -171,7 +179,14 @@ class HDF5Writer:
     A write that fails raises :class:`~cosimrun.errors.ResultsWriteError`; every
     later write raises it again, and :meth:`close` ends the file as described
     in the module docstring (never ``complete``).
+
+    :meth:`close` may be called from another thread than the one writing (the
+    command's watchdog does, see :meth:`close_open`) while that one is stuck
+    outside the writer; two closes never interleave.
     """
+
+    _open: weakref.WeakSet[HDF5Writer] = weakref.WeakSet()
+    """The writers whose file is open, for :meth:`close_open`."""
 
     def __init__(
         self,
@@ -212,6 +227,8 @@ class HDF5Writer:
         self._damaged = False
         """Whether the HDF5 library failed half-way through a write (the file on disk may be inconsistent)."""
         self._file: h5py.File | None = None
+        self._closing = threading.RLock()
+        """Held while the file is closed, so that a close from another thread waits for the one in progress."""
         self._left = self.partial_path
         """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
         try:
@@ -219,6 +236,7 @@ class HDF5Writer:
             # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
             self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
             self._init_layout(experiment, attrs)
+            HDF5Writer._open.add(self)
         except BaseException as exc:
             if self._file is not None:
                 self._abandon()
@@ -303,7 +321,11 @@ class HDF5Writer:
         if entry is None:
             ds = self.file[path]
             entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
-            self._pending += self.chunk_size * (16 if ds.dtype.kind == "O" else ds.dtype.itemsize)
+            itemsize = 16 if ds.dtype.kind == "O" else ds.dtype.itemsize
+            if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
+                self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
+            else:  # a new chunk takes its whole size on disk
+                self._pending += self.chunk_size * itemsize
         if path not in self._undo:
             self._undo[path] = (entry[0], length, self._checksums.get(path))
         return entry[0]
@@ -367,6 +389,42 @@ class HDF5Writer:
         if nbytes > fs.f_bavail * fs.f_frsize:
             raise self._write_error(_errno.ENOSPC)
 
+    def _check_before(self, nbytes: int) -> bool:
+        """Check that adding *nbytes* (raw) leaves room for the next flush and for closing; when only
+        compressing them can make them fit, return ``True``: :meth:`_check_after` decides once they are added
+        (they are in HDF5's chunk cache until the flush)."""
+        try:
+            self._check_room(self._pending + nbytes + CLOSE_RESERVE)
+        except ResultsWriteError:
+            if not self._filters.get("compression") == "gzip":
+                raise
+            return True
+        return False
+
+    def _check_after(self) -> None:
+        """Raise unless the next flush fits with the reserve for closing, counting each chunk it writes as
+        HDF5 compresses it (not its raw size, as :attr:`_pending` does)."""
+        self._check_room(min(self._pending, self._flush_bytes()) + CLOSE_RESERVE)
+
+    def _flush_bytes(self) -> int:
+        """What the next flush writes: every chunk changed since the last flush, compressed with the
+        dataset's filters (exactly what the deflate filter produces), and strings at their stored size."""
+        total = 0
+        for ds, length, _ in self._since_flush.values():
+            n = ds.shape[0]
+            if ds.dtype.kind == "O" or ds.compression != "gzip":
+                total += self.chunk_size * 16 + len(_stored_bytes(ds[length:n])) + 24 * (n - length)
+                continue
+            size = self.chunk_size
+            for first in range(length // size * size, n, size):
+                chunk = np.zeros(size, dtype=ds.dtype)
+                chunk[: min(size, n - first)] = ds[first:min(first + size, n)]
+                raw = chunk.view(np.uint8)
+                if ds.shuffle:
+                    raw = raw.reshape(size, ds.dtype.itemsize).T
+                total += len(zlib.compress(raw.tobytes(), ds.compression_opts)) + _CHUNK_OVERHEAD
+        return total
+
     def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, int | None]]) -> None:
         """Give the *changed* datasets back their length and CRC (a failure marks the file damaged)."""
         try:
@@ -387,6 +445,7 @@ class HDF5Writer:
         After a failed write HDF5 cannot flush its cache, so closing (or the
         library's clean-up at exit, which crashes on it) would only fail again.
         """
+        HDF5Writer._open.discard(self)
         f, self._file = self._file, None
         self._left = self.partial_path
         if f is not None:
@@ -509,11 +568,13 @@ class HDF5Writer:
             prefix = f"/components/{component}/"
             start = self._lengths[component]
             with self._change():
-                self._check_room(self._pending + sum(v.nbytes for v in columns.values()) + 12 * n + CLOSE_RESERVE)
+                compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 12 * n)
                 for port, v in columns.items():
                     self._extend(prefix + port, start, v)
                 self._extend(prefix + "micro", start, m)
                 self._extend(prefix + "time", start, t)
+                if compressed:
+                    self._check_after()
                 self._last[component] = {port: v[-1] for port, v in columns.items()}
                 self._lengths[component] = start + n
         if flush:
@@ -622,11 +683,13 @@ class HDF5Writer:
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
         start = self.file[dim].shape[0]
         with self._change():
-            self._check_room(self._pending + sum(v.nbytes for v in columns.values()) + 32 * n + CLOSE_RESERVE)
+            compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
                 self._changed(dim, start).resize((start + n,))
             for name, data in columns.items():
                 self._extend(f"/{group_name}/{name}", start, data)
+            if compressed:
+                self._check_after()
 
     def write_stats(self, stats: Mapping[str, Any] | Any) -> None:
         """Store master statistics (a mapping or an object with ``as_dict()``) as ``/stats`` attributes."""
@@ -643,8 +706,8 @@ class HDF5Writer:
     def flush(self) -> None:
         """Flush everything written so far to disk (:class:`ResultsWriteError` when it does not fit)."""
         with self._change():
-            if self._since_flush:
-                self._check_room(self._pending + CLOSE_RESERVE)
+            if self._since_flush and self._check_before(0):
+                self._check_after()
             self.file.flush()
         self._since_flush = {}
         self._pending = 0
@@ -664,10 +727,31 @@ class HDF5Writer:
         ``complete`` is raised with the file still open, to be closed again as
         ``failed``. Closing twice does nothing.
         """
-        if self._file is None:
-            return self._left
         if status not in STATUSES or status == "running":
             raise ConfigError("status", f"must be one of complete, failed, interrupted, got {status!r}")
+        with self._closing:
+            if self._file is None:
+                return self._left
+            return self._close(status, error, traceback)
+
+    @classmethod
+    def close_open(cls, status: str, error: str) -> list[tuple[Path, str]]:
+        """Close every open results file of the process as *status* with *error*, keeping what its writer was
+        given; ``[(where it is, its status)]``.
+
+        The last resort of a process that must end while its main thread is stuck (in an FMU's C code,
+        outside the writer): from another thread, just before ``os._exit``.
+        """
+        closed = []
+        for writer in list(cls._open):
+            try:
+                path = writer.close(status, error)
+            except Exception:  # a file that cannot be closed stays as it is: .partial, running
+                path = writer.partial_path
+            closed.append((path, status if path == writer.path else "running"))
+        return closed
+
+    def _close(self, status: str, error: BaseException | str | None, traceback: str | None) -> Path:
         if isinstance(error, BaseException):
             if traceback is None:
                 traceback = "".join(_traceback.format_exception(error))
@@ -684,8 +768,10 @@ class HDF5Writer:
         return self._close_after_error(status, error, traceback)
 
     def _closing_bytes(self, error: str | None, traceback: str | None) -> int:
-        """Bytes closing may write: the end attributes and the reserve."""
-        return CLOSE_RESERVE + 4 * (len(error or "") + len(traceback or "")) + 64 * len(self._checksums)
+        """Bytes closing may write: the end attributes (measured: 2 to 11 kB besides the texts, for 3 to 120
+        datasets)."""
+        texts = len((error or "").encode("utf-8", "replace")) + len((traceback or "").encode("utf-8", "replace"))
+        return _CLOSE_BASE + texts + 64 * len(self._checksums)
 
     def _write_end(self, status: str, error: str | None, traceback: str | None) -> None:
         """Write the end attributes and flush, then the status and flush again."""
@@ -725,6 +811,7 @@ class HDF5Writer:
 
     def _release(self) -> Path:
         """Close the (flushed) file and give it its final name."""
+        HDF5Writer._open.discard(self)
         f, self._file = self.file, None
         self._since_flush = {}
         f.close()

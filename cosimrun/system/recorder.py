@@ -4,7 +4,8 @@ The master tells the :class:`Recorder` which instants are accepted samples
 (``sample(t)``, and ``sample(t, micro)`` for the post-event samples at one
 instant) and which events happened (``event``). The recorder reads the
 selected output ports into typed blocks of at most ``flush_interval`` rows and
-hands each full block to a :class:`Sink`: the HDF5 writer when the runner
+hands each full block to a :class:`Sink`, and what it holds once ``flush_seconds``
+passed since the last hand-over (so a run that dies hard loses at most that much): the HDF5 writer when the runner
 stores a run, a :class:`MemorySink` for library use (what ``System.run``
 returns). A run's memory is therefore bounded by the flush interval for every
 port, recorded or not (ports not selected are never read), and flushing does
@@ -20,12 +21,13 @@ values). The check is one vectorized pass per block, not a cost per step.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from time import perf_counter
 from typing import Any, Protocol
 
 import numpy as np
 
 from cosimrun.core.component import CoSimComponent
-from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL
+from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL, DEFAULT_FLUSH_SECONDS
 from cosimrun.core.events import DenseTime
 from cosimrun.core.history import SystemHistory
 from cosimrun.core.ports import PortState, PortType
@@ -36,6 +38,11 @@ PortLayout = Mapping[str, tuple[str | None, str]]
 
 EventRow = tuple[DenseTime, str, str]
 """``(when, component, event)``."""
+
+CLOCK_CHECK_SECONDS = (0.001, 0.02)
+"""The clock is read every *stride* samples, the stride doubled while that is sooner than the first bound and
+halved while it is later than the second: a fast run reads it rarely, a slow one at (almost) every sample."""
+MAX_STRIDE = 1024
 
 _BLOCK_DTYPES: dict[PortType, Any] = {
     PortType.REAL: np.float64,
@@ -128,12 +135,24 @@ class Recorder:
     """
 
     def __init__(
-        self, sink: Sink, flush_interval: int = DEFAULT_FLUSH_INTERVAL, *, allow_nonfinite: bool = False
+        self, sink: Sink, flush_interval: int = DEFAULT_FLUSH_INTERVAL, *, allow_nonfinite: bool = False,
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         if int(flush_interval) < 1:
             raise ConfigError("flush_interval", f"must be >= 1, got {flush_interval!r}")
+        if not 0 < flush_seconds < float("inf"):
+            raise ConfigError("flush_seconds", f"must be a positive number of seconds, got {flush_seconds!r}")
         self.sink = sink
         self.flush_interval = int(flush_interval)
+        self.flush_seconds = float(flush_seconds)
+        """Seconds after which :meth:`sample` hands over what is buffered, full block or not."""
+        self._due = 0.0
+        """When the buffered samples are handed over at the latest (``perf_counter``)."""
+        self._stride = 1
+        self._check_at = 1
+        """The sample count at which :meth:`sample` reads the clock next."""
+        self._clock_read = 0.0
+        """``perf_counter`` at the last clock reading."""
         self.allow_nonfinite = allow_nonfinite
         """Hand over NaN and infinite values instead of ending the run at the first one."""
         self._checked: list[tuple[np.ndarray, list[tuple[str, str]]]] = []
@@ -203,6 +222,7 @@ class Recorder:
         self._n = 0
         self._micro = {}
         self._handed = self._events_handed = 0
+        self._restart_clock()
         self._offsets = {name: self.sink.n_samples(name) for name, _ in self._layout}
         self._events_offset = self.sink.n_events()
 
@@ -231,6 +251,27 @@ class Recorder:
         self._n = n
         if n == self.flush_interval:
             self.flush()
+        elif n >= self._check_at:
+            self._tick(n)
+
+    def _tick(self, n: int) -> None:
+        """Read the clock after *n* buffered samples: hand them over when they are due, else adapt the stride."""
+        now = perf_counter()
+        if now >= self._due:
+            self.flush()
+            return
+        if now - self._clock_read < CLOCK_CHECK_SECONDS[0]:
+            self._stride = min(2 * self._stride, MAX_STRIDE)
+        elif now - self._clock_read > CLOCK_CHECK_SECONDS[1]:
+            self._stride = max(self._stride // 2, 1)
+        self._clock_read = now
+        self._check_at = n + self._stride
+
+    def _restart_clock(self) -> None:
+        now = perf_counter()
+        self._due = now + self.flush_seconds
+        self._clock_read = now
+        self._check_at = self._stride
 
     def event(self, t: float, micro: int, component: str, name: str) -> None:
         """Note that event *name* of *component* happened at superdense time ``(t, micro)``."""
@@ -249,6 +290,7 @@ class Recorder:
         handed over twice, so a file closed after an interrupt holds each
         sample once, in time order.
         """
+        self._restart_clock()
         n = self._n
         bad = None if self.allow_nonfinite else self._first_nonfinite(n)
         if bad is not None:

@@ -81,11 +81,15 @@ def failed_outcome(spec: JobSpec, attempt: int, exc: BaseException | None, tb: A
     """
     outcome = JobOutcome(spec.num, "failed", spec.overrides, attempts=attempt)
     if exc is None or worker_died(exc):
+        from cosimrun.runner.signals import crash_cause
+
         last = getattr(getattr(exc, "last_worker", None), "address", "")
         times = "once" if attempt == 1 else f"{attempt} times"
+        cause = crash_cause(spec.results_path)
         outcome.error = (
-            f"WorkerDied: the worker process running this job died {times} (a crash, os._exit, a signal "
-            f"or its memory limit){f'; last on {last}' if last else ''}; see that worker's log"
+            f"WorkerDied: the worker process running this job died {times} "
+            + (f"({cause})" if cause else "(a crash, os._exit, a signal or its memory limit)")
+            + f"{f'; last on {last}' if last else ''}; see that worker's log"
         )
         outcome.worker = str(last)
         outcome.traceback = f"{type(exc).__name__}: {exc}" if exc is not None else "the task's result was lost"

@@ -35,9 +35,10 @@ def limited(limit: int = LIMIT):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def cosimrun(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def cosimrun(tmp_path: Path, *args: str, timeout: float = 180, limit: int | None = LIMIT
+             ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(RUN_CLI), *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=limited())
+                          timeout=timeout, preexec_fn=None if limit is None else limited(limit))
 
 
 def blocks(n: int, width: int = 100) -> list[np.ndarray]:
@@ -158,6 +159,35 @@ def test_a_file_size_limit_ends_a_run_with_one_line_and_a_readable_failed_file(t
     assert np.all(np.diff(t) > 0) and len(res.history("mass2")["force"].time) == len(t)
     assert verify_results(path) == ["status is failed, not complete"]
     assert not (tmp_path / "out" / "results.h5.partial").exists()
+
+
+@pytest.mark.slow
+def test_under_a_small_file_size_limit_the_compressed_blocks_that_fit_are_kept(tmp_path) -> None:
+    """``ulimit -f 200`` on a run whose compressed file grows to about 250 kB: its first block of 2000 samples
+    fits (counted at its compressed size, not its raw 137 kB), the second does not; the file is failed with the
+    first block, equal to what the unlimited run computed."""
+    reference = cosimrun(tmp_path, "+experiment=coupled_oscillators", "hydra.run.dir=ref", limit=None)
+    assert reference.returncode == 0, reference.stderr
+    full = load_results(tmp_path / "ref" / "results.h5")
+    assert os.path.getsize(tmp_path / "ref" / "results.h5") > 200 * 1024
+    proc = cosimrun(tmp_path, "+experiment=coupled_oscillators", "hydra.run.dir=out", limit=200 * 1024)
+    path = tmp_path / "out" / "results.h5"
+    error = f"cannot write results to {path}.partial: [Errno 27] File too large"
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"cosimrun: error: {error}; results up to the last flush kept in {path} (status failed)"
+    ]
+    res = load_results(path)
+    assert res.status == "failed" and res.attrs["error"] == error
+    for comp in ("mass1", "mass2"):
+        kept, whole = res.history(comp), full.history(comp)
+        assert set(kept) == set(whole)
+        for port in whole:
+            t, v = kept[port]
+            assert len(t) == 2000  # the first block, all of it
+            np.testing.assert_array_equal(t, whole[port].time[:2000])
+            np.testing.assert_array_equal(v, whole[port].values[:2000])
+    assert verify_results(path) == ["status is failed, not complete"]
 
 
 @pytest.mark.slow

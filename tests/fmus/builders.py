@@ -345,3 +345,9 @@ def state_space3(directory: Path) -> Path:
     built = build_c_fmu(directory / f"{identifier}.fmu", model_identifier=identifier, model_description=xml,
                         source=source)
     return _fmi3_binaries(built, identifier)
+
+
+def misbehave(directory: Path) -> Path:
+    """``y = t``; a step that never returns from parameter ``hang_at`` on, or crashes from ``crash_at`` on as
+    ``crash_how`` says (1 SIGSEGV, 2 abort(), 3 exit(7)); ``work`` (s) of waiting per step."""
+    return _c_fmu(directory, "misbehave", "misbehave", (HERE / "misbehave.xml").read_text())

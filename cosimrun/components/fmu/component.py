@@ -17,7 +17,9 @@ from typing import Any, ClassVar
 
 from cosimrun.components.fmu.base import INTERFACES, FMUBase
 from cosimrun.components.fmu.build import resolve_example
+from cosimrun.core import crashsite
 from cosimrun.core.component import NO_EVENTS, CoSimComponent, step_size_error
+from cosimrun.core.crashsite import NAN
 from cosimrun.errors import ConfigError, FMUError, StepEndedEarly
 from cosimrun.fmi.description import read_fmu
 from cosimrun.fmi.fmi2 import Instance
@@ -91,6 +93,7 @@ class FMUComponent(FMUBase):
         """The requests of the bound instance (read at every step; a placeholder without one)."""
         self._fast_step: Any = self._not_running
         self._c_step: FMUCStep | None = None
+        self._site: memoryview | None = None
 
     @property
     def fixed_step_only(self) -> bool:  # type: ignore[override]
@@ -138,12 +141,19 @@ class FMUComponent(FMUBase):
             interpolates_inputs=self.interpolates_inputs, log=fmu.log, now=self._now, requests=fmu.requests)
         self._fast_step = stepper.step
         self._requests = fmu.requests
-        self._c_step = FMUCStep(self, stepper)
+        self._site = crashsite.slot(self.name)
+        self._c_step = FMUCStep(self, stepper, self._site)
         return stepper
+
+    def record_native_steps(self, slot: memoryview | None) -> None:
+        """Keep the time of each step in *slot* while it runs in C (:mod:`cosimrun.core.crashsite`)."""
+        self._site = slot
+        if self._c_step is not None:
+            self._c_step.site = slot
 
     def _unbind(self) -> None:
         """Stepping refuses until the next instance is bound."""
-        self._stepper = self._c_step = None
+        self._stepper = self._c_step = self._site = None
         self._fast_step = self._not_running
 
     def c_step(self) -> FMUCStep | None:
@@ -169,11 +179,17 @@ class FMUComponent(FMUBase):
         if self._requests.stop_requested is not None:
             assert self._stepper is not None
             raise self._stepper.stepped_after_stop(t)
+        site = self._site  # the time of the step in C, for a crash there (cosimrun.core.crashsite)
+        if site is not None:
+            site[0] = t
         try:
             self._fast_step(t, dt)
         except StepEndedEarly as exc:
             self.t = exc.reached
             raise
+        finally:
+            if site is not None:
+                site[0] = NAN
         self.t = t = t + dt
         self._stepped(t)
 
