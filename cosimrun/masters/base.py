@@ -236,11 +236,13 @@ class MasterRun:
         report = stride
         stoppers = self._stoppers
         try:
+            self._start_coupling_estimate()  # before the first sample, which the recorder may hand over at once
             recorder.sample(t0)
             self._check_run(clock)
             self._start_parallel()
             self.begin(t0)
-            self._start_coupling_estimate(t0)
+            if self.coupling is not None:
+                self.coupling.set_coupling(self.coupling_kinds(self.schedule.real_links), self.extrapolation_order)
             try:
                 stop = bool(stoppers) and self._stop_at(t0)
                 while a < end and not stop:
@@ -359,11 +361,11 @@ class MasterRun:
         if stepper is not None:
             stepper.close()
 
-    def _start_coupling_estimate(self, t0: float) -> None:
-        """Estimate the coupling error of every connection into a real input (see :mod:`.coupling_error`)."""
+    def _start_coupling_estimate(self) -> None:
+        """Estimate the coupling error of every connection into a real input (see :mod:`.coupling_error`); how
+        each reaches its consumer (:meth:`coupling_kinds`) is set once the run began."""
         real = self.schedule.real_links
-        self.coupling = CouplingErrorEstimate(real, self.coupling_kinds(real), self.extrapolation_order) \
-            if real else None
+        self.coupling = CouplingErrorEstimate(real) if real else None
         if self.coupling is not None:
             self.recorder.watch(self.coupling.take)
 

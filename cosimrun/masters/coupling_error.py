@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 KINDS = ("held", "taylor", "mean", "line")
 CHUNK = 512
-"""Samples gathered before they are processed."""
+"""Steps estimated and summed at a time."""
 CONTEXT = 3
 """Samples of the previous chunk a chunk needs (the history of a degree-2 extrapolation)."""
 
@@ -77,15 +77,12 @@ class CouplingErrorEstimate:
     estimated. :meth:`result` gives the estimates after the last block.
     """
 
-    def __init__(self, links: list[Link], kinds: list[str], order: int) -> None:
-        for kind in kinds:
-            if kind not in KINDS:
-                close = did_you_mean(kind, KINDS)
-                raise ConfigError("kinds", f"unknown coupling kind {kind!r}{suggest(kind, KINDS)} (valid: "
-                                           f"{', '.join(KINDS)})", suggestion=close[0] if close else None)
+    def __init__(self, links: list[Link], kinds: list[str] | None = None, order: int = 0) -> None:
         self.links = links
         self.order = order
-        self._kinds = np.array(kinds)
+        self._kinds = np.array([])
+        if kinds is not None:
+            self.set_coupling(kinds, order)
         self._sources = [(lk.connection.src_component, lk.connection.src_port) for lk in links]
         self._scale = np.array([lk.conversion.scale for lk in links])
         self._offset = np.array([lk.conversion.offset for lk in links])
@@ -107,6 +104,17 @@ class CouplingErrorEstimate:
         self._count = 0
         self._lo = np.full(n, np.inf)
         self._hi = np.full(n, -np.inf)
+
+    def set_coupling(self, kinds: list[str], order: int) -> None:
+        """How each link reaches its consumer over a step and the extrapolation order (known once the run
+        began, before any step ends)."""
+        self.order = order
+        for kind in kinds:
+            if kind not in KINDS:
+                close = did_you_mean(kind, KINDS)
+                raise ConfigError("kinds", f"unknown coupling kind {kind!r}{suggest(kind, KINDS)} (valid: "
+                                           f"{', '.join(KINDS)})", suggestion=close[0] if close else None)
+        self._kinds = np.array(kinds)
 
     def take(self, times: np.ndarray, block: np.ndarray, names: list[tuple[str, str]]) -> None:
         """A block of recorded real samples: *times* (rows in superdense order), *block* (one column per port
@@ -151,11 +159,16 @@ class CouplingErrorEstimate:
         self._start = np.concatenate([self._start, v[last]])
         self._lo = np.minimum(self._lo, v.min(axis=0))
         self._hi = np.maximum(self._hi, v.max(axis=0))
-        if len(self._t) - self._done > CHUNK:
-            self._process()
+        while len(self._t) - max(self._done, 1) >= CHUNK:
+            self._process(max(self._done, 1) + CHUNK)
 
-    def _process(self) -> None:
-        rows = len(self._t)
+    def _process(self, rows: int | None = None) -> None:
+        """Estimate the steps ending at the rows not processed yet, up to *rows* (all by default).
+
+        The steps are summed in pieces of :data:`CHUNK` whatever blocks they came in, so the estimates do not
+        depend on when the recorder handed samples over (by count, or by time with ``flush_seconds``).
+        """
+        rows = len(self._t) if rows is None else rows
         new = np.arange(max(self._done, 1), rows)
         if len(new):
             e = self._estimates(self._t, self._start, self._end, new)

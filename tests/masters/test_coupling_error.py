@@ -226,3 +226,18 @@ def test_an_unknown_coupling_kind_is_a_config_error_with_a_suggestion() -> None:
     assert info.value.key == "kinds" and info.value.suggestion == "held"
     assert str(info.value) == ("kinds: unknown coupling kind 'helt'; did you mean 'held'? (valid: held, taylor, mean, "
                                "line)")
+
+
+def test_the_estimates_do_not_depend_on_the_blocks_the_recorder_hands_over() -> None:
+    """Summed in fixed pieces: bit for bit the same whether samples come one by one, in blocks of 7 or 2000,
+    or whenever a (tiny) ``flush_seconds`` passed, over more steps than one piece holds."""
+    from cosimrun.system import MemorySink, Recorder
+
+    found = []
+    for interval, seconds in ((1, 5.0), (7, 5.0), (2000, 5.0), (2000, 1e-9)):
+        system = sine_into_integrator()
+        recorder = Recorder(MemorySink(system.history), flush_interval=interval, flush_seconds=seconds)
+        errors = system.run(0.0, T_END, 0.001, master=Jacobi(extrapolation=2), recorder=recorder).coupling_errors
+        found.append([(e.max, e.rms, e.time_of_max) for e in errors])
+    assert len(found[0]) == 1 and found[0][0][1] > 0
+    assert all(f == found[0] for f in found[1:]), found
