@@ -193,6 +193,14 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         """Whether every model interpolates inputs: the input polynomials then reach the active one."""
         return all(model.interpolates_inputs for model in self.models.values())
 
+    def record_native_steps(self, slot: memoryview | None) -> None:
+        """Hand the crash record's slot (:mod:`cosimrun.core.crashsite`) to every model that steps in C: only the
+        active one steps, under this component's name."""
+        for model in self.models.values():
+            record = getattr(model, "record_native_steps", None)
+            if record is not None:
+                record(slot)
+
     def _to_model_inputs(self, mode: ModeKey, values: dict[str, Any]) -> dict[str, Any]:
         conv = self._in_conv[mode]
         if not conv:

@@ -89,6 +89,50 @@ def impact_times(tf: float, e: float = 0.8, h0: float = 1.0) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- the component
+def test_a_multi_component_hands_the_crash_record_to_its_fmu_models(ball_fmu: Path, tmp_path: Path) -> None:
+    """An FMU inside a multi-model component writes its steps under the multi component's name."""
+    from cosimrun.core import crashsite
+    from cosimrun.core.multi import MultiComponent
+
+    low, high = me("low", ball_fmu), me("high", ball_fmu)
+    multi = MultiComponent("ball", {"low": low, "high": high}, "low")
+    crashsite.begin(tmp_path / "r.h5", {"ball": multi})
+    try:
+        assert low._site is not None and high._site is not None
+        low._site[0] = 0.25
+        assert crashsite.read(tmp_path / "r.h5.steps") == {"ball": 0.25}
+    finally:
+        crashsite.end()
+    assert low._site is None and high._site is None
+
+
+def test_the_time_of_a_step_in_progress_is_kept_for_a_crash_in_the_fmu(ball_fmu: Path, tmp_path: Path) -> None:
+    """While a model-exchange FMU integrates a step (its C code called throughout), the crash record names it
+    with the step's start; once the step returned it names nothing."""
+    from cosimrun.core import crashsite
+
+    ball = me("ball", ball_fmu)
+    ball.initialize(0.0)
+    record = tmp_path / "r.h5.steps"
+    seen: list[dict[str, float]] = []
+    integrate = ball._integrate_step
+
+    def watched(t: float, dt: float) -> None:
+        seen.append(crashsite.read(record))
+        integrate(t, dt)
+
+    ball._integrate_step = watched  # type: ignore[method-assign]
+    crashsite.begin(tmp_path / "r.h5", {"ball": ball})
+    try:
+        ball.do_step(0.0, 0.1)
+        ball.do_step(0.1, 0.1)
+        assert seen == [{"ball": 0.0}, {"ball": 0.1}]
+        assert crashsite.read(record) == {}
+    finally:
+        crashsite.end()
+    assert ball._site is None and not record.exists()
+
+
 def test_fmi3_indicators_are_named_by_their_variables(ball3_fmu: Path) -> None:
     ball = me("ball", ball3_fmu, e=0.7)
     assert ball.model is not None and ball.model.fmi_version == "3.0"

@@ -19,6 +19,7 @@ import numpy as np
 from cosimrun.components._base import time_tol
 from cosimrun.components.fmu.base import FMUBase
 from cosimrun.core.component import NO_EVENTS
+from cosimrun.core.crashsite import NAN
 from cosimrun.core.ode import INTEGRATOR_DEFAULTS, ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.errors import ConfigError, FMUError
@@ -111,6 +112,8 @@ class ModelExchangeFMU(FMUBase, OdeComponent):
         self._n_indicators = 0
         self._z_start: np.ndarray | None = None
         self._warned_unlocated = False
+        self._site: memoryview | None = None
+        """Where the time of the step in progress is kept for a crash in the FMU (:mod:`cosimrun.core.crashsite`)."""
 
     @property
     def _t_next(self) -> float | None:
@@ -228,7 +231,24 @@ class ModelExchangeFMU(FMUBase, OdeComponent):
         return FMUError(f"{self._where()}: the FMU is not instantiated; call initialize(t0) first "
                         "(after reset or free, too)", component=self.name, time=self.t)
 
+    def record_native_steps(self, slot: memoryview | None) -> None:
+        """Keep the time of each step in *slot* while it runs (:mod:`cosimrun.core.crashsite`): the FMU's C code
+        is called throughout the integration."""
+        self._site = slot
+
     def _do_step_internal(self, t: float, dt: float) -> None:
+        """Integrate from *t* to ``t + dt`` (see :meth:`_integrate_step`), its time kept for a crash meanwhile."""
+        site = self._site
+        if site is None:
+            self._integrate_step(t, dt)
+            return
+        site[0] = t
+        try:
+            self._integrate_step(t, dt)
+        finally:
+            site[0] = NAN
+
+    def _integrate_step(self, t: float, dt: float) -> None:
         """Integrate from *t* to ``t + dt``, then complete the step in the FMU and handle its step and time events."""
         calls, ex = self._calls, self._ex
         if calls is None or ex is None:
