@@ -33,10 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
+from bench_sweep import run_sweep
 
-_CLI = "from cosimrun.cli import main; main()"
 FLAT = "SWEEP_OVERHEAD_FLAT_LAYOUT"
 
 TINY = """# @package _global_
@@ -91,32 +90,21 @@ def sweep(tmp: Path, n: int, workers: int) -> dict[str, float]:
     conf = tmp / "conf"
     (conf / "experiment").mkdir(parents=True, exist_ok=True)
     (conf / "experiment" / "tiny.yaml").write_text(TINY)
-    sweep_dir = tmp / f"sweep{n}"
-    cmd = [sys.executable, "-c", _CLI, "-m", f"--config-dir={conf}", "+experiment=tiny",
-           f"components.k.params.k=range(0,{n})", "hydra/launcher=dask", f"hydra.launcher.n_workers={workers}",
-           "hydra.launcher.progress=false", f"hydra.sweep.dir={sweep_dir}"]
+    args = [f"--config-dir={conf}", "+experiment=tiny", f"components.k.params.k=range(0,{n})", "hydra/launcher=dask",
+            f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false"]
     if os.environ.get(FLAT):
-        cmd.append("hydra.sweep.subdir=${hydra.job.num}")
-    log = tmp / f"sweep{n}.log"
-    with open(log, "w") as out:
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=tmp, stdout=out, stderr=subprocess.STDOUT)
-        wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"sweep of {n} failed ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        args.append("hydra.sweep.subdir=${hydra.job.num}")
+    wall, info = run_sweep(tmp, f"sweep{n}", args)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    with h5py.File(sweep_dir / "index.h5", "r") as f:
-        sim = f["wall_time_s"][...]
-        jobs_wall = float(f.attrs["jobs_wall_time_s"])
-        status = f["status"].asstr()[...]
+    status = np.array(info["status"])
     if (status != "complete").any():
         sys.exit(f"sweep of {n}: {(status != 'complete').sum()} jobs did not complete")
     return {
         "wall": wall,
         "rate": n / wall,
-        "overhead_ms": (workers * jobs_wall - float(np.sum(sim))) / n * 1e3,
+        "overhead_ms": (workers * info["jobs_wall"] - float(np.sum(info["sim"]))) / n * 1e3,
         "rss_mb": rss,
-        "dir": largest_directory(sweep_dir),
+        "dir": largest_directory(tmp / f"sweep{n}"),
     }
 
 
