@@ -6,10 +6,11 @@ opening the file briefly, so a ``.partial`` file of a running job can be looked
 at (with HDF5 file locking off, see :func:`load_results`).
 
 A file is checked before anything of it is read (:func:`readable_length`), when
-it is loaded and again before each read: every dataset of a component or table
-must be one-dimensional, of the dtype its port type says, declare no more samples
-than the file stores data for (nor more bytes than its stored bytes can unpack
-to), and, once the run closed the file (status ``complete``, ``failed`` or
+it is loaded and, while its run still writes it or once another file replaced it,
+again before a read: every dataset of a component or table must be
+one-dimensional, of the dtype its port type says, declare no more samples than
+the file stores data for (nor more bytes than its stored bytes can unpack to),
+and, once the run closed the file (status ``complete``, ``failed`` or
 ``interrupted``), have the length recorded at close and the length of the other
 datasets of its group. A damaged file is refused with a
 :class:`~cosimrun.errors.ResultsReadError` naming the file and the dataset,
@@ -159,71 +160,111 @@ def _stored(ds: h5py.Dataset, item_bytes: int) -> tuple[int, int]:
     return size // item_bytes, size
 
 
-def _members(path: Path, f: h5py.File, group_name: str) -> dict[str, h5py.Dataset]:
-    """The datasets of *f*'s group *group_name* by name (a member that is no dataset, or a link, is damage)."""
+@dataclass(frozen=True)
+class Damage:
+    """One thing wrong with a results file: *where* (a dataset's or group's path), what is wrong there, and
+    what was expected and found."""
+
+    where: str
+    problem: str
+    expected: str
+    found: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.where} {self.problem}"
+
+
+def _members(f: h5py.File, group_name: str, found: dict[str, h5py.Dataset]) -> Iterator[Damage]:
+    """Fill *found* with the datasets of *f*'s group *group_name* by name; a member that is no dataset,
+    or a link, is damage."""
     if not isinstance(f.get(group_name, getlink=True), h5py.HardLink) or not isinstance(f[group_name], h5py.Group):
-        found = type(f.get(group_name, getlink=True)).__name__
-        raise _damaged(path, f"/{group_name} is not a group", "a group", found)
+        kind = type(f.get(group_name, getlink=True)).__name__
+        yield Damage(f"/{group_name}", "is not a group", "a group", kind)
+        return
     group = f[group_name]
-    members: dict[str, h5py.Dataset] = {}
     for name in group:
         link = group.id.links.get_info(name.encode()).type
         ds = group[name] if link == h5py.h5l.TYPE_HARD else None
         if not isinstance(ds, h5py.Dataset):
             kind = {h5py.h5l.TYPE_SOFT: "a soft link", h5py.h5l.TYPE_EXTERNAL: "an external link"}.get(
                 link, "a group" if isinstance(ds, h5py.Group) else "no dataset")
-            raise _damaged(path, f"/{group_name}/{name} is {kind}, not a dataset", "a dataset", kind)
-        members[name] = ds
-    return members
+            yield Damage(f"/{group_name}/{name}", f"is {kind}, not a dataset", "a dataset", kind)
+            continue
+        found[name] = ds
 
 
-def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[str] | None,
-                    recorded: dict[str, int] | None) -> int:
-    """The number of samples of the datasets *read* (all without it) of *f*'s group *group_name* to read,
-    after checking them (:class:`ResultsReadError` for a damaged file; see the module docstring). A
-    component's ``time`` and ``micro`` are always read with its ports.
+def group_damage(f: h5py.File, group_name: str, read: Sequence[str] | None, recorded: dict[str, int] | None,
+                 readable: list[int]) -> Iterator[Damage]:
+    """Every problem of the datasets *read* (all without it) of *f*'s group *group_name* (see the module
+    docstring), appending to *readable* how many samples of each sound one can be read. A component's
+    ``time`` and ``micro`` are always checked with its ports.
 
     *recorded* is :func:`recorded_lengths` of *f* (``None``: the file is not closed; its datasets are read to
     the length they have in common, as far as their stored data reaches).
     """
     group_name = group_name.strip("/")
-    members = _members(path, f, group_name)
+    members: dict[str, h5py.Dataset] = {}
+    damaged = False
+    for damage in _members(f, group_name, members):
+        damaged = True
+        yield damage
+    if damaged and not members:  # not a group, or nothing in it to check further
+        return
     lengths = {name: ds.shape[0] if ds.ndim else 1 for name, ds in members.items()}
     component = group_name.startswith("components/")
     if read is None:
         read = list(members)
     if component:  # a component's samples are on its time axis
         read = ["time", "micro", *(name for name in read if name not in ("time", "micro"))]
-    readable = []
     for name in read:
-        where = f"/{group_name}/{name}"
-        ds = members.get(name)
-        if ds is None:
-            raise _damaged(path, f"/{group_name} has no dataset {name!r}", name, ", ".join(members))
-        dtype = ds.dtype
-        problem = _dtype_problem(name, ds, dtype, component)
-        if problem is not None:
-            raise _damaged(path, f"{where} {problem}", "one dimension of numbers or text", str(dtype))
-        item_bytes = _VLEN_BYTES if dtype.kind == "O" else max(dtype.itemsize, 1)
-        held, size = _stored(ds, item_bytes)
-        n = lengths[name]
-        if recorded is not None:
-            if n > held:
-                raise _damaged(path, f"{where} declares {n} samples but holds data for {held}",
-                               f"at most {held} samples", f"{n} samples")
-            if recorded.get(where, n) != n:
-                raise _damaged(path, f"{where} has {n} samples but {recorded[where]} were written",
-                               f"{recorded[where]} samples", f"{n} samples")
-        n = min(n, held)
-        if n * item_bytes > MAX_EXPANSION * size:
-            raise _damaged(path, f"{where} declares {n} samples ({n * item_bytes} bytes) in {size} stored "
-                           f"bytes, more than compression packs (at most {MAX_EXPANSION} times)",
-                           f"at most {MAX_EXPANSION * size} bytes", f"{n * item_bytes} bytes")
-        readable.append(n)
-    if recorded is not None and len(set(lengths.values())) > 1:
+        damage = _dataset_damage(f"/{group_name}", name, members.get(name), lengths.get(name, 0), recorded,
+                                 readable, ", ".join(members))
+        if damage is not None:
+            damaged = True
+            yield damage
+    if not damaged and recorded is not None and len(set(lengths.values())) > 1:
         found = ", ".join(f"{name} {n}" for name, n in lengths.items())
-        raise _damaged(path, f"/{group_name} has datasets of different lengths ({found}) in a file closed "
-                       f"{_py(f.attrs.get('status'))}", "equal lengths", found)
+        yield Damage(f"/{group_name}", f"has datasets of different lengths ({found}) in a file closed "
+                     f"{_py(f.attrs.get('status'))}", "equal lengths", found)
+
+
+def _dataset_damage(group: str, name: str, ds: h5py.Dataset | None, n: int, recorded: dict[str, int] | None,
+                    readable: list[int], names: str) -> Damage | None:
+    """The first problem of dataset *name* of *group* (``None``: none; its readable length is appended to
+    *readable*)."""
+    where = f"{group}/{name}"
+    if ds is None:
+        return Damage(group, f"has no dataset {name!r}", name, names)
+    dtype = ds.dtype
+    problem = _dtype_problem(name, ds, dtype, group.startswith("/components/"))
+    if problem is not None:
+        return Damage(where, problem, "one dimension of numbers or text", str(dtype))
+    item_bytes = _VLEN_BYTES if dtype.kind == "O" else max(dtype.itemsize, 1)
+    held, size = _stored(ds, item_bytes)
+    if recorded is not None:
+        if n > held:
+            return Damage(where, f"declares {n} samples but holds data for {held}", f"at most {held} samples",
+                          f"{n} samples")
+        if recorded.get(where, n) != n:
+            return Damage(where, f"has {n} samples but {recorded[where]} were written", f"{recorded[where]} samples",
+                          f"{n} samples")
+    n = min(n, held)
+    if n * item_bytes > MAX_EXPANSION * size:
+        return Damage(where, f"declares {n} samples ({n * item_bytes} bytes) in {size} stored bytes, more than "
+                      f"compression packs (at most {MAX_EXPANSION} times)", f"at most {MAX_EXPANSION * size} bytes",
+                      f"{n * item_bytes} bytes")
+    readable.append(n)
+    return None
+
+
+def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[str] | None,
+                    recorded: dict[str, int] | None) -> int:
+    """The number of samples of the datasets *read* (all without it) of *f*'s group *group_name* to read,
+    after checking them: the first :func:`group_damage` is raised as a :class:`ResultsReadError`."""
+    readable: list[int] = []
+    for damage in group_damage(f, group_name, read, recorded, readable):
+        raise _damaged(path, damage.message, damage.expected, damage.found)
     return min(readable, default=0)
 
 
@@ -233,6 +274,9 @@ class Results:
     def __init__(self, path: str | os.PathLike[str], *, locking: bool | str = False) -> None:
         self.path = Path(path)
         self._locking = locking
+        self._identity: tuple[int, ...] = ()
+        self._recorded: dict[str, int] | None = None
+        self._checked: dict[str, int] = {}
         with self._open() as f:
             self.attrs: dict[str, Any] = {k: _py(v) for k, v in f.attrs.items() if not k.startswith("_")}
             if self.attrs.get("format") != FORMAT:
@@ -241,7 +285,6 @@ class Results:
                                        path=str(self.path), expected=FORMAT,
                                        found=None if found is None else str(found))
             self.stats: dict[str, Any] = {k: _py(v) for k, v in f["stats"].attrs.items()} if "stats" in f else {}
-            self._recorded: dict[str, int] | None = None
             self.components: list[str] = []
             self._check_file(f)
 
@@ -258,10 +301,18 @@ class Results:
                 self._length(f, table, columns)
 
     def _length(self, f: h5py.File, group_name: str, read: Sequence[str] | None = None) -> int:
-        """:func:`readable_length` of a group of *f* (the lengths recorded at close are parsed once)."""
+        """:func:`readable_length` of a group of *f*. A closed file no longer changes: its lengths recorded at
+        close are parsed once and each group is checked once (its datasets have one length, whatever is
+        read); the file of a running job is checked at every read, as it grows."""
+        key = group_name.strip("/")
+        if key in self._checked:
+            return self._checked[key]
         if self._recorded is None:
             self._recorded = recorded_lengths(self.path, f)
-        return readable_length(self.path, f, group_name, read, self._recorded)
+        n = readable_length(self.path, f, group_name, read, self._recorded)
+        if self._recorded is not None:
+            self._checked[key] = n
+        return n
 
     def _open(self) -> h5py.File:
         path = self.path
@@ -270,12 +321,17 @@ class Results:
             if finished.exists():  # the run closed its file since it was loaded
                 path = self.path = finished
         try:
-            return h5py.File(path, "r", locking=self._locking)
+            f = h5py.File(path, "r", locking=self._locking)
         except OSError as exc:
             if "locking flag" not in str(exc):
                 raise
             # already open in this process with the other locking flag (e.g. by a writer): share that
-            return h5py.File(path, "r", locking=not self._locking if isinstance(self._locking, bool) else True)
+            f = h5py.File(path, "r", locking=not self._locking if isinstance(self._locking, bool) else True)
+        stat = os.fstat(f.id.get_vfd_handle())  # the file opened, even if the path was replaced since
+        identity = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if identity != self._identity:  # another file (a job run again) or one still written: check it anew
+            self._identity, self._recorded, self._checked = identity, None, {}
+        return f
 
     def __repr__(self) -> str:
         return f"Results({str(self.path)!r}, status={self.status!r}, components={self.components})"

@@ -2,9 +2,10 @@
 
 A resumed sweep reuses a job's results file, and a job whose worker died after
 it finished is taken as complete, only when the file passes this check: it
-opens, it is a cosimrun results file with status ``complete``, every dataset
-has the length recorded at close, the datasets of one group have equal
-lengths, time never goes back (equal times are one instant's micro steps), and
+opens, it is a cosimrun results file with status ``complete``, its groups pass
+the checks every read makes (:func:`~cosimrun.storage.results.group_damage`:
+dtypes, stored data, the lengths recorded at close, equal lengths within a
+group), time never goes back (equal times are one instant's micro steps), and
 each dataset's data has the CRC-32 the writer computed while writing it
 (``data_crc32``, see :class:`~cosimrun.storage.hdf5.HDF5Writer`).
 """
@@ -19,6 +20,7 @@ import h5py
 import numpy as np
 
 from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, FORMAT, crc32
+from cosimrun.storage.results import TABLE_COLUMNS, Damage, group_damage
 
 _BLOCK = 1 << 20
 """Samples read at a time while summing a dataset."""
@@ -54,28 +56,28 @@ def _problems(f: h5py.File) -> list[str]:
         expected = json.loads(_text(f.attrs[CHECKSUMS_ATTR]))
     except ValueError:
         return [f"the {CHECKSUMS_ATTR} attribute is not valid JSON"]
-    problems = _unequal_groups(f) + _time_going_back(f)
-    for name, (length, crc) in expected.items():
+    try:
+        recorded = {str(name): int(entry[0]) for name, entry in expected.items()}
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return [f"the {CHECKSUMS_ATTR} attribute is not a JSON map of dataset lengths and checksums"]
+    damage = _damage(f, recorded)
+    damaged = {d.where for d in damage}
+    problems = [d.message for d in damage] + _time_going_back(f)
+    for name, (_, crc) in expected.items():
         ds = f.get(name)
         if not isinstance(ds, h5py.Dataset):
             problems.append(f"{name}: missing")
-        elif ds.shape[0] != length:
-            problems.append(f"{name}: {ds.shape[0]} samples, {length} written")
-        elif _crc(ds) != crc:
+        elif name not in damaged and _crc(ds) != crc:
             problems.append(f"{name}: CRC-32 mismatch (the data changed after it was written)")
     return problems
 
 
-def _unequal_groups(f: h5py.File) -> list[str]:
-    """Groups whose datasets (one dimension each) differ in length."""
-    problems = []
-    groups = [g for g in f.get("components", {}).values() if isinstance(g, h5py.Group)]
-    groups += [f[name] for name in ("events", "mode_switches") if name in f]
-    for group in groups:
-        lengths = {name: ds.shape[0] for name, ds in group.items() if isinstance(ds, h5py.Dataset)}
-        if len(set(lengths.values())) > 1:
-            problems.append(f"{group.name}: datasets of different lengths {lengths}")
-    return problems
+def _damage(f: h5py.File, recorded: dict[str, int]) -> list[Damage]:
+    """What keeps the components' groups and the tables from being read whole (see
+    :func:`~cosimrun.storage.results.group_damage`)."""
+    groups: list[tuple[str, tuple[str, ...] | None]] = [(f"components/{c}", None) for c in f.get("components", {})]
+    groups += [(name, columns) for name, columns in TABLE_COLUMNS.items() if name in f]
+    return [damage for group, read in groups for damage in group_damage(f, group, read, recorded, [])]
 
 
 def _time_going_back(f: h5py.File) -> list[str]:

@@ -187,3 +187,32 @@ def test_a_running_file_is_read_to_the_length_its_datasets_have_in_common(tmp_pa
     with pytest.raises(ResultsReadError, match=f"{partial} is damaged: /components/plant/label declares {HUGE} "
                                                "samples but holds data for 4096"):
         results.history("plant")
+
+
+def test_a_closed_file_is_checked_once_and_a_replaced_file_anew(tmp_path, monkeypatch):
+    """A closed file no longer changes, so each group is checked when the file is loaded, not at every read;
+    a job run again replaces the file, and the next read checks and reads the new one whole."""
+    import cosimrun.storage.results as results_module
+
+    path = tmp_path / "results.h5"
+    write(path)
+    checked: list[str] = []
+    check = results_module.readable_length
+    monkeypatch.setattr(results_module, "readable_length", lambda p, f, g, *a: checked.append(g) or check(p, f, g, *a))
+    results = load_results(path)
+    at_load = len(checked)
+    assert "components/plant" in checked and "events" in checked
+    for _ in range(3):
+        assert len(results.trajectory("plant", "x")[1]) == N
+    assert len(results.events) == 1
+    assert len(checked) == at_load
+
+    again = tmp_path / "again.h5"
+    with HDF5Writer(again, experiment="demo") as writer:
+        writer.add_component("plant", {"x": ("m", "real"), "label": (None, "string")})
+        t = np.linspace(0.0, 2.0, 2 * N)
+        writer.append("plant", t, np.zeros(2 * N, dtype=np.int32), {"x": -t, "label": ["a"] * (2 * N)})
+    again.replace(path)
+    time, x = results.trajectory("plant", "x")
+    assert len(time) == 2 * N and np.array_equal(x, -np.linspace(0.0, 2.0, 2 * N))
+    assert checked[at_load:] == ["/components/plant"]

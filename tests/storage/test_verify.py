@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from test_hdf5 import make_history, make_result
 
-from cosimrun.storage import HDF5Writer, verify_results, write_run_result
-from cosimrun.storage.hdf5 import CHECKSUMS_ATTR
+from cosimrun.errors import ResultsReadError
+from cosimrun.storage import HDF5Writer, load_results, verify_results, write_run_result
+from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, crc32
 
 MARK = 1234.5678125  # a float whose bytes occur once in the file (uncompressed)
 
@@ -68,14 +69,37 @@ def test_damage_inside_compressed_chunks_is_found(tmp_path):
     assert problems[0].startswith(("unreadable: OSError", "/components/plant/x: CRC-32 mismatch")), problems
 
 
-def test_a_truncated_dataset_and_unequal_group_lengths_are_named(tmp_path):
+def test_a_truncated_dataset_is_named_once(tmp_path):
     path = write(tmp_path / "r.h5")
     with h5py.File(path, "r+") as f:
         f["components/probe/v"].resize((3,))
+    assert verify_results(path) == ["/components/probe/v has 3 samples but 4 were written"]
+
+
+def test_unequal_lengths_in_a_group_are_named_even_when_the_record_agrees(tmp_path):
+    path = write(tmp_path / "r.h5")
+    with h5py.File(path, "r+") as f:
+        f["components/probe/v"].resize((3,))
+        sums = json.loads(f.attrs[CHECKSUMS_ATTR])
+        sums["/components/probe/v"] = [3, crc32(f["components/probe/v"][:])]
+        f.attrs[CHECKSUMS_ATTR] = json.dumps(sums)
     assert verify_results(path) == [
-        "/components/probe: datasets of different lengths {'time': 4, 'micro': 4, 'v': 3}",
-        "/components/probe/v: 3 samples, 4 written",
-    ]
+        "/components/probe has datasets of different lengths (time 4, micro 4, v 3) in a file closed complete"]
+
+
+def test_a_dataset_of_the_wrong_kind_is_named_as_every_read_names_it(tmp_path):
+    """verify_results and the readers share one checker (group_damage): a port stored as text is damage to
+    both, named the same way."""
+    path = write(tmp_path / "r.h5")
+    with h5py.File(path, "r+") as f:
+        del f["components/probe/v"]
+        f["components/probe"].create_dataset("v", data=np.array([b"a", b"b", b"c", b"d"], dtype=h5py.string_dtype()))
+        f["components/probe/v"].attrs["port_type"] = "real"
+    (problem,) = verify_results(path)
+    assert problem.startswith("/components/probe/v has dtype object, not a number")
+    with pytest.raises(ResultsReadError) as caught:
+        load_results(path)
+    assert str(caught.value) == f"{path} is damaged: {problem}"
 
 
 def test_missing_checksums_garbage_and_foreign_files(tmp_path):
