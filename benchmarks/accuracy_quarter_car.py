@@ -1,19 +1,33 @@
 """The quarter car of Schierz, Arnold and Clauss (2012), Table 1, beside cosimrun's measured figures.
 
-Runs ``experiments/quarter_car.yaml`` (displacement-force coupling, Jacobi,
-extrapolation order k) at the paper's fixed step H = 1 ms and under
-``step_control: error`` at rtol 1e-4, and measures each run's error against a
+Runs ``experiments/quarter_car.yaml`` (displacement-force coupling) and
+``experiments/quarter_car_dd.yaml`` (displacement-displacement coupling) under
+Jacobi with extrapolation order k, and measures each run's error against a
 monolithic ``solve_ivp`` reference (DOP853, rtol 1e-12) computed here: the
-largest absolute error of the chassis and wheel positions over [0, 4] s, in m.
+largest absolute error of the chassis and wheel positions over [0, 4] s, in m
+(the largest error bounds the mean one the paper reports).
+
+Three tables per coupling:
+
+1. fixed steps: the error at the paper's H = 1 ms and the observed order from
+   H = 2 ms and 1 ms;
+2. the paper's step control beside cosimrun's ``step_control: error`` at the
+   loosest tolerance of a grid whose error is no larger than the paper's, with
+   steps counted with the rejected ones;
+3. every tolerance of the grid: steps (with rejected), error, and the steps a
+   fixed step of the same error takes (interpolated in log-log between fixed
+   runs of 8 to 0.25 ms), and their ratio (> 1: error control takes fewer).
+
 The paper's error measure and step controller (Richardson extrapolation) differ
 from cosimrun's (a coupling-error estimate per input), so the columns compare
 what each run achieves, not the same estimator.
 
-    python benchmarks/accuracy_quarter_car.py
+    python benchmarks/accuracy_quarter_car.py [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -23,22 +37,29 @@ from scipy.integrate import solve_ivp
 
 from cosimrun.config.build import build_experiment
 
-EXPERIMENT = Path(__file__).resolve().parent.parent / "experiments" / "quarter_car.yaml"
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENT = EXPERIMENTS / "quarter_car.yaml"
+COUPLINGS = {"displacement-force": EXPERIMENT, "displacement-displacement": EXPERIMENTS / "quarter_car_dd.yaml"}
 PAPER = {  # k: (fixed H = 1 ms error, step control steps, rejected, error)
     0: (5.3e-4, 1610, 18, 1.05e-3),
     1: (6.0e-5, 402, 20, 3.2e-4),
     2: (2.0e-5, 210, 20, 3.2e-4),
 }
+TOLERANCES = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-5, 1e-6)
+FIXED_STEPS = (8e-3, 4e-3, 2e-3, 1e-3, 5e-4, 2.5e-4)
+MOST_STEPS = 40_000
+"""A tolerance whose run would take more steps than this (judged from the trend) is not run."""
 
 
-def experiment(master: dict) -> object:
-    cfg = yaml.safe_load(EXPERIMENT.read_text())
+def experiment(master: dict, path: Path = EXPERIMENT) -> object:
+    cfg = yaml.safe_load(path.read_text())
     cfg.pop("defaults")
     cfg["master"] = {"name": "jacobi", **master}
     return build_experiment(cfg)
 
 
 def reference(cfg: dict):
+    """The monolithic quarter car of *cfg* (either coupling: the bodies' parameters are named alike)."""
     c, w = cfg["components"]["chassis"]["params"], cfg["components"]["wheel"]["params"]
     mc, mw, kc, dc, kw = c["mass"], w["mass"], w["coupling_stiffness"], w["coupling_damping"], w["stiffness"]
 
@@ -51,10 +72,11 @@ def reference(cfg: dict):
                      dense_output=True).sol
 
 
-def measure(master: dict, ref) -> tuple[int, int, float, float]:
-    exp = experiment(master)
+def measure(master: dict, ref, path: Path = EXPERIMENT, dt: float | None = None) -> tuple[int, int, float, float]:
+    """``(accepted steps, rejected steps, largest position error, wall seconds)`` of one run."""
+    exp = experiment(master, path)
     start = time.perf_counter()
-    result = exp.system.run(exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master)
+    result = exp.system.run(exp.run.t0, exp.run.tf, exp.run.dt if dt is None else dt, master=exp.master)
     wall = time.perf_counter() - start
     error = 0.0
     for comp, row in (("chassis", 0), ("wheel", 2)):
@@ -63,16 +85,60 @@ def measure(master: dict, ref) -> tuple[int, int, float, float]:
     return result.stats.macro_steps, result.stats.rejected_steps, error, wall
 
 
+def fixed_steps_for(error: float, fixed: list[tuple[int, float]]) -> float:
+    """The steps a fixed step of *error* takes: log-log interpolation in the fixed runs *fixed* ``(steps,
+    error)``, extended by the slope of the two nearest runs."""
+    steps, errors = (np.log(np.array(v, dtype=float)) for v in zip(*sorted(fixed, key=lambda r: -r[1]), strict=True))
+    e = np.log(error)
+    i = int(np.clip(np.searchsorted(-errors, -e) - 1, 0, len(errors) - 2))
+    slope = (steps[i + 1] - steps[i]) / (errors[i + 1] - errors[i])
+    return float(np.exp(steps[i] + slope * (e - errors[i])))
+
+
+def coupling_tables(name: str, path: Path, orders: tuple[int, ...], tolerances: tuple[float, ...]) -> None:
+    ref = reference(yaml.safe_load(path.read_text()))
+    print(f"\nquarter car, {name} coupling, Jacobi, 4 s; error: max |x - x_ref| of both positions [m]")
+    print(f"{'k':>2} | {'paper fixed 1 ms':>16} | {'cosimrun fixed 1 ms':>19} | {'order (2 ms/1 ms)':>17} | "
+          f"{'paper control: steps (rej), error':>33} | {'cosimrun control: rtol, steps (rej), error':>42}")
+    sweeps = {}
+    for k in orders:
+        fixed = [(round(4.0 / h), measure({"extrapolation": k}, ref, path, dt=h)[2]) for h in FIXED_STEPS]
+        by_step = dict(zip(FIXED_STEPS, (e for _, e in fixed), strict=True))
+        order = np.log2(by_step[2e-3] / by_step[1e-3])
+        runs, trend = [], None
+        for rtol in tolerances:
+            if trend is not None and trend[0] * (trend[1] / rtol) ** trend[2] > MOST_STEPS:
+                break
+            steps, rejected, error, _ = measure({"extrapolation": k, "step_control": "error", "rtol": rtol}, ref, path)
+            runs.append((rtol, steps + rejected, rejected, error))
+            if len(runs) >= 2:
+                (r0, s0, _, _), (r1, s1, _, _) = runs[-2:]
+                trend = (s1, r1, np.log(s1 / s0) / np.log(r0 / r1))
+        sweeps[k] = (fixed, runs)
+        p_fixed, p_steps, p_rej, p_err = PAPER[k]
+        within = [r for r in runs if r[3] <= p_err]
+        best = f"{within[0][0]:.0e}, {within[0][1]} ({within[0][2]}), {within[0][3]:.2e}" if within else "none in grid"
+        print(f"{k:>2} | {p_fixed:>16.2e} | {by_step[1e-3]:>19.2e} | {order:>17.2f} | "
+              f"{f'{p_steps} ({p_rej}), {p_err:.2e}':>33} | {best:>42}")
+    print(f"\n{name}: error control against the fixed step of the same error (ratio > 1: control takes fewer steps)")
+    print(f"{'k':>2} | {'rtol':>7} | {'steps (rej)':>12} | {'error':>9} | {'fixed steps, same error':>23} | ratio")
+    for k, (fixed, runs) in sweeps.items():
+        for rtol, steps, rejected, error in runs:
+            equal = fixed_steps_for(error, fixed)
+            print(f"{k:>2} | {rtol:>7.0e} | {f'{steps} ({rejected})':>12} | {error:>9.2e} | {equal:>23.0f} | "
+                  f"{equal / steps:.2f}")
+
+
 def main() -> None:
-    ref = reference(yaml.safe_load(EXPERIMENT.read_text()))
-    print("quarter car, displacement-force coupling, Jacobi, 4 s; error: max |x - x_ref| of both positions [m]")
-    print(f"{'k':>2} | {'paper fixed 1 ms':>16} | {'cosimrun fixed 1 ms':>19} | {'paper control (rej), error':>27} | "
-          f"{'cosimrun rtol 1e-4 (rej), error':>32} | wall")
-    for k, (p_fixed, p_steps, p_rej, p_err) in PAPER.items():
-        _, _, fixed, w1 = measure({"extrapolation": k}, ref)
-        steps, rejected, err, w2 = measure({"extrapolation": k, "step_control": "error", "rtol": 1e-4}, ref)
-        print(f"{k:>2} | {p_fixed:>16.2e} | {fixed:>19.2e} | {f'{p_steps} ({p_rej}), {p_err:.2e}':>27} | "
-              f"{f'{steps} ({rejected}), {err:.2e}':>32} | {w1 + w2:.1f} s")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="k = 1 and 2 only, tolerances 1e-1 to 1e-3")
+    args = parser.parse_args()
+    orders = (1, 2) if args.quick else (0, 1, 2)
+    tolerances = TOLERANCES[:5] if args.quick else TOLERANCES
+    start = time.perf_counter()
+    for name, path in COUPLINGS.items():
+        coupling_tables(name, path, orders, tolerances)
+    print(f"\n(wall {time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

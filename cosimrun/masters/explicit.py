@@ -44,7 +44,9 @@ class ExplicitMaster(Master):
     component that interpolates inputs (ODE, DAE and equation components)
     evaluates it inside its integrator, any other gets its mean over the step.
     The global coupling error is then of order ``p + 1`` in ``dt`` (held
-    inputs: order ``p + 1`` for ``p <= 1``). With ``extrapolation >= 1`` under
+    inputs: order ``p + 1`` for ``p <= 1``); for ``p = 2`` from the start,
+    the first step, which has no samples to extrapolate, is taken twice when
+    every component can roll back (see ``ExplicitRun._start_up_to``). With ``extrapolation >= 1`` under
     Gauss-Seidel, a fresh input is the line from its value at the step start to
     the producer's at the step end (order 2) instead of the end value held.
 
@@ -118,6 +120,8 @@ class ExplicitRun(MasterRun):
         """The lagging inputs iterated under ``sweeps > 1`` (empty: each step is swept once)."""
         self._swept_line: list[bool] = []
         """Event hints drained while checking a controlled step for crossings, for handling its events."""
+        self._start_up = False
+        """Whether the first step is still to be taken twice (:meth:`_start_up_to`)."""
 
     def _check_run(self, clock: Clock) -> None:
         super()._check_run(clock)
@@ -134,6 +138,8 @@ class ExplicitRun(MasterRun):
         self._guarded = cut_guard(self.plan)
         self._start_extrapolation(lagging, t0)
         self._start_sweeps(lagging)
+        self._start_up = (master.extrapolation == 2 and bool(self.lagging) and not self._swept
+                          and all(c.supports_rollback for c in self.order))
         sources = [c for c in self.order if c.has_state_events]
         lateness = UNLOCATED_NOTICE
         self.stats.event_delay = self.clock.dt if sources else math.nan
@@ -192,6 +198,9 @@ class ExplicitRun(MasterRun):
         if self._swept:
             saved = self.schedule.checkpoint(self.order)
             b, t1, ended = self._sweep_to(t, clock.time(b), b, saved)
+        elif self._start_up:
+            self._start_up = False
+            b, t1, ended = self._start_up_to(t, clock.time(b), b, self.schedule.checkpoint(self.order))
         else:
             saved = self.schedule.checkpoint(self._guarded) if self._guarded else None
             b, t1, ended = self._step_to(t, clock.time(b), b, saved)
@@ -210,6 +219,36 @@ class ExplicitRun(MasterRun):
             self.step_all(self.plan, t, h)
         except StepEndedEarly as exc:
             b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=True)
+        self.schedule.settle(t1)
+        return b, t1, ended
+
+    def _start_up_to(self, t: float, t1: float, b: int, saved: Checkpoint) -> tuple[int, float, str | None]:
+        """The first step under ``extrapolation: 2``: :meth:`_step_to`, then again from *saved* (at *t*) along the
+        line from each lagging input's value at *t* to its value at the step's end (its mean over the step to a
+        component that holds inputs).
+
+        With no samples before *t* the first step can only hold the inputs. That one step's local error,
+        ``O(dt**2)``, would cap the whole run's coupling error at order 2; stepped again along the line it is
+        ``O(dt**3)``, and the run keeps order 3. Taken when every component can roll back (under ``sweeps > 1``
+        the first step is iterated anyway). Under ``step_control: error`` the step's error estimate stays that
+        of the held inputs, and a rejected first step is taken twice again, shorter.
+        """
+        b, t1, ended = self._step_to(t, t1, b, saved)
+        if ended is not None:  # cut short by a component: that step stands
+            return b, t1, ended
+        h = t1 - t
+        ends = [lk.dst.value for lk in self.lagging]
+        self.schedule.roll_back(saved, t)
+        extrapolation = self.extrapolation
+        for lk, start, end, taylor in zip(self.lagging, extrapolation.values, ends, extrapolation.taylor, strict=True):
+            if taylor:
+                lk.dst.value, lk.dst.derivatives = start[-1], ((end - start[-1]) / h,)
+            else:
+                lk.dst.value = 0.5 * (start[-1] + end)
+        try:
+            self.step_all(self.plan, t, h)
+        except StepEndedEarly as exc:
+            b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=False)
         self.schedule.settle(t1)
         return b, t1, ended
 
@@ -344,6 +383,9 @@ class ExplicitRun(MasterRun):
             if self._swept:
                 saved = schedule.checkpoint(self.order)
                 b, t1, ended = self._sweep_to(t, t1, b, saved)
+            elif self._start_up:
+                saved = schedule.checkpoint(self.order)
+                b, t1, ended = self._start_up_to(t, t1, b, saved)
             else:
                 saved = schedule.checkpoint(self.order) if rejects else (
                     schedule.checkpoint(self._guarded) if self._guarded else None)
@@ -369,6 +411,7 @@ class ExplicitRun(MasterRun):
             else:
                 shorter = control.next_step(h, norm, accepted=False)
             b = a + max(clock.snap + 1, min(b - a - 1, round(shorter / clock.tick)))
+        self._start_up = False
         if norm > 1.0:
             stats.steps_over_tolerance += 1
             if shortest:
