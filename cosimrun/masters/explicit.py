@@ -379,17 +379,7 @@ class ExplicitRun(MasterRun):
         resolution = self._event_step
         due = None
         while True:
-            t1 = clock.time(b)
-            if self._swept:
-                saved = schedule.checkpoint(self.order)
-                b, t1, ended = self._sweep_to(t, t1, b, saved)
-            elif self._start_up:
-                saved = schedule.checkpoint(self.order)
-                b, t1, ended = self._start_up_to(t, t1, b, saved)
-            else:
-                saved = schedule.checkpoint(self.order) if rejects else (
-                    schedule.checkpoint(self._guarded) if self._guarded else None)
-                b, t1, ended = self._step_to(t, t1, b, saved)
+            b, t1, ended, saved = self._controlled_step(t, clock.time(b), b)
             h = t1 - t
             norm = control.estimate(t1)
             shortest = b - a <= self._min_ticks  # min_step (or the clock cannot take it shorter)
@@ -435,6 +425,21 @@ class ExplicitRun(MasterRun):
         if self.lagging:
             self.extrapolation.sample(t1)
         return b
+
+    def _controlled_step(self, t: float, t1: float, b: int) -> tuple[int, float, str | None, Checkpoint | None]:
+        """One trial of :meth:`_advance_controlled` from *t* to *t1* (tick *b*), exchanged at its end: the tick and
+        instant reached, the component that ended it early (or ``None``) and the checkpoint at *t* (``None``: none
+        taken, the step cannot be rejected)."""
+        schedule = self.schedule
+        if self._swept:
+            saved = schedule.checkpoint(self.order)
+            return (*self._sweep_to(t, t1, b, saved), saved)
+        if self._start_up:
+            saved = schedule.checkpoint(self.order)
+            return (*self._start_up_to(t, t1, b, saved), saved)
+        saved = schedule.checkpoint(self.order) if self._rejects else (
+            schedule.checkpoint(self._guarded) if self._guarded else None)
+        return (*self._step_to(t, t1, b, saved), saved)
 
     def _unreachable(self, t: float, h: float, norm: float) -> None:
         """The step of *h* from *t* stands at ``min_step`` with the error *norm* over 1: count it, and say so at the

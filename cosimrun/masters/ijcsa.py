@@ -11,7 +11,10 @@ between trials until the residual is below ``step_tolerance`` (else, under
 ``on_nonconvergence: warn``, the step goes on from the trial with the smallest
 residual, counted in ``stats.unconverged_loop_solves``). A component that ends
 a trial early (:class:`~cosimrun.errors.StepEndedEarly`) makes the instant it reached the step's end,
-and the iteration starts again over the shorter step.
+and the iteration starts again over the shorter step. Under ``step_control: error`` each implicit step
+is a trial: its error is each input's deviation from the line it was iterated on (the ``line``
+estimate of :mod:`.step_control`, of local order 2), and a step over the tolerance is rolled back
+and iterated again, shorter.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from cosimrun.masters.plan import Checkpoint
 from cosimrun.masters.stepsize import Clock
 
 if TYPE_CHECKING:
+    from cosimrun.system.connection import Link
     from cosimrun.system.system import System
 
 
@@ -53,11 +57,6 @@ class IJCSA(GaussSeidel):
         if self.iterate_steps and self.sweeps > 1:
             raise ConfigError("sweeps", "must be 1 with iterate_steps=true: the implicit step iterates every input "
                                         "already (use sweeps=1 or iterate_steps=false)")
-        if self.iterate_steps and self.step_control == "error":
-            raise ConfigError("step_control", (
-                "'error' cannot be combined with iterate_steps=true: the implicit step iterates every input to its "
-                "producer's output, which leaves no coupling error to control; use step_control=fixed or "
-                "iterate_steps=false"))
 
     def start(self, system: System) -> IJCSARun:
         return IJCSARun(self, system)
@@ -80,32 +79,55 @@ class IJCSARun(ExplicitRun):
         self._iface = self.schedule.real_links
         self._late_evaluators = [self.schedule.evaluator(c) for c in self.schedule.late]
         self.schedule.hold_mode_switches(True)
+        self._start_up = False  # every step is iterated
 
     def finish(self) -> None:
         super().finish()
         if self.master.iterate_steps:
             self.schedule.hold_mode_switches(False)
 
+    def coupling_kinds(self, links: list[Link]) -> list[str]:
+        """Under ``iterate_steps`` every input is the line from its value at the step start to the converged one at
+        its end (held at its mean): ``line``."""
+        if self.master.iterate_steps:
+            return ["line"] * len(links)
+        return super().coupling_kinds(links)
+
     def advance(self, clock: Clock, a: int, b: int) -> int:
-        if not self.master.iterate_steps:
+        if not self.master.iterate_steps or self.control is not None:
             return super().advance(clock, a, b)
         t = clock.time(a)
+        b, t1, ended = self._implicit_step(t, b, self.schedule.checkpoint(self.order))
+        self._end_step(t1, t1 - t, ended)
+        if self.events is None:
+            self.schedule.switch_modes(t1)
+        return b
+
+    def _controlled_step(self, t: float, t1: float, b: int) -> tuple[int, float, str | None, Checkpoint | None]:
+        """Under ``iterate_steps`` a trial of error control is an implicit step (its estimate: the ``line`` kind's,
+        the inputs' deviation from the line they were iterated on)."""
+        if not self.master.iterate_steps:
+            return super()._controlled_step(t, t1, b)
         saved = self.schedule.checkpoint(self.order)
+        b, t1, ended = self._implicit_step(t, b, saved)
+        self.schedule.settle(t1)
+        return b, t1, ended, saved
+
+    def _implicit_step(self, t: float, b: int, saved: Checkpoint) -> tuple[int, float, str | None]:
+        """Iterate the step from *t* (at *saved*) to tick *b*; a component that ends a trial early makes the instant
+        it reached the step's end. The tick and instant reached, and the component that ended it (or ``None``)."""
+        clock = self.clock
         u_now = np.array([lk.dst.value for lk in self._iface])
         ended = None
         while True:
             t1 = clock.time(b)
             try:
                 self._iterate(saved, u_now, t, t1)
-                break
+                return b, t1, ended
             except StepEndedEarly as exc:
                 comp = self.order[self.cutter.ender(self.order, exc)]
                 b = self.cutter.check(comp, exc, t1, [], {})
                 ended = comp.name
-        self._end_step(t1, t1 - t, ended)
-        if self.events is None:
-            self.schedule.switch_modes(t1)
-        return b
 
     def _iterate(self, saved: Checkpoint, u_now: np.ndarray, t: float, t1: float) -> None:
         """Newton on the interface values at *t1*, every trial stepping all components from *saved* (at *t*)."""
