@@ -1,0 +1,384 @@
+"""Run M members of one system at once under a fixed-step Jacobi or Gauss-Seidel master.
+
+The run repeats, over arrays of members, what :class:`~cosimrun.masters.explicit.ExplicitRun` does for one
+system with fixed communication steps: the same communication points (the master run's ``next_point``: grid,
+time events, ``max_step``), the same stepping plan and fresh links (Gauss-Seidel), the same extrapolation of
+lagging inputs (:class:`~cosimrun.masters.extrapolation.Extrapolation`, which works on arrays), the same exchange
+and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosimrun.ensemble.members`. A
+member whose state or outputs go non-finite, or whose state event fires (events are not handled in ensembles
+yet), is marked ``failed`` with its cause and frozen; the others run on.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cosimrun.core.ports import PortType
+from cosimrun.ensemble.members import Member, OdeMember, crossed_members, refresh_parameters, refuse, stepper
+from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
+from cosimrun.errors import ConfigError
+from cosimrun.masters.extrapolation import Extrapolation
+from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.jacobi import Jacobi
+from cosimrun.masters.stepsize import Clock
+
+if TYPE_CHECKING:
+    from cosimrun.masters.base import Master
+    from cosimrun.system.connection import Link
+    from cosimrun.system.system import System
+
+COMPLETE = "complete"
+FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class MemberFailure:
+    """Why member *member* failed: at communication point *time* the *variable* (a state or output) of
+    *component* was *cause*; its values stay those of *last_time*, the last point it was sound at."""
+
+    member: int
+    time: float
+    component: str
+    variable: str
+    cause: str
+    last_time: float
+
+    def __str__(self) -> str:
+        return f"member {self.member}: {self.cause} at t={self.time:.12g} in {self.component}.{self.variable}"
+
+
+@dataclass
+class EnsembleStats:
+    """What an ensemble run took: members, outcomes, macro steps, samples kept and time."""
+
+    members: int
+    complete: int
+    failed: int
+    macro_steps: int
+    samples: int
+    wall_time_s: float
+    step_time_s: float
+    """Time spent in the macro steps (the loop), without building and initializing."""
+
+    @property
+    def us_per_member_step(self) -> float:
+        """Loop time per member per macro step, in microseconds."""
+        return 1e6 * self.step_time_s / max(1, self.members * self.macro_steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"members": self.members, "complete": self.complete, "failed": self.failed,
+                "macro_steps": self.macro_steps, "samples": self.samples, "wall_time_s": self.wall_time_s,
+                "step_time_s": self.step_time_s, "us_per_member_step": self.us_per_member_step}
+
+
+@dataclass
+class EnsembleResult:
+    """An ensemble run: per member status, parameters and final values; the histories kept
+    (``history[port]`` of shape ``(samples, members)`` at ``time``); the statistics."""
+
+    system: str
+    master: str
+    t0: float
+    tf: float
+    dt: float
+    record_every: int
+    members: int
+    parameters: dict[str, np.ndarray]
+    """Every given parameter (``component.parameter``), one value per member."""
+    status: np.ndarray
+    """``complete`` or ``failed`` per member."""
+    failures: dict[int, MemberFailure]
+    time: np.ndarray
+    history: dict[str, np.ndarray]
+    """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN."""
+    units: dict[str, str | None]
+    final: dict[str, np.ndarray]
+    """``component.port`` -> each member's value at the end (a failed member's: at its last sound point)."""
+    stats: EnsembleStats
+    master_settings: dict[str, Any] = field(default_factory=dict)
+
+    def member(self, index: int) -> dict[str, Any]:
+        """Member *index* as one row: status, parameters, final values and the failure's cause (if any)."""
+        if not 0 <= index < self.members:
+            raise IndexError(f"member {index} out of range (the ensemble has {self.members} members)")
+        failure = self.failures.get(index)
+        return {
+            "member": index,
+            "status": str(self.status[index]),
+            "parameters": {k: _item(v[index]) for k, v in self.parameters.items()},
+            "final": {k: float(v[index]) for k, v in self.final.items()},
+            "failure": None if failure is None else str(failure),
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every member as :meth:`member` gives it, in order."""
+        return [self.member(i) for i in range(self.members)]
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def run_members(system: System, master: Master, rows: Sequence[Mapping[str, Any]], *, t0: float, tf: float,
+                dt: float, record_every: int = 1, record: Sequence[str] | None = None) -> EnsembleResult:
+    """:func:`run_ensemble` for members given as one parameter dict each (``{"mass1.stiffness": 10.0, ...}``,
+    a sweep's jobs); row *i* of the result is member *i*."""
+    return run_ensemble(system, master, rows_to_arrays(rows), t0=t0, tf=tf, dt=dt, members=len(rows),
+                        record_every=record_every, record=record)
+
+
+def check_master(master: Master) -> None:
+    """Refuse a master (or a setting of it) that ensembles do not run, keyed by the setting."""
+    if type(master) not in (Jacobi, GaussSeidel):
+        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi and gauss_seidel masters only "
+                                         "(with fixed steps)")
+    if master.step_control != "fixed":
+        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
+                                                 "(a step size per member is not supported yet)")
+    if master.sweeps != 1:
+        raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
+
+
+def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
+                 tf: float, dt: float, members: int | None = None, record_every: int = 1,
+                 record: Sequence[str] | None = None) -> EnsembleResult:
+    """Run the members of *system* at once, from *t0* to *tf* by communication steps *dt* under *master*.
+
+    *parameters* maps ``component.parameter`` to one value for all members or one per member (an array of
+    shape ``(M,)``; initial states are the parameters ``<state>0``); *members* is M when no parameter varies.
+    Each member's results are those of ``system.run`` with its parameters. Histories keep every
+    *record_every*-th communication point (and the first and last); *record* selects ``component.port``
+    outputs (default: every real output). The system is left initialized with its own parameters.
+    """
+    start = _time.perf_counter()
+    check_master(master)
+    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
+        raise ConfigError("record_every", f"must be an integer >= 1, got {record_every!r}")
+    components = system.components
+    for comp in components.values():
+        refuse(comp)
+    parameters = dict(parameters or {})
+    count = member_count(parameters, members)
+    checked = MemberParameters(components, parameters, count)
+    saved = {name: dict(comp.parameters) for name, comp in components.items()}
+    try:
+        for name, comp in components.items():
+            if checked.shared[name] or checked.varying[name]:
+                comp.set_parameters(**checked.member(name, 0))
+        system.initialize(t0, master)
+        assert system.analysis is not None
+        if system.analysis.loops:
+            loop = system.analysis.loops[0]
+            raise ConfigError("connections", f"the algebraic loop through {', '.join(loop.components)} cannot run "
+                                             "as an ensemble yet")
+        run = _EnsembleRun(system, master, checked, count, record_every, record)
+        return run.run(t0, tf, dt, start)
+    finally:
+        for name, comp in components.items():
+            comp.parameters.clear()
+            comp.parameters.update(saved[name])
+            refresh_parameters(comp)
+        for comp in components.values():
+            if comp.is_initialized:
+                comp.reset()
+        system.initialize(t0, master)
+
+
+class _EnsembleRun:
+    """The state of one ensemble run: steppers, plan, extrapolation, alive members, recorded samples."""
+
+    def __init__(self, system: System, master: Master, checked: MemberParameters, members: int, record_every: int,
+                 record: Sequence[str] | None) -> None:
+        self.system, self.master, self.checked = system, master, checked
+        self.members, self.record_every = members, record_every
+        self.scalar = system.master_run
+        schedule = self.scalar.schedule  # type: ignore[union-attr]
+        self.schedule = schedule
+        self.order = list(schedule.order)
+        self.steppers: dict[str, Member] = {}
+        for comp in self.order:
+            st = stepper(comp, members)
+            varying = checked.varying[comp.name]
+            if isinstance(st, OdeMember):
+                for i, state in enumerate(st.states):
+                    if f"{state}0" in varying:
+                        st.set_initial(i, varying[f"{state}0"])
+            for name, values in varying.items():
+                comp.parameters[name] = values
+            if varying:
+                refresh_parameters(comp)
+            self.steppers[comp.name] = st
+        links_from: dict[str, list[Link]] = {c.name: [] for c in self.order}
+        for lk in system.links:
+            links_from[lk.connection.src_component].append(lk)
+        assert system.analysis is not None
+        self.resolution = [(self.steppers[name], links_from[name]) for name in system.analysis.resolution]
+        self.outputs = self._recorded(record)
+        self.alive = np.ones(members, dtype=bool)
+        self.failures: dict[int, MemberFailure] = {}
+        self.last_good = {key: np.full(members, np.nan) for key in self.outputs}
+
+    def _recorded(self, record: Sequence[str] | None) -> dict[str, Any]:
+        """``component.port`` -> port of the outputs to record (all real outputs by default)."""
+        ports = {f"{c.name}.{n}": p for c in self.order for n, p in c.outputs.items() if p.spec.type is PortType.REAL}
+        if record is None:
+            return ports
+        chosen = {}
+        for key in record:
+            if key not in ports:
+                from cosimrun.errors import UnknownNameError
+
+                raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
+            chosen[key] = ports[key]
+        return chosen
+
+    # ------------------------------------------------------------------ exchange
+    def settle(self, t: float) -> None:
+        """Exchange, then re-evaluate the direct-feedthrough components at *t* (the schedule's ``settle``)."""
+        self.schedule.exchange()
+        for st, outward in self.resolution:
+            st.refresh(t)
+            for lk in outward:
+                lk.transfer()
+
+    def step_plan(self, plan: list[Any], t: float, h: float) -> None:
+        """Step the plan's components from *t* by *h*, reading their fresh links first (as ``step_serially``)."""
+        steppers = self.steppers
+        for comp, _push, fresh in plan:
+            for dst, src, scale, offset, line in fresh:
+                if line:
+                    dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+                elif scale is None:
+                    dst.value = src.value
+                else:
+                    dst.value = scale * src.value + offset
+            steppers[comp.name].do_step(t, h)
+
+    # ------------------------------------------------------------------ the run
+    def run(self, t0: float, tf: float, dt: float, start: float) -> EnsembleResult:
+        master, members = self.master, self.members
+        clock = Clock(t0, dt, tf)
+        self.scalar.check(t0, tf, dt)  # type: ignore[union-attr]
+        for st in self.steppers.values():
+            st.refresh(t0)
+        self.settle(t0)
+        plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
+                                                    interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
+        order = master.extrapolation  # type: ignore[attr-defined]
+        lagging = [lk for lk in lagging if lk.dst.spec.type is PortType.REAL] if order > 0 else []
+        comps = self.system.components
+        extrapolation = Extrapolation(lagging, [comps[lk.connection.dst_component].interpolates_inputs
+                                                for lk in lagging], order, t0)
+        odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
+        watched = [st for st in odes if st.events]
+        g_prev = {st.comp.name: st.indicators(t0) for st in watched}
+        times = [t0]
+        samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
+        previous = {key: samples[key][0] for key in self.outputs}
+        frozen = {st.comp.name: np.empty_like(st.x) for st in odes}
+        x_prev = {st.comp.name: np.empty_like(st.x) for st in odes}
+        next_point = self.scalar.next_point  # type: ignore[union-attr]
+        sign_tol = master.sign_tolerance
+        a, end, steps = 0, clock.end, 0
+        loop_start = _time.perf_counter()
+        with np.errstate(all="ignore"):
+            while a < end:
+                b = next_point(clock, a)
+                t, t1 = clock.time(a), clock.time(b)
+                h = t1 - t
+                for st in odes:
+                    np.copyto(x_prev[st.comp.name], st.x)
+                if lagging:
+                    extrapolation.extrapolate(t, h)
+                self.step_plan(plan, t, h)
+                self.settle(t1)
+                steps += 1
+                a = b
+                self._check_members(t, t1, odes, x_prev, frozen, previous)
+                for st in watched:
+                    g_now = st.indicators(t1)
+                    for (name, direction, g0), (_, _, g1) in zip(g_prev[st.comp.name], g_now, strict=True):
+                        hit = crossed_members(g0, g1, direction, sign_tol) & self.alive
+                        if hit.any():
+                            self._fail(np.flatnonzero(hit), t, t1, st.comp.name, name,
+                                       "a state event (ensembles do not handle events yet)", x_prev, frozen, previous)
+                    g_prev[st.comp.name] = g_now
+                if not self.alive.all():
+                    dead = ~self.alive
+                    for st in odes:
+                        st.x[:, dead] = frozen[st.comp.name][:, dead]
+                current = {key: self._sample(port) for key, port in self.outputs.items()}
+                if steps % self.record_every == 0 or a >= end:
+                    times.append(t1)
+                    for key, values in current.items():
+                        samples[key].append(values)
+                previous = current
+                if lagging:
+                    extrapolation.sample(t1)
+        loop_time = _time.perf_counter() - loop_start
+        final = {}
+        for key, values in previous.items():
+            values = np.array(values)
+            dead = ~self.alive
+            values[dead] = self.last_good[key][dead]
+            final[key] = values
+        status = np.where(self.alive, COMPLETE, FAILED).astype(object)
+        history = {key: np.stack(values) for key, values in samples.items()}
+        failed = int((~self.alive).sum())
+        stats = EnsembleStats(members, members - failed, failed, steps, len(times), _time.perf_counter() - start,
+                              loop_time)
+        units = {key: port.spec.unit_name for key, port in self.outputs.items()}
+        return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
+                              members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
+                              np.array(times), history, units, final, stats, master.settings())
+
+    def _sample(self, port: Any) -> np.ndarray:
+        """The port's value for every member (a failed member's: NaN)."""
+        values = np.broadcast_to(np.asarray(port.value, dtype=float), (self.members,))
+        if not self.alive.all():
+            values = np.where(self.alive, values, np.nan)
+        return values
+
+    def _check_members(self, t: float, t1: float, odes: list[OdeMember], x_prev: dict[str, np.ndarray],
+                       frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Fail the members whose states or outputs went non-finite over the step from *t* to *t1*."""
+        sound = self.alive.copy()
+        for st in odes:
+            sound &= np.isfinite(st.x).all(axis=0)
+        for port in self.outputs.values():
+            if isinstance(port.value, np.ndarray):
+                sound &= np.isfinite(port.value)
+        bad = self.alive & ~sound
+        if not bad.any():
+            return
+        for m in np.flatnonzero(bad).tolist():
+            comp, variable = self._culprit(m, odes)
+            self._fail(np.array([m]), t, t1, comp, variable, "non-finite value", x_prev, frozen, previous)
+
+    def _culprit(self, m: int, odes: list[OdeMember]) -> tuple[str, str]:
+        """The first state (else output) of member *m* that is not finite."""
+        for st in odes:
+            for i, name in enumerate(st.states):
+                if not np.isfinite(st.x[i, m]):
+                    return st.comp.name, name
+        for key, port in self.outputs.items():
+            if isinstance(port.value, np.ndarray) and not np.isfinite(port.value[m]):
+                comp, _, name = key.partition(".")
+                return comp, name
+        return "?", "?"
+
+    def _fail(self, ms: np.ndarray, t: float, t1: float, comp: str, variable: str, cause: str,
+              x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Mark members *ms* failed at *t1* (sound at *t*): their state is frozen at *t*'s, their final values too."""
+        self.alive[ms] = False
+        for name, x in x_prev.items():
+            frozen[name][:, ms] = x[:, ms]
+        for key, values in previous.items():
+            self.last_good[key][ms] = values[ms]
+        for m in ms.tolist():
+            self.failures[m] = MemberFailure(m, t1, comp, variable, cause, t)

@@ -1,0 +1,286 @@
+"""Ensembles: every member equals the scalar run of its parameters; failures stay with their member; refusals.
+
+The reference for each member is ``System.run`` of a freshly built system with that member's parameters,
+computed here; members are compared on a random sample.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cosimrun.config.build import build_experiment
+from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble, run_members
+from cosimrun.errors import ConfigError, NonFiniteValueError, UnknownNameError
+
+pytestmark = pytest.mark.filterwarnings("ignore:events are handled:UserWarning")
+
+T0, TF, DT = 0.0, 0.2, 0.001
+
+TWO_MASS: dict[str, Any] = {
+    "name": "two_mass",
+    "run": {"t0": T0, "tf": TF, "dt": DT},
+    "components": {
+        "mass1": {"type": "mass_spring_damper", "params": {"mass": 1.0, "stiffness": 10.0, "x0": 1.0}},
+        "mass2": {"type": "mass_spring_damper_force",
+                  "params": {"mass": 1.0, "stiffness": 10.0, "coupling_stiffness": 100.0}},
+    },
+    "connections": ["mass1.x -> mass2.x_in", "mass1.v -> mass2.v_in", "mass2.force -> mass1.force"],
+}
+
+CONTROL_LOOP: dict[str, Any] = {
+    "name": "control_loop",
+    "run": {"t0": T0, "tf": TF, "dt": DT},
+    "components": {
+        "ref": {"type": "step", "params": {"initial": 0.0, "final": 1.0, "step_time": 0.05, "unit": "m"}},
+        "wave": {"type": "sine", "params": {"amplitude": 0.1, "frequency": 5.0, "unit": "m"}},
+        "total": {"type": "sum", "params": {"signs": "++", "unit": "m"}},
+        "pid": {"type": "pid", "params": {"kp": 20.0, "ki": 5.0, "kd": 1.0, "u_max": 30.0, "u_min": -30.0,
+                                          "input_unit": "m"}},
+        "amp": {"type": "gain", "params": {"k": 2.0, "output_unit": "N"}},
+        "limit": {"type": "saturation", "params": {"lower": -40.0, "upper": 40.0, "unit": "N"}},
+        "plant": {"type": "mass_spring_damper", "params": {"mass": 1.0, "stiffness": 4.0, "damping": 0.5}},
+        "sensor": {"type": "first_order_lag", "params": {"time_constant": 0.01, "unit": "m"}},
+        "meter": {"type": "integrator", "params": {"k": 1.0, "input_unit": "m"}},
+    },
+    "connections": ["ref.y -> total.u1", "wave.y -> total.u2", "total.y -> pid.r", "sensor.y -> pid.y",
+                    "pid.u -> amp.u", "amp.y -> limit.u", "limit.y -> plant.force", "plant.x -> sensor.u",
+                    "plant.x -> meter.u"],
+}
+
+PENDULUM: dict[str, Any] = {
+    "name": "pendulum",
+    "run": {"t0": T0, "tf": TF, "dt": DT},
+    "components": {
+        "torque": {"type": "sine", "params": {"amplitude": 0.5, "frequency": 1.0, "unit": "N*m"}},
+        "p": {"type": "pendulum", "params": {"length": 1.0, "q0": 0.5, "damping": 0.1}},
+    },
+    "connections": ["torque.y -> p.torque"],
+}
+
+
+def build(base: Mapping[str, Any], master: Mapping[str, Any]) -> Any:
+    cfg = copy.deepcopy(dict(base))
+    cfg["master"] = dict(master)
+    return build_experiment(cfg)
+
+
+def scalar_run(base: Mapping[str, Any], master: Mapping[str, Any], params: Mapping[str, float]) -> dict[str, Any]:
+    """``System.run`` of one member: ``component.port`` -> recorded values."""
+    return scalar_system(base, master, params)[1]
+
+
+def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any],
+                  params: Mapping[str, float]) -> tuple[Exception | None, dict[str, Any]]:
+    """``System.run`` of one member: the error it stopped with (or ``None``) and what it recorded."""
+    exp = build(base, master)
+    for key, value in params.items():
+        comp, _, name = key.partition(".")
+        exp.system.components[comp].set_parameters(**{name: value})
+    error = None
+    try:
+        exp.system.run(T0, TF, DT, exp.master)
+    except NonFiniteValueError as exc:
+        error = exc
+    out = {}
+    for name, comp in exp.system.components.items():
+        _, values = comp.get_history_arrays()
+        for port, v in values.items():
+            if comp.outputs[port].spec.type.value == "real":
+                out[f"{name}.{port}"] = np.asarray(v, dtype=float)
+    if error is None:
+        return None, out
+    return error, out
+
+
+def assert_members_equal(result: Any, base: Mapping[str, Any], master: Mapping[str, Any],
+                         params: Mapping[str, np.ndarray], sample: list[int], rtol: float = 0.0) -> None:
+    """Every sampled member's histories equal its scalar run's (bitwise with *rtol* 0)."""
+    for m in sample:
+        reference = scalar_run(base, master, {k: float(v[m]) for k, v in params.items()})
+        assert set(reference) == set(result.history)
+        for key, expected in reference.items():
+            got = result.history[key][:, m]
+            assert got.shape == expected.shape, key
+            if rtol == 0.0:
+                np.testing.assert_array_equal(got, expected, err_msg=f"member {m}, {key}")
+            else:
+                np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-300, err_msg=f"member {m}, {key}")
+            assert result.final[key][m] == expected[-1]
+
+
+MASTERS = {
+    "jacobi": {"name": "jacobi"},
+    "jacobi_extrapolation_1": {"name": "jacobi", "extrapolation": 1},
+    "jacobi_extrapolation_2": {"name": "jacobi", "extrapolation": 2},
+    "gauss_seidel": {"name": "gauss_seidel"},
+    "gauss_seidel_extrapolation_1": {"name": "gauss_seidel", "extrapolation": 1},
+    "gauss_seidel_extrapolation_2": {"name": "gauss_seidel", "extrapolation": 2},
+}
+
+
+@pytest.mark.parametrize("master", list(MASTERS))
+def test_two_mass_members_equal_their_scalar_runs_bitwise(master: str) -> None:
+    rng = np.random.default_rng(25)
+    m = 7
+    params = {"mass1.stiffness": rng.uniform(5.0, 20.0, m), "mass1.x0": rng.uniform(0.5, 1.5, m),
+              "mass2.coupling_stiffness": rng.uniform(50.0, 150.0, m), "mass2.mass": rng.uniform(0.5, 2.0, m),
+              "mass2.damping": rng.uniform(0.0, 0.5, m)}
+    exp = build(TWO_MASS, MASTERS[master])
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE] * m
+    assert result.stats.macro_steps == round(TF / DT)
+    assert_members_equal(result, TWO_MASS, MASTERS[master], params, sorted(rng.choice(m, 3, replace=False)))
+
+
+@pytest.mark.parametrize("master", ["jacobi_extrapolation_1", "gauss_seidel"])
+def test_control_loop_of_every_block_kind_equals_scalar_runs(master: str) -> None:
+    """Sources, sum, PID (limits, anti-windup), gain, saturation, an ODE plant, lag and integrator."""
+    rng = np.random.default_rng(7)
+    m = 5
+    params = {"pid.kp": rng.uniform(5.0, 40.0, m), "pid.ki": rng.uniform(0.0, 10.0, m),
+              "pid.kd": rng.uniform(0.5, 2.0, m), "pid.u_max": rng.uniform(5.0, 30.0, m),
+              "amp.k": rng.uniform(1.0, 3.0, m), "limit.upper": rng.uniform(10.0, 40.0, m),
+              "wave.amplitude": rng.uniform(0.0, 0.2, m), "ref.final": rng.uniform(0.5, 1.5, m),
+              "plant.stiffness": rng.uniform(1.0, 8.0, m), "sensor.time_constant": rng.uniform(0.005, 0.02, m)}
+    exp = build(CONTROL_LOOP, MASTERS[master])
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE] * m
+    # the limits bite for some members: the saturation and the PID clamp are exercised
+    assert np.any(np.abs(result.history["pid.u"]) >= params["pid.u_max"] * (1 - 1e-12))
+    assert_members_equal(result, CONTROL_LOOP, MASTERS[master], params, [0, 2, 4])
+
+
+def test_pendulum_members_equal_scalar_runs() -> None:
+    """``sin`` of an array is numpy's, of a member's float the math library's: equal to 1e-12 relative."""
+    m = 6
+    params = {"p.length": np.linspace(0.5, 2.0, m), "p.q0": np.linspace(-1.0, 1.0, m),
+              "torque.phase": np.linspace(0.0, 1.0, m)}
+    exp = build(PENDULUM, MASTERS["gauss_seidel"])
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert_members_equal(result, PENDULUM, MASTERS["gauss_seidel"], params, [0, 3, 5], rtol=1e-12)
+
+
+def test_a_diverging_member_fails_alone_and_is_frozen() -> None:
+    """Member 2's stiff spring makes RK4 unstable: its state overflows; the others complete as scalar runs."""
+    stiffness = np.array([10.0, 12.0, 1e12, 8.0])
+    params = {"mass1.stiffness": stiffness}
+    master = MASTERS["jacobi"]
+    exp = build(TWO_MASS, master)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE, COMPLETE, FAILED, COMPLETE]
+    assert result.stats.failed == 1 and result.stats.complete == 3
+    failure = result.failures[2]
+    assert failure.component == "mass1" and failure.variable in ("x", "v")
+    assert failure.cause == "non-finite value"
+    assert T0 < failure.time < TF and failure.last_time == pytest.approx(failure.time - DT, abs=1e-12)
+    # the scalar run of member 2 stops at the same instant; up to its last sound point the member is that run,
+    # after it the member's history is NaN and its final values are those of the last sound point
+    with np.errstate(all="ignore"):
+        error, reference = scalar_system(TWO_MASS, master, {"mass1.stiffness": 1e12})
+    assert isinstance(error, NonFiniteValueError) and error.time == failure.time
+    sound = result.time <= failure.last_time
+    kept = int(sound.sum())
+    np.testing.assert_array_equal(result.history["mass1.x"][sound, 2], reference["mass1.x"][:kept])
+    assert np.all(np.isnan(result.history["mass1.x"][~sound, 2]))
+    assert result.final["mass1.x"][2] == reference["mass1.x"][kept - 1]
+    assert np.isfinite(result.final["mass1.x"][2])
+    row = result.member(2)
+    assert row["status"] == FAILED and "non-finite value" in row["failure"] and "mass1." in row["failure"]
+    assert_members_equal(result, TWO_MASS, master, params, [0, 3])
+
+
+def test_run_members_takes_one_parameter_dict_per_member() -> None:
+    rows = [{"mass1.stiffness": 10.0, "mass2.coupling_stiffness": 80.0},
+            {"mass1.stiffness": 15.0, "mass2.coupling_stiffness": 80.0},
+            {"mass1.stiffness": 20.0, "mass2.coupling_stiffness": 120.0}]
+    master = MASTERS["gauss_seidel"]
+    exp = build(TWO_MASS, master)
+    result = run_members(exp.system, exp.master, rows, t0=T0, tf=TF, dt=DT, record_every=50)
+    assert result.members == 3
+    assert result.time.tolist() == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2], abs=1e-12)
+    for i, row in enumerate(rows):
+        got = result.member(i)
+        assert got["status"] == COMPLETE and got["failure"] is None
+        assert got["parameters"] == row
+        reference = scalar_run(TWO_MASS, master, row)
+        assert got["final"]["mass1.x"] == reference["mass1.x"][-1]
+        np.testing.assert_array_equal(result.history["mass2.force"][:, i], reference["mass2.force"][::50])
+    # the system is left with its own parameters: a scalar run afterwards is the configured one
+    exp.system.run(T0, TF, DT, exp.master)
+    _, values = exp.system.components["mass1"].get_history_arrays()
+    assert values["x"][-1] == scalar_run(TWO_MASS, master, {})["mass1.x"][-1]
+
+
+def test_record_every_thins_histories_but_keeps_the_last_point() -> None:
+    exp = build(TWO_MASS, MASTERS["jacobi"])
+    result = run_ensemble(exp.system, exp.master, {"mass1.x0": [0.5, 1.0]}, t0=T0, tf=0.0105, dt=DT,
+                          record_every=4, record=["mass1.x"])
+    assert list(result.history) == ["mass1.x"]
+    assert result.time.tolist() == pytest.approx([0.0, 0.004, 0.008, 0.0105], abs=1e-15)
+    assert result.history["mass1.x"].shape == (4, 2)
+    assert result.history["mass1.x"][0].tolist() == [0.5, 1.0]
+
+
+def test_members_without_varying_parameters() -> None:
+    exp = build(TWO_MASS, MASTERS["jacobi"])
+    result = run_ensemble(exp.system, exp.master, members=3, t0=T0, tf=TF, dt=DT)
+    reference = scalar_run(TWO_MASS, MASTERS["jacobi"], {})
+    for m in range(3):
+        np.testing.assert_array_equal(result.history["mass1.v"][:, m], reference["mass1.v"])
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_a_component_that_is_not_vectorizable_is_refused_by_name() -> None:
+    cfg = copy.deepcopy(TWO_MASS)
+    cfg["components"]["ball"] = {"type": "bouncing_ball"}
+    exp = build(cfg, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"mass1.stiffness": [1.0, 2.0]}, t0=T0, tf=TF, dt=DT)
+    message = str(info.value)
+    assert info.value.key == "components.ball"
+    assert "'ball' (BouncingBall) is not vectorizable" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("master", "params", "key", "text"), [
+    ({"name": "ijcsa"}, {}, "master.name", "jacobi and gauss_seidel"),
+    ({"name": "jacobi", "step_control": "error"}, {}, "master.step_control", "fixed steps"),
+    ({"name": "jacobi", "sweeps": 2}, {}, "master.sweeps", "sweeps=1"),
+    ({"name": "jacobi"}, {"mass1.substeps": [5, 10]}, "mass1.substeps", "solver setting"),
+    ({"name": "jacobi"}, {"mass1.stiffness": [1.0, -2.0]}, "mass1.stiffness", "member 1:"),
+    ({"name": "jacobi"}, {"mass1.stiffness": [1.0, 2.0], "mass1.x0": [1.0, 2.0, 3.0]}, "mass1.stiffness",
+     "differ in length"),
+])
+def test_bad_ensembles_are_refused_with_a_keyed_line(master: dict[str, Any], params: dict[str, Any], key: str,
+                                                     text: str) -> None:
+    exp = build(TWO_MASS, master)
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert info.value.key == key and text in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unknown_parameter_suggests_the_close_name() -> None:
+    exp = build(TWO_MASS, MASTERS["jacobi"])
+    with pytest.raises(UnknownNameError) as info:
+        run_ensemble(exp.system, exp.master, {"mass1.stifness": [1.0, 2.0]}, t0=T0, tf=TF, dt=DT)
+    assert info.value.suggestion == "stiffness" and info.value.key == "mass1.stifness"
+
+
+def test_a_time_event_parameter_must_be_shared() -> None:
+    exp = build(CONTROL_LOOP, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"ref.step_time": [0.05, 0.1]}, t0=T0, tf=TF, dt=DT)
+    assert info.value.key == "ref.step_time" and "same for all members" in str(info.value)
+
+
+def test_a_member_failing_a_cross_parameter_check_is_named() -> None:
+    exp = build(CONTROL_LOOP, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"limit.lower": [-1.0, 50.0]}, t0=T0, tf=TF, dt=DT)
+    assert "member 1:" in str(info.value) and "must be <= upper" in str(info.value)
+    assert math.isfinite(exp.system.components["limit"].parameters["lower"])
