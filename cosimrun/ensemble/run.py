@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cosimrun.console import notice
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.members import Member, OdeMember, crossed_members, refresh_parameters, refuse, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
-from cosimrun.errors import ConfigError
+from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.extrapolation import Extrapolation
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.ijcsa import IJCSA
 from cosimrun.masters.jacobi import Jacobi
 from cosimrun.masters.stepsize import Clock
 
@@ -101,6 +103,9 @@ class EnsembleResult:
     """``component.port`` -> each member's value at the end (a failed member's: at its last sound point)."""
     stats: EnsembleStats
     master_settings: dict[str, Any] = field(default_factory=dict)
+    member_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
+    ``unconverged_steps``)."""
 
     def member(self, index: int) -> dict[str, Any]:
         """Member *index* as one row: status, parameters, final values and the failure's cause (if any)."""
@@ -112,6 +117,7 @@ class EnsembleResult:
             "status": str(self.status[index]),
             "parameters": {k: _item(v[index]) for k, v in self.parameters.items()},
             "final": {k: float(v[index]) for k, v in self.final.items()},
+            "stats": {k: int(v[index]) for k, v in self.member_stats.items()},
             "failure": None if failure is None else str(failure),
         }
 
@@ -134,9 +140,9 @@ def run_members(system: System, master: Master, rows: Sequence[Mapping[str, Any]
 
 def check_master(master: Master) -> None:
     """Refuse a master (or a setting of it) that ensembles do not run, keyed by the setting."""
-    if type(master) not in (Jacobi, GaussSeidel):
-        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi and gauss_seidel masters only "
-                                         "(with fixed steps)")
+    if type(master) not in (Jacobi, GaussSeidel, IJCSA):
+        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel and ijcsa masters "
+                                         "only (with fixed steps)")
     if master.step_control != "fixed":
         raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
                                                  "(a step size per member is not supported yet)")
@@ -222,6 +228,7 @@ class _EnsembleRun:
         self.alive = np.ones(members, dtype=bool)
         self.failures: dict[int, MemberFailure] = {}
         self.last_good = {key: np.full(members, np.nan) for key in self.outputs}
+        self.member_stats: dict[str, np.ndarray] = {}
 
     def _recorded(self, record: Sequence[str] | None) -> dict[str, Any]:
         """``component.port`` -> port of the outputs to record (all real outputs by default)."""
@@ -231,8 +238,6 @@ class _EnsembleRun:
         chosen = {}
         for key in record:
             if key not in ports:
-                from cosimrun.errors import UnknownNameError
-
                 raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
             chosen[key] = ports[key]
         return chosen
@@ -270,7 +275,10 @@ class _EnsembleRun:
         plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
                                                     interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
         order = master.extrapolation  # type: ignore[attr-defined]
-        lagging = [lk for lk in lagging if lk.dst.spec.type is PortType.REAL] if order > 0 else []
+        implicit = isinstance(master, IJCSA) and master.iterate_steps
+        if implicit:
+            self._start_implicit()
+        lagging = [lk for lk in lagging if lk.dst.spec.type is PortType.REAL] if order > 0 and not implicit else []
         comps = self.system.components
         extrapolation = Extrapolation(lagging, [comps[lk.connection.dst_component].interpolates_inputs
                                                 for lk in lagging], order, t0)
@@ -293,9 +301,12 @@ class _EnsembleRun:
                 h = t1 - t
                 for st in odes:
                     np.copyto(x_prev[st.comp.name], st.x)
-                if lagging:
-                    extrapolation.extrapolate(t, h)
-                self.step_plan(plan, t, h)
+                if implicit:
+                    self._implicit_step(t, t1, x_prev, frozen, previous)
+                else:
+                    if lagging:
+                        extrapolation.extrapolate(t, h)
+                    self.step_plan(plan, t, h)
                 self.settle(t1)
                 steps += 1
                 a = b
@@ -335,7 +346,143 @@ class _EnsembleRun:
         units = {key: port.spec.unit_name for key, port in self.outputs.items()}
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
-                              np.array(times), history, units, final, stats, master.settings())
+                              np.array(times), history, units, final, stats, master.settings(),
+                              dict(self.member_stats))
+
+    # ------------------------------------------------------------------ ijcsa: implicit steps, Newton per member
+    def _start_implicit(self) -> None:
+        """Set up ``ijcsa`` with ``iterate_steps``: the real interface inputs, the late evaluators, the counts."""
+        stuck = [c.name for c in self.order if not isinstance(self.steppers[c.name], OdeMember)
+                 and not c.supports_rollback]
+        if stuck:
+            raise ConfigError("master.iterate_steps", f"master ijcsa with iterate_steps needs rollback in every "
+                                                      f"component; {', '.join(stuck)} cannot roll back")
+        self.iface = list(self.schedule.real_links)
+        self.late = [self.steppers[c.name] for c in self.schedule.late]
+        for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
+            self.member_stats[name] = np.zeros(self.members, dtype=np.int64)
+        self._warned = False
+
+    def _checkpoint(self, t: float) -> tuple[list[tuple[Member, Any]], list[Any]]:
+        """Every component's state (an ODE's state array copied) and every port value of the system."""
+        states = [(st, st.x.copy() if isinstance(st, OdeMember) else st.comp.snapshot_state())
+                  for st in self.steppers.values()]
+        return states, [p.value for p in self.schedule.ports]
+
+    def _roll_back(self, saved: tuple[list[tuple[Member, Any]], list[Any]], t: float) -> None:
+        states, values = saved
+        for st, snap in states:
+            if isinstance(st, OdeMember):
+                np.copyto(st.x, snap)
+            else:
+                st.comp.restore_state(snap, t)
+        self.schedule.restore_ports(values)
+
+    def _implicit_step(self, t: float, t1: float, x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray],
+                       previous: dict[str, np.ndarray]) -> None:
+        """The implicit macro step of ``ijcsa`` (``IJCSARun._iterate``) for all members at once: Newton on each
+        member's interface values at *t1*, every trial stepping all members from the state at *t*. A member stops
+        iterating when its residual is within ``step_tolerance``; one that does not converge fails (or, under
+        ``on_nonconvergence: warn``, goes on from its best iterate)."""
+        master, members, iface = self.master, self.members, self.iface
+        h = t1 - t
+        saved = self._checkpoint(t)
+        shape = (members,)
+        u_now = np.array([np.broadcast_to(np.asarray(lk.dst.value, dtype=float), shape) for lk in iface])
+        order = [self.steppers[c.name] for c in self.order]
+        counts = self.member_stats
+
+        def residual(x: np.ndarray) -> np.ndarray:
+            self._roll_back(saved, t)
+            for lk, mean in zip(iface, 0.5 * (u_now + x), strict=True):
+                lk.dst.value = mean
+            for st in order:
+                st.do_step(t, h)
+            for lk, value in zip(iface, x.copy(), strict=True):
+                lk.dst.value = value
+            for st in self.late:
+                st.refresh(t1)
+            y = np.array([np.broadcast_to(lk.conversion.scale * lk.src.value + lk.conversion.offset, shape)
+                          for lk in iface])
+            return y - x
+
+        x = u_now.copy()
+        if not len(iface):
+            residual(x)
+            return
+        active = self.alive.copy()
+        best_size, best_x, best_k = np.full(members, np.inf), x.copy(), np.zeros(members, dtype=np.int64)
+        last = master.max_step_iterations - 1
+        for k in range(master.max_step_iterations):
+            r = residual(x)
+            counts["step_iterations"][active] += 1
+            scale = 1.0 + np.max(np.abs(x), axis=0)
+            size = np.max(np.abs(r), axis=0)
+            active &= ~(size <= master.step_tolerance * scale)
+            if not active.any():
+                return
+            better = active & (size < best_size)
+            best_size[better], best_x[:, better], best_k[better] = size[better], x[:, better], k
+            if k == last:
+                self._give_up(np.flatnonzero(active), r, size, t, t1, best_x, best_k != k, x, residual, x_prev,
+                              frozen, previous)
+                return
+            jac = np.empty((members, len(iface), len(iface)))
+            for j in range(len(iface)):
+                xp = x.copy()
+                step = master.fd_step * (1.0 + np.abs(x[j]))
+                xp[j] += step
+                jac[:, :, j] = ((residual(xp) - r) / step).T
+            x[:, active] = (x - self._solve(jac, r, active, t, t1, x_prev, frozen, previous))[:, active]
+            active &= self.alive
+            counts["newton_iterations"][active] += 1
+            if not active.any():
+                residual(x)
+                return
+
+    def _solve(self, jac: np.ndarray, r: np.ndarray, active: np.ndarray, t: float, t1: float,
+               x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray],
+               previous: dict[str, np.ndarray]) -> np.ndarray:
+        """Each member's Newton step ``solve(jac_m, r_m)``; a member whose Jacobian is singular fails."""
+        try:
+            return np.linalg.solve(jac, r.T[:, :, None])[:, :, 0].T
+        except np.linalg.LinAlgError:
+            out = np.zeros_like(r)
+            for m in np.flatnonzero(active).tolist():
+                try:
+                    out[:, m] = np.linalg.solve(jac[m], r[:, m])
+                except np.linalg.LinAlgError:
+                    comp, _, port = self.iface[0].connection.dst.partition(".")
+                    self._fail(np.array([m]), t, t1, comp, port, "a singular interface Jacobian", x_prev, frozen,
+                               previous)
+            return out
+
+    def _give_up(self, ms: np.ndarray, r: np.ndarray, size: np.ndarray, t: float, t1: float, best_x: np.ndarray,
+                 moved: np.ndarray, x: np.ndarray, residual: Any, x_prev: dict[str, np.ndarray],
+                 frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Members *ms* did not converge in ``max_step_iterations``: they fail, or under ``warn`` go on from their
+        best iterate (stepped again from it where the last iterate was not the best)."""
+        master = self.master
+        if master.on_nonconvergence != "warn":
+            for m in ms.tolist():
+                worst = int(np.argmax(np.abs(r[:, m])))
+                comp, _, port = self.iface[worst].connection.dst.partition(".")
+                self._fail(np.array([m]), t, t1, comp, port,
+                           f"an implicit step that did not converge in {master.max_step_iterations} iterations "
+                           f"(residual {size[m]:.3g})", x_prev, frozen, previous)
+            return
+        self.member_stats["unconverged_steps"][ms] += 1
+        again = np.zeros(self.members, dtype=bool)
+        again[ms] = moved[ms]
+        if again.any():
+            x = x.copy()
+            x[:, again] = best_x[:, again]
+            residual(x)
+        if not self._warned:
+            self._warned = True
+            notice(f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {master.max_step_iterations} iterations "
+                   f"for {len(ms)} member(s); they go on from their best iterate (counted per member in "
+                   "member_stats['unconverged_steps'])", stacklevel=3)
 
     def _sample(self, port: Any) -> np.ndarray:
         """The port's value for every member (a failed member's: NaN)."""

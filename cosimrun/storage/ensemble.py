@@ -9,6 +9,7 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     failure(member), failure_time(member)     the cause ("" when complete) and the instant (NaN)
     parameter.<component>.<name>(member)      every given parameter, one value per member
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
+    stats.<name>(member)                      counts per member (ijcsa's iterations)
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
     attributes                                format, system, master, t0, tf, dt, record_every, members,
                                               master settings and statistics (JSON)
@@ -68,6 +69,8 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             else:
                 g.create_variable(f"parameter.{key}", ("member",), dtype=_STR,
                                   data=np.array([str(v) for v in values], dtype=object))
+        for key, values in result.member_stats.items():
+            g.create_variable(f"stats.{key}", ("member",), data=np.asarray(values, dtype=np.int64))
         for key, values in result.final.items():
             var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
             _unit(var, result.units.get(key))

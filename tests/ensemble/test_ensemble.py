@@ -16,7 +16,7 @@ import pytest
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble, run_members
-from cosimrun.errors import ConfigError, NonFiniteValueError, UnknownNameError
+from cosimrun.errors import ConfigError, LoopConvergenceError, NonFiniteValueError, UnknownNameError
 
 pytestmark = pytest.mark.filterwarnings("ignore:events are handled:UserWarning")
 
@@ -72,20 +72,23 @@ def build(base: Mapping[str, Any], master: Mapping[str, Any]) -> Any:
 
 def scalar_run(base: Mapping[str, Any], master: Mapping[str, Any], params: Mapping[str, float]) -> dict[str, Any]:
     """``System.run`` of one member: ``component.port`` -> recorded values."""
-    return scalar_system(base, master, params)[1]
+    out = scalar_system(base, master, params)[1]
+    del out["stats"]
+    return out
 
 
 def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any],
                   params: Mapping[str, float]) -> tuple[Exception | None, dict[str, Any]]:
-    """``System.run`` of one member: the error it stopped with (or ``None``) and what it recorded."""
+    """``System.run`` of one member: the error it stopped with (or ``None``) and what it recorded (with its
+    statistics under ``"stats"``)."""
     exp = build(base, master)
     for key, value in params.items():
         comp, _, name = key.partition(".")
         exp.system.components[comp].set_parameters(**{name: value})
-    error = None
+    error, stats = None, None
     try:
-        exp.system.run(T0, TF, DT, exp.master)
-    except NonFiniteValueError as exc:
+        stats = exp.system.run(T0, TF, DT, exp.master).stats
+    except (NonFiniteValueError, LoopConvergenceError) as exc:
         error = exc
     out = {}
     for name, comp in exp.system.components.items():
@@ -93,8 +96,7 @@ def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any],
         for port, v in values.items():
             if comp.outputs[port].spec.type.value == "real":
                 out[f"{name}.{port}"] = np.asarray(v, dtype=float)
-    if error is None:
-        return None, out
+    out["stats"] = stats
     return error, out
 
 
@@ -164,6 +166,52 @@ def test_pendulum_members_equal_scalar_runs() -> None:
     exp = build(PENDULUM, MASTERS["gauss_seidel"])
     result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
     assert_members_equal(result, PENDULUM, MASTERS["gauss_seidel"], params, [0, 3, 5], rtol=1e-12)
+
+
+IJCSA = {"name": "ijcsa", "iterate_steps": True}
+
+
+def test_ijcsa_implicit_steps_equal_scalar_runs_with_their_iteration_counts() -> None:
+    """Newton per member, batched: each member iterates as long as its own scalar run does."""
+    rng = np.random.default_rng(3)
+    m = 5
+    params = {"mass1.stiffness": rng.uniform(5.0, 20.0, m), "mass2.coupling_stiffness": rng.uniform(50.0, 2000.0, m),
+              "mass1.x0": rng.uniform(0.1, 2.0, m)}
+    exp = build(TWO_MASS, IJCSA)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE] * m
+    assert_members_equal(result, TWO_MASS, IJCSA, params, [0, 1, 2, 3, 4])
+    for i in range(m):
+        _, reference = scalar_system(TWO_MASS, IJCSA, {k: float(v[i]) for k, v in params.items()})
+        stats = reference["stats"]
+        assert result.member(i)["stats"] == {"step_iterations": stats.step_iterations,
+                                             "newton_iterations": stats.newton_iterations, "unconverged_steps": 0}
+
+
+def test_a_member_whose_implicit_step_does_not_converge_fails_alone() -> None:
+    """One Newton iteration at most: members barely moving converge at once, the moving one does not."""
+    master = {**IJCSA, "max_step_iterations": 1}
+    params = {"mass1.x0": np.array([1e-12, 1.0, 2e-12])}
+    exp = build(TWO_MASS, master)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
+    failure = result.failures[1]
+    assert "did not converge in 1 iterations" in failure.cause and failure.time == pytest.approx(DT)
+    error, _ = scalar_system(TWO_MASS, master, {"mass1.x0": 1.0})
+    assert isinstance(error, LoopConvergenceError)
+    assert_members_equal(result, TWO_MASS, master, params, [0, 2])
+    # under on_nonconvergence: warn every member goes on from its best iterate, as its scalar run does
+    warn = {**master, "on_nonconvergence": "warn"}
+    exp = build(TWO_MASS, warn)
+    with pytest.warns(UserWarning, match="did not converge"):
+        result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    assert list(result.status) == [COMPLETE] * 3
+    with pytest.warns(UserWarning, match="did not converge"):
+        _, reference = scalar_system(TWO_MASS, warn, {"mass1.x0": 1.0})
+    assert result.member_stats["unconverged_steps"][1] == reference["stats"].unconverged_loop_solves > 0
+    assert result.member_stats["unconverged_steps"][0] == 0
+    with pytest.warns(UserWarning, match="did not converge"):
+        assert_members_equal(result, TWO_MASS, warn, params, [1])
 
 
 def test_a_diverging_member_fails_alone_and_is_frozen() -> None:
@@ -248,7 +296,7 @@ def test_a_component_that_is_not_vectorizable_is_refused_by_name() -> None:
 
 
 @pytest.mark.parametrize(("master", "params", "key", "text"), [
-    ({"name": "ijcsa"}, {}, "master.name", "jacobi and gauss_seidel"),
+    ({"name": "hybrid"}, {}, "master.name", "jacobi, gauss_seidel and ijcsa"),
     ({"name": "jacobi", "step_control": "error"}, {}, "master.step_control", "fixed steps"),
     ({"name": "jacobi", "sweeps": 2}, {}, "master.sweeps", "sweeps=1"),
     ({"name": "jacobi"}, {"mass1.substeps": [5, 10]}, "mass1.substeps", "solver setting"),

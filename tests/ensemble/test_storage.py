@@ -71,3 +71,13 @@ def test_the_file_holds_every_history_and_final_value(result, tmp_path: Path) ->
 def test_a_group_name_with_a_slash_is_refused(result, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="contains '/'"):
         write_ensemble(tmp_path / "e.h5", result, group="a/b")
+
+
+def test_counts_per_member_are_stored(tmp_path: Path) -> None:
+    exp = build(TWO_MASS, {"name": "ijcsa", "iterate_steps": True})
+    result = run_ensemble(exp.system, exp.master, {"mass1.x0": [0.0, 1.0]}, t0=T0, tf=0.01, dt=DT)
+    path = write_ensemble(tmp_path / "e.h5", result)
+    with xr.open_dataset(path, engine="h5netcdf", group="ensemble") as ds:
+        for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
+            np.testing.assert_array_equal(ds[f"stats.{name}"].values, result.member_stats[name])
+        assert ds["stats.step_iterations"].values.tolist() == [10, 20]  # at rest: converged at once; moving: twice
