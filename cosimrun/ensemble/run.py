@@ -172,11 +172,13 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     count = member_count(parameters, members)
     checked = MemberParameters(components, parameters, count)
     saved = {name: dict(comp.parameters) for name, comp in components.items()}
+    initialized = False
     try:
         for name, comp in components.items():
             if checked.shared[name] or checked.varying[name]:
                 comp.set_parameters(**checked.member(name, 0))
         system.initialize(t0, master)
+        initialized = True
         assert system.analysis is not None
         if system.analysis.loops:
             loop = system.analysis.loops[0]
@@ -185,14 +187,16 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         run = _EnsembleRun(system, master, checked, count, record_every, record)
         return run.run(t0, tf, dt, start)
     finally:
-        for name, comp in components.items():
-            comp.parameters.clear()
-            comp.parameters.update(saved[name])
-            refresh_parameters(comp)
         for comp in components.values():
             if comp.is_initialized:
                 comp.reset()
-        system.initialize(t0, master)
+        for name, comp in components.items():
+            given = [*checked.shared[name], *checked.varying[name]]
+            if given:
+                comp.set_parameters(**{p: saved[name][p] for p in given})
+                refresh_parameters(comp)
+        if initialized:
+            system.initialize(t0, master)
 
 
 class _EnsembleRun:

@@ -332,3 +332,17 @@ def test_a_member_failing_a_cross_parameter_check_is_named() -> None:
         run_ensemble(exp.system, exp.master, {"limit.lower": [-1.0, 50.0]}, t0=T0, tf=TF, dt=DT)
     assert "member 1:" in str(info.value) and "must be <= upper" in str(info.value)
     assert math.isfinite(exp.system.components["limit"].parameters["lower"])
+
+
+def test_a_shared_unit_parameter_is_applied_and_put_back() -> None:
+    """A parameter the same for all members may be any kind: here the saturation's unit, kN for the ensemble."""
+    cfg = copy.deepcopy(CONTROL_LOOP)
+    cfg["components"]["amp"]["params"]["output_unit"] = "kN"
+    exp = build(cfg, MASTERS["jacobi"])
+    limit = exp.system.components["limit"]
+    result = run_ensemble(exp.system, exp.master, {"limit.unit": "kN", "limit.upper": [0.01, 0.02]},
+                          t0=T0, tf=TF, dt=DT)
+    assert result.units["limit.y"] == "kN" and float(np.max(result.history["limit.y"][:, 0])) <= 0.01
+    assert limit.outputs["y"].spec.unit_name == "N" and limit.parameters["upper"] == 40.0
+    reference = scalar_run(cfg, MASTERS["jacobi"], {"limit.unit": "kN", "limit.upper": 0.02})
+    np.testing.assert_array_equal(result.history["plant.x"][:, 1], reference["plant.x"])
