@@ -69,8 +69,6 @@ class Member:
     def refresh(self, t: float) -> None:
         self.comp.refresh_outputs(t)
 
-    def indicators(self, t: float) -> list[tuple[str, int, np.ndarray]]:
-        return []
 
 
 class OdeMember(Member):
@@ -92,6 +90,11 @@ class OdeMember(Member):
         p = comp.parameters
         self.rk4 = VectorRK4(comp.name, self.states, p["substeps"], p["max_substep"], self.x.shape)
         self.events = [(name, ev.direction, ev.function) for name, ev in comp.state_events.items()]
+        self.armed = [np.zeros(members) for _ in self.events]
+        """Each indicator's armed side per member: the sign of its last nonzero value at a communication point."""
+        self.hinted = [np.zeros(members) for _ in self.events]
+        """Per member, the signed value before a crossing the integrator saw inside the last step (0: none)."""
+        self._tracked: list[np.ndarray] = []
 
     def set_initial(self, index: int, values: np.ndarray) -> None:
         self.x[index] = values
@@ -124,9 +127,48 @@ class OdeMember(Member):
     def do_step(self, t: float, h: float) -> None:
         u = self.gather()
         u_at = self._input_polynomial(t, u)
+        track = None
+        if self.events:
+            shape = (self.members,)
+            self._tracked = [np.array(np.broadcast_to(np.asarray(f(t, self.x, u), dtype=float), shape))
+                             for _, _, f in self.events]
+            for hinted in self.hinted:
+                hinted[:] = 0.0
+            track = self._track
         if len(self.x):
-            self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at)
+            self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at, track)
         self.refresh(t + h)
+
+    def _track(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
+        """The scalar integrator's tracking of each state event over one substep, per member
+        (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint."""
+        shape = (self.members,)
+        for (_, direction, func), g, hinted in zip(self.events, self._tracked, self.hinted, strict=True):
+            g_new = np.broadcast_to(np.asarray(func(t, x, u), dtype=float), shape)
+            open_ = hinted == 0.0
+            hit = open_ & crossed_members(g, g_new, direction, 0.0)
+            hinted[hit] = g[hit]
+            move = open_ & ~hit & ((np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0))
+            g[move] = g_new[move]
+
+    def arm(self, t: float, tol: float) -> None:
+        """Arm every indicator with its side at the accepted instant *t* (a value on the surface keeps the side)."""
+        for (_, g), armed in zip(self.indicators(t), self.armed, strict=True):
+            signed = np.abs(g) > tol
+            armed[signed] = np.sign(g[signed])
+
+    def crossings(self, t: float, tol: float) -> list[tuple[str, np.ndarray]]:
+        """Per state event, which members' indicators crossed zero over the step ending at *t*, as the masters
+        without localization see it (``StateEvents.reference`` and ``crossings``): strictly past zero from the
+        armed side, or for an indicator without a side from the side the integrator saw it leave; then re-armed."""
+        out = []
+        for (name, g), armed, hinted, (_, direction, _) in zip(self.indicators(t), self.armed, self.hinted,
+                                                               self.events, strict=True):
+            side = np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
+            out.append((name, crossed_members(side, g, direction, tol)))
+            signed = np.abs(g) > tol
+            armed[signed] = np.sign(g[signed])
+        return out
 
     def refresh(self, t: float) -> None:
         x = self.x
@@ -145,14 +187,12 @@ class OdeMember(Member):
             for port, y in zip(ports, ys, strict=True):
                 port.value = np.array(np.broadcast_to(np.asarray(y, dtype=float), shape))
 
-    def indicators(self, t: float) -> list[tuple[str, int, np.ndarray]]:
-        """Each state event's indicator for every member: ``(name, direction, g)``."""
-        if not self.events:
-            return []
+    def indicators(self, t: float) -> list[tuple[str, np.ndarray]]:
+        """Each state event's indicator for every member: ``(name, g)``."""
         u = self.gather()
         shape = (self.members,)
-        return [(name, direction, np.broadcast_to(np.asarray(func(t, self.x, u), dtype=float), shape))
-                for name, direction, func in self.events]
+        return [(name, np.broadcast_to(np.asarray(func(t, self.x, u), dtype=float), shape))
+                for name, _, func in self.events]
 
 
 def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: float) -> np.ndarray:

@@ -16,6 +16,8 @@ from cosimrun.errors import ModelOutputError
 
 Derivatives = Callable[[float, np.ndarray, np.ndarray], np.ndarray]
 InputAt = Callable[[float], np.ndarray]
+Track = Callable[[float, np.ndarray, np.ndarray], None]
+"""Called after each substep with its end time, the state and the inputs there (state-event tracking)."""
 
 
 class VectorRK4:
@@ -33,8 +35,9 @@ class VectorRK4:
         self._two = np.array(2.0)
 
     def integrate(self, f: Derivatives, t: float, dt: float, x: np.ndarray, u: np.ndarray,
-                  u_at: InputAt | None) -> None:
-        """Advance *x* in place from *t* to ``t + dt``; *u* held, or the inputs *u_at* gives at each stage time."""
+                  u_at: InputAt | None, track: Track | None = None) -> None:
+        """Advance *x* in place from *t* to ``t + dt``; *u* held, or the inputs *u_at* gives at each stage time;
+        *track* sees every substep's end (as the scalar integrator's event trackers)."""
         n_sub = self.substeps
         if dt > n_sub * self.max_substep:
             n_sub = math.ceil(dt / self.max_substep)
@@ -53,6 +56,7 @@ class VectorRK4:
                                    f"ensemble, expected {x.shape} (states {list(self.state_names)} by members)",
                                    component=self.name, time=t, function="derivatives", expected=x.shape,
                                    got=np.shape(k1))
+        last = n_sub - 1
         for i in range(n_sub):
             ti = t + i * h
             if u_at is not None:
@@ -74,3 +78,5 @@ class VectorRK4:
             add(w, k4, out=v)
             multiply(v, a_h6, out=w)
             x += w
+            if track is not None:
+                track(t + dt if i == last else t + (i + 1) * h, x, u4)

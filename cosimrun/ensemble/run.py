@@ -20,7 +20,7 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.members import Member, OdeMember, crossed_members, refresh_parameters, refuse, stepper
+from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.extrapolation import Extrapolation
@@ -288,14 +288,15 @@ class _EnsembleRun:
                                                 for lk in lagging], order, t0)
         odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
         watched = [st for st in odes if st.events]
-        g_prev = {st.comp.name: st.indicators(t0) for st in watched}
+        sign_tol = master.sign_tolerance
+        for st in watched:
+            st.arm(t0, sign_tol)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
         previous = {key: samples[key][0] for key in self.outputs}
         frozen = {st.comp.name: np.empty_like(st.x) for st in odes}
         x_prev = {st.comp.name: np.empty_like(st.x) for st in odes}
         next_point = self.scalar.next_point  # type: ignore[union-attr]
-        sign_tol = master.sign_tolerance
         a, end, steps = 0, clock.end, 0
         loop_start = _time.perf_counter()
         with np.errstate(all="ignore"):
@@ -316,13 +317,11 @@ class _EnsembleRun:
                 a = b
                 self._check_members(t, t1, odes, x_prev, frozen, previous)
                 for st in watched:
-                    g_now = st.indicators(t1)
-                    for (name, direction, g0), (_, _, g1) in zip(g_prev[st.comp.name], g_now, strict=True):
-                        hit = crossed_members(g0, g1, direction, sign_tol) & self.alive
+                    for name, hit in st.crossings(t1, sign_tol):
+                        hit &= self.alive
                         if hit.any():
                             self._fail(np.flatnonzero(hit), t, t1, st.comp.name, name,
                                        "a state event (ensembles do not handle events yet)", x_prev, frozen, previous)
-                    g_prev[st.comp.name] = g_now
                 if not self.alive.all():
                     dead = ~self.alive
                     for st in odes:

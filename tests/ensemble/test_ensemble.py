@@ -346,3 +346,29 @@ def test_a_shared_unit_parameter_is_applied_and_put_back() -> None:
     assert limit.outputs["y"].spec.unit_name == "N" and limit.parameters["upper"] == 40.0
     reference = scalar_run(cfg, MASTERS["jacobi"], {"limit.unit": "kN", "limit.upper": 0.02})
     np.testing.assert_array_equal(result.history["plant.x"][:, 1], reference["plant.x"])
+
+
+def test_members_whose_state_event_fires_fail_at_the_scalar_runs_event() -> None:
+    """End stops: the members that reach theirs fail at the instant their scalar run handles the event; the
+    others (the stop out of reach) equal their scalar runs."""
+    cfg = copy.deepcopy(PENDULUM)
+    cfg["components"]["p"]["params"].update(q_max=0.6, damping=0.0)
+    master = MASTERS["gauss_seidel"]
+    params = {"p.q0": np.array([0.1, 0.59, 0.2, 0.5]), "p.omega0": np.array([0.0, 1.0, 0.5, 2.0]),
+              "p.length": np.array([1.0, 0.5, 2.0, 0.3])}
+    exp = build(cfg, master)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    hit = [m for m in range(4) if result.status[m] == FAILED]
+    assert hit and len(hit) < 4
+    for m in range(4):
+        exp = build(cfg, master)
+        exp.system.components["p"].set_parameters(**{k.split(".")[1]: float(v[m]) for k, v in params.items()})
+        run = exp.system.run(T0, TF, DT, exp.master)
+        events = [when.t for when, comp, event in run.events if comp == "p" and event == "end_stop"]
+        if m in hit:
+            failure = result.failures[m]
+            assert failure.component == "p" and failure.variable == "end_stop" and "state event" in failure.cause
+            assert events and failure.time == events[0]
+        else:
+            assert not events
+    assert_members_equal(result, cfg, master, params, [m for m in range(4) if m not in hit], rtol=1e-12)
