@@ -177,6 +177,7 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         for name, comp in components.items():
             if checked.shared[name] or checked.varying[name]:
                 comp.set_parameters(**checked.member(name, 0))
+                refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
         system.initialize(t0, master)
         initialized = True
         assert system.analysis is not None

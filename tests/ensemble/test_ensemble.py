@@ -372,3 +372,19 @@ def test_members_whose_state_event_fires_fail_at_the_scalar_runs_event() -> None
         else:
             assert not events
     assert_members_equal(result, cfg, master, params, [m for m in range(4) if m not in hit], rtol=1e-12)
+
+
+def test_an_integrator_given_for_all_members_and_an_algebraic_loop_are_refused() -> None:
+    exp = build(TWO_MASS, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"mass1.integrator": "rk45", "mass1.x0": [1.0, 2.0]}, t0=T0, tf=TF,
+                     dt=DT)
+    assert info.value.key == "components.mass1.params.integrator" and "'rk45'" in str(info.value)
+    loop = {"name": "loop", "components": {"a": {"type": "gain", "params": {"k": 0.5}},
+                                           "b": {"type": "gain", "params": {"k": 0.5}}},
+            "connections": ["a.y -> b.u", "b.y -> a.u"]}
+    loop["components"]["a"]["initial"] = {"u": 1.0}
+    exp = build(loop, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"a.k": [0.5, 0.25]}, t0=T0, tf=TF, dt=DT)
+    assert info.value.key == "connections" and "algebraic loop" in str(info.value)
