@@ -16,6 +16,7 @@ import numpy as np
 
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ode import ContinuousComponent
+from cosimrun.core.parameters import declared_parameters
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
 SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
@@ -102,6 +103,10 @@ class MemberParameters:
         if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
             raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
                                    "steps them all)")
+        declared = declared_parameters(type(comp)).get(param)
+        if declared is not None and declared.type != "float":
+            raise ConfigError(key, f"must be the same for all members: only real-valued parameters may differ "
+                                   f"between members, this one is of type {declared.type}")
         if param in getattr(type(comp), "shared_parameters", ()):
             raise ConfigError(key, f"must be the same for all members: component {comp.name!r} "
                                    f"({type(comp).__name__}) declares it shared (it sets time events or structure)")

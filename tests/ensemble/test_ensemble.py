@@ -300,6 +300,7 @@ def test_a_component_that_is_not_vectorizable_is_refused_by_name() -> None:
     ({"name": "jacobi", "step_control": "error"}, {}, "master.step_control", "fixed steps"),
     ({"name": "jacobi", "sweeps": 2}, {}, "master.sweeps", "sweeps=1"),
     ({"name": "jacobi"}, {"mass1.substeps": [5, 10]}, "mass1.substeps", "solver setting"),
+    ({"name": "jacobi"}, {"mass1.max_substep": [None, 1e-4]}, "mass1.max_substep", "solver setting"),
     ({"name": "jacobi"}, {"mass1.stiffness": [1.0, -2.0]}, "mass1.stiffness", "member 1:"),
     ({"name": "jacobi"}, {"mass1.stiffness": [1.0, 2.0], "mass1.x0": [1.0, 2.0, 3.0]}, "mass1.stiffness",
      "differ in length"),
@@ -388,3 +389,13 @@ def test_an_integrator_given_for_all_members_and_an_algebraic_loop_are_refused()
     with pytest.raises(ConfigError) as info:
         run_ensemble(exp.system, exp.master, {"a.k": [0.5, 0.25]}, t0=T0, tf=TF, dt=DT)
     assert info.value.key == "connections" and "algebraic loop" in str(info.value)
+
+
+def test_only_real_parameters_may_differ_between_members() -> None:
+    exp = build(CONTROL_LOOP, MASTERS["jacobi"])
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"pid.anti_windup": ["clamping", "none"]}, t0=T0, tf=TF, dt=DT)
+    assert info.value.key == "pid.anti_windup" and "type choice" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"pid.u_max": [None, 10.0]}, t0=T0, tf=TF, dt=DT)
+    assert info.value.key == "pid.u_max" and "member 0: None cannot differ" in str(info.value)
