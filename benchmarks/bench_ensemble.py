@@ -110,18 +110,25 @@ def main() -> None:
     head = f"{'master':14}{'scalar run':>12}"
     if opts.sweep:
         head += f"{f'sweep ({opts.sweep} jobs)':>18}"
-    head += f"{'ensemble':>12}{'ratio':>9}{'ensemble wall [s]':>19}{'max rel diff':>14}"
+    head += f"{'ensemble':>12}{'ratio':>9}"
+    if opts.sweep:
+        head += f"{'sweep ratio':>13}"
+    head += f"{'ensemble wall [s]':>19}{'max rel diff':>14}"
     print("us per member per macro step")
     print(head)
     for master, us_scalar, us_sweep, us_ensemble, stats, worst in rows:
         line = f"{master:14}{us_scalar:12.2f}"
         if us_sweep is not None:
             line += f"{us_sweep:18.2f}"
-        line += f"{us_ensemble:12.3f}{us_scalar / us_ensemble:8.0f}x{stats.wall_time_s:19.2f}{worst:14.1e}"
+        line += f"{us_ensemble:12.3f}{us_scalar / us_ensemble:8.0f}x"
+        if us_sweep is not None:
+            line += f"{us_sweep / us_ensemble:12.0f}x"
+        line += f"{stats.wall_time_s:19.2f}{worst:14.1e}"
         print(line)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {rss:.0f} MiB; target <= 2 us per member per step on one core")
-    print("ratio = scalar run / ensemble; max rel diff: ensemble member vs scalar run of its parameters (3 members)")
+    print("ratio = scalar run / ensemble (sweep ratio: the sweep's time per member per step, end to end, / ensemble); "
+          "max rel diff: ensemble member vs scalar run of its parameters (3 members)")
 
 
 if __name__ == "__main__":

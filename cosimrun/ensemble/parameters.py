@@ -75,8 +75,11 @@ def rows_to_arrays(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 class MemberParameters:
     """The checked parameters of an ensemble: per component, the shared values and the varying arrays."""
 
-    def __init__(self, components: Mapping[str, CoSimComponent], parameters: Mapping[str, Any], members: int) -> None:
+    def __init__(self, components: Mapping[str, CoSimComponent], parameters: Mapping[str, Any], members: int,
+                 first: int = 0) -> None:
         self.members = members
+        self.first = first
+        """The index of the first of these members in the whole ensemble (for messages)."""
         self.shared: dict[str, dict[str, Any]] = {name: {} for name in components}
         self.varying: dict[str, dict[str, np.ndarray]] = {name: {} for name in components}
         self.given: dict[str, np.ndarray] = {}
@@ -85,13 +88,13 @@ class MemberParameters:
             comp_name, param = split_key(key, components)
             comp = components[comp_name]
             values = list(np.broadcast_to(np.asarray(raw, dtype=object), (members,)))
-            checked = [_check(comp, key, param, v, i) for i, v in enumerate(values)]
+            checked = [_check(comp, key, param, v, first + i) for i, v in enumerate(values)]
             first = checked[0]
             if all(_same(v, first) for v in checked[1:]):
                 self.shared[comp_name][param] = first
                 self.given[key] = _column(checked)
                 continue
-            self._refuse_varying(comp, key, param, checked)
+            self._refuse_varying(comp, key, param, checked, first)
             self.varying[comp_name][param] = np.array(checked, dtype=float)
             self.given[key] = self.varying[comp_name][param]
         for name, comp in components.items():
@@ -99,7 +102,7 @@ class MemberParameters:
                 self._check_members(comp)
 
     @staticmethod
-    def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any]) -> None:
+    def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
         if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
             raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
                                    "steps them all)")
@@ -112,7 +115,7 @@ class MemberParameters:
                                    f"({type(comp).__name__}) declares it shared (it sets time events or structure)")
         for i, value in enumerate(checked):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(key, f"member {i}: {value!r} cannot differ between members: only parameters "
+                raise ConfigError(key, f"member {first + i}: {value!r} cannot differ between members: only parameters "
                                        "that are plain numbers (in the parameter's unit) may vary in an ensemble")
 
     def _check_members(self, comp: CoSimComponent) -> None:
@@ -127,7 +130,8 @@ class MemberParameters:
                 try:
                     comp.check_parameters()  # type: ignore[attr-defined]
                 except ConfigError as exc:
-                    raise ConfigError(exc.key if exc.key else comp.name, f"member {i}: {exc.message}") from None
+                    raise ConfigError(exc.key if exc.key else comp.name,
+                                      f"member {self.first + i}: {exc.message}") from None
         finally:
             comp.parameters.update(saved)
 

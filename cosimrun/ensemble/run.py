@@ -11,6 +11,7 @@ yet), is marked ``failed`` with its cause and frozen; the others run on.
 
 from __future__ import annotations
 
+import dataclasses
 import time as _time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 
 COMPLETE = "complete"
 FAILED = "failed"
+CHUNK = 8192
+"""Members stepped together at most: a larger ensemble runs in chunks of this many, one after the other, so each
+state array stays in the processor's caches (measured on the two-mass system: 5 000 to 10 000 members per chunk
+take the least time per member)."""
 
 
 @dataclass(frozen=True)
@@ -152,25 +157,61 @@ def check_master(master: Master) -> None:
 
 def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
                  tf: float, dt: float, members: int | None = None, record_every: int = 1,
-                 record: Sequence[str] | None = None) -> EnsembleResult:
+                 record: Sequence[str] | None = None, chunk: int = CHUNK) -> EnsembleResult:
     """Run the members of *system* at once, from *t0* to *tf* by communication steps *dt* under *master*.
 
     *parameters* maps ``component.parameter`` to one value for all members or one per member (an array of
     shape ``(M,)``; initial states are the parameters ``<state>0``); *members* is M when no parameter varies.
     Each member's results are those of ``system.run`` with its parameters. Histories keep every
     *record_every*-th communication point (and the first and last); *record* selects ``component.port``
-    outputs (default: every real output). The system is left initialized with its own parameters.
+    outputs (default: every real output). At most *chunk* members are stepped together (more run in chunks,
+    one after the other). The system is left initialized with its own parameters.
     """
     start = _time.perf_counter()
     check_master(master)
-    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
-        raise ConfigError("record_every", f"must be an integer >= 1, got {record_every!r}")
-    components = system.components
-    for comp in components.values():
+    for key, value in (("record_every", record_every), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(key, f"must be an integer >= 1, got {value!r}")
+    for comp in system.components.values():
         refuse(comp)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
-    checked = MemberParameters(components, parameters, count)
+    if count <= chunk:
+        return _run_block(system, master, parameters, count, 0, t0, tf, dt, record_every, record, start)
+    blocks = []
+    for first in range(0, count, chunk):
+        size = min(chunk, count - first)
+        part = {key: value[first:first + size] if np.ndim(value) == 1 else value for key, value in parameters.items()}
+        blocks.append(_run_block(system, master, part, size, first, t0, tf, dt, record_every, record, start))
+    return _merge(blocks, _time.perf_counter() - start)
+
+
+def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
+    """The chunks' results as one ensemble (members in order)."""
+    first = blocks[0]
+    offsets = np.cumsum([0, *(b.members for b in blocks)])
+    failures = {m + int(off): dataclasses.replace(f, member=m + int(off))
+                for b, off in zip(blocks, offsets, strict=False) for m, f in b.failures.items()}
+    members = int(offsets[-1])
+
+    def joined(attr: str) -> dict[str, np.ndarray]:
+        return {key: np.concatenate([getattr(b, attr)[key] for b in blocks], axis=-1) for key in getattr(first, attr)}
+
+    failed = sum(b.stats.failed for b in blocks)
+    stats = EnsembleStats(members, members - failed, failed, first.stats.macro_steps, first.stats.samples, wall,
+                          sum(b.stats.step_time_s for b in blocks))
+    return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
+                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
+                          joined("history"), first.units, joined("final"), stats, first.master_settings,
+                          joined("member_stats"))
+
+
+def _run_block(system: System, master: Master, parameters: dict[str, Any], count: int, first: int, t0: float,
+               tf: float, dt: float, record_every: int, record: Sequence[str] | None, start: float) -> EnsembleResult:
+    """Run *count* members (one chunk, from member *first* on) of *system* with *parameters* (see
+    :func:`run_ensemble`)."""
+    components = system.components
+    checked = MemberParameters(components, parameters, count, first)
     saved = {name: dict(comp.parameters) for name, comp in components.items()}
     initialized = False
     try:

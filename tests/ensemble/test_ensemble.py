@@ -399,3 +399,26 @@ def test_only_real_parameters_may_differ_between_members() -> None:
     with pytest.raises(ConfigError) as info:
         run_ensemble(exp.system, exp.master, {"pid.u_max": [None, 10.0]}, t0=T0, tf=TF, dt=DT)
     assert info.value.key == "pid.u_max" and "member 0: None cannot differ" in str(info.value)
+
+
+def test_chunks_give_the_ensemble_run_at_once() -> None:
+    """Members run in chunks of 3: the same histories, finals, failures (indices in the whole ensemble) and
+    statuses as all 7 at once; a bad value in the third chunk names its member."""
+    stiffness = np.array([10.0, 12.0, 8.0, 9.0, 1e12, 11.0, 7.0])
+    exp = build(TWO_MASS, MASTERS["gauss_seidel"])
+    whole = run_ensemble(exp.system, exp.master, {"mass1.stiffness": stiffness, "mass2.mass": 2.0}, t0=T0, tf=TF,
+                         dt=DT, record_every=7)
+    parts = run_ensemble(exp.system, exp.master, {"mass1.stiffness": stiffness, "mass2.mass": 2.0}, t0=T0, tf=TF,
+                         dt=DT, record_every=7, chunk=3)
+    assert parts.members == 7 and list(parts.status) == list(whole.status)
+    assert list(parts.failures) == [4] and parts.failures == whole.failures
+    np.testing.assert_array_equal(parts.time, whole.time)
+    for key in whole.history:
+        np.testing.assert_array_equal(parts.history[key], whole.history[key])
+        np.testing.assert_array_equal(parts.final[key], whole.final[key])
+    np.testing.assert_array_equal(parts.parameters["mass1.stiffness"], stiffness)
+    assert parts.parameters["mass2.mass"].tolist() == [2.0] * 7
+    assert parts.stats.complete == 6 and parts.stats.macro_steps == whole.stats.macro_steps
+    with pytest.raises(ConfigError, match="member 6: "):
+        run_ensemble(exp.system, exp.master, {"mass1.stiffness": [*stiffness[:6], -1.0]}, t0=T0, tf=TF, dt=DT,
+                     chunk=3)
