@@ -88,13 +88,13 @@ class MemberParameters:
             comp_name, param = split_key(key, components)
             comp = components[comp_name]
             values = list(np.broadcast_to(np.asarray(raw, dtype=object), (members,)))
-            checked = [_check(comp, key, param, v, first + i) for i, v in enumerate(values)]
-            first = checked[0]
-            if all(_same(v, first) for v in checked[1:]):
-                self.shared[comp_name][param] = first
+            checked = [_check(comp, key, param, v, self.first + i) for i, v in enumerate(values)]
+            value0 = checked[0]
+            if all(_same(v, value0) for v in checked[1:]):
+                self.shared[comp_name][param] = value0
                 self.given[key] = _column(checked)
                 continue
-            self._refuse_varying(comp, key, param, checked, first)
+            self._refuse_varying(comp, key, param, checked, self.first)
             self.varying[comp_name][param] = np.array(checked, dtype=float)
             self.given[key] = self.varying[comp_name][param]
         for name, comp in components.items():
