@@ -17,7 +17,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ode import ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortState, PortType
 from cosimrun.ensemble.rk4 import VectorRK4
-from cosimrun.errors import ConfigError, ModelOutputError
+from cosimrun.errors import ComponentContractError, ConfigError, CosimrunError, ModelOutputError
 
 
 def refuse(comp: CoSimComponent) -> None:
@@ -64,11 +64,27 @@ class Member:
         self.members = members
 
     def do_step(self, t: float, h: float) -> None:
-        self.comp.do_step(t, h)
+        try:
+            self.comp.do_step(t, h)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, CosimrunError):
+                raise
+            raise not_vectorized(self.comp, "step", exc) from exc
 
     def refresh(self, t: float) -> None:
-        self.comp.refresh_outputs(t)
+        try:
+            self.comp.refresh_outputs(t)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, CosimrunError):
+                raise
+            raise not_vectorized(self.comp, "output update", exc) from exc
 
+
+def not_vectorized(comp: CoSimComponent, what: str, exc: Exception) -> ComponentContractError:
+    """The error of a component that declares ``vectorizable`` but whose *what* failed on the members' arrays."""
+    return ComponentContractError(f"component {comp.name!r} ({type(comp).__name__}) declares vectorizable, but its "
+                                  f"{what} failed on the members' arrays: {type(exc).__name__}: {exc}",
+                                  component=comp.name)
 
 
 class OdeMember(Member):
@@ -136,7 +152,12 @@ class OdeMember(Member):
                 hinted[:] = 0.0
             track = self._track
         if len(self.x):
-            self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at, track)
+            try:
+                self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at, track)
+            except (TypeError, ValueError) as exc:
+                if isinstance(exc, CosimrunError):
+                    raise
+                raise not_vectorized(self.comp, "derivatives (or an event indicator)", exc) from exc
         self.refresh(t + h)
 
     def _track(self, t: float, x: np.ndarray, u: np.ndarray) -> None:

@@ -422,3 +422,28 @@ def test_chunks_give_the_ensemble_run_at_once() -> None:
     with pytest.raises(ConfigError, match="member 6: "):
         run_ensemble(exp.system, exp.master, {"mass1.stiffness": [*stiffness[:6], -1.0]}, t0=T0, tf=TF, dt=DT,
                      chunk=3)
+
+
+def test_a_model_that_declares_vectorizable_but_is_not_is_named() -> None:
+    from cosimrun.core.ode import OdeComponent
+    from cosimrun.errors import ComponentContractError
+    from cosimrun.masters import Jacobi
+    from cosimrun.system import System
+
+    class Scalar(OdeComponent):
+        vectorizable = True
+
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
+            self.parameters["rate"] = 1.0
+            self.add_state("x", initial=1.0)
+
+        def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+            return np.array([-self.parameters["rate"] * math.exp(x[0])])
+
+    system = System("s")
+    system.add_component(Scalar("decay"))
+    with pytest.raises(ComponentContractError) as info:
+        run_ensemble(system, Jacobi(), {"decay.rate": [1.0, 2.0]}, t0=0.0, tf=0.1, dt=0.01)
+    assert "component 'decay' (Scalar) declares vectorizable, but its derivatives" in str(info.value)
+    system.run(0.0, 0.1, 0.01, Jacobi())  # the scalar run is untouched
