@@ -9,6 +9,7 @@ so a member is refused exactly where its scalar run would be.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,13 +20,18 @@ from cosimrun.core.ode import ContinuousComponent
 from cosimrun.core.parameters import declared_parameters
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
+_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.params\.(?P<parameter>[^.]+)")
+"""A parameter's path in an experiment config."""
 SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
 """Parameters of continuous components that every member shares (one integrator steps them all)."""
 
 
 def split_key(key: str, components: Mapping[str, CoSimComponent]) -> tuple[str, str]:
-    """``"mass1.stiffness"`` -> ``("mass1", "stiffness")``, both names checked (with "did you mean")."""
-    comp, dot, param = str(key).partition(".")
+    """``"mass1.stiffness"`` (or the config path ``"components.mass1.params.stiffness"``, as a sweep overrides it)
+    -> ``("mass1", "stiffness")``, both names checked (with "did you mean")."""
+    text = str(key)
+    match = _CONFIG_PATH.fullmatch(text)
+    comp, dot, param = (match["component"], ".", match["parameter"]) if match else text.partition(".")
     if not dot or not param:
         raise ConfigError(str(key), "an ensemble parameter is named 'component.parameter'")
     if comp not in components:

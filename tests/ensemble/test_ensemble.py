@@ -447,3 +447,16 @@ def test_a_model_that_declares_vectorizable_but_is_not_is_named() -> None:
         run_ensemble(system, Jacobi(), {"decay.rate": [1.0, 2.0]}, t0=0.0, tf=0.1, dt=0.01)
     assert "component 'decay' (Scalar) declares vectorizable, but its derivatives" in str(info.value)
     system.run(0.0, 0.1, 0.01, Jacobi())  # the scalar run is untouched
+
+
+def test_parameters_may_be_named_by_their_config_path() -> None:
+    """A sweep names a parameter ``components.<name>.params.<parameter>``: the same member as ``<name>.<parameter>``."""
+    rows = [{"components.mass1.params.stiffness": 9.0}, {"components.mass1.params.stiffness": 14.0}]
+    exp = build(TWO_MASS, MASTERS["jacobi"])
+    result = run_members(exp.system, exp.master, rows, t0=T0, tf=TF, dt=DT)
+    reference = scalar_run(TWO_MASS, MASTERS["jacobi"], {"mass1.stiffness": 14.0})
+    np.testing.assert_array_equal(result.history["mass1.x"][:, 1], reference["mass1.x"])
+    assert result.member(1)["parameters"] == {"components.mass1.params.stiffness": 14.0}
+    with pytest.raises(UnknownNameError) as info:
+        run_members(exp.system, exp.master, [{"components.mass3.params.mass": 1.0}], t0=T0, tf=TF, dt=DT)
+    assert info.value.key == "components.mass3.params.mass" and info.value.suggestion in ("mass1", "mass2")
