@@ -77,8 +77,8 @@ def scalar_run(base: Mapping[str, Any], master: Mapping[str, Any], params: Mappi
     return out
 
 
-def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any],
-                  params: Mapping[str, float]) -> tuple[Exception | None, dict[str, Any]]:
+def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any], params: Mapping[str, float],
+                  tf: float = TF) -> tuple[Exception | None, dict[str, Any]]:
     """``System.run`` of one member: the error it stopped with (or ``None``) and what it recorded (with its
     statistics under ``"stats"``)."""
     exp = build(base, master)
@@ -87,7 +87,7 @@ def scalar_system(base: Mapping[str, Any], master: Mapping[str, Any],
         exp.system.components[comp].set_parameters(**{name: value})
     error, stats = None, None
     try:
-        stats = exp.system.run(T0, TF, DT, exp.master).stats
+        stats = exp.system.run(T0, tf, DT, exp.master).stats
     except (NonFiniteValueError, LoopConvergenceError) as exc:
         error = exc
     out = {}
@@ -178,14 +178,17 @@ def test_ijcsa_implicit_steps_equal_scalar_runs_with_their_iteration_counts() ->
     params = {"mass1.stiffness": rng.uniform(5.0, 20.0, m), "mass2.coupling_stiffness": rng.uniform(50.0, 2000.0, m),
               "mass1.x0": rng.uniform(0.1, 2.0, m)}
     exp = build(TWO_MASS, IJCSA)
-    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    tf = 0.05
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=tf, dt=DT)
     assert list(result.status) == [COMPLETE] * m
-    assert_members_equal(result, TWO_MASS, IJCSA, params, [0, 1, 2, 3, 4])
-    for i in range(m):
-        _, reference = scalar_system(TWO_MASS, IJCSA, {k: float(v[i]) for k, v in params.items()})
-        stats = reference["stats"]
+    for i in sorted(rng.choice(m, 3, replace=False)):
+        _, reference = scalar_system(TWO_MASS, IJCSA, {k: float(v[i]) for k, v in params.items()}, tf)
+        stats = reference.pop("stats")
         assert result.member(i)["stats"] == {"step_iterations": stats.step_iterations,
                                              "newton_iterations": stats.newton_iterations, "unconverged_steps": 0}
+        assert set(reference) == set(result.history)
+        for key, expected in reference.items():
+            np.testing.assert_array_equal(result.history[key][:, i], expected, err_msg=f"member {i}, {key}")
 
 
 def test_a_member_whose_implicit_step_does_not_converge_fails_alone() -> None:
