@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.parameters import declared_parameters, value_in_unit
@@ -166,9 +168,10 @@ class StatelessComponent(UnitParameters, CoSimComponent):
         self.t = t_snap
 
 
-def set_output(port: PortState, value: float, t: float | None) -> None:
-    """Write a float to an output port (no validation: the value is computed here)."""
-    port.value = float(value)
+def set_output(port: PortState, value: float | np.ndarray, t: float | None) -> None:
+    """Write a float to an output port (no validation: the value is computed here); an ensemble's array of
+    members' values (:attr:`~cosimrun.core.component.CoSimComponent.vectorizable`) is written as it is."""
+    port.value = value if type(value) is np.ndarray else float(value)
     port.t_last = t
 
 

@@ -3,7 +3,8 @@
 The memoryless blocks declare their direct feedthrough explicitly; the
 integrator and the lag are :class:`~cosimrun.core.ode.OdeComponent` models
 whose output is a state (no feedthrough), with rollback and the ``integrator``
-parameters of every ODE component.
+parameters of every ODE component. Every block is vectorizable (its numeric
+parameters may differ between an ensemble's members).
 """
 
 from __future__ import annotations
@@ -25,12 +26,21 @@ OUTPUT_UNIT = Parameter("unit", doc="unit of the output (null: see the descripti
 UNIT = Parameter("unit", doc="unit of the input and output ports (null: plain numbers)")
 
 
+def clip(value: Any, lower: Any, upper: Any) -> Any:
+    """``min(max(value, lower), upper)``, elementwise for an ensemble's arrays (the same values)."""
+    if isinstance(value, np.ndarray) or isinstance(lower, np.ndarray) or isinstance(upper, np.ndarray):
+        return np.minimum(np.maximum(value, lower), upper)
+    return min(max(value, lower), upper)
+
+
 def _real(name: str, direction: str, description: str) -> PortSpec:
     return PortSpec(name, PortType.REAL, direction, None, description)  # type: ignore[arg-type]
 
 
 class Gain(StatelessComponent):
     """Gain ``y = k * u`` (direct feedthrough u -> y)."""
+
+    vectorizable = True
 
     PARAMETERS = {
         "k": Parameter(float, default=1.0, doc="gain"),
@@ -55,6 +65,8 @@ class Gain(StatelessComponent):
 
 class Sum(StatelessComponent):
     """Signed sum ``y = s1*u1 + s2*u2 + ...`` with signs like ``"+-"`` (direct feedthrough)."""
+
+    vectorizable = True
 
     PARAMETERS = {
         "signs": Parameter(str, default="++", doc="one sign per input u1, u2, ...: a string like '+-' or a list"),
@@ -110,6 +122,8 @@ class Sum(StatelessComponent):
 class Saturation(StatelessComponent):
     """Saturation ``y = min(max(u, lower), upper)`` (direct feedthrough u -> y)."""
 
+    vectorizable = True
+
     PARAMETERS = {
         "lower": Parameter(float, default=-1.0, doc="lower limit (<= upper), in the port unit"),
         "upper": Parameter(float, default=1.0, doc="upper limit, in the port unit"),
@@ -133,7 +147,7 @@ class Saturation(StatelessComponent):
 
     def _update_output_states(self, t: float | None = None, event_names: Any = NO_EVENTS) -> None:
         p = self.parameters
-        y = min(max(self.inputs["u"].value, p["lower"]), p["upper"])
+        y = clip(self.inputs["u"].value, p["lower"], p["upper"])
         set_output(self.outputs["y"], y, self.t if t is None else t)
 
 
@@ -155,6 +169,8 @@ class Integrator(OdeBlock):
 
     ``output_unit`` defaults to ``input_unit`` times seconds (unit-less stays unit-less).
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         "k": Parameter(float, default=1.0, doc="gain"),
@@ -182,6 +198,8 @@ class Integrator(OdeBlock):
 
 class FirstOrderLag(OdeBlock):
     """First-order lag ``T * dy/dt = k * u - y`` (state ``y``, initial value ``y0``; no feedthrough)."""
+
+    vectorizable = True
 
     PARAMETERS = {
         "k": Parameter(float, default=1.0, doc="static gain"),

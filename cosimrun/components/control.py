@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from cosimrun.components._base import OdeBlock, parameter_error
+from cosimrun.components.blocks import clip
 from cosimrun.core.parameters import Parameter
 from cosimrun.core.units import UnitLike
 
@@ -42,7 +43,12 @@ class PID(OdeBlock):
     Direct feedthrough: r and y -> u. The filter is integrated with the ODE
     integrator: with ``rk4`` keep the sub-step (``dt / substeps``, or
     ``max_substep``) below ``2 * tf`` for stability.
+
+    Vectorizable: the gains, ``tf``, ``N``, ``tt`` and the limits may differ between an ensemble's members
+    (each member computes what its scalar run does).
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         "kp": Parameter(float, default=1.0, doc="proportional gain"),
@@ -89,6 +95,13 @@ class PID(OdeBlock):
 
     def _refresh(self) -> None:
         p = self.parameters
+        self._lo = -math.inf if p["u_min"] is None else p["u_min"]
+        self._hi = math.inf if p["u_max"] is None else p["u_max"]
+        self._on_error = p["derivative_on"] == "error"
+        self._aw = p["anti_windup"]
+        if any(isinstance(p[k], np.ndarray) for k in ("kp", "ki", "kd", "tf", "N", "tt")):
+            self._refresh_members()
+            return
         kp, ki, kd = p["kp"], p["ki"], p["kd"]
         if p["tf"] is not None:
             tf = p["tf"]
@@ -103,10 +116,24 @@ class PID(OdeBlock):
             ti = abs(kp / ki)
             tt = math.sqrt(ti * abs(kd / kp)) if kd != 0 else ti
         self._inv_tt = 1.0 / tt if tt else 0.0
-        self._lo = -math.inf if p["u_min"] is None else p["u_min"]
-        self._hi = math.inf if p["u_max"] is None else p["u_max"]
-        self._on_error = p["derivative_on"] == "error"
-        self._aw = p["anti_windup"]
+
+    def _refresh_members(self) -> None:
+        """:meth:`_refresh` for an ensemble's arrays of gains: each member's value as its scalar refresh gives it."""
+        p = self.parameters
+        kp, ki, kd, n = (np.asarray(p[k], dtype=float) for k in ("kp", "ki", "kd", "N"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if p["tf"] is not None:
+                tf = np.asarray(p["tf"], dtype=float)
+            else:
+                tf = np.where((kd != 0) & (kp != 0), np.abs(kd / kp) / n, 1.0)
+            self._tf = tf
+            self._kd_tf = kd / tf
+            if p["tt"] is not None:
+                self._inv_tt = 1.0 / np.asarray(p["tt"], dtype=float)
+            else:
+                ti = np.abs(kp / ki)
+                tt = np.where(kd != 0, np.sqrt(ti * np.abs(kd / kp)), ti)
+                self._inv_tt = np.where((kp != 0) & (ki != 0), 1.0 / tt, 0.0)
 
     def _raw(self, x: np.ndarray, u: np.ndarray) -> tuple[float, float, float]:
         """``(e, e_d, u_raw)`` for state *x* and inputs *u*."""
@@ -118,12 +145,14 @@ class PID(OdeBlock):
         e, ed, raw = self._raw(x, u)
         di = self.parameters["ki"] * e
         if self._aw == "clamping":
-            if (raw > self._hi and di > 0.0) or (raw < self._lo and di < 0.0):
+            if isinstance(raw, np.ndarray) or isinstance(di, np.ndarray):  # an ensemble's members
+                di = np.where(((raw > self._hi) & (di > 0.0)) | ((raw < self._lo) & (di < 0.0)), 0.0, di)
+            elif (raw > self._hi and di > 0.0) or (raw < self._lo and di < 0.0):
                 di = 0.0
         elif self._aw == "back_calculation":
-            di += (min(max(raw, self._lo), self._hi) - raw) * self._inv_tt
+            di = di + (clip(raw, self._lo, self._hi) - raw) * self._inv_tt
         return np.array([di, (ed - x[1]) / self._tf])
 
     def compute_outputs(self, t: float, x: np.ndarray, u: np.ndarray) -> Sequence[float]:
         raw = self._raw(x, u)[2]
-        return (min(max(raw, self._lo), self._hi),)
+        return (clip(raw, self._lo, self._hi),)

@@ -49,8 +49,10 @@ class Pendulum(OdeBlock):
     sticking contact: with ``restitution = 0`` and a torque pushing into the
     stop the pendulum passes through it. The indicator and its EVENT port exist
     always (constant -1 without an end stop), so every pendulum variant exposes
-    the same ports.
+    the same ports. Vectorizable (an ensemble's members: arrays of angles and parameters).
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         "mass": Parameter(float, unit="kg", default=1.0, gt=0, doc="point mass at the end of the rod"),
@@ -71,8 +73,8 @@ class Pendulum(OdeBlock):
 
     @staticmethod
     def restoring(q: float) -> float:
-        """The gravity term's angle function: ``sin(q)``."""
-        return math.sin(q)
+        """The gravity term's angle function: ``sin(q)`` (of each member's angle for an array)."""
+        return np.sin(q) if isinstance(q, np.ndarray) else math.sin(q)
 
     def check_parameters(self) -> None:
         super().check_parameters()
@@ -204,8 +206,10 @@ class MassSpringDamper(OdeBlock):
 
     ``m x'' = -stiffness * x - damping * x' + force``. The force-in /
     position-out side of a two-mass co-simulation; pair it with
-    ``mass_spring_damper_force``.
+    ``mass_spring_damper_force``. Vectorizable.
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         "mass": Parameter(float, unit="kg", default=1.0, gt=0, doc="mass m"),
@@ -239,8 +243,10 @@ class MassSpringDamperForce(OdeBlock):
 
     ``force`` is the force on the other mass (direct feedthrough from x_in and
     v_in), to be connected to its ``force`` input: the position-in / force-out
-    side of a two-mass co-simulation.
+    side of a two-mass co-simulation. Vectorizable.
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         **MassSpringDamper.PARAMETERS,

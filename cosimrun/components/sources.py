@@ -9,6 +9,11 @@ step, and discontinuities and kinks are announced through
 :meth:`~cosimrun.core.component.CoSimComponent.next_time_event` so a master
 puts a communication point exactly on them. At a breakpoint the value after it
 applies (right-continuous).
+
+Every source is vectorizable: its magnitudes, and a sine's frequency and phase,
+may differ between an ensemble's members (plain numbers in the unit); the
+times of breakpoints (``step_time``, ``start_time``, ``end_time``) are
+time events and stay the same for all members (``shared_parameters``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ class _Source(StatelessComponent):
     """Base of sources: output ``y`` in the unit given by parameter ``unit``."""
 
     PARAMETERS = {"unit": Parameter("unit", doc="unit of the output y (null: a plain number)")}
+    vectorizable = True
+    shared_parameters: tuple[str, ...] = ()
+    """Numeric parameters that must be the same for all members of an ensemble (those that set time events)."""
 
     def __init__(self, name: str, label: str | None = None, group: str | None = None) -> None:
         super().__init__(name, label, group)
@@ -48,7 +56,11 @@ class _Source(StatelessComponent):
         return {"y": self.parameters["unit"]}
 
     def _mag(self, name: str) -> float:
-        """Parameter *name* as a float in its unit (the output unit, for magnitudes)."""
+        """Parameter *name* as a float in its unit (the output unit, for magnitudes); an ensemble's array of
+        members' values (numbers in that unit, checked per member) as it is."""
+        value = self.parameters[name]
+        if isinstance(value, np.ndarray):
+            return value  # type: ignore[return-value]
         return value_in_unit(self, name)  # type: ignore[return-value]
 
     def value(self, t: float) -> float:
@@ -80,6 +92,7 @@ class Step(_Source):
         "final": _magnitude(1.0, "output from step_time on"),
         "step_time": Parameter(float, unit="s", default=1.0, doc="time of the step"),
     }
+    shared_parameters = ("step_time",)
 
     def _setup(self) -> None:
         self._initial, self._final = self._mag("initial"), self._mag("final")
@@ -102,6 +115,7 @@ class Ramp(_Source):
         "start_time": Parameter(float, unit="s", default=0.0, doc="time the ramp starts"),
         "end_time": Parameter(float, unit="s", doc="time the ramp ends (null: never)"),
     }
+    shared_parameters = ("start_time", "end_time")
 
     def check_parameters(self) -> None:
         super().check_parameters()
@@ -143,7 +157,8 @@ class Sine(_Source):
         self._omega = 2.0 * math.pi * self.parameters["frequency"]
 
     def value(self, t: float) -> float:
-        return self._offset + self._amplitude * math.sin(self._omega * t + self._phase)
+        angle = self._omega * t + self._phase
+        return self._offset + self._amplitude * (np.sin(angle) if isinstance(angle, np.ndarray) else math.sin(angle))
 
 
 def _whole(text: str) -> int:

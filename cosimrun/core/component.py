@@ -121,6 +121,12 @@ class CoSimComponent(ABC):
     fixed_step_reason: ClassVar[str] = "it declares fixed_step_only"
     """Why a :attr:`fixed_step_only` component takes one step size only, in the masters' messages (an FMU's
     ``canHandleVariableCommunicationStepSize=false``)."""
+    vectorizable: ClassVar[bool] = False
+    """Whether the class may run as an ensemble of members at once (:mod:`cosimrun.ensemble`): its parameters may
+    then be arrays of shape ``(M,)``, its inputs and outputs ``(M,)`` arrays, and its model methods (an ODE's
+    ``derivatives``, ``compute_outputs``, event indicators; a memoryless component's output update) work on them
+    with array operations, giving each member exactly what the scalar call gives. The contract is
+    ``docs/how-to/ensembles.md``; a plugin opts in by declaring it. Components that are not (FMUs) are refused."""
     ports_named_by_model: ClassVar[bool] = False
     """Whether the component's ports are named after the variables of a model it wraps (an FMU's: ``der(x)``,
     ``a.b[1]``), kept as the model names them; every other component's port names must be Python identifiers

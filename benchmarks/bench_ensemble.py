@@ -1,0 +1,135 @@
+"""Ensemble throughput: coupled_oscillators members run one by one (scalar) and as one ensemble of arrays.
+
+    python benchmarks/bench_ensemble.py [--members 10000] [--tf 0.5] [--scalar-tf 1.0] [--record-every 100]
+                                        [--sweep 20]
+
+For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
+member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
+members with different stiffnesses (``run_ensemble``, histories kept every ``--record-every`` steps), side by
+side with the ratio; the target is <= 2 us per member per step on one core. With ``--sweep N`` it also runs the
+scalar sweep of N jobs through the ``cosimrun -m`` command (basic launcher, end to end) and reports its time per
+member per step. The ensemble's members are checked against scalar runs of the same parameters (bitwise or not,
+the largest relative difference is printed). Peak RSS of this process is printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from cosimrun.config.build import build_experiment
+from cosimrun.ensemble import run_ensemble
+
+ROOT = Path(__file__).resolve().parents[1]
+_CLI = "from cosimrun.cli import main; main()"
+
+
+def config(master: str, tf: float) -> dict[str, Any]:
+    """The shipped coupled_oscillators experiment under *master*, run to *tf*."""
+    cfg = yaml.safe_load((ROOT / "conf" / "experiment" / "coupled_oscillators.yaml").read_text())
+    cfg.pop("defaults", None)
+    master_cfg = yaml.safe_load((ROOT / "conf" / "master" / f"{master}.yaml").read_text())
+    cfg["master"] = master_cfg
+    cfg["run"]["tf"] = tf
+    return cfg
+
+
+def scalar(master: str, tf: float, stiffness: float) -> tuple[float, int, np.ndarray]:
+    """Seconds of ``System.run`` of one member, its macro steps and its ``mass1.x`` history."""
+    exp = build_experiment(config(master, tf))
+    exp.system.components["mass1"].set_parameters(stiffness=stiffness)
+    start = time.perf_counter()
+    result = exp.system.run(exp.run.t0, exp.run.tf, exp.run.dt, exp.master)
+    wall = time.perf_counter() - start
+    _, values = exp.system.components["mass1"].get_history_arrays()
+    return wall, result.stats.macro_steps, np.asarray(values["x"])
+
+
+def ensemble(master: str, tf: float, stiffness: np.ndarray, record_every: int) -> Any:
+    exp = build_experiment(config(master, tf))
+    return run_ensemble(exp.system, exp.master, {"mass1.stiffness": stiffness}, t0=exp.run.t0, tf=exp.run.tf,
+                        dt=exp.run.dt, record_every=record_every)
+
+
+def sweep(jobs: int, master: str, tf: float) -> float:
+    """Wall time of the ``cosimrun -m`` sweep of *jobs* stiffnesses (basic launcher), end to end."""
+    values = ",".join(f"{5.0 + 0.5 * k:g}" for k in range(jobs))
+    with tempfile.TemporaryDirectory(prefix="bench_ensemble_") as tmp:
+        cmd = [sys.executable, "-c", _CLI, "-m", "+experiment=coupled_oscillators", f"master={master}",
+               f"run.tf={tf}", f"components.mass1.params.stiffness={values}", "hydra/launcher=basic",
+               f"hydra.sweep.dir={tmp}/sweep"]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"the sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=10_000)
+    parser.add_argument("--tf", type=float, default=0.5, help="simulated seconds of the ensemble")
+    parser.add_argument("--scalar-tf", type=float, default=1.0, help="simulated seconds of the scalar run")
+    parser.add_argument("--record-every", type=int, default=100)
+    parser.add_argument("--sweep", type=int, default=0, help="also time a cosimrun -m sweep of N jobs")
+    opts = parser.parse_args()
+    rng = np.random.default_rng(0)
+    stiffness = rng.uniform(5.0, 20.0, opts.members)
+    load = os.getloadavg()[0]
+    rows = []
+    for master in ("jacobi", "gauss_seidel"):
+        wall, steps, _ = scalar(master, opts.scalar_tf, float(stiffness[0]))
+        us_scalar = 1e6 * wall / steps
+        result = ensemble(master, opts.tf, stiffness, opts.record_every)
+        us_ensemble = result.stats.us_per_member_step
+        worst = 0.0
+        for m in (0, opts.members // 2, opts.members - 1):
+            _, _, x = scalar(master, opts.tf, float(stiffness[m]))
+            got = result.history["mass1.x"][:, m]
+            ref = x[:: opts.record_every] if len(got) == len(x[:: opts.record_every]) else \
+                np.append(x[:: opts.record_every], x[-1])
+            worst = max(worst, float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300))))
+        us_sweep = None
+        if opts.sweep:
+            sweep_wall = sweep(opts.sweep, master, opts.scalar_tf)
+            us_sweep = 1e6 * sweep_wall / (opts.sweep * steps)
+        rows.append((master, us_scalar, us_sweep, us_ensemble, result.stats, worst))
+    print(f"coupled_oscillators, {opts.members} members, dt=1e-3, ensemble tf={opts.tf:g} s, scalar tf="
+          f"{opts.scalar_tf:g} s, record_every={opts.record_every}; {os.cpu_count()} cores, load {load:.2f}")
+    head = f"{'master':14}{'scalar run':>12}"
+    if opts.sweep:
+        head += f"{f'sweep ({opts.sweep} jobs)':>18}"
+    head += f"{'ensemble':>12}{'ratio':>9}"
+    if opts.sweep:
+        head += f"{'sweep ratio':>13}"
+    head += f"{'ensemble wall [s]':>19}{'max rel diff':>14}"
+    print("us per member per macro step")
+    print(head)
+    for master, us_scalar, us_sweep, us_ensemble, stats, worst in rows:
+        line = f"{master:14}{us_scalar:12.2f}"
+        if us_sweep is not None:
+            line += f"{us_sweep:18.2f}"
+        line += f"{us_ensemble:12.3f}{us_scalar / us_ensemble:8.0f}x"
+        if us_sweep is not None:
+            line += f"{us_sweep / us_ensemble:12.0f}x"
+        line += f"{stats.wall_time_s:19.2f}{worst:14.1e}"
+        print(line)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process: {rss:.0f} MiB; target <= 2 us per member per step on one core")
+    print("ratio = scalar run / ensemble (sweep ratio: the sweep's time per member per step, end to end, / ensemble); "
+          "max rel diff: ensemble member vs scalar run of its parameters (3 members)")
+
+
+if __name__ == "__main__":
+    main()

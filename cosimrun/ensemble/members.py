@@ -1,0 +1,240 @@
+"""How the ensemble steps each component over all members at once.
+
+A continuous component (:class:`~cosimrun.core.ode.OdeComponent`) is integrated here: its states for all
+members are one ``(n_states, M)`` array, its model methods (``derivatives``, ``compute_outputs``, event
+indicators) are called with them, and :class:`~cosimrun.ensemble.rk4.VectorRK4` repeats the scalar
+integrator's arithmetic. Any other vectorizable component is stepped by its own ``do_step`` and
+``refresh_outputs`` with ``(M,)`` arrays in its ports and parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.ode import ContinuousComponent, OdeComponent
+from cosimrun.core.ports import PortState, PortType
+from cosimrun.ensemble.rk4 import VectorRK4
+from cosimrun.errors import ComponentContractError, ConfigError, CosimrunError, ModelOutputError
+
+
+def refuse(comp: CoSimComponent) -> None:
+    """Raise a :class:`ConfigError` keyed by the component when the ensemble cannot step *comp*."""
+    cls = type(comp)
+    key = f"components.{comp.name}"
+    if not getattr(cls, "vectorizable", False):
+        raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable, so it cannot run "
+                               "as an ensemble; run its members as separate jobs (a sweep)")
+    if comp.needs_set_inputs:
+        raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) takes inputs through set_inputs "
+                               "(mode switching), which ensembles do not run yet")
+    if isinstance(comp, ContinuousComponent):
+        if not isinstance(comp, OdeComponent):
+            raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not an ODE component; ensembles "
+                                   "integrate OdeComponent models only")
+        method = comp.parameters["integrator"]
+        if method != "rk4":
+            raise ConfigError(f"{key}.params.integrator", f"{method!r}: ensembles integrate with 'rk4' only "
+                                                          "(a step size per member is not supported yet)")
+        for hook in ("pre_integrate", "post_integrate", "_initial_state"):
+            if getattr(cls, hook) is not getattr(ContinuousComponent, hook):
+                raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) overrides {hook}, which ensembles "
+                                       "do not call")
+
+
+def refresh_parameters(comp: CoSimComponent) -> None:
+    """Let *comp* recompute what it caches from its parameters (the builtin components' ``_refresh`` of ODE
+    blocks and ``_setup`` of memoryless ones), after the ensemble wrote member arrays into them."""
+    for hook in ("_refresh", "_setup"):
+        method = getattr(comp, hook, None)
+        if callable(method):
+            method()
+
+
+class Member:
+    """A component stepped over all members: ``do_step``, ``refresh``, its states (none here)."""
+
+    states: tuple[str, ...] = ()
+    x: np.ndarray | None = None
+
+    def __init__(self, comp: CoSimComponent, members: int) -> None:
+        self.comp = comp
+        self.members = members
+
+    def do_step(self, t: float, h: float) -> None:
+        try:
+            self.comp.do_step(t, h)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, CosimrunError):
+                raise
+            raise not_vectorized(self.comp, "step", exc) from exc
+
+    def refresh(self, t: float) -> None:
+        try:
+            self.comp.refresh_outputs(t)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, CosimrunError):
+                raise
+            raise not_vectorized(self.comp, "output update", exc) from exc
+
+
+def not_vectorized(comp: CoSimComponent, what: str, exc: Exception) -> ComponentContractError:
+    """The error of a component that declares ``vectorizable`` but whose *what* failed on the members' arrays."""
+    return ComponentContractError(f"component {comp.name!r} ({type(comp).__name__}) declares vectorizable, but its "
+                                  f"{what} failed on the members' arrays: {type(exc).__name__}: {exc}",
+                                  component=comp.name)
+
+
+class OdeMember(Member):
+    """An :class:`OdeComponent` over all members: states ``(n, M)``, inputs gathered to ``(n_in, M)``."""
+
+    def __init__(self, comp: OdeComponent, members: int) -> None:
+        super().__init__(comp, members)
+        self.ode = comp
+        self.states = comp.state_names
+        n = len(self.states)
+        x0 = comp.x  # member 0's state after initialize; varying initial states are set by the caller
+        self.x = np.empty((n, members))
+        for i in range(n):
+            self.x[i] = x0[i]
+        self.in_ports: list[PortState] = [comp.inputs[name] for name in comp.input_names]
+        self.u = np.empty((len(self.in_ports), members))
+        self.state_ports = [(comp.outputs[name], i) for i, name in enumerate(self.states) if name in comp.outputs]
+        self.alg_ports = [comp.outputs[name] for name in comp.output_names]
+        p = comp.parameters
+        self.rk4 = VectorRK4(comp.name, self.states, p["substeps"], p["max_substep"], self.x.shape)
+        self.events = [(name, ev.direction, ev.function) for name, ev in comp.state_events.items()]
+        self.armed = [np.zeros(members) for _ in self.events]
+        """Each indicator's armed side per member: the sign of its last nonzero value at a communication point."""
+        self.hinted = [np.zeros(members) for _ in self.events]
+        """Per member, the signed value before a crossing the integrator saw inside the last step (0: none)."""
+        self._tracked: list[np.ndarray] = []
+
+    def set_initial(self, index: int, values: np.ndarray) -> None:
+        self.x[index] = values
+
+    def gather(self) -> np.ndarray:
+        u = self.u
+        for i, port in enumerate(self.in_ports):
+            u[i] = port.value
+        return u
+
+    def _input_polynomial(self, t: float, u: np.ndarray) -> Callable[[float], np.ndarray] | None:
+        """The inputs over a step from *t*, as :meth:`ContinuousComponent._input_polynomial` gives them."""
+        orders = [p.derivatives for p in self.in_ports]
+        if not any(len(d) for d in orders):
+            return None
+        n = max(len(d) for d in orders)
+        d = np.zeros((n, *u.shape))
+        for i, derivs in enumerate(orders):
+            for k, value in enumerate(derivs):
+                d[k, i] = value
+        u0 = u.copy()
+        d1, d2 = d[0], (0.5 * d[1] if n > 1 else None)
+
+        def input_at(s: float) -> np.ndarray:
+            tau = s - t
+            return u0 + tau * d1 if d2 is None else u0 + tau * (d1 + tau * d2)
+
+        return input_at
+
+    def do_step(self, t: float, h: float) -> None:
+        u = self.gather()
+        u_at = self._input_polynomial(t, u)
+        track = None
+        if self.events:
+            shape = (self.members,)
+            self._tracked = [np.array(np.broadcast_to(np.asarray(f(t, self.x, u), dtype=float), shape))
+                             for _, _, f in self.events]
+            for hinted in self.hinted:
+                hinted[:] = 0.0
+            track = self._track
+        if len(self.x):
+            try:
+                self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at, track)
+            except (TypeError, ValueError) as exc:
+                if isinstance(exc, CosimrunError):
+                    raise
+                raise not_vectorized(self.comp, "derivatives (or an event indicator)", exc) from exc
+        self.refresh(t + h)
+
+    def _track(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
+        """The scalar integrator's tracking of each state event over one substep, per member
+        (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint."""
+        shape = (self.members,)
+        for (_, direction, func), g, hinted in zip(self.events, self._tracked, self.hinted, strict=True):
+            g_new = np.broadcast_to(np.asarray(func(t, x, u), dtype=float), shape)
+            open_ = hinted == 0.0
+            hit = open_ & crossed_members(g, g_new, direction, 0.0)
+            hinted[hit] = g[hit]
+            move = open_ & ~hit & ((np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0))
+            g[move] = g_new[move]
+
+    def arm(self, t: float, tol: float) -> None:
+        """Arm every indicator with its side at the accepted instant *t* (a value on the surface keeps the side)."""
+        for (_, g), armed in zip(self.indicators(t), self.armed, strict=True):
+            signed = np.abs(g) > tol
+            armed[signed] = np.sign(g[signed])
+
+    def crossings(self, t: float, tol: float) -> list[tuple[str, np.ndarray]]:
+        """Per state event, which members' indicators crossed zero over the step ending at *t*, as the masters
+        without localization see it (``StateEvents.reference`` and ``crossings``): strictly past zero from the
+        armed side, or for an indicator without a side from the side the integrator saw it leave; then re-armed."""
+        out = []
+        for (name, g), armed, hinted, (_, direction, _) in zip(self.indicators(t), self.armed, self.hinted,
+                                                               self.events, strict=True):
+            side = np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
+            out.append((name, crossed_members(side, g, direction, tol)))
+            signed = np.abs(g) > tol
+            armed[signed] = np.sign(g[signed])
+        return out
+
+    def refresh(self, t: float) -> None:
+        x = self.x
+        for port, i in self.state_ports:
+            port.value = x[i].copy()
+        ports = self.alg_ports
+        if ports:
+            ys = self.ode.compute_outputs(t, x, self.gather())
+            if (isinstance(ys, np.ndarray) and ys.ndim <= 1) or np.ndim(ys) == 0:
+                ys = (ys,)
+            if len(ys) != len(ports):
+                raise ModelOutputError(f"component {self.comp.name!r}: compute_outputs returned {len(ys)} values for "
+                                       f"{len(ports)} outputs", component=self.comp.name, time=t,
+                                       function="compute_outputs", expected=(len(ports),), got=(len(ys),))
+            shape = (self.members,)
+            for port, y in zip(ports, ys, strict=True):
+                port.value = np.array(np.broadcast_to(np.asarray(y, dtype=float), shape))
+
+    def indicators(self, t: float) -> list[tuple[str, np.ndarray]]:
+        """Each state event's indicator for every member: ``(name, g)``."""
+        u = self.gather()
+        shape = (self.members,)
+        return [(name, np.broadcast_to(np.asarray(func(t, self.x, u), dtype=float), shape))
+                for name, _, func in self.events]
+
+
+def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: float) -> np.ndarray:
+    """Which members' indicators crossed zero from *before* to *after*: :func:`cosimrun.core.events.crossed`
+    for each member (a strictly signed value to one strictly past zero, values within *tol* counting as zero)."""
+    s0 = np.where(before > tol, 1, np.where(before < -tol, -1, 0))
+    s1 = np.where(after > tol, 1, np.where(after < -tol, -1, 0))
+    hit = (s0 != 0) & (s1 == -s0)
+    if direction:
+        hit &= (s0 < 0) if direction > 0 else (s0 > 0)
+    return hit
+
+
+def real_outputs(comp: CoSimComponent) -> list[str]:
+    """The real outputs of *comp* an ensemble records."""
+    return [name for name, port in comp.outputs.items() if port.spec.type is PortType.REAL]
+
+
+def stepper(comp: CoSimComponent, members: int) -> Member:
+    """The ensemble's stepper of *comp* (checked by :func:`refuse`)."""
+    return OdeMember(comp, members) if isinstance(comp, OdeComponent) else Member(comp, members)
+
+
+__all__ = ["Member", "OdeMember", "crossed_members", "real_outputs", "refresh_parameters", "refuse", "stepper"]

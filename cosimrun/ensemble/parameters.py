@@ -1,0 +1,178 @@
+"""Member parameters: ``{"component.parameter": values}`` checked per member and laid out as arrays.
+
+A parameter given one value (or the same value for every member) is set on the component as it is; one that
+differs between members becomes a float array of shape ``(M,)``. Every member's value is checked by the
+component's own parameter check, and the checks across parameters (``check_parameters``) run for every member,
+so a member is refused exactly where its scalar run would be.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from cosimrun.core.component import CoSimComponent
+from cosimrun.core.ode import ContinuousComponent
+from cosimrun.core.parameters import declared_parameters
+from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
+
+_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.params\.(?P<parameter>[^.]+)")
+"""A parameter's path in an experiment config."""
+SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
+"""Parameters of continuous components that every member shares (one integrator steps them all)."""
+
+
+def split_key(key: str, components: Mapping[str, CoSimComponent]) -> tuple[str, str]:
+    """``"mass1.stiffness"`` (or the config path ``"components.mass1.params.stiffness"``, as a sweep overrides it)
+    -> ``("mass1", "stiffness")``, both names checked (with "did you mean")."""
+    text = str(key)
+    match = _CONFIG_PATH.fullmatch(text)
+    comp, dot, param = (match["component"], ".", match["parameter"]) if match else text.partition(".")
+    if not dot or not param:
+        raise ConfigError(str(key), "an ensemble parameter is named 'component.parameter'")
+    if comp not in components:
+        raise UnknownNameError("component", comp, components, "in the ensemble's parameters", key=str(key))
+    if param not in components[comp].parameters:
+        raise UnknownNameError("parameter", param, components[comp].parameters, f"of component {comp!r}",
+                               key=str(key))
+    return comp, param
+
+
+def member_count(parameters: Mapping[str, Any], members: int | None) -> int:
+    """The number of members: the length of the parameter arrays (all equal), else *members* (default 1)."""
+    lengths = {key: np.shape(value)[0] for key, value in parameters.items() if np.ndim(value) == 1}
+    for key, value in parameters.items():
+        if np.ndim(value) > 1:
+            raise ConfigError(key, f"must be one value or one value per member (shape (M,)), got shape "
+                                   f"{np.shape(value)}")
+    sizes = sorted(set(lengths.values()))
+    if len(sizes) > 1:
+        raise ConfigError(next(iter(lengths)), f"the parameter arrays differ in length ({', '.join(map(str, sizes))}); "
+                                               "give every varying parameter one value per member")
+    if members is not None:
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+            raise ConfigError("members", f"must be an integer >= 1, got {members!r}")
+        if sizes and sizes[0] != members:
+            raise ConfigError("members", f"is {members} but the parameter arrays have {sizes[0]} values")
+        return members
+    if sizes and sizes[0] < 1:
+        raise ConfigError(next(iter(lengths)), "an ensemble needs at least one member")
+    return sizes[0] if sizes else 1
+
+
+def rows_to_arrays(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The members' parameter dicts (a launcher's jobs) as one list of values per parameter; every row names
+    the same parameters."""
+    if not rows:
+        raise ConfigError("members", "an ensemble needs at least one member")
+    keys = list(rows[0])
+    for i, row in enumerate(rows):
+        if list(row) != keys and set(row) != set(keys):
+            missing = sorted(set(keys) ^ set(row))
+            raise ConfigError(missing[0], f"member {i} does not set the same parameters as member 0 "
+                                          f"(differs in {', '.join(missing)})")
+    return {key: [row[key] for row in rows] for key in keys}
+
+
+class MemberParameters:
+    """The checked parameters of an ensemble: per component, the shared values and the varying arrays."""
+
+    def __init__(self, components: Mapping[str, CoSimComponent], parameters: Mapping[str, Any], members: int,
+                 first: int = 0) -> None:
+        self.members = members
+        self.first = first
+        """The index of the first of these members in the whole ensemble (for messages)."""
+        self.shared: dict[str, dict[str, Any]] = {name: {} for name in components}
+        self.varying: dict[str, dict[str, np.ndarray]] = {name: {} for name in components}
+        self.given: dict[str, np.ndarray] = {}
+        """Every given parameter, one value per member (for the results)."""
+        for key, raw in parameters.items():
+            comp_name, param = split_key(key, components)
+            comp = components[comp_name]
+            values = list(np.broadcast_to(np.asarray(raw, dtype=object), (members,)))
+            checked = [_check(comp, key, param, v, self.first + i) for i, v in enumerate(values)]
+            value0 = checked[0]
+            if all(_same(v, value0) for v in checked[1:]):
+                self.shared[comp_name][param] = value0
+                self.given[key] = _column(checked)
+                continue
+            self._refuse_varying(comp, key, param, checked, self.first)
+            self.varying[comp_name][param] = np.array(checked, dtype=float)
+            self.given[key] = self.varying[comp_name][param]
+        for name, comp in components.items():
+            if self.varying[name] and hasattr(comp, "check_parameters"):
+                self._check_members(comp)
+
+    @staticmethod
+    def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
+        if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
+            raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
+                                   "steps them all)")
+        declared = declared_parameters(type(comp)).get(param)
+        if declared is not None and declared.type != "float":
+            raise ConfigError(key, f"must be the same for all members: only real-valued parameters may differ "
+                                   f"between members, this one is of type {declared.type}")
+        if param in getattr(type(comp), "shared_parameters", ()):
+            raise ConfigError(key, f"must be the same for all members: component {comp.name!r} "
+                                   f"({type(comp).__name__}) declares it shared (it sets time events or structure)")
+        for i, value in enumerate(checked):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(key, f"member {first + i}: {value!r} cannot differ between members: only parameters "
+                                       "that are plain numbers (in the parameter's unit) may vary in an ensemble")
+
+    def _check_members(self, comp: CoSimComponent) -> None:
+        """Run *comp*'s checks across parameters for every member (its scalar values set one member at a time)."""
+        varying = self.varying[comp.name]
+        saved = {p: comp.parameters[p] for p in varying}
+        columns = {p: arr.tolist() for p, arr in varying.items()}
+        try:
+            for i in range(self.members):
+                for p, col in columns.items():
+                    comp.parameters[p] = col[i]
+                try:
+                    comp.check_parameters()  # type: ignore[attr-defined]
+                except ConfigError as exc:
+                    raise ConfigError(exc.key if exc.key else comp.name,
+                                      f"member {self.first + i}: {exc.message}") from None
+        finally:
+            comp.parameters.update(saved)
+
+    def member(self, component: str, index: int) -> dict[str, Any]:
+        """The parameters of member *index* of *component* (shared and varying), as scalars."""
+        out = dict(self.shared[component])
+        out.update({p: float(arr[index]) for p, arr in self.varying[component].items()})
+        return out
+
+
+def _check(comp: CoSimComponent, key: str, param: str, value: Any, index: int) -> Any:
+    """*value* checked (and converted) by *comp*'s own parameter check, keyed *key* with the member named."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        return comp._validate_parameter(param, value)
+    except ConfigError as exc:
+        raise ConfigError(key, f"member {index}: {exc.message}") from None
+    except ValueError as exc:
+        if isinstance(exc, CosimrunError):
+            raise
+        raise ConfigError(key, f"member {index}: {value!r} is invalid: {exc}") from None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except (TypeError, ValueError):
+        return a is b
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    """The members' values of one parameter as an array (floats when they are numbers, else strings)."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.array(values, dtype=float)
+    return np.array([str(v) for v in values], dtype=object)

@@ -1,0 +1,576 @@
+"""Run M members of one system at once under a fixed-step Jacobi or Gauss-Seidel master.
+
+The run repeats, over arrays of members, what :class:`~cosimrun.masters.explicit.ExplicitRun` does for one
+system with fixed communication steps: the same communication points (the master run's ``next_point``: grid,
+time events, ``max_step``), the same stepping plan and fresh links (Gauss-Seidel), the same extrapolation of
+lagging inputs (:class:`~cosimrun.masters.extrapolation.Extrapolation`, which works on arrays), the same exchange
+and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosimrun.ensemble.members`. A
+member whose state or outputs go non-finite, or whose state event fires (events are not handled in ensembles
+yet), is marked ``failed`` with its cause and frozen; the others run on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time as _time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cosimrun.console import notice
+from cosimrun.core.ports import PortType
+from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, stepper
+from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
+from cosimrun.errors import ConfigError, UnknownNameError
+from cosimrun.masters.extrapolation import Extrapolation
+from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.ijcsa import IJCSA
+from cosimrun.masters.jacobi import Jacobi
+from cosimrun.masters.stepsize import Clock
+
+if TYPE_CHECKING:
+    from cosimrun.masters.base import Master
+    from cosimrun.system.connection import Link
+    from cosimrun.system.system import System
+
+COMPLETE = "complete"
+FAILED = "failed"
+CHUNK = 8192
+"""Members stepped together at most: a larger ensemble runs in chunks of this many, one after the other, so each
+state array stays in the processor's caches (measured on the two-mass system: 5 000 to 10 000 members per chunk
+take the least time per member)."""
+
+
+@dataclass(frozen=True)
+class MemberFailure:
+    """Why member *member* failed: at communication point *time* the *variable* (a state or output) of
+    *component* was *cause*; its values stay those of *last_time*, the last point it was sound at."""
+
+    member: int
+    time: float
+    component: str
+    variable: str
+    cause: str
+    last_time: float
+
+    def __str__(self) -> str:
+        return f"member {self.member}: {self.cause} at t={self.time:.12g} in {self.component}.{self.variable}"
+
+
+@dataclass
+class EnsembleStats:
+    """What an ensemble run took: members, outcomes, macro steps, samples kept and time."""
+
+    members: int
+    complete: int
+    failed: int
+    macro_steps: int
+    samples: int
+    wall_time_s: float
+    step_time_s: float
+    """Time spent in the macro steps (the loop), without building and initializing."""
+
+    @property
+    def us_per_member_step(self) -> float:
+        """Loop time per member per macro step, in microseconds."""
+        return 1e6 * self.step_time_s / max(1, self.members * self.macro_steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"members": self.members, "complete": self.complete, "failed": self.failed,
+                "macro_steps": self.macro_steps, "samples": self.samples, "wall_time_s": self.wall_time_s,
+                "step_time_s": self.step_time_s, "us_per_member_step": self.us_per_member_step}
+
+
+@dataclass
+class EnsembleResult:
+    """An ensemble run: per member status, parameters and final values; the histories kept
+    (``history[port]`` of shape ``(samples, members)`` at ``time``); the statistics."""
+
+    system: str
+    master: str
+    t0: float
+    tf: float
+    dt: float
+    record_every: int
+    members: int
+    parameters: dict[str, np.ndarray]
+    """Every given parameter (``component.parameter``), one value per member."""
+    status: np.ndarray
+    """``complete`` or ``failed`` per member."""
+    failures: dict[int, MemberFailure]
+    time: np.ndarray
+    history: dict[str, np.ndarray]
+    """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN."""
+    units: dict[str, str | None]
+    final: dict[str, np.ndarray]
+    """``component.port`` -> each member's value at the end (a failed member's: at its last sound point)."""
+    stats: EnsembleStats
+    master_settings: dict[str, Any] = field(default_factory=dict)
+    member_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
+    ``unconverged_steps``)."""
+
+    def member(self, index: int) -> dict[str, Any]:
+        """Member *index* as one row: status, parameters, final values and the failure's cause (if any)."""
+        if not 0 <= index < self.members:
+            raise IndexError(f"member {index} out of range (the ensemble has {self.members} members)")
+        failure = self.failures.get(index)
+        return {
+            "member": index,
+            "status": str(self.status[index]),
+            "parameters": {k: _item(v[index]) for k, v in self.parameters.items()},
+            "final": {k: float(v[index]) for k, v in self.final.items()},
+            "stats": {k: int(v[index]) for k, v in self.member_stats.items()},
+            "failure": None if failure is None else str(failure),
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every member as :meth:`member` gives it, in order."""
+        return [self.member(i) for i in range(self.members)]
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def run_members(system: System, master: Master, rows: Sequence[Mapping[str, Any]], *, t0: float, tf: float,
+                dt: float, record_every: int = 1, record: Sequence[str] | None = None) -> EnsembleResult:
+    """:func:`run_ensemble` for members given as one parameter dict each (``{"mass1.stiffness": 10.0, ...}``,
+    a sweep's jobs); row *i* of the result is member *i*."""
+    return run_ensemble(system, master, rows_to_arrays(rows), t0=t0, tf=tf, dt=dt, members=len(rows),
+                        record_every=record_every, record=record)
+
+
+def check_master(master: Master) -> None:
+    """Refuse a master (or a setting of it) that ensembles do not run, keyed by the setting."""
+    if type(master) not in (Jacobi, GaussSeidel, IJCSA):
+        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel and ijcsa masters "
+                                         "only (with fixed steps)")
+    if master.step_control != "fixed":
+        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
+                                                 "(a step size per member is not supported yet)")
+    if master.sweeps != 1:
+        raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
+
+
+def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
+                 tf: float, dt: float, members: int | None = None, record_every: int = 1,
+                 record: Sequence[str] | None = None, chunk: int = CHUNK) -> EnsembleResult:
+    """Run the members of *system* at once, from *t0* to *tf* by communication steps *dt* under *master*.
+
+    *parameters* maps ``component.parameter`` to one value for all members or one per member (an array of
+    shape ``(M,)``; initial states are the parameters ``<state>0``); *members* is M when no parameter varies.
+    Each member's results are those of ``system.run`` with its parameters. Histories keep every
+    *record_every*-th communication point (and the first and last); *record* selects ``component.port``
+    outputs (default: every real output). At most *chunk* members are stepped together (more run in chunks,
+    one after the other). The system is left initialized with its own parameters.
+    """
+    start = _time.perf_counter()
+    check_master(master)
+    for key, value in (("record_every", record_every), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(key, f"must be an integer >= 1, got {value!r}")
+    for comp in system.components.values():
+        refuse(comp)
+    parameters = dict(parameters or {})
+    count = member_count(parameters, members)
+    if count <= chunk:
+        return _run_block(system, master, parameters, count, 0, t0, tf, dt, record_every, record, start)
+    blocks = []
+    for first in range(0, count, chunk):
+        size = min(chunk, count - first)
+        part = {key: value[first:first + size] if np.ndim(value) == 1 else value for key, value in parameters.items()}
+        blocks.append(_run_block(system, master, part, size, first, t0, tf, dt, record_every, record, start))
+    return _merge(blocks, _time.perf_counter() - start)
+
+
+def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
+    """The chunks' results as one ensemble (members in order)."""
+    first = blocks[0]
+    offsets = np.cumsum([0, *(b.members for b in blocks)])
+    failures = {m + int(off): dataclasses.replace(f, member=m + int(off))
+                for b, off in zip(blocks, offsets, strict=False) for m, f in b.failures.items()}
+    members = int(offsets[-1])
+
+    def joined(attr: str) -> dict[str, np.ndarray]:
+        return {key: np.concatenate([getattr(b, attr)[key] for b in blocks], axis=-1) for key in getattr(first, attr)}
+
+    failed = sum(b.stats.failed for b in blocks)
+    stats = EnsembleStats(members, members - failed, failed, first.stats.macro_steps, first.stats.samples, wall,
+                          sum(b.stats.step_time_s for b in blocks))
+    return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
+                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
+                          joined("history"), first.units, joined("final"), stats, first.master_settings,
+                          joined("member_stats"))
+
+
+def _run_block(system: System, master: Master, parameters: dict[str, Any], count: int, first: int, t0: float,
+               tf: float, dt: float, record_every: int, record: Sequence[str] | None, start: float) -> EnsembleResult:
+    """Run *count* members (one chunk, from member *first* on) of *system* with *parameters* (see
+    :func:`run_ensemble`)."""
+    components = system.components
+    checked = MemberParameters(components, parameters, count, first)
+    saved = {name: dict(comp.parameters) for name, comp in components.items()}
+    initialized = False
+    try:
+        for name, comp in components.items():
+            if checked.shared[name] or checked.varying[name]:
+                comp.set_parameters(**checked.member(name, 0))
+                refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
+        system.initialize(t0, master)
+        initialized = True
+        assert system.analysis is not None
+        if system.analysis.loops:
+            loop = system.analysis.loops[0]
+            raise ConfigError("connections", f"the algebraic loop through {', '.join(loop.components)} cannot run "
+                                             "as an ensemble yet")
+        run = _EnsembleRun(system, master, checked, count, record_every, record)
+        return run.run(t0, tf, dt, start)
+    finally:
+        for comp in components.values():
+            if comp.is_initialized:
+                comp.reset()
+        for name, comp in components.items():
+            given = [*checked.shared[name], *checked.varying[name]]
+            if given:
+                comp.set_parameters(**{p: saved[name][p] for p in given})
+                refresh_parameters(comp)
+        if initialized:
+            system.initialize(t0, master)
+
+
+class _EnsembleRun:
+    """The state of one ensemble run: steppers, plan, extrapolation, alive members, recorded samples."""
+
+    def __init__(self, system: System, master: Master, checked: MemberParameters, members: int, record_every: int,
+                 record: Sequence[str] | None) -> None:
+        self.system, self.master, self.checked = system, master, checked
+        self.members, self.record_every = members, record_every
+        self.scalar = system.master_run
+        schedule = self.scalar.schedule  # type: ignore[union-attr]
+        self.schedule = schedule
+        self.order = list(schedule.order)
+        self.steppers: dict[str, Member] = {}
+        for comp in self.order:
+            st = stepper(comp, members)
+            varying = checked.varying[comp.name]
+            if isinstance(st, OdeMember):
+                for i, state in enumerate(st.states):
+                    if f"{state}0" in varying:
+                        st.set_initial(i, varying[f"{state}0"])
+            for name, values in varying.items():
+                comp.parameters[name] = values
+            if varying:
+                refresh_parameters(comp)
+            self.steppers[comp.name] = st
+        links_from: dict[str, list[Link]] = {c.name: [] for c in self.order}
+        for lk in system.links:
+            links_from[lk.connection.src_component].append(lk)
+        assert system.analysis is not None
+        self.resolution = [(self.steppers[name], links_from[name]) for name in system.analysis.resolution]
+        self.outputs = self._recorded(record)
+        self.alive = np.ones(members, dtype=bool)
+        self.failures: dict[int, MemberFailure] = {}
+        self.last_good = {key: np.full(members, np.nan) for key in self.outputs}
+        self.member_stats: dict[str, np.ndarray] = {}
+
+    def _recorded(self, record: Sequence[str] | None) -> dict[str, Any]:
+        """``component.port`` -> port of the outputs to record (all real outputs by default)."""
+        ports = {f"{c.name}.{n}": p for c in self.order for n, p in c.outputs.items() if p.spec.type is PortType.REAL}
+        if record is None:
+            return ports
+        chosen = {}
+        for key in record:
+            if key not in ports:
+                raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
+            chosen[key] = ports[key]
+        return chosen
+
+    # ------------------------------------------------------------------ exchange
+    def settle(self, t: float) -> None:
+        """Exchange, then re-evaluate the direct-feedthrough components at *t* (the schedule's ``settle``)."""
+        self.schedule.exchange()
+        for st, outward in self.resolution:
+            st.refresh(t)
+            for lk in outward:
+                lk.transfer()
+
+    def step_plan(self, plan: list[Any], t: float, h: float) -> None:
+        """Step the plan's components from *t* by *h*, reading their fresh links first (as ``step_serially``)."""
+        steppers = self.steppers
+        for comp, _push, fresh in plan:
+            for dst, src, scale, offset, line in fresh:
+                if line:
+                    dst.derivatives = ((scale * src.value + offset - dst.value) / h,)
+                elif scale is None:
+                    dst.value = src.value
+                else:
+                    dst.value = scale * src.value + offset
+            steppers[comp.name].do_step(t, h)
+
+    # ------------------------------------------------------------------ the run
+    def run(self, t0: float, tf: float, dt: float, start: float) -> EnsembleResult:
+        master, members = self.master, self.members
+        clock = Clock(t0, dt, tf)
+        self.scalar.check(t0, tf, dt)  # type: ignore[union-attr]
+        for st in self.steppers.values():
+            st.refresh(t0)
+        self.settle(t0)
+        plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
+                                                    interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
+        order = master.extrapolation  # type: ignore[attr-defined]
+        implicit = isinstance(master, IJCSA) and master.iterate_steps
+        if implicit:
+            self._start_implicit()
+        lagging = [lk for lk in lagging if lk.dst.spec.type is PortType.REAL] if order > 0 and not implicit else []
+        comps = self.system.components
+        extrapolation = Extrapolation(lagging, [comps[lk.connection.dst_component].interpolates_inputs
+                                                for lk in lagging], order, t0)
+        odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
+        watched = [st for st in odes if st.events]
+        sign_tol = master.sign_tolerance
+        for st in watched:
+            st.arm(t0, sign_tol)
+        times = [t0]
+        samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
+        previous = {key: samples[key][0] for key in self.outputs}
+        frozen = {st.comp.name: np.empty_like(st.x) for st in odes}
+        x_prev = {st.comp.name: np.empty_like(st.x) for st in odes}
+        next_point = self.scalar.next_point  # type: ignore[union-attr]
+        a, end, steps = 0, clock.end, 0
+        loop_start = _time.perf_counter()
+        with np.errstate(all="ignore"):
+            while a < end:
+                b = next_point(clock, a)
+                t, t1 = clock.time(a), clock.time(b)
+                h = t1 - t
+                for st in odes:
+                    np.copyto(x_prev[st.comp.name], st.x)
+                if implicit:
+                    self._implicit_step(t, t1, x_prev, frozen, previous)
+                else:
+                    if lagging:
+                        extrapolation.extrapolate(t, h)
+                    self.step_plan(plan, t, h)
+                self.settle(t1)
+                steps += 1
+                a = b
+                self._check_members(t, t1, odes, x_prev, frozen, previous)
+                for st in watched:
+                    for name, hit in st.crossings(t1, sign_tol):
+                        hit &= self.alive
+                        if hit.any():
+                            self._fail(np.flatnonzero(hit), t, t1, st.comp.name, name,
+                                       "a state event (ensembles do not handle events yet)", x_prev, frozen, previous)
+                if not self.alive.all():
+                    dead = ~self.alive
+                    for st in odes:
+                        st.x[:, dead] = frozen[st.comp.name][:, dead]
+                current = {key: self._sample(port) for key, port in self.outputs.items()}
+                if steps % self.record_every == 0 or a >= end:
+                    times.append(t1)
+                    for key, values in current.items():
+                        samples[key].append(values)
+                previous = current
+                if lagging:
+                    extrapolation.sample(t1)
+        loop_time = _time.perf_counter() - loop_start
+        final = {}
+        for key, values in previous.items():
+            values = np.array(values)
+            dead = ~self.alive
+            values[dead] = self.last_good[key][dead]
+            final[key] = values
+        status = np.where(self.alive, COMPLETE, FAILED).astype(object)
+        history = {key: np.stack(values) for key, values in samples.items()}
+        failed = int((~self.alive).sum())
+        stats = EnsembleStats(members, members - failed, failed, steps, len(times), _time.perf_counter() - start,
+                              loop_time)
+        units = {key: port.spec.unit_name for key, port in self.outputs.items()}
+        return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
+                              members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
+                              np.array(times), history, units, final, stats, master.settings(),
+                              dict(self.member_stats))
+
+    # ------------------------------------------------------------------ ijcsa: implicit steps, Newton per member
+    def _start_implicit(self) -> None:
+        """Set up ``ijcsa`` with ``iterate_steps``: the real interface inputs, the late evaluators, the counts."""
+        stuck = [c.name for c in self.order if not isinstance(self.steppers[c.name], OdeMember)
+                 and not c.supports_rollback]
+        if stuck:
+            raise ConfigError("master.iterate_steps", f"master ijcsa with iterate_steps needs rollback in every "
+                                                      f"component; {', '.join(stuck)} cannot roll back")
+        self.iface = list(self.schedule.real_links)
+        self.late = [self.steppers[c.name] for c in self.schedule.late]
+        for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
+            self.member_stats[name] = np.zeros(self.members, dtype=np.int64)
+        self._warned = False
+
+    def _checkpoint(self, t: float) -> tuple[list[tuple[Member, Any]], list[Any]]:
+        """Every component's state (an ODE's state array copied) and every port value of the system."""
+        states = [(st, st.x.copy() if isinstance(st, OdeMember) else st.comp.snapshot_state())
+                  for st in self.steppers.values()]
+        return states, [p.value for p in self.schedule.ports]
+
+    def _roll_back(self, saved: tuple[list[tuple[Member, Any]], list[Any]], t: float) -> None:
+        states, values = saved
+        for st, snap in states:
+            if isinstance(st, OdeMember):
+                np.copyto(st.x, snap)
+            else:
+                st.comp.restore_state(snap, t)
+        self.schedule.restore_ports(values)
+
+    def _implicit_step(self, t: float, t1: float, x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray],
+                       previous: dict[str, np.ndarray]) -> None:
+        """The implicit macro step of ``ijcsa`` (``IJCSARun._iterate``) for all members at once: Newton on each
+        member's interface values at *t1*, every trial stepping all members from the state at *t*. A member stops
+        iterating when its residual is within ``step_tolerance``; one that does not converge fails (or, under
+        ``on_nonconvergence: warn``, goes on from its best iterate)."""
+        master, members, iface = self.master, self.members, self.iface
+        h = t1 - t
+        saved = self._checkpoint(t)
+        shape = (members,)
+        u_now = np.array([np.broadcast_to(np.asarray(lk.dst.value, dtype=float), shape) for lk in iface])
+        order = [self.steppers[c.name] for c in self.order]
+        counts = self.member_stats
+
+        def residual(x: np.ndarray) -> np.ndarray:
+            self._roll_back(saved, t)
+            for lk, mean in zip(iface, 0.5 * (u_now + x), strict=True):
+                lk.dst.value = mean
+            for st in order:
+                st.do_step(t, h)
+            for lk, value in zip(iface, x.copy(), strict=True):
+                lk.dst.value = value
+            for st in self.late:
+                st.refresh(t1)
+            y = np.array([np.broadcast_to(lk.conversion.scale * lk.src.value + lk.conversion.offset, shape)
+                          for lk in iface])
+            return y - x
+
+        x = u_now.copy()
+        if not len(iface):
+            residual(x)
+            return
+        active = self.alive.copy()
+        best_size, best_x, best_k = np.full(members, np.inf), x.copy(), np.zeros(members, dtype=np.int64)
+        last = master.max_step_iterations - 1
+        for k in range(master.max_step_iterations):
+            r = residual(x)
+            counts["step_iterations"][active] += 1
+            scale = 1.0 + np.max(np.abs(x), axis=0)
+            size = np.max(np.abs(r), axis=0)
+            active &= ~(size <= master.step_tolerance * scale)
+            if not active.any():
+                return
+            better = active & (size < best_size)
+            best_size[better], best_x[:, better], best_k[better] = size[better], x[:, better], k
+            if k == last:
+                self._give_up(np.flatnonzero(active), r, size, t, t1, best_x, best_k != k, x, residual, x_prev,
+                              frozen, previous)
+                return
+            jac = np.empty((members, len(iface), len(iface)))
+            for j in range(len(iface)):
+                xp = x.copy()
+                step = master.fd_step * (1.0 + np.abs(x[j]))
+                xp[j] += step
+                jac[:, :, j] = ((residual(xp) - r) / step).T
+            x[:, active] = (x - self._solve(jac, r, active, t, t1, x_prev, frozen, previous))[:, active]
+            active &= self.alive
+            counts["newton_iterations"][active] += 1
+            if not active.any():
+                residual(x)
+                return
+
+    def _solve(self, jac: np.ndarray, r: np.ndarray, active: np.ndarray, t: float, t1: float,
+               x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray],
+               previous: dict[str, np.ndarray]) -> np.ndarray:
+        """Each member's Newton step ``solve(jac_m, r_m)``; a member whose Jacobian is singular fails."""
+        try:
+            return np.linalg.solve(jac, r.T[:, :, None])[:, :, 0].T
+        except np.linalg.LinAlgError:
+            out = np.zeros_like(r)
+            for m in np.flatnonzero(active).tolist():
+                try:
+                    out[:, m] = np.linalg.solve(jac[m], r[:, m])
+                except np.linalg.LinAlgError:
+                    comp, _, port = self.iface[0].connection.dst.partition(".")
+                    self._fail(np.array([m]), t, t1, comp, port, "a singular interface Jacobian", x_prev, frozen,
+                               previous)
+            return out
+
+    def _give_up(self, ms: np.ndarray, r: np.ndarray, size: np.ndarray, t: float, t1: float, best_x: np.ndarray,
+                 moved: np.ndarray, x: np.ndarray, residual: Any, x_prev: dict[str, np.ndarray],
+                 frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Members *ms* did not converge in ``max_step_iterations``: they fail, or under ``warn`` go on from their
+        best iterate (stepped again from it where the last iterate was not the best)."""
+        master = self.master
+        if master.on_nonconvergence != "warn":
+            for m in ms.tolist():
+                worst = int(np.argmax(np.abs(r[:, m])))
+                comp, _, port = self.iface[worst].connection.dst.partition(".")
+                self._fail(np.array([m]), t, t1, comp, port,
+                           f"an implicit step that did not converge in {master.max_step_iterations} iterations "
+                           f"(residual {size[m]:.3g})", x_prev, frozen, previous)
+            return
+        self.member_stats["unconverged_steps"][ms] += 1
+        again = np.zeros(self.members, dtype=bool)
+        again[ms] = moved[ms]
+        if again.any():
+            x = x.copy()
+            x[:, again] = best_x[:, again]
+            residual(x)
+        if not self._warned:
+            self._warned = True
+            notice(f"implicit step t={t:.9g} -> {t1:.9g} did not converge in {master.max_step_iterations} iterations "
+                   f"for {len(ms)} member(s); they go on from their best iterate (counted per member in "
+                   "member_stats['unconverged_steps'])", stacklevel=3)
+
+    def _sample(self, port: Any) -> np.ndarray:
+        """The port's value for every member (a failed member's: NaN)."""
+        values = np.broadcast_to(np.asarray(port.value, dtype=float), (self.members,))
+        if not self.alive.all():
+            values = np.where(self.alive, values, np.nan)
+        return values
+
+    def _check_members(self, t: float, t1: float, odes: list[OdeMember], x_prev: dict[str, np.ndarray],
+                       frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Fail the members whose states or outputs went non-finite over the step from *t* to *t1*."""
+        sound = self.alive.copy()
+        for st in odes:
+            sound &= np.isfinite(st.x).all(axis=0)
+        for port in self.outputs.values():
+            if isinstance(port.value, np.ndarray):
+                sound &= np.isfinite(port.value)
+        bad = self.alive & ~sound
+        if not bad.any():
+            return
+        for m in np.flatnonzero(bad).tolist():
+            comp, variable = self._culprit(m, odes)
+            self._fail(np.array([m]), t, t1, comp, variable, "non-finite value", x_prev, frozen, previous)
+
+    def _culprit(self, m: int, odes: list[OdeMember]) -> tuple[str, str]:
+        """The first state (else output) of member *m* that is not finite."""
+        for st in odes:
+            for i, name in enumerate(st.states):
+                if not np.isfinite(st.x[i, m]):
+                    return st.comp.name, name
+        for key, port in self.outputs.items():
+            if isinstance(port.value, np.ndarray) and not np.isfinite(port.value[m]):
+                comp, _, name = key.partition(".")
+                return comp, name
+        return "?", "?"
+
+    def _fail(self, ms: np.ndarray, t: float, t1: float, comp: str, variable: str, cause: str,
+              x_prev: dict[str, np.ndarray], frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
+        """Mark members *ms* failed at *t1* (sound at *t*): their state is frozen at *t*'s, their final values too."""
+        self.alive[ms] = False
+        for name, x in x_prev.items():
+            frozen[name][:, ms] = x[:, ms]
+        for key, values in previous.items():
+            self.last_good[key][ms] = values[ms]
+        for m in ms.tolist():
+            self.failures[m] = MemberFailure(m, t1, comp, variable, cause, t)
