@@ -329,6 +329,8 @@ class _EnsembleRun:
         extrapolation = Extrapolation(lagging, [comps[lk.connection.dst_component].interpolates_inputs
                                                 for lk in lagging], order, t0)
         odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
+        start_up = order == 2 and bool(lagging) and all(
+            isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
         watched = [st for st in odes if st.events]
         sign_tol = master.sign_tolerance
         for st in watched:
@@ -353,6 +355,9 @@ class _EnsembleRun:
                 else:
                     if lagging:
                         extrapolation.extrapolate(t, h)
+                    if start_up:
+                        start_up = False
+                        self._start_up(plan, extrapolation, t, t1)
                     self.step_plan(plan, t, h)
                 self.settle(t1)
                 steps += 1
@@ -393,6 +398,23 @@ class _EnsembleRun:
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
                               dict(self.member_stats))
+
+    def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
+        """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs
+        held, rolled back, and the lagging inputs given the line to their end values (its mean to a component that
+        holds inputs), for the step to be taken again."""
+        h = t1 - t
+        saved = self._checkpoint(t)
+        self.step_plan(plan, t, h)
+        self.settle(t1)
+        ends = [lk.dst.value for lk in extrapolation.links]
+        self._roll_back(saved, t)
+        for lk, start, end, taylor in zip(extrapolation.links, extrapolation.values, ends, extrapolation.taylor,
+                                          strict=True):
+            if taylor:
+                lk.dst.value, lk.dst.derivatives = start[-1], ((end - start[-1]) / h,)
+            else:
+                lk.dst.value = 0.5 * (start[-1] + end)
 
     # ------------------------------------------------------------------ ijcsa: implicit steps, Newton per member
     def _start_implicit(self) -> None:
