@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cosimrun.checkpoint.form import StateFormError, pack
+from cosimrun.checkpoint.schedule import Checkpointer, CheckpointSettings
+from cosimrun.checkpoint.state import FORMAT, SystemState, build_state, fingerprint, first_difference
 from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
@@ -16,6 +19,7 @@ from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import IDENTITY
 from cosimrun.errors import (
     ComponentContractError,
+    ComponentStateError,
     ConfigError,
     DuplicateNameError,
     IncompatibleUnitsError,
@@ -132,6 +136,8 @@ class RunResult:
     fixed steps."""
     stopped: StopRequest | None = None
     """Set when a component asked to end the run: the run then ended normally at that instant."""
+    checkpoints: list[SystemState] = field(default_factory=list)
+    """The states saved under ``checkpoint`` when no ``on_checkpoint`` took them (see :meth:`System.run`)."""
 
 
 class System:
@@ -153,6 +159,8 @@ class System:
         self.master_run: MasterRunProtocol | None = None
         """The run object of the latest ``initialize`` (and ``run``): its ``stats`` are what the run did so far,
         also after a failure."""
+        self._resume: SystemState | None = None
+        """A state :meth:`restore_state` was given, which the next :meth:`run` continues from."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -361,6 +369,9 @@ class System:
         master: MasterAlgorithm,
         progress: Callable[[float], None] | None = None,
         recorder: Recorder | None = None,
+        *,
+        checkpoint: CheckpointSettings | None = None,
+        on_checkpoint: Callable[[SystemState], Any] | None = None,
     ) -> RunResult:
         """Simulate from *t0* to *tf* with macro step *dt* under *master* and return what was recorded.
 
@@ -371,8 +382,15 @@ class System:
         default they go to a :class:`MemorySink` on the components'
         histories, returned as ``RunResult.history``. *progress*, when given, is called with the
         current time now and then.
+
+        With *checkpoint* on, the state (:meth:`save_state`) is saved at the communication points it asks for
+        and at the end, each handed to *on_checkpoint* (else kept in ``RunResult.checkpoints``); a component
+        that cannot give its state is refused before the run starts. After :meth:`restore_state` the run
+        continues from the restored state instead of starting at *t0*: *t0*, *dt* and *master* must be the
+        state's, and the samples start after the state's instant.
         """
         start = _time.perf_counter()
+        resume_state, self._resume = self._resume, None
         prepared, self._prepared = self._prepared, None
         if not (self._initialized and prepared is not None and prepared[0] == t0 and prepared[1] is master):
             for comp in self.components.values():
@@ -385,7 +403,17 @@ class System:
         if not recorder.attached:
             recorder.attach(self.components)
         assert self.master_run is not None
-        report = self.master_run.run(t0, tf, dt, recorder, progress=progress)
+        saved: list[SystemState] = []
+        checkpoints = None
+        if checkpoint is not None and checkpoint.on:
+            self._check_checkpoints()
+            checkpoints = Checkpointer(checkpoint, self._state_at, on_checkpoint or saved.append, t0, dt)
+        resume = None
+        if resume_state is not None:
+            self._check_state(resume_state, master, t0, dt)
+            resume = self._resumer(resume_state)
+        report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,  # type: ignore[call-arg]
+                                     checkpoints=checkpoints)
         return RunResult(
             system=self.name,
             history=self.history,
@@ -400,7 +428,92 @@ class System:
             coupling_errors=sorted(report.coupling_errors, key=lambda e: -e.relative),
             steps=report.step_log.columns() if report.step_log is not None else None,
             stopped=report.stopped,
+            checkpoints=saved,
         )
+
+    # ------------------------------------------------------------------ checkpoints
+    def fingerprint(self, master: MasterAlgorithm | None = None) -> str:
+        """The structure and settings a saved state belongs to (see :func:`cosimrun.checkpoint.fingerprint`), under
+        *master* (by default the one the system was initialized for)."""
+        if master is None:
+            if self.master_run is None:
+                raise ConfigError(None, "the fingerprint needs a master: initialize(t0, master) first")
+            master = self.master_run.master  # type: ignore[attr-defined]
+        settings = master.settings() if hasattr(master, "settings") else {}
+        return fingerprint(self.components, self.connections, self.event_connections, self.initial_values,
+                           master.name, settings)
+
+    def save_state(self) -> SystemState:
+        """The state of the whole system where its last run ended (see :mod:`cosimrun.checkpoint.state`).
+
+        To save states during a run, give :meth:`run` a ``checkpoint``. A component that cannot give its state is
+        refused in one line (:class:`~cosimrun.errors.ComponentStateError`).
+        """
+        run = self.master_run
+        if run is None or getattr(run, "tick", None) is None:
+            raise ComponentStateError("save_state needs a system whose run completed (or run(checkpoint=...) to save "
+                                      "states during a run)")
+        self._check_checkpoints()
+        return self._state_at(run, run.tick)  # type: ignore[arg-type, attr-defined]
+
+    def restore_state(self, state: SystemState) -> None:
+        """Restore *state* (:meth:`save_state`'s, or a checkpoint's): the next :meth:`run` continues from it.
+
+        The system must be built as the one the state was taken from and initialized for the same master
+        (``initialize(t0, master)``); a state of another system or settings is refused in one line naming the
+        first difference (:class:`~cosimrun.errors.ConfigError`). The components hold the state at once.
+        """
+        if self.master_run is None or self._prepared is None:
+            raise ConfigError(None, "restore_state needs an initialized system: call initialize(t0, master) first")
+        t0, master = self._prepared
+        self._check_state(state, master, t0, state.run_settings[1])
+        self._restore_components(state)
+        self._resume = state
+
+    def _check_checkpoints(self) -> None:
+        """Refuse, in one line, a component that cannot give its state (before anything is saved)."""
+        for name, comp in self.components.items():
+            if not comp.can_checkpoint:
+                raise ComponentStateError(comp._no_checkpoint(), component=name)
+            try:
+                for key, value in comp.checkpoint_state().items():
+                    pack(value, key, {})
+            except StateFormError as exc:
+                raise ComponentStateError(f"component {name!r} ({type(comp).__name__}) cannot be checkpointed: part "
+                                          f"of its state is no plain value ({exc})", component=name) from None
+
+    def _state_at(self, run: Any, tick: int) -> SystemState:
+        """The state of the system and *run* at its accepted *tick*."""
+        clock = run.clock
+        return build_state(clock.time(tick), clock.t0, clock.dt, self.fingerprint(run.master), self.components,
+                           run.save_state(tick), run.recorder.position())
+
+    def _check_state(self, state: SystemState, master: MasterAlgorithm, t0: float, dt: float) -> None:
+        """Refuse a state of another system, master settings or run (one line naming the first difference)."""
+        if state.entries.get("format") != FORMAT:
+            raise ConfigError(None, f"not a cosimrun state (format {state.entries.get('format')!r}, expected "
+                                    f"{FORMAT!r})")
+        difference = first_difference(self.fingerprint(master), state.fingerprint)
+        if difference is not None:
+            raise ConfigError(None, f"the checkpoint belongs to another system or settings: {difference}")
+        saved_t0, saved_dt = state.run_settings
+        if t0 != saved_t0:
+            raise ConfigError("run.t0", f"{t0!r} differs from the checkpoint's run.t0={saved_t0!r}")
+        if dt != saved_dt:
+            raise ConfigError("run.dt", f"{dt!r} differs from the checkpoint's run.dt={saved_dt!r}")
+
+    def _restore_components(self, state: SystemState) -> None:
+        for name, comp in self.components.items():
+            comp.restore_checkpoint(state.component(name))
+
+    def _resumer(self, state: SystemState) -> Callable[[Any], int]:
+        """What the master run calls once set up: the components and the run back to *state*; the tick."""
+
+        def resume(run: Any) -> int:
+            self._restore_components(state)
+            return run.restore_state(state.master())
+
+        return resume
 
     def check_run(self, t0: float, tf: float, dt: float) -> None:
         """Refuse, before it starts, a run from *t0* to *tf* by *dt* that the master this system was initialized
