@@ -406,8 +406,9 @@ class System:
         saved: list[SystemState] = []
         checkpoints = None
         if checkpoint is not None and checkpoint.on:
-            self._check_checkpoints()
-            checkpoints = Checkpointer(checkpoint, self._state_at, on_checkpoint or saved.append, t0, dt)
+            self.check_checkpoints()
+            checkpoints = Checkpointer(checkpoint, self._state_at, on_checkpoint or saved.append, t0, dt,
+                                       None if resume_state is None else resume_state.time)
         resume = None
         if resume_state is not None:
             self._check_state(resume_state, master, t0, dt)
@@ -453,7 +454,7 @@ class System:
         if run is None or getattr(run, "tick", None) is None:
             raise ComponentStateError("save_state needs a system whose run completed (or run(checkpoint=...) to save "
                                       "states during a run)")
-        self._check_checkpoints()
+        self.check_checkpoints()
         return self._state_at(run, run.tick)  # type: ignore[arg-type, attr-defined]
 
     def restore_state(self, state: SystemState) -> None:
@@ -470,8 +471,9 @@ class System:
         self._restore_components(state)
         self._resume = state
 
-    def _check_checkpoints(self) -> None:
-        """Refuse, in one line, a component that cannot give its state (before anything is saved)."""
+    def check_checkpoints(self) -> None:
+        """Refuse, in one line, a component that cannot give its state (:class:`ComponentStateError`), before
+        anything runs or is saved."""
         for name, comp in self.components.items():
             if not comp.can_checkpoint:
                 raise ComponentStateError(comp._no_checkpoint(), component=name)
