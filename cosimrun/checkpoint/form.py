@@ -1,12 +1,12 @@
 """The state form: plain values as named, typed arrays and strings, with no pickle.
 
 A component or a master run gives its state as *plain values*: ``None``,
-``bool``, ``int``, ``float``, ``str``, numpy arrays of floats, integers or
-booleans, and tuples, lists and string-keyed dicts of those. :func:`pack`
+``bool``, ``int``, ``float``, ``str``, numpy arrays of floats, integers,
+booleans or bytes (``uint8``), and tuples, lists and string-keyed dicts of those. :func:`pack`
 turns one plain value into entries of a flat mapping: ``<name>/layout``, a
 JSON text naming the structure (``["d", [["x", ["a", 0]], ...]]``), and one
-entry per leaf, ``<name>/<i>``: a 0-d or 1-d numpy array (``float64``,
-``int64`` or ``bool``) or a string. :func:`unpack` reads them back to equal
+entry per leaf, ``<name>/<i>``: a numpy array (``float64``, ``int64``,
+``bool`` or ``uint8``) or a string. :func:`unpack` reads them back to equal
 values (floats bit for bit, containers of the same kind). Anything else (an
 object, a C handle) has no state form: :class:`StateFormError` names its type.
 """
@@ -57,6 +57,8 @@ def pack(value: Any, name: str, out: MutableMapping[str, Leaf]) -> None:
         if isinstance(v, str):
             return leaf(v, "s")
         if isinstance(v, np.ndarray):
+            if v.dtype == np.uint8:  # bytes (a serialized FMU state) stay bytes
+                return leaf(v.copy(), "a")
             kind = _NUMERIC.get(v.dtype.kind)
             if kind is None:
                 raise StateFormError(f"{where}: array of dtype {v.dtype} has no state form")

@@ -22,6 +22,7 @@ from typing import Any
 
 from cosimrun.checkpoint.schedule import checkpoint_settings, parse_reference
 from cosimrun.config.schema import (
+    CheckpointConfig,
     ComponentConfig,
     ConnectionConfig,
     CosimConfig,
@@ -277,7 +278,9 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
     restart = run.get("restart")
     if restart is not None:
         parse_reference(restart, "run.restart")
-    return RunSettings(**values, checkpoint=checkpoint_settings(run.get("checkpoint")), restart=restart)
+    checkpoint = checkpoint_settings(run.get("checkpoint"))  # checked, times in seconds
+    return RunSettings(**values, checkpoint=CheckpointConfig(checkpoint.every, checkpoint.wall, list(checkpoint.at)),
+                       restart=restart)
 
 
 def build_component(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:

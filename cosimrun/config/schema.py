@@ -51,8 +51,9 @@ class RunSettings:
     """End time."""
     dt: float = field(default=0.01, metadata={"unit": "s"})
     """Macro (communication) step."""
-    checkpoint: Any = field(default_factory=CheckpointConfig)
-    """When to save the state (:class:`CheckpointConfig`; built: ``cosimrun.checkpoint.CheckpointSettings``)."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """When to save the state (built: its times in seconds; the runner makes it a
+    ``cosimrun.checkpoint.CheckpointSettings``)."""
     restart: str | None = None
     """``PATH`` or ``PATH@t``: continue from the last (or the given time's) checkpoint of the results file at
     PATH; the results hold the parent's history up to there and name it."""

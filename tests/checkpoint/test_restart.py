@@ -178,7 +178,7 @@ def test_checkpoint_settings_in_the_config_are_checked():
     with pytest.raises(ConfigError, match=r"^run.checkpoint.every: must be a positive number of seconds, got 0"):
         build_run({"checkpoint": {"every": 0}})
     settings = build_run({"checkpoint": {"wall": "10 min", "at": ["1.5 s", 3]}}).checkpoint
-    assert settings.wall == 600.0 and settings.at == (1.5, 3)
+    assert settings.wall == 600.0 and settings.at == [1.5, 3]
 
 
 def test_the_command_refuses_a_foreign_checkpoint_in_one_line(tmp_path):

@@ -152,7 +152,7 @@ def test_the_state_form_is_typed_arrays_and_strings():
     state = whole.system.save_state()
     assert isinstance(state, SystemState)
     for name, value in state.entries.items():
-        assert isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind in "fib"), name
+        assert isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind in "fibu"), name
     assert state.entries["format"] == "cosimrun-state/1"
     assert "component pendulum: cosimrun.components.multi.ConfiguredMultiComponent" in state.fingerprint
     assert "master.time_tolerance = 1e-10" in state.fingerprint
