@@ -407,7 +407,9 @@ class System:
         checkpoints = None
         if checkpoint is not None and checkpoint.on:
             self.check_checkpoints()
-            checkpoints = Checkpointer(checkpoint, self._state_at, on_checkpoint or saved.append, t0, dt,
+            print_ = self.fingerprint(master)  # once per run: the structure and settings do not change in it
+            checkpoints = Checkpointer(checkpoint, lambda run, tick: self._state_at(run, tick, print_),
+                                       on_checkpoint or saved.append, t0, dt,
                                        None if resume_state is None else resume_state.time)
         resume = None
         if resume_state is not None:
@@ -484,11 +486,12 @@ class System:
                 raise ComponentStateError(f"component {name!r} ({type(comp).__name__}) cannot be checkpointed: part "
                                           f"of its state is no plain value ({exc})", component=name) from None
 
-    def _state_at(self, run: Any, tick: int) -> SystemState:
-        """The state of the system and *run* at its accepted *tick*."""
+    def _state_at(self, run: Any, tick: int, print_: str | None = None) -> SystemState:
+        """The state of the system and *run* at its accepted *tick* (*print_*: the fingerprint, if known)."""
         clock = run.clock
-        return build_state(clock.time(tick), clock.t0, clock.dt, self.fingerprint(run.master), self.components,
-                           run.save_state(tick), run.recorder.position())
+        print_ = self.fingerprint(run.master) if print_ is None else print_
+        return build_state(clock.time(tick), clock.t0, clock.dt, print_, self.components, run.save_state(tick),
+                           run.recorder.position())
 
     def _check_state(self, state: SystemState, master: MasterAlgorithm, t0: float, dt: float) -> None:
         """Refuse a state of another system, master settings or run (one line naming the first difference)."""

@@ -86,6 +86,7 @@ CASES = {
                             3.0, 1.0),
     "jacobi_switching": ("pendulum_switch", {"name": "jacobi", "extrapolation": 1}, 3.0, 1.5),
     "hybrid_events": ("bouncing_ball", {"name": "hybrid"}, 3.0, 1.0),
+    "hybrid_fmu_mode": ("pendulum_switch_fmu", {"name": "hybrid"}, 3.0, 1.5),
 }
 
 
