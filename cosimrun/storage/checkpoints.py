@@ -4,8 +4,10 @@ Layout::
 
     /checkpoints/<000000>/      one group per checkpoint, in the order taken
         attrs: time, checksum (SHA-256 of the state, see SystemState.checksum)
-        <entry>                 one dataset per entry of the SystemState (nested groups for ``/``):
-                                numbers as float64 / int64 / bool arrays, strings as UTF-8 strings
+        names, kinds, shapes    every entry of the SystemState: its name, ``str`` or dtype, shape (JSON)
+        offsets                 where its data starts in the dataset of its kind
+        strings                 the string entries (UTF-8)
+        float64, int64, bool, uint8   the numeric entries of each dtype, one after the other
 
 A run restarted from a checkpoint (``run.restart=PATH[@t]``) reads its parent (:func:`read_parent`): the
 checkpoint (its checksum checked), the samples and events the file held when it was taken, and the
@@ -17,6 +19,7 @@ parent. The new file may be the parent's own path: the parent is read whole befo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,18 +37,51 @@ GROUP = "checkpoints"
 _STR = h5py.string_dtype("utf-8")
 
 
+KINDS = ("float64", "int64", "bool", "uint8")
+"""The numeric dtypes of state entries; each has one dataset per checkpoint, the entries one after the other."""
+
+
 def write_checkpoint(writer: HDF5Writer, state: SystemState) -> str:
-    """Write *state* as the next group of ``/checkpoints`` of *writer*'s file and flush it; the group's path."""
+    """Write *state* as the next group of ``/checkpoints`` of *writer*'s file and flush it; the group's path.
+
+    The entries are stored by type, a few datasets per checkpoint whatever the number of entries (creating a
+    dataset costs far more than its bytes): ``names`` (every entry's name, in order), ``kinds`` (``str`` or
+    its dtype), ``shapes`` (JSON, ``[]`` for a scalar), ``offsets`` (where its data starts in the dataset of its kind),
+    ``strings`` and one dataset per numeric dtype (:data:`KINDS`)."""
+    names, kinds, shapes, offsets = [], [], [], []
+    data: dict[str, list[np.ndarray]] = {kind: [] for kind in KINDS}
+    sizes = dict.fromkeys(KINDS, 0)
+    strings: list[str] = []
+    for name, value in state.entries.items():
+        names.append(name)
+        if isinstance(value, str):
+            kinds.append("str")
+            shapes.append("[]")
+            offsets.append(len(strings))
+            strings.append(value)
+            continue
+        arr = np.asarray(value)
+        kind = arr.dtype.name
+        if kind not in data:
+            raise ConfigError(None, f"checkpoint entry {name!r}: a {kind} array cannot be stored")
+        kinds.append(kind)
+        shapes.append(json.dumps(list(arr.shape)))
+        offsets.append(sizes[kind])
+        data[kind].append(arr.reshape(-1))
+        sizes[kind] += arr.size
     f = writer.file
     root = f.require_group(GROUP)
     name = f"{len(root):06d}"
     group = root.create_group(name)
     try:
-        for key, value in state.entries.items():
-            if isinstance(value, str):
-                group.create_dataset(key, data=value, dtype=_STR)
-            else:
-                group.create_dataset(key, data=np.asarray(value))
+        group.create_dataset("names", data=np.array(names, dtype=object), dtype=_STR)
+        group.create_dataset("kinds", data=np.array(kinds, dtype=object), dtype=_STR)
+        group.create_dataset("shapes", data=np.array(shapes, dtype=object), dtype=_STR)
+        group.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
+        group.create_dataset("strings", data=np.array(strings, dtype=object), dtype=_STR)
+        for kind in KINDS:
+            parts = data[kind]
+            group.create_dataset(kind, data=np.concatenate(parts) if parts else np.zeros(0, dtype=kind))
         group.attrs["time"] = state.time
         group.attrs["checksum"] = state.checksum()
     except BaseException:
@@ -74,16 +110,19 @@ def list_checkpoints(f: h5py.File) -> list[CheckpointInfo]:
 
 def read_state(group: h5py.Group) -> SystemState:
     """The :class:`SystemState` stored in checkpoint *group* (its checksum not checked)."""
+    names = group["names"].asstr()[:].tolist()
+    kinds = group["kinds"].asstr()[:].tolist()
+    shapes = [tuple(json.loads(text)) for text in group["shapes"].asstr()[:].tolist()]
+    offsets = group["offsets"][:].tolist()
+    strings = group["strings"].asstr()[:].tolist()
+    data = {kind: group[kind][:] for kind in KINDS}
     entries: dict[str, Any] = {}
-
-    def visit(name: str, obj: Any) -> None:
-        if isinstance(obj, h5py.Dataset):
-            if h5py.check_string_dtype(obj.dtype) is not None:
-                entries[name] = obj.asstr()[()]
-            else:
-                entries[name] = np.asarray(obj[()])
-
-    group.visititems(visit)
+    for name, kind, shape, offset in zip(names, kinds, shapes, offsets, strict=True):
+        if kind == "str":
+            entries[name] = strings[offset]
+        else:
+            size = int(np.prod(shape, dtype=np.int64))
+            entries[name] = data[kind][offset:offset + size].reshape(shape).copy()
     return SystemState(entries)
 
 
