@@ -275,12 +275,16 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
             f"{run.get('dt')!r} makes {steps:.3g} macro steps from run.t0={values['t0']!r} to "
             f"run.tf={values['tf']!r}, more than the {MAX_MACRO_STEPS:.0e} a run may take",
         )
-    restart = run.get("restart")
-    if restart is not None:
-        parse_reference(restart, "run.restart")
+    restart, start_from = run.get("restart"), run.get("start_from")
+    for key, reference in (("restart", restart), ("start_from", start_from)):
+        if reference is not None:
+            parse_reference(reference, f"run.{key}")
+    if restart is not None and start_from is not None:
+        raise ConfigError("run.start_from", "give run.restart (the same run goes on) or run.start_from (a fork "
+                                            "with other parameters), not both")
     checkpoint = checkpoint_settings(run.get("checkpoint"))  # checked, times in seconds
     return RunSettings(**values, checkpoint=CheckpointConfig(checkpoint.every, checkpoint.wall, list(checkpoint.at)),
-                       restart=restart)
+                       restart=restart, start_from=start_from)
 
 
 def build_component(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:

@@ -57,6 +57,9 @@ class RunSettings:
     restart: str | None = None
     """``PATH`` or ``PATH@t``: continue from the last (or the given time's) checkpoint of the results file at
     PATH; the results hold the parent's history up to there and name it."""
+    start_from: str | None = None
+    """``PATH`` or ``PATH@t``: as ``restart``, with parameters that may differ from the checkpoint's (Python
+    components', tunable FMU parameters): a run forked from a saved state."""
 
 
 @dataclass

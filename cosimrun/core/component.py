@@ -390,6 +390,12 @@ class CoSimComponent(ABC):
         """Whether the component gives its state for checkpoints (overrides :meth:`checkpoint_state`)."""
         return type(self).checkpoint_state is not CoSimComponent.checkpoint_state
 
+    def fixed_after_start(self, name: str) -> str | None:
+        """Why parameter *name* cannot take another value in a run forked from a checkpoint (``run.start_from``),
+        or ``None`` when it can: a Python component's parameters can (the fork initializes the component with the
+        new values, then restores its state)."""
+        return None
+
     def _no_checkpoint(self) -> str:
         return (f"component {self.name!r} ({type(self).__name__}) cannot be checkpointed: it gives no state form "
                 "(checkpoint_state)")

@@ -178,16 +178,20 @@ def run_experiment(
 
 
 def _parent(exp: Experiment) -> Parent | None:
-    """The checkpoint ``run.restart`` names, read and restored into the system (refused in one line before any file
-    is written: missing, damaged, or of another system or settings); ``None`` without a restart."""
-    if exp.run.restart is None:
+    """The checkpoint ``run.restart`` (or ``run.start_from``, a fork with other parameters) names, read and
+    restored into the system (refused in one line before any file is written: missing, damaged, of another system
+    or settings, or a parameter that cannot change); ``None`` without one."""
+    fork = exp.run.start_from is not None
+    reference = exp.run.start_from if fork else exp.run.restart
+    if reference is None:
         return None
-    path, at = parse_reference(exp.run.restart, "run.restart")
-    parent = read_parent(path, at)
+    key = "run.start_from" if fork else "run.restart"
+    path, at = parse_reference(reference, key)
+    parent = read_parent(path, at, key)
     try:
-        exp.system.restore_state(parent.state)
+        exp.system.restore_state(parent.state, fork=fork)
     except ConfigError as exc:
-        raise ConfigError("run.restart", f"{parent.path}: {exc}") if exc.key is None else exc from None
+        raise ConfigError(key, f"{parent.path}: {exc}") if exc.key is None else exc from None
     return parent
 
 

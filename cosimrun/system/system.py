@@ -161,6 +161,8 @@ class System:
         also after a failure."""
         self._resume: SystemState | None = None
         """A state :meth:`restore_state` was given, which the next :meth:`run` continues from."""
+        self._changed: list[str] = []
+        """The parameters that differ from :attr:`_resume`'s (a fork's, see :meth:`restore_state`)."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -413,7 +415,7 @@ class System:
                                        None if resume_state is None else resume_state.time)
         resume = None
         if resume_state is not None:
-            self._check_state(resume_state, master, t0, dt)
+            self._check_state(resume_state, master, t0, dt, fork=bool(self._changed))
             resume = self._resumer(resume_state)
         report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,  # type: ignore[call-arg]
                                      checkpoints=checkpoints)
@@ -459,19 +461,26 @@ class System:
         self.check_checkpoints()
         return self._state_at(run, run.tick)  # type: ignore[arg-type, attr-defined]
 
-    def restore_state(self, state: SystemState) -> None:
+    def restore_state(self, state: SystemState, *, fork: bool = False) -> list[str]:
         """Restore *state* (:meth:`save_state`'s, or a checkpoint's): the next :meth:`run` continues from it.
 
         The system must be built as the one the state was taken from and initialized for the same master
         (``initialize(t0, master)``); a state of another system or settings is refused in one line naming the
         first difference (:class:`~cosimrun.errors.ConfigError`). The components hold the state at once.
+
+        With *fork*, parameters may differ from the state's where the component allows it
+        (:meth:`~cosimrun.core.component.CoSimComponent.fixed_after_start`): the run goes on from the state
+        with the new values (a tunable FMU parameter is set into the restored FMU); one that cannot change is
+        refused in one line. Returns the parameters that differ (``component.parameter``).
         """
         if self.master_run is None or self._prepared is None:
             raise ConfigError(None, "restore_state needs an initialized system: call initialize(t0, master) first")
         t0, master = self._prepared
-        self._check_state(state, master, t0, state.run_settings[1])
-        self._restore_components(state)
+        changed = self._check_state(state, master, t0, state.run_settings[1], fork=fork)
+        self._restore_components(state, changed)
         self._resume = state
+        self._changed = changed
+        return changed
 
     def check_checkpoints(self) -> None:
         """Refuse, in one line, a component that cannot give its state (:class:`ComponentStateError`), before
@@ -493,12 +502,26 @@ class System:
         return build_state(clock.time(tick), clock.t0, clock.dt, print_, self.components, run.save_state(tick),
                            run.recorder.position())
 
-    def _check_state(self, state: SystemState, master: MasterAlgorithm, t0: float, dt: float) -> None:
-        """Refuse a state of another system, master settings or run (one line naming the first difference)."""
+    def _check_state(self, state: SystemState, master: MasterAlgorithm, t0: float, dt: float, *,
+                     fork: bool = False) -> list[str]:
+        """Refuse a state of another system, master settings or run (one line naming the first difference); with
+        *fork*, parameters may differ where their component allows it. The parameters that differ."""
         if state.entries.get("format") != FORMAT:
             raise ConfigError(None, f"not a cosimrun state (format {state.entries.get('format')!r}, expected "
                                     f"{FORMAT!r})")
-        difference = first_difference(self.fingerprint(master), state.fingerprint)
+        ours, theirs = self.fingerprint(master), state.fingerprint
+        changed: list[str] = []
+        if fork:
+            ours, mine = _split_parameters(ours)
+            theirs, saved = _split_parameters(theirs)
+            changed = [key for key, value in mine.items() if saved.get(key, value) != value]
+            for key in changed:
+                path, _, name = key.partition(".")
+                reason = self._component_at(path).fixed_after_start(name)
+                if reason is not None:
+                    raise ConfigError(None, f"parameter {key} cannot change from the checkpoint's {saved[key]} to "
+                                            f"{mine[key]}: {reason}")
+        difference = first_difference(ours, theirs)
         if difference is not None:
             raise ConfigError(None, f"the checkpoint belongs to another system or settings: {difference}")
         saved_t0, saved_dt = state.run_settings
@@ -506,16 +529,32 @@ class System:
             raise ConfigError("run.t0", f"{t0!r} differs from the checkpoint's run.t0={saved_t0!r}")
         if dt != saved_dt:
             raise ConfigError("run.dt", f"{dt!r} differs from the checkpoint's run.dt={saved_dt!r}")
+        return changed
 
-    def _restore_components(self, state: SystemState) -> None:
+    def _component_at(self, path: str) -> CoSimComponent:
+        """The component (or model of a multi-model component, ``name/mode``) at a fingerprint's *path*."""
+        name, *modes = path.split("/")
+        comp = self.components[name]
+        for mode in modes:
+            comp = comp.models[mode]  # type: ignore[attr-defined]
+        return comp
+
+    def _restore_components(self, state: SystemState, changed: list[str] | None = None) -> None:
+        """The components back to *state*; the *changed* parameters (a fork's) set again where the state holds
+        them (a tunable FMU parameter lives in the FMU state)."""
         for name, comp in self.components.items():
             comp.restore_checkpoint(state.component(name))
+        for key in changed or ():
+            path, _, parameter = key.partition(".")
+            comp = self._component_at(path)
+            comp.set_parameters(**{parameter: comp.parameters[parameter]})
 
     def _resumer(self, state: SystemState) -> Callable[[Any], int]:
         """What the master run calls once set up: the components and the run back to *state*; the tick."""
+        changed = self._changed
 
         def resume(run: Any) -> int:
-            self._restore_components(state)
+            self._restore_components(state, changed)
             return run.restore_state(state.master())
 
         return resume
@@ -587,6 +626,18 @@ class System:
         for i, level in enumerate(analysis.levels):
             lines.append(f"  {i}: {', '.join(level)}")
         return "\n".join(lines)
+
+
+def _split_parameters(print_: str) -> tuple[str, dict[str, str]]:
+    """A fingerprint without its parameter lines, and those as ``{component.parameter: value}``."""
+    rest, parameters = [], {}
+    for line in print_.split("\n"):
+        if line.startswith("parameter "):
+            key, _, value = line[len("parameter "):].partition(" = ")
+            parameters[key] = value
+        else:
+            rest.append(line)
+    return "\n".join(rest), parameters
 
 
 def _unknown_in(conn: Connection, kind: str, name: str, known: Iterable[str], where: str) -> InvalidConnectionError:

@@ -163,7 +163,7 @@ CLI_CASES = [
      "did you mean 'q'? (known: omega, q)", True),
     ("file-params-scalar", ["+experiment=scalarparams"], "components.g.params: 3 is not a mapping", False),
     ("file-run-key", ["+experiment=runkey"],
-     "run.tff: unknown key 'tff' in run; did you mean 'tf'? (known: checkpoint, dt, restart, t0, tf) "
+     "run.tff: unknown key 'tff' in run; did you mean 'tf'? (known: checkpoint, dt, restart, start_from, t0, tf) "
      "(in cfg/experiment/runkey.yaml)",
      True),
     ("file-component-key", ["+experiment=compkey"], "components.g.foo: unknown key 'foo' in components.g", False),

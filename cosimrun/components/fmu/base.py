@@ -393,6 +393,15 @@ class FMUBase(CoSimComponent):
         return (fmu is not None and fmu.interface.kind == "cs" and fmu.interface.can_rollback
                 and fmu.interface.can_serialize)
 
+    def fixed_after_start(self, name: str) -> str | None:
+        """Only tunable FMU parameters take another value in a forked run (set into the restored FMU state)."""
+        if name in OWN_DEFAULTS:
+            return "it is a setting of the FMU component, fixed once it started"
+        var = self.fmu.model.variables.get(name) if self.fmu is not None else None
+        if var is not None and var.variability != "tunable":
+            return f"it is a {var.variability} FMU parameter (only tunable ones can change after the start)"
+        return None
+
     def _no_checkpoint(self) -> str:
         interface = self.fmu.interface if self.fmu is not None else None
         if interface is not None and interface.kind != "cs":
