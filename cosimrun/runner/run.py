@@ -30,7 +30,8 @@ from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
-from cosimrun.storage.hdf5 import write_run_summary
+from cosimrun.storage.hdf5 import partial_path, write_run_summary
+from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult, System
 
 Progress = Callable[[float], None]
@@ -152,7 +153,7 @@ def run_experiment(
     (``cosimrun simulate`` runs the default experiment unless told otherwise).
     """
     exp = experiment or prepare(cfg)
-    parent = exp.parent
+    parent = exp.parent or _leftover(exp, Path(out_dir), config_yaml)
     if compare_default_experiment:
         differs = default_experiment_notice(exp)
         if differs is not None:
@@ -192,6 +193,28 @@ def _parent(exp: Experiment) -> Parent | None:
         exp.system.restore_state(parent.state, fork=fork)
     except ConfigError as exc:
         raise ConfigError(key, f"{parent.path}: {exc}") if exc.key is None else exc from None
+    return parent
+
+
+def _leftover(exp: Experiment, out_dir: Path, config_yaml: str) -> Parent | None:
+    """The last checkpoint of the unfinished results file (``.partial``) a killed run of this very config left in
+    *out_dir*, restored into the system: a run with ``run.checkpoint`` run again into its directory (a sweep's
+    resume reruns a killed job there) continues from it instead of starting again. ``None`` (a run from the
+    start) when there is none, or it is damaged or of another config (a notice says why)."""
+    if not config_yaml or not checkpoint_settings(exp.run.checkpoint).on:
+        return None
+    path = partial_path(out_dir / exp.storage.file)
+    if not path.is_file():
+        return None
+    try:
+        if results_attrs(path, ("config_yaml",)).get("config_yaml") != config_yaml:
+            return None
+        parent = read_parent(path, None)
+        exp.system.restore_state(parent.state)
+    except (OSError, ConfigError) as exc:
+        notice(f"the unfinished results file {path} is not continued, the run starts again: {exc}")
+        return None
+    notice(f"continuing the unfinished run of {path} from its checkpoint at t={parent.state.time:.12g}")
     return parent
 
 

@@ -263,3 +263,37 @@ def test_states_read_back_from_the_file_equal_the_saved_ones(tmp_path):
                 assert got.dtype == value.dtype and got.shape == value.shape, name
                 assert np.array_equal(got, value, equal_nan=True), name
         assert state.checksum() == expected.checksum()
+
+
+def test_a_killed_run_run_again_into_its_directory_continues_from_its_last_checkpoint(tmp_path):
+    """What a sweep's resume does with a killed job: the job runs again into its directory, where its unfinished
+    file (.partial, status running) holds checkpoints of the same config; the run continues from the last one."""
+    cfg = config("coupled_oscillators", {"name": "gauss_seidel", "extrapolation": 1}, 1.0, checkpoint={"every": 0.25})
+    whole = simulate(cfg, tmp_path / "whole")
+
+    def again(out: Path, text: str) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome = run_experiment(cfg, out, config_yaml=text)
+        assert outcome.ok, outcome.error
+        return [str(w.message) for w in caught]
+
+    job = tmp_path / "job"
+    again(job, "the config")
+    killed = job / "results.h5.partial"
+    (job / "results.h5").rename(killed)  # as the kill after the checkpoint at 0.5 left it:
+    with h5py.File(killed, "a") as f:  # running, its last checkpoints not written yet
+        f.attrs["status"] = "running"
+        del f["checkpoints/000003"], f["checkpoints/000002"]
+    notes = again(job, "the config")
+    assert any(f"continuing the unfinished run of {killed} from its checkpoint at t=0.5" in n for n in notes), notes
+    assert not killed.exists()
+    assert_same_file(whole, job / "results.h5")
+    with h5py.File(job / "results.h5", "r") as f:
+        assert f.attrs["parent_time"] == 0.5
+    # another config's unfinished file is not continued: the run starts again
+    (job / "results.h5").rename(killed)
+    notes = again(job, "another config")
+    assert not any("continuing" in n for n in notes)
+    with h5py.File(job / "results.h5", "r") as f:
+        assert "parent_path" not in f.attrs
