@@ -29,15 +29,16 @@ and stop request. :meth:`MasterRun.run` returns them as one
 :class:`~cosimrun.masters.stats.RunReport`.
 
 **Ensembles and checkpoints.** Per-member state of an ensemble is one run
-object per member (the settings are shared). A checkpoint of a run between two
-communication points would capture the components' snapshots
-(:meth:`~cosimrun.masters.plan.Schedule.checkpoint`: every component and port
-value), the clock's tick, and the collaborators' state: the armed indicator
-sides and Zeno counters of :class:`StateEvents`, the extrapolation samples,
-the error control's history and next step, the coupling-error estimate's
-partial sums, the statistics and the recorder's position; the compiled
-schedule and the stepping plans are derived from the system and need no
-saving.
+object per member (the settings are shared). A checkpoint of a run at a
+communication point (:meth:`MasterRun.save_state`, see :mod:`cosimrun.checkpoint`)
+holds, beside the components' states, the clock's tick and exact times, the
+statistics, and the collaborators' state: the armed indicator sides and Zeno
+counters of :class:`StateEvents`, the extrapolation samples, the error
+control's memory, limits and log, the coupling-error estimate's partial sums
+and the steps cut short; the recorder's position is the system's. The compiled
+schedule and the stepping plans are derived from the system and not saved:
+:meth:`MasterRun.run` sets the run up as at its start, then restores the
+checkpoint (``resume``) before the first step.
 """
 
 from __future__ import annotations

@@ -77,9 +77,12 @@ class MasterRunProtocol(Protocol):
         ...
 
     def run(
-        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None
+        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None,
+        *, resume: Callable[[Any], int] | None = None, checkpoints: Callable[[Any, int, bool], None] | None = None,
     ) -> RunReport:
-        """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples."""
+        """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples; *resume* restores a
+        checkpoint before the first step, *checkpoints* is called after each accepted step (see
+        ``cosimrun.masters.MasterRun.run``)."""
         ...
 
 
@@ -417,7 +420,7 @@ class System:
         if resume_state is not None:
             self._check_state(resume_state, master, t0, dt, fork=bool(self._changed))
             resume = self._resumer(resume_state)
-        report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,  # type: ignore[call-arg]
+        report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,
                                      checkpoints=checkpoints)
         return RunResult(
             system=self.name,
