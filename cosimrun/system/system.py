@@ -469,7 +469,8 @@ class System:
 
         The system must be built as the one the state was taken from and initialized for the same master
         (``initialize(t0, master)``); a state of another system or settings is refused in one line naming the
-        first difference (:class:`~cosimrun.errors.ConfigError`). The components hold the state at once.
+        first difference (:class:`~cosimrun.errors.ConfigError`). The components take the state when the run has
+        set itself up as at *t0* (the master may probe the components there), before its first step.
 
         With *fork*, parameters may differ from the state's where the component allows it
         (:meth:`~cosimrun.core.component.CoSimComponent.fixed_after_start`): the run goes on from the state
@@ -480,7 +481,6 @@ class System:
             raise ConfigError(None, "restore_state needs an initialized system: call initialize(t0, master) first")
         t0, master = self._prepared
         changed = self._check_state(state, master, t0, state.run_settings[1], fork=fork)
-        self._restore_components(state, changed)
         self._resume = state
         self._changed = changed
         return changed

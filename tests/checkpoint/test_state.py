@@ -247,3 +247,17 @@ def test_checkpoint_settings_are_checked():
         CheckpointSettings(every=-1)
     with pytest.raises(ConfigError, match=r"at: must be a list of times in seconds, got 'x'"):
         CheckpointSettings(at=("x",))  # type: ignore[arg-type]
+
+
+def test_a_state_at_rest_on_an_event_surface_continues():
+    """The ball at rest (h = 0, its indicator on the surface): the master probes the components at the start of the
+    run it sets up, before the state is restored, so the probe sees the components as initialized."""
+    master = {"name": "gauss_seidel"}
+    whole = experiment("bouncing_ball", master, 10.0)
+    first = run(whole, checkpoint=CheckpointSettings(at=(8.0,)))
+    state = first.checkpoints[0]
+    assert state.component("ball")["extra"] is True  # resting
+    rest = experiment("bouncing_ball", master, 10.0)
+    rest.system.restore_state(state)
+    second = run(rest)
+    assert_continues(whole, first, rest, second)
