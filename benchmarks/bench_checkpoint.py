@@ -156,7 +156,7 @@ def kill_and_restart(steps: int) -> None:
         args = [sys.executable, "-m", "cosimrun", "+experiment=bouncing_ball", "master=gauss_seidel",
                 f"run.tf={tf!r}", f"run.dt={dt!r}", f"run.checkpoint.every={every!r}"]
         start = time.perf_counter()
-        subprocess.run([*args, f"hydra.run.dir={tmp_path / 'whole'}"], check=True, capture_output=True)
+        command([*args, f"hydra.run.dir={tmp_path / 'whole'}"])
         whole_wall = time.perf_counter() - start
         killed = tmp_path / "killed"
         partial = killed / "results.h5.partial"
@@ -168,8 +168,7 @@ def kill_and_restart(steps: int) -> None:
         proc.wait()
         at = last_checkpoint(partial)
         start = time.perf_counter()
-        subprocess.run([*args, f"run.restart={killed / 'results.h5'}", f"hydra.run.dir={killed}"], check=True,
-                       capture_output=True)
+        command([*args, f"run.restart={killed / 'results.h5'}", f"hydra.run.dir={killed}"])
         restart_wall = time.perf_counter() - start
         with h5py.File(tmp_path / "whole" / "results.h5", "r") as a, h5py.File(killed / "results.h5", "r") as b:
             same = all(np.array_equal(a["components/ball"][k][:], b["components/ball"][k][:])
@@ -178,6 +177,13 @@ def kill_and_restart(steps: int) -> None:
             n = a["components/ball/time"].shape[0]
     print(f"\n{steps} steps: uninterrupted {whole_wall:.1f} s; killed at t={at:.6g} s of {tf:g} s "
           f"({at / tf:.0%}), restarted in {restart_wall:.1f} s; {n} samples equal to the uninterrupted run's: {same}")
+
+
+def command(args: list[str]) -> None:
+    """Run *args*; on failure, exit with its error output."""
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(args)} exited {done.returncode}:\n{done.stderr}")
 
 
 def last_checkpoint(path: Path) -> float:
