@@ -12,6 +12,7 @@ units are applied to the port specs right after :meth:`set_parameters`
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,13 @@ class StatelessComponent(UnitParameters, CoSimComponent):
         self.t = float(t)
         if self.is_initialized:
             self._update_output_states(self.t, NO_EVENTS)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Time and port values (see :meth:`CoSimComponent.checkpoint_state`)."""
+        return self._ports_checkpoint()
+
+    def restore_checkpoint(self, state: Mapping[str, Any]) -> None:
+        self._restore_ports_checkpoint(state)
 
     def snapshot_state(self) -> Any:
         """Time and port values."""

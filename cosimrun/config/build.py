@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from cosimrun.checkpoint.schedule import checkpoint_settings, parse_reference
 from cosimrun.config.schema import (
+    CheckpointConfig,
     ComponentConfig,
     ConnectionConfig,
     CosimConfig,
@@ -65,6 +67,8 @@ class Experiment:
     storage: StorageSettings
     recorded: dict[str, list[str]]
     """Ports to store, per component."""
+    parent: Any = None
+    """The checkpoint ``run.restart`` continues (``cosimrun.storage.checkpoints.Parent``), read by the runner."""
 
 
 def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
@@ -76,7 +80,7 @@ def build_experiment(cfg: Mapping[str, Any]) -> Experiment:
     if action not in ACTIONS:
         raise UnknownNameError("action", action, ACTIONS, key="action")
     name = str(cfg.get("name") or top["name"])
-    run = build_run(_mapping("run", cfg.get("run"), _example(RunSettings)))
+    run = build_run(_mapping("run", cfg.get("run"), _example(RunSettings, "t0", "tf", "dt")))
     storage = build_storage(_mapping("storage", cfg.get("storage"), _example(StorageSettings, "file", "record")))
     master = build_master(_mapping("master", cfg.get("master"), f"{{name: {DEFAULT_MASTER}, ...}}"))
     components = _mapping("components", cfg.get("components"), COMPONENTS_EXAMPLE)
@@ -249,9 +253,10 @@ MAX_MACRO_STEPS = 1e12
 def build_run(run: Mapping[str, Any]) -> RunSettings:
     """Check ``run.t0``, ``run.tf``, ``run.dt``."""
     check_keys("run", run)
-    values = {}
-    for key, default in defaults(RunSettings).items():
-        raw = run.get(key, default)
+    values: dict[str, Any] = {}
+    default_of = defaults(RunSettings)
+    for key in ("t0", "tf", "dt"):
+        raw = run.get(key, default_of[key])
         try:
             value = float(raw)
         except (TypeError, ValueError):
@@ -270,7 +275,16 @@ def build_run(run: Mapping[str, Any]) -> RunSettings:
             f"{run.get('dt')!r} makes {steps:.3g} macro steps from run.t0={values['t0']!r} to "
             f"run.tf={values['tf']!r}, more than the {MAX_MACRO_STEPS:.0e} a run may take",
         )
-    return RunSettings(**values)
+    restart, start_from = run.get("restart"), run.get("start_from")
+    for key, reference in (("restart", restart), ("start_from", start_from)):
+        if reference is not None:
+            parse_reference(reference, f"run.{key}")
+    if restart is not None and start_from is not None:
+        raise ConfigError("run.start_from", "give run.restart (the same run goes on) or run.start_from (a fork "
+                                            "with other parameters), not both")
+    checkpoint = checkpoint_settings(run.get("checkpoint"))  # checked, times in seconds
+    return RunSettings(**values, checkpoint=CheckpointConfig(checkpoint.every, checkpoint.wall, list(checkpoint.at)),
+                       restart=restart, start_from=start_from)
 
 
 def build_component(key: str, name: str, cfg: Mapping[str, Any]) -> CoSimComponent:

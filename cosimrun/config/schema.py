@@ -27,9 +27,23 @@ from omegaconf import MISSING
 from cosimrun.core.defaults import DEFAULT_FLUSH_INTERVAL, DEFAULT_FLUSH_SECONDS
 
 
+@dataclass
+class CheckpointConfig:
+    """``run.checkpoint``: save the system's state into the results file (``/checkpoints``) at the first communication
+    point at or after each time asked for, and at the end (see ``docs/how-to/checkpoints.md``). Times are seconds or
+    quantities (``10 min``); all unset: no checkpoints."""
+
+    every: Any = None
+    """Simulated time between checkpoints."""
+    wall: Any = None
+    """Wall-clock time between checkpoints."""
+    at: list[Any] = field(default_factory=list)
+    """Simulated instants."""
+
+
 @dataclass(frozen=True)
 class RunSettings:
-    """The simulated interval and macro step, in seconds (``run.*``)."""
+    """The simulated interval and macro step, in seconds, and checkpoints and restarts (``run.*``)."""
 
     t0: float = field(default=0.0, metadata={"unit": "s"})
     """Start time."""
@@ -37,6 +51,15 @@ class RunSettings:
     """End time."""
     dt: float = field(default=0.01, metadata={"unit": "s"})
     """Macro (communication) step."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """When to save the state (built: its times in seconds; the runner makes it a
+    ``cosimrun.checkpoint.CheckpointSettings``)."""
+    restart: str | None = None
+    """``PATH`` or ``PATH@t``: continue from the last (or the given time's) checkpoint of the results file at
+    PATH; the results hold the parent's history up to there and name it."""
+    start_from: str | None = None
+    """``PATH`` or ``PATH@t``: as ``restart``, with parameters that may differ from the checkpoint's (Python
+    components', tunable FMU parameters): a run forked from a saved state."""
 
 
 @dataclass

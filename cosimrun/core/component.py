@@ -379,6 +379,50 @@ class CoSimComponent(ABC):
             and cls.restore_state is not CoSimComponent.restore_state
         )
 
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything needed to continue the run from the current communication point, in the state form (plain
+        values, see :mod:`cosimrun.checkpoint.form`): what :meth:`snapshot_state` keeps, without references to
+        objects. A component that does not override it cannot be checkpointed: the run says so in one line when
+        a checkpoint is asked for."""
+        raise ComponentStateError(self._no_checkpoint(), component=self.name)
+
+    def restore_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Return to *state*, given by :meth:`checkpoint_state` of a component built and initialized as this one."""
+        raise ComponentStateError(self._no_checkpoint(), component=self.name)
+
+    @property
+    def can_checkpoint(self) -> bool:
+        """Whether the component gives its state for checkpoints (overrides :meth:`checkpoint_state`)."""
+        return type(self).checkpoint_state is not CoSimComponent.checkpoint_state
+
+    def fixed_after_start(self, name: str) -> str | None:
+        """Why parameter *name* cannot take another value in a run forked from a checkpoint (``run.start_from``),
+        or ``None`` when it can: a Python component's parameters can (the fork initializes the component with the
+        new values, then restores its state)."""
+        return None
+
+    def _no_checkpoint(self) -> str:
+        return (f"component {self.name!r} ({type(self).__name__}) cannot be checkpointed: it gives no state form "
+                "(checkpoint_state)")
+
+    def _ports_checkpoint(self) -> dict[str, Any]:
+        """Time and every port's value, time of last write and derivatives: the part of the state every component
+        shares."""
+        return {
+            "t": self.t,
+            "inputs": {n: [p.value, p.t_last, p.derivatives] for n, p in self.inputs.items()},
+            "outputs": {n: [p.value, p.t_last, p.derivatives] for n, p in self.outputs.items()},
+        }
+
+    def _restore_ports_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`_ports_checkpoint` gave."""
+        self.t = state["t"]
+        for ports, saved in ((self.inputs, state["inputs"]), (self.outputs, state["outputs"])):
+            for name, (value, t_last, derivatives) in saved.items():
+                port = ports[name]
+                port.value, port.t_last, port.derivatives = value, t_last, tuple(derivatives)
+
     @property
     def can_always_roll_back(self) -> bool:
         """Whether rollback holds for the whole run (a multi-model component needs it in every mode)."""

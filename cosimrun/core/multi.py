@@ -524,6 +524,45 @@ class MultiComponent(CoSimComponent, ModeSwitching):
         self.t = t
         self.refresh_outputs(t)
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The active mode, every model's state (an inactive model keeps its own time and state), the switch
+        log, the region, the dwell timer and the latest inputs replayed on a switch, as plain values."""
+        state = self._ports_checkpoint()
+        latest = self._latest_inputs
+        state.update(
+            mode=self.active_mode,
+            models={mode: model.checkpoint_state() for mode, model in self.models.items()},
+            region=self._regions.region if self._regions is not None else None,
+            last_switch_time=self.hysteresis.last_switch_time if self.hysteresis is not None else None,
+            switches=[dict(record) for record in self.sync_events],
+            latest_inputs=None if latest is None else [dict(latest[0]), latest[1]],
+            event_micro=self._event_micro,
+        )
+        return state
+
+    def restore_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Return to *state* (see :meth:`checkpoint_state`), in the mode it was taken in."""
+        mode = state["mode"]
+        if mode not in self.models:
+            raise UnknownNameError("mode", mode, self.models, f"of MultiComponent {self.name!r}")
+        for name, model_state in state["models"].items():
+            self.models[name].restore_checkpoint(model_state)
+        self.active_mode, self.active_comp = mode, self.models[mode]
+        if self._regions is not None:
+            self._regions.region = state["region"]
+        if self.hysteresis is not None:
+            self.hysteresis.last_switch_time = state["last_switch_time"]
+        self.sync_events[:] = [dict(record) for record in state["switches"]]
+        latest = state["latest_inputs"]
+        self._latest_inputs = None if latest is None else (dict(latest[0]), latest[1])
+        self._event_micro = state["event_micro"]
+        self._restore_ports_checkpoint(state)
+
+    @property
+    def can_checkpoint(self) -> bool:
+        """Whether every model gives its state for checkpoints."""
+        return all(model.can_checkpoint for model in self.models.values())
+
     # ------------------------------------------------------------------ time
     def next_time_event(self, t: float) -> float | None:
         """The active model's next time event, or the end of the dwell window if a switch waits for it."""

@@ -356,6 +356,7 @@ def _interface(kind: str, element: Any, names: set[str], fmi3: bool) -> FMUInter
     return FMUInterface(
         kind=kind, identifier=identifier, binary=binary, has_binary=binary in names,
         can_rollback=bool(element.canGetAndSetFMUstate),
+        can_serialize=bool(element.canSerializeFMUstate),
         only_once_per_process=bool(element.canBeInstantiatedOnlyOncePerProcess), **flags,
     )
 

@@ -122,14 +122,20 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi2GetFMUstate": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_void_p)]),
     "fmi2SetFMUstate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
     "fmi2FreeFMUstate": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_void_p)]),
+    "fmi2SerializedFMUstateSize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, _P(ctypes.c_size_t)]),
+    "fmi2SerializeFMUstate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "fmi2DeSerializeFMUstate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                               _P(ctypes.c_void_p)]),
     "fmi2DoStep": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]),
     "fmi2GetRealStatus": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(ctypes.c_double)]),
     "fmi2GetBooleanStatus": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(ctypes.c_int)]),
 }
 """The FMI 2.0 functions cosimrun calls, with their C signatures."""
 
-OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus", "fmi2GetBooleanStatus")
-"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no status queries)."""
+OPTIONAL = ("fmi2GetFMUstate", "fmi2SetFMUstate", "fmi2FreeFMUstate", "fmi2GetRealStatus", "fmi2GetBooleanStatus",
+            "fmi2SerializedFMUstateSize", "fmi2SerializeFMUstate", "fmi2DeSerializeFMUstate")
+"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no serialization, no status
+queries)."""
 
 
 def bind(dll: Any, signatures: Mapping[str, tuple[Any, list[Any]]], optional: Collection[str]) -> dict[str, Any]:
@@ -193,6 +199,41 @@ class Instance:
     def free_state(self, state: ctypes.c_void_p) -> None:
         if self.alive and state and "fmi2FreeFMUstate" in self.f:
             self.f["fmi2FreeFMUstate"](self.c, ctypes.byref(state))
+
+    SERIALIZATION = ("fmi2SerializedFMUstateSize", "fmi2SerializeFMUstate", "fmi2DeSerializeFMUstate")
+    """The names of the functions that turn an FMU state into bytes and back."""
+
+    def serialize(self, state: ctypes.c_void_p) -> bytes:
+        """The bytes of FMU state *state* (``fmi2SerializedFMUstateSize`` and ``fmi2SerializeFMUstate``);
+        :class:`FMUError` naming the function that failed."""
+        size_fn, serialize_fn, _ = self.SERIALIZATION
+        size = ctypes.c_size_t()
+        self._check(size_fn, self._function(size_fn)(self.c, state, ctypes.byref(size)))
+        buffer = ctypes.create_string_buffer(size.value)
+        self._check(serialize_fn, self._function(serialize_fn)(self.c, state, buffer, size.value))
+        return buffer.raw
+
+    def deserialize(self, data: bytes) -> ctypes.c_void_p:
+        """A new FMU state made from *data* (``fmi2DeSerializeFMUstate``), to be freed by :meth:`free_state`."""
+        name = self.SERIALIZATION[2]
+        state = ctypes.c_void_p()
+        status = self._function(name)(self.c, data, len(data), ctypes.byref(state))
+        if status > 1:
+            self.free_state(state)
+        self._check(name, status)
+        return state
+
+    def _function(self, name: str) -> Any:
+        fn = self.f.get(name)
+        if fn is None:
+            raise FMUError(f"the FMU's shared library does not export {name}")
+        return fn
+
+    @staticmethod
+    def _check(name: str, status: int) -> None:
+        if status > 1:
+            what = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else f"status {status}"
+            raise FMUError(f"{name} returned {what}")
 
 
 class Snapshot:

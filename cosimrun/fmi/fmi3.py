@@ -58,14 +58,18 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fmi3GetFMUState": (ctypes.c_int, [_I, _P(ctypes.c_void_p)]),
     "fmi3SetFMUState": (ctypes.c_int, [_I, ctypes.c_void_p]),
     "fmi3FreeFMUState": (ctypes.c_int, [_I, _P(ctypes.c_void_p)]),
+    "fmi3SerializedFMUStateSize": (ctypes.c_int, [_I, ctypes.c_void_p, _P(ctypes.c_size_t)]),
+    "fmi3SerializeFMUState": (ctypes.c_int, [_I, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "fmi3DeserializeFMUState": (ctypes.c_int, [_I, ctypes.c_char_p, ctypes.c_size_t, _P(ctypes.c_void_p)]),
     **{name: (ctypes.c_int, [_I, _VR, ctypes.c_size_t, _P(C_TYPES[t]), ctypes.c_size_t])
        for t, name in (*SETTERS.items(), *GETTERS.items())},
 }
 """The FMI 3.0 functions cosimrun calls, with their C signatures."""
 
 OPTIONAL = ("fmi3GetFMUState", "fmi3SetFMUState", "fmi3FreeFMUState", "fmi3EnterEventMode",
-            "fmi3UpdateDiscreteStates", "fmi3EnterStepMode")
-"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no event mode)."""
+            "fmi3UpdateDiscreteStates", "fmi3EnterStepMode", "fmi3SerializedFMUStateSize", "fmi3SerializeFMUState",
+            "fmi3DeserializeFMUState")
+"""The functions of :data:`SIGNATURES` an FMU need not export (no FMU states, no serialization, no event mode)."""
 
 
 status_name = status_name3
@@ -88,6 +92,8 @@ LOGGER = _LOGGER_TYPE(_on_fmu_log)
 
 class Instance(fmi2.Instance):
     """One instantiated FMI 3.0 FMU (``fmi3Instance``); snapshots free their states through it."""
+
+    SERIALIZATION = ("fmi3SerializedFMUStateSize", "fmi3SerializeFMUState", "fmi3DeserializeFMUState")
 
     def free_state(self, state: ctypes.c_void_p) -> None:
         if self.alive and state and "fmi3FreeFMUState" in self.f:

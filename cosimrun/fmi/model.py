@@ -124,6 +124,9 @@ class FMUInterface:
     can_rollback: bool
     """``canGetAndSetFMUstate`` (FMI 2) / ``canGetAndSetFMUState`` (FMI 3)."""
     only_once_per_process: bool
+    can_serialize: bool = False
+    """``canSerializeFMUstate`` (FMI 2) / ``canSerializeFMUState`` (FMI 3): its FMU state can leave the process
+    (checkpoints)."""
     variable_step: bool = True
     """``canHandleVariableCommunicationStepSize`` (co-simulation)."""
     can_interpolate_inputs: bool = False

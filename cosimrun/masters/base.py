@@ -29,15 +29,16 @@ and stop request. :meth:`MasterRun.run` returns them as one
 :class:`~cosimrun.masters.stats.RunReport`.
 
 **Ensembles and checkpoints.** Per-member state of an ensemble is one run
-object per member (the settings are shared). A checkpoint of a run between two
-communication points would capture the components' snapshots
-(:meth:`~cosimrun.masters.plan.Schedule.checkpoint`: every component and port
-value), the clock's tick, and the collaborators' state: the armed indicator
-sides and Zeno counters of :class:`StateEvents`, the extrapolation samples,
-the error control's history and next step, the coupling-error estimate's
-partial sums, the statistics and the recorder's position; the compiled
-schedule and the stepping plans are derived from the system and need no
-saving.
+object per member (the settings are shared). A checkpoint of a run at a
+communication point (:meth:`MasterRun.save_state`, see :mod:`cosimrun.checkpoint`)
+holds, beside the components' states, the clock's tick and exact times, the
+statistics, and the collaborators' state: the armed indicator sides and Zeno
+counters of :class:`StateEvents`, the extrapolation samples, the error
+control's memory, limits and log, the coupling-error estimate's partial sums
+and the steps cut short; the recorder's position is the system's. The compiled
+schedule and the stepping plans are derived from the system and not saved:
+:meth:`MasterRun.run` sets the run up as at its start, then restores the
+checkpoint (``resume``) before the first step.
 """
 
 from __future__ import annotations
@@ -71,8 +72,13 @@ if TYPE_CHECKING:
     from cosimrun.system.recorder import Recorder
     from cosimrun.system.system import System
 
-__all__ = ["Master", "MasterRun", "MasterStats", "RunReport", "Step", "may_discard", "step_serially",
-           "thread_count"]
+Resume = Callable[["MasterRun"], int]
+"""Restores the components and a run set up by :meth:`MasterRun.run` to a checkpoint; the tick to go on from."""
+Checkpoints = Callable[["MasterRun", int, bool], None]
+"""Called after each accepted step with the run, the tick reached and whether the run completed there."""
+
+__all__ = ["Checkpoints", "Master", "MasterRun", "MasterStats", "Resume", "RunReport", "Step", "may_discard",
+           "step_serially", "thread_count"]
 
 LOOP_SOLVERS = ("jacobi", "gauss_seidel", "newton")
 ON_NONCONVERGENCE = ("raise", "warn")
@@ -206,6 +212,8 @@ class MasterRun:
         self.clock: Clock
         self.recorder: Recorder
         self.cutter: StepCutter
+        self.tick: int | None = None
+        """The tick a run that completed ended at (``None`` before)."""
 
     def initialize_outputs(self, t0: float) -> None:
         """Make inputs and outputs consistent at *t0* (tear inputs keep their initial values)."""
@@ -221,30 +229,40 @@ class MasterRun:
 
     # ------------------------------------------------------------------ time loop
     def run(self, t0: float, tf: float, dt: float, recorder: Recorder,
-            progress: Callable[[float], None] | None = None) -> RunReport:
+            progress: Callable[[float], None] | None = None, *, resume: Resume | None = None,
+            checkpoints: Checkpoints | None = None) -> RunReport:
         """Advance the system from *t0* to *tf* by steps of *dt*, telling *recorder* every accepted sample.
 
         The first sample is the consistent state at *t0*; the recorder is
         flushed at the end, also when the run fails. A component that asks to
         stop ends the run at the instant it was accepted with (:attr:`stopped`).
+
+        *resume*, when given, is called once the run is set up (before the first step): it restores the
+        components and this run to a checkpoint (:meth:`restore_state`) and returns the tick the run goes on
+        from; the sample at that instant is the checkpoint's, not taken again. *checkpoints*, when given, is
+        called after every accepted communication step with the run, the tick reached and ``False``, and once
+        more with ``True`` at the end of a run that completed (see :mod:`cosimrun.checkpoint`).
         """
         clock = self.clock = Clock(t0, dt, tf)
         self.recorder = recorder
         self.cutter = StepCutter(self.schedule, clock, self.step_all)
         a, end = 0, clock.end
         stride = max(1, end // 200)
-        report = stride
         stoppers = self._stoppers
         try:
             self._start_coupling_estimate()  # before the first sample, which the recorder may hand over at once
-            recorder.sample(t0)
+            if resume is None:
+                recorder.sample(t0)
             self._check_run(clock)
             self._start_parallel()
             self.begin(t0)
             if self.coupling is not None:
                 self.coupling.set_coupling(self.coupling_kinds(self.schedule.real_links), self.extrapolation_order)
             try:
-                stop = bool(stoppers) and self._stop_at(t0)
+                if resume is not None:
+                    a = resume(self)
+                report = a + stride
+                stop = bool(stoppers) and self._stop_at(clock.time(a))
                 while a < end and not stop:
                     b = self.next_point(clock, a)
                     self.step_open = True
@@ -254,9 +272,14 @@ class MasterRun:
                         a = self._advance_cut(clock, a, cut)
                     self.stats.macro_steps += 1
                     stop = bool(stoppers) and self._stop_at(clock.time(a))
+                    if checkpoints is not None:
+                        checkpoints(self, a, False)
                     if progress is not None and a >= report:
                         report = a + stride
                         progress(clock.time(a))
+                self.tick = a
+                if checkpoints is not None:
+                    checkpoints(self, a, True)
             finally:
                 self.finish()
         finally:
@@ -345,6 +368,42 @@ class MasterRun:
             step_serially(plan, t, h)
         else:
             self.stepper.step(plan, t, h)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_state(self, tick: int) -> dict[str, Any]:
+        """The run's state at the accepted communication point *tick*, as plain values (see
+        :mod:`cosimrun.checkpoint.form`): the tick and the clock's exact times, the statistics so far, the step
+        control's proposal, the steps cut short, the coupling-error estimate's sums and the state events (armed
+        sides, Zeno counters). The recorder must have handed over every sample (the estimate has seen them).
+        The schedule and the stepping plans are derived from the system and not saved."""
+        stats = asdict(self.stats)
+        return {
+            "tick": self.clock.split(tick),
+            "marks": self.clock.marks(),
+            "stats": stats,
+            "next_step": self.next_step,
+            "cut_events": dict(self.cutter.events),
+            "coupling": self.coupling.save_state() if self.coupling is not None else None,
+            "events": self.events.save_state() if self.events is not None else None,
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> int:
+        """Continue from :meth:`save_state`'s *state* (the run set up by :meth:`run`, before its first step); the
+        tick to go on from."""
+        clock = self.clock
+        clock.restore_marks(state["marks"])
+        for key, value in state["stats"].items():
+            setattr(self.stats, key, value)
+        self.next_step = state["next_step"]
+        self.cutter.events = dict(state["cut_events"])
+        if (state["coupling"] is None) != (self.coupling is None) or (state["events"] is None) != (self.events is None):
+            raise ConfigError(None, "the checkpoint was taken by a run of another kind (coupling estimate or state "
+                                    "events differ)")
+        if self.coupling is not None:
+            self.coupling.restore_state(state["coupling"])
+        if self.events is not None:
+            self.events.restore_state(state["events"])
+        return clock.join(state["tick"])
 
     # ------------------------------------------------------------------ collaborators of the run
     def _start_parallel(self) -> None:

@@ -147,6 +147,22 @@ class CouplingErrorEstimate:
             for i, lk in enumerate(self.links) if recorded[i] and self._count
         ]
 
+    _SAVED = ("_t", "_end", "_start", "_done", "_base", "_pending_t", "_pending", "_max", "_at", "_sumsq", "_count",
+              "_lo", "_hi")
+
+    def save_state(self) -> dict[str, Any]:
+        """The partial sums and the buffered points, as plain values (a checkpoint's, after the recorder handed
+        over every sample)."""
+        state = {name: getattr(self, name) for name in self._SAVED}
+        state["columns"] = self._columns
+        return state
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`save_state`'s *state*."""
+        for name in self._SAVED:
+            setattr(self, name, state[name])
+        self._columns = state["columns"]
+
     # ------------------------------------------------------------------ chunks
     def _add(self, t: np.ndarray, v: np.ndarray) -> None:
         """Samples of whole instants: the first of each instant ends a step, the last starts the next."""

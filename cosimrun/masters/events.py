@@ -220,6 +220,20 @@ class StateEvents:
         tol = self.sign_tolerance
         return now if comp.detect_event_crossings({name: now}, {name: across}, tol) else across
 
+    def save_state(self) -> dict[str, Any]:
+        """The armed sides, the indicators handled last and the Zeno counters, as plain values."""
+        return {
+            "armed": {c: dict(v) for c, v in self.armed.items()},
+            "fired": [[c, n] for c, n in sorted(self.fired)],
+            "runs": [[c, n, t, run] for (c, n), (t, run) in self._runs.items()],
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`save_state`'s *state*."""
+        self.armed = {c: dict(v) for c, v in state["armed"].items()}
+        self.fired = {(c, n) for c, n in state["fired"]}
+        self._runs = {(c, n): (t, run) for c, n, t, run in state["runs"]}
+
     def handle(self, t_e: float, crossings: list[Crossing]) -> Indicators:
         """Handle events at *t_e* in micro steps until no indicator crosses again; the indicators after."""
         recorder, stats = self.recorder, self.stats

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -314,6 +314,22 @@ class ExplicitRun(MasterRun):
             self._end_events(t1, ended)
         if self.events is not None:
             self._handle_events(t1, h)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_state(self, tick: int) -> dict[str, Any]:
+        """The base run's state plus the extrapolation's samples and the error control's memory."""
+        state = super().save_state(tick)
+        state["extrapolation"] = self.extrapolation.save_state()
+        state["control"] = self.control.save_state() if self.control is not None else None
+        return state
+
+    def restore_state(self, state: dict[str, Any]) -> int:
+        tick = super().restore_state(state)
+        self.extrapolation.restore_state(state["extrapolation"])
+        if self.control is not None:
+            self.control.restore_state(state["control"])
+            self.step_log = self.control.log
+        return tick
 
     # ------------------------------------------------------------------ error-controlled steps
     def _start_error_control(self, t0: float, events: bool) -> str:

@@ -100,3 +100,12 @@ class Extrapolation:
         for lk, values in zip(self.links, self.values, strict=True):
             values.append(lk.dst.value)
             del values[:-keep]
+
+    def save_state(self) -> dict[str, Any]:
+        """The latest samples, as plain values."""
+        return {"times": list(self.times), "values": [list(v) for v in self.values]}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`save_state`'s *state*."""
+        self.times = list(state["times"])
+        self.values = [list(v) for v in state["values"]]

@@ -66,7 +66,7 @@ integrator's internal step stays what it is at ``run.dt``
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -203,6 +203,33 @@ class ErrorControl:
         keep = max(self.order + 1, 3)
         del self._times[:-keep], self._values[:-keep]
         self._set_order(min(self.order, len(self._times) - 1))
+
+    def save_state(self) -> dict[str, Any]:
+        """The controller's memory (accepted points, magnitudes, last norm), its limits and its log, as plain
+        values."""
+        log = self.log.columns()
+        return {
+            "previous": self._previous, "times": list(self._times), "values": [v.copy() for v in self._values],
+            "magnitude": self._magnitude.copy(), "pending": self._pending.copy(), "ratios": self._ratios.copy(),
+            "limits": [self.min_step, self.max_step, self.blind_step], "counts": [self.rejected, self.over_tolerance],
+            "log": {"time": log["time"], "step": log["step"], "error": log["error"],
+                    "accepted": np.asarray(log["accepted"], dtype=bool)},
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`save_state`'s *state*."""
+        self._previous = state["previous"]
+        self._times = list(state["times"])
+        self._values = [np.asarray(v, dtype=np.float64) for v in state["values"]]
+        self._magnitude, self._pending, self._ratios = state["magnitude"], state["pending"], state["ratios"]
+        self.min_step, self.max_step, self.blind_step = state["limits"]
+        self.rejected, self.over_tolerance = state["counts"]
+        self._set_order(min(self.order, len(self._times) - 1))
+        log = state["log"]
+        self.log = StepLog()
+        for t, h, norm, accepted in zip(log["time"].tolist(), log["step"].tolist(), log["error"].tolist(),
+                                        log["accepted"].tolist(), strict=True):
+            self.log.append(t, h, norm, accepted)
 
     def next_step(self, h: float, norm: float, accepted: bool) -> float:
         """The step to try after a step of *h* with error *norm* (PI control; no growth right after a rejection;

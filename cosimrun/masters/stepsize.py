@@ -9,6 +9,9 @@ therefore never drift or leave residual steps of a few ulp.
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from cosimrun.errors import ConfigError
 
@@ -67,3 +70,26 @@ class Clock:
     def grid_index(self, ticks: int) -> int:
         """Index ``k`` of the last grid point at or before *ticks*."""
         return ticks // self.resolution
+
+    # ------------------------------------------------------------------ checkpoints
+    def split(self, ticks: int) -> list[int]:
+        """*ticks* as ``[grid index, remainder]``: two 64-bit integers, however long the run (ticks may not fit one)."""
+        return list(divmod(ticks, self.resolution))
+
+    def join(self, parts: Any) -> int:
+        """The ticks of :meth:`split`'s ``[grid index, remainder]``."""
+        k, r = (int(v) for v in parts)
+        return k * self.resolution + r
+
+    def marks(self) -> dict[str, Any]:
+        """The exact times remembered for ticks (:meth:`mark`), as arrays: grid index, remainder, time."""
+        items = sorted(self._exact.items())
+        parts = [divmod(tick, self.resolution) for tick, _ in items]
+        return {"grid": np.array([k for k, _ in parts], dtype=np.int64),
+                "rest": np.array([r for _, r in parts], dtype=np.int64),
+                "time": np.array([t for _, t in items], dtype=np.float64)}
+
+    def restore_marks(self, marks: Any) -> None:
+        """Remember the exact times of :meth:`marks` (a checkpoint's) too."""
+        for k, r, t in zip(marks["grid"].tolist(), marks["rest"].tolist(), marks["time"].tolist(), strict=True):
+            self._exact.setdefault(k * self.resolution + r, t)

@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from cosimrun.checkpoint.schedule import checkpoint_settings, parse_reference
 from cosimrun.config.build import Experiment, build_experiment, recorded_ports
 from cosimrun.console import notice
 from cosimrun.core import crashsite
 from cosimrun.core.component import StopRequest
 from cosimrun.errors import (
+    ComponentStateError,
     ConfigError,
     LoopConvergenceError,
     MissingInitialValueError,
@@ -27,7 +29,9 @@ from cosimrun.errors import (
 from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
-from cosimrun.storage.hdf5 import write_run_summary
+from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
+from cosimrun.storage.hdf5 import partial_path, write_run_summary
+from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult, System
 
 Progress = Callable[[float], None]
@@ -64,7 +68,8 @@ class RunOutcome:
 
 def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Experiment:
     """Build and initialize the experiment (only build it for ``action=describe``), turning structural errors into
-    :class:`ConfigError`.
+    :class:`ConfigError`; with ``run.checkpoint`` every component must give its state, and ``run.restart``'s
+    checkpoint is read and restored (refused in one line when missing, damaged or of another system).
 
     Relative file paths of components (an FMU's or a table's ``path``) are
     resolved against *base_dir* when it is given (see :func:`relocate_paths`),
@@ -88,6 +93,12 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
     except ConfigError as exc:
         raise (exc.within("master") if exc.key else exc) from None
     exp.recorded = recorded_ports(exp.system, exp.storage.record)
+    if checkpoint_settings(exp.run.checkpoint).on:
+        try:
+            exp.system.check_checkpoints()
+        except ComponentStateError as exc:
+            raise ConfigError("run.checkpoint", str(exc)) from None
+    exp.parent = _parent(exp)
     return exp
 
 
@@ -142,6 +153,7 @@ def run_experiment(
     (``cosimrun simulate`` runs the default experiment unless told otherwise).
     """
     exp = experiment or prepare(cfg)
+    parent = exp.parent or _leftover(exp, Path(out_dir), config_yaml)
     if compare_default_experiment:
         differs = default_experiment_notice(exp)
         if differs is not None:
@@ -158,28 +170,73 @@ def run_experiment(
                 "tf": exp.run.tf,
                 "dt": exp.run.dt,
                 "master": exp.master.name,
+                **(parent.attrs if parent is not None else {}),
             },
             compression=exp.storage.compression,
             compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
         )
-        return _simulate(exp, writer, progress)
+        return _simulate(exp, writer, progress, parent)
 
 
-def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None) -> RunOutcome:
-    """Run *exp* into *writer* and close it (inside :func:`signals.shielded`; the simulation is interruptible)."""
+def _parent(exp: Experiment) -> Parent | None:
+    """The checkpoint ``run.restart`` (or ``run.start_from``, a fork with other parameters) names, read and
+    restored into the system (refused in one line before any file is written: missing, damaged, of another system
+    or settings, or a parameter that cannot change); ``None`` without one."""
+    fork = exp.run.start_from is not None
+    reference = exp.run.start_from if fork else exp.run.restart
+    if reference is None:
+        return None
+    key = "run.start_from" if fork else "run.restart"
+    path, at = parse_reference(reference, key)
+    parent = read_parent(path, at, key)
+    try:
+        exp.system.restore_state(parent.state, fork=fork)
+    except ConfigError as exc:
+        raise ConfigError(key, f"{parent.path}: {exc}") if exc.key is None else exc from None
+    return parent
+
+
+def _leftover(exp: Experiment, out_dir: Path, config_yaml: str) -> Parent | None:
+    """The last checkpoint of the unfinished results file (``.partial``) a killed run of this very config left in
+    *out_dir*, restored into the system: a run with ``run.checkpoint`` run again into its directory (a sweep's
+    resume reruns a killed job there) continues from it instead of starting again. ``None`` (a run from the
+    start) when there is none, or it is damaged or of another config (a notice says why)."""
+    if not config_yaml or not checkpoint_settings(exp.run.checkpoint).on:
+        return None
+    path = partial_path(out_dir / exp.storage.file)
+    if not path.is_file():
+        return None
+    try:
+        if results_attrs(path, ("config_yaml",)).get("config_yaml") != config_yaml:
+            return None
+        parent = read_parent(path, None)
+        exp.system.restore_state(parent.state)
+    except (OSError, ConfigError) as exc:
+        notice(f"the unfinished results file {path} is not continued, the run starts again: {exc}")
+        return None
+    notice(f"continuing the unfinished run of {path} from its checkpoint at t={parent.state.time:.12g}")
+    return parent
+
+
+def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None, parent: Parent | None = None
+              ) -> RunOutcome:
+    """Run *exp* into *writer* and close it (inside :func:`signals.shielded`; the simulation is interruptible);
+    a restart continues *parent*."""
     system = exp.system
     start = time.perf_counter()
     crashsite.begin(writer.path, system.components)  # for a crash in native code: where it was (removed at the end)
     try:
         with signals.interruptible():
-            recorder = Recorder(writer, flush_interval=exp.storage.flush_interval,
+            sink = writer if parent is None else ContinuingSink(writer, parent)
+            recorder = Recorder(sink, flush_interval=exp.storage.flush_interval,
                                 allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
             recorder.attach(system.components, exp.recorded)
             quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
             with quiet:
                 result = system.run(
                     exp.run.t0, exp.run.tf, exp.run.dt, master=exp.master, progress=_watching(progress),
-                    recorder=recorder,
+                    recorder=recorder, checkpoint=checkpoint_settings(exp.run.checkpoint),
+                    on_checkpoint=lambda state: write_checkpoint(writer, state),
                 )
             signals.check()
         write_run_summary(writer, result)

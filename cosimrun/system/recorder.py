@@ -237,6 +237,12 @@ class Recorder:
         """Whether :meth:`attach` selected the ports yet."""
         return self._layout is not None
 
+    def position(self) -> dict[str, Any]:
+        """How many samples of each recorded component and how many events the sink holds: where a checkpoint taken
+        after :meth:`flush` stands in the results."""
+        return {"samples": {name: self.sink.n_samples(name) for name, _ in self._layout or ()},
+                "events": self.sink.n_events()}
+
     def sample(self, t: float, micro: int = 0) -> None:
         """Read every selected port as the sample at ``(t, micro)``."""
         n = self._n

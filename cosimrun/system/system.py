@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cosimrun.checkpoint.form import StateFormError, pack
+from cosimrun.checkpoint.schedule import Checkpointer, CheckpointSettings
+from cosimrun.checkpoint.state import FORMAT, SystemState, build_state, fingerprint, first_difference
 from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.events import DenseTime, Event
 from cosimrun.core.history import SystemHistory
@@ -16,6 +19,7 @@ from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import IDENTITY
 from cosimrun.errors import (
     ComponentContractError,
+    ComponentStateError,
     ConfigError,
     DuplicateNameError,
     IncompatibleUnitsError,
@@ -73,9 +77,12 @@ class MasterRunProtocol(Protocol):
         ...
 
     def run(
-        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None
+        self, t0: float, tf: float, dt: float, recorder: Recorder, progress: Callable[[float], None] | None = None,
+        *, resume: Callable[[Any], int] | None = None, checkpoints: Callable[[Any, int, bool], None] | None = None,
     ) -> RunReport:
-        """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples."""
+        """Advance the system from *t0* to *tf*, telling *recorder* the accepted samples; *resume* restores a
+        checkpoint before the first step, *checkpoints* is called after each accepted step (see
+        ``cosimrun.masters.MasterRun.run``)."""
         ...
 
 
@@ -132,6 +139,8 @@ class RunResult:
     fixed steps."""
     stopped: StopRequest | None = None
     """Set when a component asked to end the run: the run then ended normally at that instant."""
+    checkpoints: list[SystemState] = field(default_factory=list)
+    """The states saved under ``checkpoint`` when no ``on_checkpoint`` took them (see :meth:`System.run`)."""
 
 
 class System:
@@ -153,6 +162,10 @@ class System:
         self.master_run: MasterRunProtocol | None = None
         """The run object of the latest ``initialize`` (and ``run``): its ``stats`` are what the run did so far,
         also after a failure."""
+        self._resume: SystemState | None = None
+        """A state :meth:`restore_state` was given, which the next :meth:`run` continues from."""
+        self._changed: list[str] = []
+        """The parameters that differ from :attr:`_resume`'s (a fork's, see :meth:`restore_state`)."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -361,6 +374,9 @@ class System:
         master: MasterAlgorithm,
         progress: Callable[[float], None] | None = None,
         recorder: Recorder | None = None,
+        *,
+        checkpoint: CheckpointSettings | None = None,
+        on_checkpoint: Callable[[SystemState], Any] | None = None,
     ) -> RunResult:
         """Simulate from *t0* to *tf* with macro step *dt* under *master* and return what was recorded.
 
@@ -371,8 +387,15 @@ class System:
         default they go to a :class:`MemorySink` on the components'
         histories, returned as ``RunResult.history``. *progress*, when given, is called with the
         current time now and then.
+
+        With *checkpoint* on, the state (:meth:`save_state`) is saved at the communication points it asks for
+        and at the end, each handed to *on_checkpoint* (else kept in ``RunResult.checkpoints``); a component
+        that cannot give its state is refused before the run starts. After :meth:`restore_state` the run
+        continues from the restored state instead of starting at *t0*: *t0*, *dt* and *master* must be the
+        state's, and the samples start after the state's instant.
         """
         start = _time.perf_counter()
+        resume_state, self._resume = self._resume, None
         prepared, self._prepared = self._prepared, None
         if not (self._initialized and prepared is not None and prepared[0] == t0 and prepared[1] is master):
             for comp in self.components.values():
@@ -385,7 +408,20 @@ class System:
         if not recorder.attached:
             recorder.attach(self.components)
         assert self.master_run is not None
-        report = self.master_run.run(t0, tf, dt, recorder, progress=progress)
+        saved: list[SystemState] = []
+        checkpoints = None
+        if checkpoint is not None and checkpoint.on:
+            self.check_checkpoints()
+            print_ = self.fingerprint(master)  # once per run: the structure and settings do not change in it
+            checkpoints = Checkpointer(checkpoint, lambda run, tick: self._state_at(run, tick, print_),
+                                       on_checkpoint or saved.append, t0, dt,
+                                       None if resume_state is None else resume_state.time)
+        resume = None
+        if resume_state is not None:
+            self._check_state(resume_state, master, t0, dt, fork=bool(self._changed))
+            resume = self._resumer(resume_state)
+        report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,
+                                     checkpoints=checkpoints)
         return RunResult(
             system=self.name,
             history=self.history,
@@ -400,7 +436,131 @@ class System:
             coupling_errors=sorted(report.coupling_errors, key=lambda e: -e.relative),
             steps=report.step_log.columns() if report.step_log is not None else None,
             stopped=report.stopped,
+            checkpoints=saved,
         )
+
+    # ------------------------------------------------------------------ checkpoints
+    def fingerprint(self, master: MasterAlgorithm | None = None) -> str:
+        """The structure and settings a saved state belongs to (see :func:`cosimrun.checkpoint.fingerprint`), under
+        *master* (by default the one the system was initialized for)."""
+        if master is None:
+            if self.master_run is None:
+                raise ConfigError(None, "the fingerprint needs a master: initialize(t0, master) first")
+            master = self.master_run.master  # type: ignore[attr-defined]
+        settings = master.settings() if hasattr(master, "settings") else {}
+        return fingerprint(self.components, self.connections, self.event_connections, self.initial_values,
+                           master.name, settings)
+
+    def save_state(self) -> SystemState:
+        """The state of the whole system where its last run ended (see :mod:`cosimrun.checkpoint.state`).
+
+        To save states during a run, give :meth:`run` a ``checkpoint``. A component that cannot give its state is
+        refused in one line (:class:`~cosimrun.errors.ComponentStateError`).
+        """
+        run = self.master_run
+        if run is None or getattr(run, "tick", None) is None:
+            raise ComponentStateError("save_state needs a system whose run completed (or run(checkpoint=...) to save "
+                                      "states during a run)")
+        self.check_checkpoints()
+        return self._state_at(run, run.tick)  # type: ignore[arg-type, attr-defined]
+
+    def restore_state(self, state: SystemState, *, fork: bool = False) -> list[str]:
+        """Restore *state* (:meth:`save_state`'s, or a checkpoint's): the next :meth:`run` continues from it.
+
+        The system must be built as the one the state was taken from and initialized for the same master
+        (``initialize(t0, master)``); a state of another system or settings is refused in one line naming the
+        first difference (:class:`~cosimrun.errors.ConfigError`). The components take the state when the run has
+        set itself up as at *t0* (the master may probe the components there), before its first step.
+
+        With *fork*, parameters may differ from the state's where the component allows it
+        (:meth:`~cosimrun.core.component.CoSimComponent.fixed_after_start`): the run goes on from the state
+        with the new values (a tunable FMU parameter is set into the restored FMU); one that cannot change is
+        refused in one line. Returns the parameters that differ (``component.parameter``).
+        """
+        if self.master_run is None or self._prepared is None:
+            raise ConfigError(None, "restore_state needs an initialized system: call initialize(t0, master) first")
+        t0, master = self._prepared
+        changed = self._check_state(state, master, t0, state.run_settings[1], fork=fork)
+        self._resume = state
+        self._changed = changed
+        return changed
+
+    def check_checkpoints(self) -> None:
+        """Refuse, in one line, a component that cannot give its state (:class:`ComponentStateError`), before
+        anything runs or is saved."""
+        for name, comp in self.components.items():
+            if not comp.can_checkpoint:
+                raise ComponentStateError(comp._no_checkpoint(), component=name)
+            try:
+                for key, value in comp.checkpoint_state().items():
+                    pack(value, key, {})
+            except StateFormError as exc:
+                raise ComponentStateError(f"component {name!r} ({type(comp).__name__}) cannot be checkpointed: part "
+                                          f"of its state is no plain value ({exc})", component=name) from None
+
+    def _state_at(self, run: Any, tick: int, print_: str | None = None) -> SystemState:
+        """The state of the system and *run* at its accepted *tick* (*print_*: the fingerprint, if known)."""
+        clock = run.clock
+        print_ = self.fingerprint(run.master) if print_ is None else print_
+        return build_state(clock.time(tick), clock.t0, clock.dt, print_, self.components, run.save_state(tick),
+                           run.recorder.position())
+
+    def _check_state(self, state: SystemState, master: MasterAlgorithm, t0: float, dt: float, *,
+                     fork: bool = False) -> list[str]:
+        """Refuse a state of another system, master settings or run (one line naming the first difference); with
+        *fork*, parameters may differ where their component allows it. The parameters that differ."""
+        if state.entries.get("format") != FORMAT:
+            raise ConfigError(None, f"not a cosimrun state (format {state.entries.get('format')!r}, expected "
+                                    f"{FORMAT!r})")
+        ours, theirs = self.fingerprint(master), state.fingerprint
+        changed: list[str] = []
+        if fork:
+            ours, mine = _split_parameters(ours)
+            theirs, saved = _split_parameters(theirs)
+            changed = [key for key, value in mine.items() if saved.get(key, value) != value]
+            for key in changed:
+                path, _, name = key.partition(".")
+                reason = self._component_at(path).fixed_after_start(name)
+                if reason is not None:
+                    raise ConfigError(None, f"parameter {key} cannot change from the checkpoint's {saved[key]} to "
+                                            f"{mine[key]}: {reason}")
+        difference = first_difference(ours, theirs)
+        if difference is not None:
+            raise ConfigError(None, f"the checkpoint belongs to another system or settings: {difference}")
+        saved_t0, saved_dt = state.run_settings
+        if t0 != saved_t0:
+            raise ConfigError("run.t0", f"{t0!r} differs from the checkpoint's run.t0={saved_t0!r}")
+        if dt != saved_dt:
+            raise ConfigError("run.dt", f"{dt!r} differs from the checkpoint's run.dt={saved_dt!r}")
+        return changed
+
+    def _component_at(self, path: str) -> CoSimComponent:
+        """The component (or model of a multi-model component, ``name/mode``) at a fingerprint's *path*."""
+        name, *modes = path.split("/")
+        comp = self.components[name]
+        for mode in modes:
+            comp = comp.models[mode]  # type: ignore[attr-defined]
+        return comp
+
+    def _restore_components(self, state: SystemState, changed: list[str] | None = None) -> None:
+        """The components back to *state*; the *changed* parameters (a fork's) set again where the state holds
+        them (a tunable FMU parameter lives in the FMU state)."""
+        for name, comp in self.components.items():
+            comp.restore_checkpoint(state.component(name))
+        for key in changed or ():
+            path, _, parameter = key.partition(".")
+            comp = self._component_at(path)
+            comp.set_parameters(**{parameter: comp.parameters[parameter]})
+
+    def _resumer(self, state: SystemState) -> Callable[[Any], int]:
+        """What the master run calls once set up: the components and the run back to *state*; the tick."""
+        changed = self._changed
+
+        def resume(run: Any) -> int:
+            self._restore_components(state, changed)
+            return run.restore_state(state.master())
+
+        return resume
 
     def check_run(self, t0: float, tf: float, dt: float) -> None:
         """Refuse, before it starts, a run from *t0* to *tf* by *dt* that the master this system was initialized
@@ -469,6 +629,18 @@ class System:
         for i, level in enumerate(analysis.levels):
             lines.append(f"  {i}: {', '.join(level)}")
         return "\n".join(lines)
+
+
+def _split_parameters(print_: str) -> tuple[str, dict[str, str]]:
+    """A fingerprint without its parameter lines, and those as ``{component.parameter: value}``."""
+    rest, parameters = [], {}
+    for line in print_.split("\n"):
+        if line.startswith("parameter "):
+            key, _, value = line[len("parameter "):].partition(" = ")
+            parameters[key] = value
+        else:
+            rest.append(line)
+    return "\n".join(rest), parameters
 
 
 def _unknown_in(conn: Connection, kind: str, name: str, known: Iterable[str], where: str) -> InvalidConnectionError:

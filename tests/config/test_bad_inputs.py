@@ -163,7 +163,8 @@ CLI_CASES = [
      "did you mean 'q'? (known: omega, q)", True),
     ("file-params-scalar", ["+experiment=scalarparams"], "components.g.params: 3 is not a mapping", False),
     ("file-run-key", ["+experiment=runkey"],
-     "run.tff: unknown key 'tff' in run; did you mean 'tf'? (known: dt, t0, tf) (in cfg/experiment/runkey.yaml)",
+     "run.tff: unknown key 'tff' in run; did you mean 'tf'? (known: checkpoint, dt, restart, start_from, t0, tf) "
+     "(in cfg/experiment/runkey.yaml)",
      True),
     ("file-component-key", ["+experiment=compkey"], "components.g.foo: unknown key 'foo' in components.g", False),
     ("file-top-key", ["+experiment=topkey"],

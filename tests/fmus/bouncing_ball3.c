@@ -273,4 +273,26 @@ fmi3Status fmi3FreeFMUState(fmi3Instance i, fmi3FMUState *state) {
     *state = NULL;
     return fmi3OK;
 }
+fmi3Status fmi3SerializedFMUStateSize(fmi3Instance i, fmi3FMUState state, size_t *size) {
+    (void)i; (void)state;
+    if (!CAN_GET_SET_STATE) return fmi3Error;
+    *size = sizeof(State);
+    return fmi3OK;
+}
+fmi3Status fmi3SerializeFMUState(fmi3Instance i, fmi3FMUState state, fmi3Byte bytes[], size_t size) {
+    (void)i;
+    if (!CAN_GET_SET_STATE || !state || size != sizeof(State)) return fmi3Error;
+    memcpy(bytes, state, sizeof(State));
+    return fmi3OK;
+}
+fmi3Status fmi3DeserializeFMUState(fmi3Instance i, const fmi3Byte bytes[], size_t size, fmi3FMUState *state) {
+    (void)i;
+    if (!CAN_GET_SET_STATE || size != sizeof(State)) return fmi3Error;
+    State *copy = *state ? (State *)*state : malloc(sizeof(State));
+    if (!copy) return fmi3Error;
+    memcpy(copy, bytes, sizeof(State));
+    *state = copy;
+    return fmi3OK;
+}
+#define SERIALIZES_FMU_STATE 1
 #include "cosimrun_fmi3_unused.h" /* inlined by tests/fmus/builders.py */

@@ -1,7 +1,8 @@
 /* cosimrun_fmi3_unused.h - stubs, returning fmi3Error, of the FMI 3.0 functions no co-simulation test model
  * uses (Binary and Clock variables, FMU-state serialization, dependencies and directional derivatives,
  * configuration mode, clock intervals and shifts, model exchange's continuous-time functions, output
- * derivatives, model partitions): FMPy binds every FMI 3.0 function. Inlined into the including source by
+ * derivatives, model partitions): FMPy binds every FMI 3.0 function. A model that serializes its FMU state
+ * defines SERIALIZES_FMU_STATE and those three functions itself. Inlined into the including source by
  * tests/fmus/builders.py.
  */
 #include "fmi3Functions.h"
@@ -20,6 +21,7 @@ fmi3Status fmi3GetClock(fmi3Instance i, const fmi3ValueReference vr[], size_t nv
 fmi3Status fmi3SetClock(fmi3Instance i, const fmi3ValueReference vr[], size_t nvr, const fmi3Clock values[]) {
     (void)i; (void)vr; (void)nvr; (void)values; return fmi3Error;
 }
+#ifndef SERIALIZES_FMU_STATE
 fmi3Status fmi3SerializedFMUStateSize(fmi3Instance i, fmi3FMUState st, size_t *size) {
     (void)i; (void)st; (void)size; return fmi3Error;
 }
@@ -29,6 +31,7 @@ fmi3Status fmi3SerializeFMUState(fmi3Instance i, fmi3FMUState st, fmi3Byte b[], 
 fmi3Status fmi3DeserializeFMUState(fmi3Instance i, const fmi3Byte b[], size_t size, fmi3FMUState *st) {
     (void)i; (void)b; (void)size; (void)st; return fmi3Error;
 }
+#endif
 fmi3Status fmi3GetNumberOfVariableDependencies(fmi3Instance i, fmi3ValueReference vr, size_t *n) {
     (void)i; (void)vr; (void)n; return fmi3Error;
 }

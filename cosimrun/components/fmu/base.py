@@ -25,7 +25,7 @@ from cosimrun.components.fmu.build import resolve_example
 from cosimrun.core.component import CoSimComponent, check_state_names
 from cosimrun.core.ports import PortState
 from cosimrun.core.units import Q_
-from cosimrun.errors import ConfigError, FMUError, UnknownNameError
+from cosimrun.errors import ComponentStateError, ConfigError, FMUError, UnknownNameError
 from cosimrun.fmi.description import read_fmu
 from cosimrun.fmi.fmi2 import Instance
 from cosimrun.fmi.instance import FMUInstance, choose_interface
@@ -383,6 +383,74 @@ class FMUBase(CoSimComponent):
         if self.fmu is None:
             raise ConfigError(None, f"{self._where()}: not a snapshot of an FMU component: {snapshot!r}")
         self.t = self.fmu.restore(snapshot, t)
+
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def can_checkpoint(self) -> bool:
+        """Whether the FMU's state can be saved: a co-simulation FMU that can get and serialize it
+        (``canGetAndSetFMUstate`` and ``canSerializeFMUstate``)."""
+        fmu = self.fmu
+        return (fmu is not None and fmu.interface.kind == "cs" and fmu.interface.can_rollback
+                and fmu.interface.can_serialize)
+
+    def fixed_after_start(self, name: str) -> str | None:
+        """Only tunable FMU parameters take another value in a forked run (set into the restored FMU state)."""
+        if name in OWN_DEFAULTS:
+            return "it is a setting of the FMU component, fixed once it started"
+        var = self.fmu.model.variables.get(name) if self.fmu is not None else None
+        if var is not None and var.variability != "tunable":
+            return f"it is a {var.variability} FMU parameter (only tunable ones can change after the start)"
+        return None
+
+    def _no_checkpoint(self) -> str:
+        interface = self.fmu.interface if self.fmu is not None else None
+        if interface is not None and interface.kind != "cs":
+            why = "a model-exchange FMU's state is not checkpointed (run it as co-simulation)"
+        elif interface is not None and not interface.can_rollback:
+            why = "its FMU cannot get its state (canGetAndSetFMUstate is false)"
+        else:
+            why = "its FMU cannot serialize its state (canSerializeFMUstate is false)"
+        return f"{self._where()} cannot be checkpointed: {why}"
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Time, ports and the FMU state as bytes (``fmi2GetFMUstate`` then ``fmi2SerializeFMUstate``; the FMI 3
+        functions for an FMI 3 FMU)."""
+        if not self.can_checkpoint:
+            raise ComponentStateError(self._no_checkpoint(), component=self.name)
+        snapshot = self.snapshot_state()
+        try:
+            data = snapshot.instance.serialize(snapshot.state)
+        except FMUError as exc:
+            raise FMUError(f"{self._where()}: {exc} at t={self.t:.12g}", component=self.name, time=self.t) from None
+        state = self._ports_checkpoint()
+        state["fmu_state"] = np.frombuffer(data, dtype=np.uint8).copy()
+        return state
+
+    def restore_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Return to *state*: the FMU state deserialized and set (``fmi2DeSerializeFMUstate``,
+        ``fmi2SetFMUstate``), then time and ports."""
+        if not self.can_checkpoint:
+            raise ComponentStateError(self._no_checkpoint(), component=self.name)
+        fmu = self.fmu
+        assert fmu is not None
+        inst = fmu.handle
+        if inst is None:
+            raise ComponentStateError(f"{self._where()}: call initialize(t0) before restoring a checkpoint",
+                                      component=self.name)
+        data = np.asarray(state["fmu_state"], dtype=np.uint8).tobytes()
+        try:
+            handle = inst.deserialize(data)
+        except FMUError as exc:
+            raise FMUError(f"{self._where()}: {exc}", component=self.name) from None
+        try:
+            fname = "fmi3SetFMUState" if fmu.fmi3 else "fmi2SetFMUstate"
+            status = inst.f[fname](inst.c, handle)
+            if status > 1:
+                raise FMUError(f"{self._where()}: {fname} returned {status} restoring a checkpoint",
+                               component=self.name)
+        finally:
+            inst.free_state(handle)
+        self._restore_ports_checkpoint(state)
 
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:

@@ -493,6 +493,25 @@ class ContinuousComponent(CoSimComponent):
         self._integrator.memory = snapshot.memory
         self._restore_extra(snapshot.extra)
 
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Time, ports, the state vector, the integrator's memory and the subclass's extras (its
+        :meth:`_snapshot_extra`), as plain values."""
+        state = self._ports_checkpoint()
+        state.update(x=self._x.copy(), memory=self._integrator.memory, extra=self._snapshot_extra())
+        return state
+
+    def restore_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Return to *state* (see :meth:`checkpoint_state`)."""
+        x = np.asarray(state["x"], dtype=float)
+        if x.shape != self._x.shape:
+            raise ValueError(f"component {self.name!r}: checkpoint has {x.shape[0]} states, "
+                             f"component has {self._x.shape[0]}")
+        self._restore_ports_checkpoint(state)
+        np.copyto(self._x, x)
+        self._integrator.memory = state["memory"]
+        self._restore_extra(state["extra"])
+
     # ------------------------------------------------------------------ physical state
     def get_state(self) -> dict[str, Any]:
         """``{state: {'value': float, 'unit': str | None}}`` in declaration order."""
