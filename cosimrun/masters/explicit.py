@@ -325,6 +325,7 @@ class ExplicitRun(MasterRun):
 
     def restore_state(self, state: dict[str, Any]) -> int:
         tick = super().restore_state(state)
+        self._start_up = self._start_up and tick == 0  # the first step was taken before the checkpoint
         self.extrapolation.restore_state(state["extrapolation"])
         if self.control is not None:
             self.control.restore_state(state["control"])
