@@ -245,12 +245,24 @@ def warm_up(release_frozen: bool = False) -> None:
     """
     import gc
 
+    from cosimrun.fmi.instance import drop_kept_instances
+
     register_resolver()
     _load_for_jobs()
     if release_frozen:
+        drop_kept_instances()  # another sweep's
         gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def keep_workers_fmus() -> None:
+    """Keep FMU instances between the jobs of this worker process: the next job of an FMU resets the instance the
+    last one ended with instead of extracting, loading and instantiating it again (see
+    :func:`~cosimrun.fmi.instance.keep_instances`; a job that does not complete drops them, :func:`run_hydra_job`)."""
+    from cosimrun.fmi.instance import keep_instances
+
+    keep_instances()
 
 
 def worker_state(callbacks: JobCallbacks) -> bytes:
@@ -300,6 +312,8 @@ def run_hydra_job(
                 Singleton.set_state(singletons)
                 warm_up(release_frozen=_installed_state is not None)
                 _installed_state = state_token
+                if _worker_address():
+                    keep_workers_fmus()
             assert _callbacks is not None
             setup_globals()
             with managed_job():
@@ -316,6 +330,10 @@ def run_hydra_job(
             value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
         if not isinstance(value, JobOutcome):  # a task function that is not cosimrun's: keep its value
             value = JobOutcome(payload.num, "complete", payload.overrides, summaries={"return_value": value})
+        if value.status != "complete":  # no FMU instance a job failed in runs the next one
+            from cosimrun.fmi.instance import drop_kept_instances
+
+            drop_kept_instances()
         value.job_time_s = time.perf_counter() - start
         value.attempts = attempt
         value.worker = _worker_address()
