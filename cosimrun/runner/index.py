@@ -2,7 +2,7 @@
 
 The driver (:mod:`cosimrun.runner.ledger`) keeps an index in the sweep
 directory, ``index.h5``, written whole (atomically) when a sweep starts and
-ends, the rows entered in between added as parts (:func:`write_index_rows`,
+ends, the rows entered in between appended to its row store (:func:`write_index_rows`,
 see :mod:`cosimrun.storage.sweep_index`), laid out netCDF-style like a
 results file::
 
@@ -39,14 +39,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
+from cosimrun.runner.outcome import ROW_FIELDS, SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import (
     SweepIndex,
+    append_index_rows,
     read_index_parts,
     read_sweep_index,
     sweep_index_table,
-    write_index_part,
     write_sweep_index,
 )
 
@@ -171,11 +171,16 @@ def _columns(rows: Sequence[JobOutcome], root: Path) -> tuple[dict[str, list[Any
     return columns, param_columns, summary_columns
 
 
-def write_index_rows(path: str | os.PathLike[str], generation: str, seq: int, outcomes: Iterable[JobOutcome]) -> None:
-    """Add *outcomes* to the index *path* written with *generation*, as its part *seq* (a few new rows cost
-    what they are, not what the index is)."""
-    rows = [outcome_row(o) for o in outcomes]
-    write_index_part(path, generation, seq, rows)
+ROW_SCHEMA = {name: {"num": "int", "attempts": "int", "wall_time_s": "float", "job_time_s": "float",
+                     "coupling_error_max": "float", "reused": "bool", "overrides": "json", "summaries": "json"}
+              .get(name, "text") for name in ROW_FIELDS}
+"""How the row store of a running sweep's index keeps each field of an outcome."""
+
+
+def write_index_rows(path: str | os.PathLike[str], generation: str, outcomes: Iterable[JobOutcome]) -> None:
+    """Append *outcomes* to the row store of the index *path* written with *generation* (a few new rows cost what
+    they are, not what the index is)."""
+    append_index_rows(path, generation, ROW_SCHEMA, [outcome_row(o) for o in outcomes])
 
 
 def read_index(path: str | os.PathLike[str]) -> SweepIndex:
