@@ -177,10 +177,10 @@ ROW_SCHEMA = {name: {"num": "int", "attempts": "int", "wall_time_s": "float", "j
 """How the row store of a running sweep's index keeps each field of an outcome."""
 
 
-def write_index_rows(path: str | os.PathLike[str], generation: str, outcomes: Iterable[JobOutcome]) -> None:
-    """Append *outcomes* to the row store of the index *path* written with *generation* (a few new rows cost what
-    they are, not what the index is)."""
-    append_index_rows(path, generation, ROW_SCHEMA, [outcome_row(o) for o in outcomes])
+def write_index_rows(path: str | os.PathLike[str], generation: str, seq: int, outcomes: Iterable[JobOutcome]) -> None:
+    """Append *outcomes* to the row store of the index *path* written with *generation*, as its append number *seq*
+    (0 makes the store; a few new rows cost what they are, not what the index is)."""
+    append_index_rows(path, generation, seq, ROW_SCHEMA, [outcome_row(o) for o in outcomes])
 
 
 def read_index(path: str | os.PathLike[str]) -> SweepIndex:

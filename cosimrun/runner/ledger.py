@@ -58,6 +58,8 @@ class SweepLedger:
         """The generation of the index file written whole first; "" until then, and after :meth:`close`."""
         self._changed: set[int] = set()
         """Jobs entered since the last write."""
+        self._appends = 0
+        """Appends to the index's row store in this generation."""
 
     def add_pending(self, num: int, overrides: Sequence[str]) -> None:
         """Enter a job as submitted, not finished yet."""
@@ -109,11 +111,12 @@ class SweepLedger:
                 generation = uuid.uuid4().hex
                 write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
                 remove_index_parts(self.index_path)  # an earlier launch's, of another generation
-                self._generation = generation
+                self._generation, self._appends = generation, 0
                 changed = self.outcomes.values()  # the store's first rows are all: readers take rows from it
             else:
                 changed = [self.outcomes[num] for num in sorted(self._changed)]
-            write_index_rows(self.index_path, self._generation, changed)
+            write_index_rows(self.index_path, self._generation, self._appends, changed)
+            self._appends += 1
             self._changed.clear()
         end = time.monotonic()
         self._next_write = end + max(self.min_interval, (end - start) / self.write_share)

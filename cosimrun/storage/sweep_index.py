@@ -209,10 +209,6 @@ def parts_dir(path: str | os.PathLike[str]) -> Path:
     return Path(path).with_name(PARTS_DIR)
 
 
-def _part_name(generation: str, seq: int, level: int) -> str:
-    return f"{generation}-{seq:09d}-{level}{PART_SUFFIX}"
-
-
 def _parts(path: str | os.PathLike[str], generation: str) -> list[tuple[int, int, Path]]:
     """``(seq, level, file)`` of the parts of *generation*, oldest first (a merged part after what it merged)."""
     folder = parts_dir(path)
@@ -240,17 +236,19 @@ def rows_file(path: str | os.PathLike[str], generation: str) -> Path:
 
 
 def append_index_rows(
-    path: str | os.PathLike[str], generation: str, schema: Mapping[str, str], rows: Sequence[Mapping[str, Any]]
+    path: str | os.PathLike[str], generation: str, seq: int, schema: Mapping[str, str],
+    rows: Sequence[Mapping[str, Any]],
 ) -> Path:
     """Append *rows* (mappings with the fields of *schema*, ``{field: kind}`` of :data:`ROW_KINDS`, among them an
     int ``num``; a later row replaces an earlier one of that ``num``) to the row store of *generation* of the sweep
-    index *path*, made on first use. The rows count once written whole (see the module)."""
+    index *path* as its append number *seq*: the first (0) makes the store anew. The rows count once written whole
+    (see the module)."""
     if set(schema.values()) - set(ROW_KINDS) or schema.get("num") != "int":
         raise ValueError(f"a row store needs an int field 'num' and fields of the kinds {ROW_KINDS}: {dict(schema)}")
     file = rows_file(path, generation)
     file.parent.mkdir(exist_ok=True)
-    with h5py.File(file, "a", libver="latest", locking=False) as f:
-        if "count" not in f:
+    with h5py.File(file, "w" if seq == 0 else "a", libver="latest", locking=False) as f:
+        if seq == 0:
             _create_store(f, generation, schema)
         f.swmr_mode = True
         stored = json.loads(_text(f.attrs["schema"]))

@@ -59,7 +59,7 @@ def test_rows_are_appended_to_typed_columns_and_a_later_row_of_a_job_replaces_it
 def test_the_store_refuses_a_schema_without_an_int_num(tmp_path: Path) -> None:
     for schema in ({"num": "text"}, {"status": "text"}, {"num": "int", "x": "complex"}):
         try:
-            append_index_rows(tmp_path / INDEX_FILE, "g", schema, [{"num": 1}])
+            append_index_rows(tmp_path / INDEX_FILE, "g", 0, schema, [{"num": 1}])
         except ValueError as exc:
             assert "an int field 'num'" in str(exc)
         else:
