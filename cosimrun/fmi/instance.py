@@ -476,6 +476,8 @@ class _Kept:
 
 _KEPT: dict[tuple[str, str, str], _Kept] = {}
 _keeping = False
+_dropped_at_exit = False
+"""Whether :func:`drop_kept_instances` runs at the exit of this process (registered once)."""
 
 
 def _kept_key(model: FMUModel, interface: FMUInterface, name: str) -> tuple[str, str, str]:
@@ -502,9 +504,10 @@ def keep_instances(enabled: bool = True) -> None:
     after instantiation); what the last run set and the next leaves alone is set back to its start value as well.
     The caller drops the kept instances (:func:`drop_kept_instances`) after a run that did not complete.
     """
-    global _keeping
-    if enabled and not _keeping:
+    global _keeping, _dropped_at_exit
+    if enabled and not _dropped_at_exit:
         atexit.register(drop_kept_instances, finalizing=True)
+        _dropped_at_exit = True
     elif not enabled:
         drop_kept_instances()
     _keeping = enabled

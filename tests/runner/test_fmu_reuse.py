@@ -129,6 +129,27 @@ def test_other_instantiation_settings_or_a_private_copy_get_a_fresh_instance(fmu
     assert not instance._KEPT
 
 
+@pytest.mark.parametrize("fmi3", [False, True], ids=["fmi2", "fmi3"])
+def test_a_model_exchange_fmu_is_reset_and_reused_with_the_results_of_a_fresh_instance(fmu_dir: Path,
+                                                                                      fmi3: bool) -> None:
+    """``x' = a x + b u`` with a time event at ``t_jump`` (``x += jump``): fixed parameters set by one run and left
+    to their defaults by the next."""
+    from cosimrun.components.fmu.me import ModelExchangeFMU
+
+    path = builders.me_linear(fmu_dir, fmi3=fmi3)
+    runs = ({"a": -2.0, "t_jump": 0.05, "jump": 0.5}, {})
+    fresh = [_run(fmu("lin", path, ModelExchangeFMU, **params), {"u": 1.0}, 20, 0.01) for params in runs]
+    keep_instances()
+    try:
+        before = _counts()
+        warm = [_run(fmu("lin", path, ModelExchangeFMU, **params), {"u": 1.0}, 20, 0.01) for params in runs]
+        assert _since(before) == (2, 1, 0)
+    finally:
+        keep_instances(False)
+    assert warm == fresh
+    assert fresh[0][-1]["jumps"] == 1 and fresh[1][-1]["jumps"] == 0  # the second run has no event of the first
+
+
 # ------------------------------------------------------------------ sweep jobs on a warm worker
 def _spec(sweep_dir: Path, job: list[str], num: int) -> compose.JobSpec:
     ctx, master = sweep_context([*job, f"hydra.sweep.dir={sweep_dir}"])
