@@ -105,9 +105,10 @@ class SweepLedger:
         if not self._dirty or not self.outcomes:
             return
         start = time.monotonic()
+        first = not self._generation
         with signals.shielded():  # not half-written by an interrupt (raised once it is written)
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            if not self._generation:
+            if first:
                 generation = uuid.uuid4().hex
                 write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
                 remove_index_parts(self.index_path)  # an earlier launch's, of another generation
@@ -119,7 +120,8 @@ class SweepLedger:
             self._appends += 1
             self._changed.clear()
         end = time.monotonic()
-        self._next_write = end + max(self.min_interval, (end - start) / self.write_share)
+        spent = 0.0 if first else end - start  # the whole file, written once, does not put off the appends after it
+        self._next_write = end + max(self.min_interval, spent / self.write_share)
         self._dirty = False
 
     def close(self) -> None:

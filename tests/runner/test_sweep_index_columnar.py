@@ -156,3 +156,39 @@ def test_a_generation_without_rows_yet_reads_as_the_file_was_written(tmp_path: P
     df = load_sweep(tmp_path)
     assert list(df["status"]) == ["pending"] * 3 and list(df["a.k"]) == [0, 1, 2]
     assert set(ROW_SCHEMA) >= {"num", "status", "summaries", "overrides"}
+
+
+def test_the_whole_first_write_of_a_large_index_does_not_put_off_the_appends_after_it(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """On the ledger's clock (a fake one): the first write (the whole file of 10^4 pending jobs and all its rows)
+    takes 20 s; the next append still comes min_interval after it, and appends of 10 ms each keep a tenth of the
+    time apart from then on."""
+    from types import SimpleNamespace
+
+    from cosimrun.runner import ledger as ledger_module
+
+    now = [100.0]
+    appends: list[tuple[float, int]] = []
+
+    def whole(*args: object, **kwargs: object) -> None:
+        now[0] += 15.0
+
+    def append(path: object, generation: str, seq: int, outcomes: object) -> None:
+        rows = list(outcomes)  # type: ignore[call-overload]
+        appends.append((now[0], len(rows)))
+        now[0] += 5.0 if seq == 0 else 0.01
+
+    monkeypatch.setattr(ledger_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(ledger_module, "write_index", whole)
+    monkeypatch.setattr(ledger_module, "write_index_rows", append)
+    ledger = SweepLedger(tmp_path, min_interval=0.5)
+    for num in range(10_000):
+        ledger.add_pending(num, [f"a.k={num}"])
+    num = 0
+    while now[0] < 122.0:  # a job finishes every 10 ms
+        ledger.enter(JobOutcome(num, "complete", [f"a.k={num}"], job_time_s=0.01))
+        num += 1
+        now[0] += 0.01
+    assert appends[0] == (115.0, 10_000)
+    assert appends[1][0] - 120.0 <= 0.5 + 0.011  # min_interval after the first write's end, not 200 s
+    assert len(appends) >= 4 and all(0.5 <= b[0] - a[0] - 0.01 <= 0.52 for a, b in zip(appends[1:], appends[2:], strict=False))
