@@ -192,4 +192,4 @@ def test_the_whole_first_write_of_a_large_index_does_not_put_off_the_appends_aft
     assert appends[0] == (115.0, 10_000)
     assert appends[1][0] - 120.0 <= 0.5 + 0.011  # min_interval after the first write's end, not 200 s
     gaps = [b[0] - a[0] - 0.01 for a, b in zip(appends[1:], appends[2:], strict=False)]
-    assert len(gaps) >= 3 and all(0.5 <= gap <= 0.52 for gap in gaps)
+    assert len(gaps) >= 2 and all(0.5 <= gap <= 0.52 for gap in gaps)
