@@ -176,6 +176,7 @@ def _fresh(spec: compose.JobSpec) -> Any:
 JOBS = [[f"{LENGTH}=0.8"], [f"{LENGTH}=1.2", f"{START_Q}=0.7"], [], [f"{LENGTH}=0.8"]]
 
 
+@pytest.mark.slow
 def test_warm_worker_jobs_of_an_fmu_experiment_equal_one_job_per_process_bit_for_bit(tmp_path: Path) -> None:
     """Four jobs on one worker process: the FMU is instantiated once and reset three times; every results file
     holds the same numbers as the job run alone."""
@@ -203,6 +204,7 @@ def test_warm_worker_jobs_of_an_fmu_experiment_equal_one_job_per_process_bit_for
     assert finals[0] == finals[3] and len({finals[0], finals[1], finals[2]}) == 3
 
 
+@pytest.mark.slow
 def test_the_instance_a_job_failed_in_is_not_reused(tmp_path: Path) -> None:
     """A job that fails after its FMU ran (a non-finite value) drops the kept instances: the next job makes a
     fresh one, and its results equal the job run alone."""

@@ -22,6 +22,7 @@ TINY = {
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # some minutes on an idle 2-core machine: longer than the suite's 300 s
 def test_a_sweep_of_ten_thousand_jobs_completes_with_every_value_and_sharded_folders(tmp_path: Path,
                                                                                      cosimrun) -> None:
     n = 10_000
