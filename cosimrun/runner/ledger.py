@@ -104,7 +104,6 @@ class SweepLedger:
         """Write what changed since the last write: the whole index the first time, then the changed rows appended."""
         if not self._dirty or not self.outcomes:
             return
-        start = time.monotonic()
         first = not self._generation
         with signals.shielded():  # not half-written by an interrupt (raised once it is written)
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -116,12 +115,12 @@ class SweepLedger:
                 changed = self.outcomes.values()  # the store's first rows are all: readers take rows from it
             else:
                 changed = [self.outcomes[num] for num in sorted(self._changed)]
+            start = time.monotonic()  # the whole file, written once, does not put off the appends after it
             write_index_rows(self.index_path, self._generation, self._appends, changed)
             self._appends += 1
             self._changed.clear()
         end = time.monotonic()
-        spent = 0.0 if first else end - start  # the whole file, written once, does not put off the appends after it
-        self._next_write = end + max(self.min_interval, spent / self.write_share)
+        self._next_write = end + max(self.min_interval, (end - start) / self.write_share)
         self._dirty = False
 
     def close(self) -> None:
