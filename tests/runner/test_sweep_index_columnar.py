@@ -193,3 +193,31 @@ def test_the_whole_first_write_of_a_large_index_does_not_put_off_the_appends_aft
     assert 2.0 <= appends[1][0] - 115.2 <= 2.0 + 0.011  # 2 s after the first append ended, not 150 s
     gaps = [b[0] - a[0] - 0.01 for a, b in zip(appends[1:], appends[2:], strict=False)]
     assert len(gaps) >= 5 and all(0.5 <= gap <= 0.52 for gap in gaps)
+
+
+SIMPLE_OVERRIDES = ["a.k=1", "a.k=-7", "+a.k=+3", "++a.k=0", "a.k=1.5", "a.k=-2.", "a.k=.5", "a.k=1e3", "a.k=1.5E-3",
+                    "a.k=-4e+2", "master=jacobi", "+experiment=pendulum_switch", "a.b_c-d.e=x-y_z", "a.k=True",
+                    "a.k=FALSE", "a.k=null", "a.k=Null", "a.k=inf", "a.k=NaN", "a.k=Infinity", "a_1.k2=v2"]
+OTHER_OVERRIDES = ["a.k=007", "a.k=1_000", "a.k=-inf", "a.k=[1,2]", "a.k='quoted'", "a.k=${b}", "~a.k",
+                   "a.k=x y", "group/sub=opt", "a@pkg=v", "a.k=", "a.k=a:b", "a.k=1.2.3"]
+
+
+def test_plain_overrides_are_typed_without_hydras_parser_exactly_as_it_types_them() -> None:
+    """The index's parameter columns come from the overrides; plain numbers and words take a fast path, which
+    gives Hydra's types and values, and anything else goes to Hydra's parser."""
+    import math
+
+    from cosimrun.runner.index import _parser, _simple_items
+
+    for item in SIMPLE_OVERRIDES:
+        fast = _simple_items([item])
+        assert fast is not None, item
+        (ov,) = _parser().parse_overrides([item])
+        (key, value), = fast.items()
+        assert key == ov.key_or_group, item
+        expected = ov.value()
+        assert type(value) is type(expected), (item, value, expected)
+        assert value == expected or (math.isnan(value) and math.isnan(expected)), (item, value, expected)
+    for item in OTHER_OVERRIDES:
+        assert _simple_items([item]) is None, item
+    assert _simple_items(["a.k=1", "a.k=[1,2]"]) is None  # one that is not plain: all go to Hydra's parser
