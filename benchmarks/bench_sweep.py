@@ -1,14 +1,29 @@
-"""Sweep throughput: the same 32-job sweep run serially and on the dask launcher with 2 workers.
+"""Sweep throughput and per-job overhead, side by side in one run.
 
     python benchmarks/bench_sweep.py [--jobs 32] [--tf 20] [--workers 2]
+    python benchmarks/bench_sweep.py --warm [--warm-jobs 300] [--index 1000,10000,100000]
 
-Each job is the ``pendulum_switch`` experiment (about 0.5 s of simulation at
-``run.tf=20``) with a different controller gain. Prints the wall time of both
-commands (end to end: interpreter start, composition, cluster start and stop),
-the speedup (target >= 1.8x on 2 cores) and the per-job overhead beyond the
-simulation itself (target <= 50 ms): ``(workers * jobs wall time - sum of the
-simulations' wall times) / jobs``, where the jobs wall time runs from the start
-of the first job to the end of the last one (written to the sweep index).
+Default: the same 32-job sweep run serially and on the dask launcher with 2
+workers. Each job is the ``pendulum_switch`` experiment (about 0.5 s of
+simulation at ``run.tf=20``) with a different controller gain. Prints the wall
+time of both commands (end to end: interpreter start, composition, cluster
+start and stop), the speedup (target >= 1.8x on 2 cores) and the per-job
+overhead beyond the simulation itself: ``(workers * jobs wall time - sum of
+the simulations' wall times) / jobs``, where the jobs wall time runs from the
+start of the first job to the end of the last one (written to the sweep index).
+
+``--warm``: the cost of a job on a warm worker against a job in a process of its
+own, for a trivial Python experiment (a sine into a gain, one step) and for a
+100-step run of the shipped pendulum FMU (targets: <= 5 ms per job beyond the
+simulation for the first, <= 5 ms per job in all for the second). A sweep of
+``--warm-jobs`` jobs of each on the dask launcher gives the warm figures (the
+job on its worker, the simulation, their difference; the overhead per job as
+above; the driver's peak RSS); ``cosimrun`` run once per job, a process each,
+gives the per-job-process figures (the command's wall time, and the job inside
+it: the results file's run wall time is the simulation). Then the driver's time
+writing the sweep index for ``--index`` jobs (appended while they finish,
+written whole at the end). The load average is printed beside each figure: the
+machine is shared, and its load moves them.
 """
 
 from __future__ import annotations
@@ -77,12 +92,145 @@ def run_sweep(tmp: Path, name: str, args: list[str]) -> tuple[float, dict]:
     return wall, info
 
 
+TINY = """# @package _global_
+name: tiny
+run: {t0: 0.0, tf: 0.01, dt: 0.01}
+components:
+  src: {type: sine, params: {amplitude: 1.0, frequency: 1.0}}
+  k: {type: gain, params: {k: 2.0}}
+connections:
+  - src.y -> k.u
+"""
+"""A trivial Python experiment: one step of a sine into a gain."""
+
+PENDULUM_FMU = """# @package _global_
+name: pendulum_fmu
+run: {t0: 0.0, tf: 1.0, dt: 0.01}
+components:
+  p: {type: fmu, params: {path: "example:pendulum", length: 1.0, damping: 0.2, start: {q: 0.5}}}
+"""
+"""A 100-step run of the shipped pendulum FMU."""
+
+WARM = {"tiny": (TINY, "components.k.params.k"), "pendulum_fmu": (PENDULUM_FMU, "components.p.params.length")}
+
+
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _sweep_values(name: str, n: int) -> str:
+    return f"range(1,{n + 1})" if name == "tiny" else ",".join(f"{0.5 + k / n:.6g}" for k in range(n))
+
+
+def warm_jobs(tmp: Path, name: str, n: int, workers: int) -> dict[str, float]:
+    """A dask sweep of *n* jobs of experiment *name*: per-job figures on warm workers (ms) and the driver's RSS."""
+    import resource
+
+    conf, key = tmp / "conf", WARM[name][1]
+    args = [f"--config-dir={conf}", f"+experiment={name}", f"{key}={_sweep_values(name, n)}", "hydra/launcher=dask",
+            f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false"]
+    wall, info = run_sweep(tmp, f"warm_{name}", args)
+    if any(s != "complete" for s in info["status"]):
+        sys.exit(f"warm {name}: not every job completed")
+    job, sim = np.asarray(info["job"]), np.asarray(info["sim"])
+    steady = slice(min(len(job) // 10, 50), None)  # past each worker's first jobs (imports, extraction, loading)
+    return {"job": float(np.mean(job[steady])) * 1e3, "sim": float(np.mean(sim[steady])) * 1e3,
+            "overhead": (workers * info["jobs_wall"] - float(sim.sum())) / n * 1e3,
+            "rate": n / wall, "rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+def process_jobs(tmp: Path, name: str, runs: int) -> dict[str, float]:
+    """*runs* single runs of experiment *name*, a ``cosimrun`` process each: its wall time and the run's (ms)."""
+    conf = tmp / "conf"
+    walls, sims = [], []
+    for k in range(runs):
+        out = tmp / f"single_{name}_{k}"
+        cmd = [sys.executable, "-c", _CLI, f"--config-dir={conf}", f"+experiment={name}",
+               f"hydra.run.dir={out}"]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        walls.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            sys.exit(f"single {name} failed:\n{proc.stderr[-2000:]}")
+        with h5py.File(out / "results.h5", "r") as f:
+            sims.append(float(f.attrs["wall_time_s"]))
+    return {"wall": float(np.mean(walls)) * 1e3, "sim": float(np.mean(sims)) * 1e3}
+
+
+def fmu_runs(tmp: Path, runs: int) -> dict[bool, float]:
+    """ms per 100-step run of the pendulum FMU component in this process (instantiate or reset, set, step, free),
+    with FMU instances kept between runs (``True``) and without."""
+    from cosimrun.components.fmu import FMUComponent, build_example
+    from cosimrun.fmi.instance import keep_instances
+
+    path = str(build_example("pendulum", tmp))
+    out = {}
+    for keep in (False, True, False, True):
+        keep_instances(keep)
+        start = time.perf_counter()
+        for k in range(runs):
+            comp = FMUComponent("p")
+            comp.set_parameters(path=path, length=0.5 + k / runs, start={"q": 0.5})
+            comp.initialize(0.0)
+            t = 0.0
+            for _ in range(100):
+                comp.do_step(t, 0.01)
+                t += 0.01
+            comp.free()
+        out[keep] = min(out.get(keep, np.inf), (time.perf_counter() - start) / runs * 1e3)
+    keep_instances(False)
+    return out
+
+
+def warm_main(opts: argparse.Namespace) -> None:
+    """The ``--warm`` figures (see the module)."""
+    from sweep_overhead import index_cost
+
+    print(f"per-job cost, warm dask workers ({opts.workers}) against a process per job; {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="bench_sweep_warm_") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "conf" / "experiment").mkdir(parents=True)
+        for name, (text, _) in WARM.items():
+            (tmp / "conf" / "experiment" / f"{name}.yaml").write_text(text)
+        print(f"{'experiment':14}{'where':>18}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
+              f"{'overhead/job [ms]':>19}{'jobs/s':>8}{'driver RSS [MB]':>17}  load")
+        for name in WARM:
+            cold = process_jobs(tmp, name, opts.process_runs)
+            print(f"{name:14}{'process per job':>18}{cold['wall']:10.1f}{cold['sim']:10.2f}"
+                  f"{cold['wall'] - cold['sim']:14.1f}{'':19}{1e3 / cold['wall']:8.1f}{'':17}  {_load()}")
+            warm = warm_jobs(tmp, name, opts.warm_jobs, opts.workers)
+            print(f"{'':14}{'warm worker':>18}{warm['job']:10.2f}{warm['sim']:10.2f}{warm['job'] - warm['sim']:14.2f}"
+                  f"{warm['overhead']:19.2f}{warm['rate']:8.1f}{warm['rss']:17.0f}  {_load()}")
+    print("job: a job's wall time on its worker (past each worker's first jobs), or the command's for a process per "
+          "job; sim: the simulation's (the results file's wall_time_s); overhead/job = (workers x jobs wall time - "
+          "sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes")
+    print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers)")
+    with tempfile.TemporaryDirectory(prefix="bench_sweep_fmu_") as tmp_name:
+        runs = fmu_runs(Path(tmp_name), 200)
+    print(f"pendulum FMU component, 100 steps, in one process: {runs[False]:.2f} ms per run with a fresh instance, "
+          f"{runs[True]:.2f} ms with the instance kept and reset ({_load()})")
+    print(f"{'index: jobs':14}{'CPU writing [s]':>17}{'per job [us]':>14}{'last append [ms]':>18}"
+          f"{'final [ms]':>12}  load")
+    for n in (int(x) for x in opts.index.split(",") if x):
+        total, last, final = index_cost(n)
+        print(f"{n:<14d}{total:17.3f}{total / n * 1e6:14.1f}{last * 1e3:18.2f}{final * 1e3:12.1f}  {_load()}")
+    print("index: the driver's CPU time writing the index of n jobs (an append every 100 outcomes, the whole file "
+          "at the end); linear growth keeps the per-job figure flat")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=32)
     parser.add_argument("--tf", type=float, default=20.0, help="simulated seconds per job (sets the job length)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--warm", action="store_true", help="per-job cost on warm workers against a process per job")
+    parser.add_argument("--warm-jobs", type=int, default=300)
+    parser.add_argument("--process-runs", type=int, default=3)
+    parser.add_argument("--index", default="1000,10000,100000", help="index sizes for --warm, comma separated")
     opts = parser.parse_args()
+    if opts.warm:
+        warm_main(opts)
+        return
     gains = ",".join(str(40 + k) for k in range(opts.jobs))
     args = ["+experiment=pendulum_switch", f"run.tf={opts.tf}", f"components.ctrl.params.kp={gains}"]
     load = os.getloadavg()[0]

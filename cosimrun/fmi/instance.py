@@ -15,16 +15,26 @@
 
 Each part is given only what it needs; the component (``cosimrun.components.fmu``)
 holds one ``FMUInstance`` per FMU file and delegates to it.
+
+A warm sweep worker runs many jobs of one FMU in one process; after
+:func:`keep_instances` an FMU let go of at the end of a run keeps its library,
+extraction and terminated instance, and the next run of that FMU by a
+component of that name starts on it after ``fmi2Reset``/``fmi3Reset``
+(:data:`REUSE` counts what happened). A fresh instance is made when the reset
+fails or the instantiation settings differ; :func:`drop_kept_instances` frees
+them all (the worker calls it after a job that did not complete).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import ctypes
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cosimrun.core.ports import PortState
@@ -153,6 +163,11 @@ class Library:
                                               1 if logging else 0)
         return Instance(functions, handle) if handle else None
 
+    @property
+    def shared(self) -> bool:
+        """Whether the library runs from the shared cache entry (not a private copy)."""
+        return self.extraction is not None and self.extraction.shared
+
     def unload(self, finalizing: bool = False) -> None:
         """Unload the library and release the extraction (without waiting for its lock when *finalizing*: see
         :func:`~cosimrun.fmi.extraction.release_extraction`)."""
@@ -203,6 +218,11 @@ class FMUInstance:
         self.snapshot_ports: tuple[PortState, ...] = ()
         """The ports whose values a snapshot keeps, in its order (set when the instance starts)."""
         self._callbacks: Any = None
+        self._settings: tuple[bool, bool] = (False, False)
+        """``(logging, event mode)`` the current instance was made with."""
+        self._touched: set[str] = set()
+        """The variables set on the current instance (a kept instance's next run sets those it leaves to their
+        start values)."""
 
     @property
     def where(self) -> str:
@@ -235,16 +255,26 @@ class FMUInstance:
         """Instantiate at *t0*, set *values* (parameters, start values, states), enter initialization mode, bind
         the runtime to the ports, set the inputs, leave initialization mode."""
         assert self.ports is not None
+        left = self._take_kept(private, logging)
         self.load(private, t0)
-        self.free_instance()
         self.requests.clear()  # a new instance has no event or request of the old one
-        if self._callbacks is None and not self.fmi3:
-            self._callbacks = callbacks(self.log.env)
-        handle = self.library.instantiate(self.log.env, logging, self.event_mode, self._callbacks)
-        if handle is None:
-            fname = INSTANTIATE3[self.interface.kind] if self.fmi3 else "fmi2Instantiate"
-            raise self.log.error(f"{fname} failed", t0)
-        self.handle = handle
+        if left is None:
+            self.free_instance()
+            if self._callbacks is None and not self.fmi3:
+                self._callbacks = callbacks(self.log.env)
+            handle = self.library.instantiate(self.log.env, logging, self.event_mode, self._callbacks)
+            if handle is None:
+                fname = INSTANTIATE3[self.interface.kind] if self.fmi3 else "fmi2Instantiate"
+                raise self.log.error(f"{fname} failed", t0)
+            self.handle = handle
+            self._settings, self._touched = (logging, self.event_mode), set()
+        else:  # a kept instance, reset: what the last run set and this one does not goes back to its start value
+            given = {var.name for var, _ in values}
+            variables = self.model.variables
+            values = [(variables[name], variables[name].start) for name in sorted(left - given)
+                      if variables[name].start is not None] + values
+            handle = self.handle
+            assert handle is not None
         if not self.fmi3:
             self.call("fmi2SetupExperiment", t0, 1 if tolerance is not None else 0, tolerance or 0.0, float(t0), 0,
                       0.0)
@@ -287,9 +317,63 @@ class FMUInstance:
             inst.f["fmi2FreeInstance"](inst.c)
 
     def unload(self, finalizing: bool = False) -> None:
-        """Free the instance, unload the library and release the extraction (see :meth:`Library.unload`)."""
+        """Free the instance, unload the library and release the extraction (see :meth:`Library.unload`); kept
+        for the next run instead while :func:`keep_instances` is on (see :meth:`_keep`)."""
+        if not finalizing and self._keep():
+            return
         self.free_instance()
         self.library.unload(finalizing)
+
+    def _keep(self) -> bool:
+        """Terminate the instance and keep it with the library for the next run of this FMU by a component of this
+        name (see :func:`keep_instances`); False when it is not kept (off, a private copy, terminate failed)."""
+        inst = self.handle
+        key = _kept_key(self.model, self.interface, self.name)
+        if not _keeping or inst is None or not self.library.shared or key in _KEPT or len(_KEPT) >= MAX_KEPT:
+            return False
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.unbind()
+        inst.free_spares()
+        terminate = "fmi3Terminate" if self.fmi3 else "fmi2Terminate"
+        try:
+            status = inst.f[terminate](inst.c)
+        except Exception:  # noqa: BLE001 - not kept, freed as without reuse
+            status = 3
+        if status > 1:
+            return False
+        self.handle = None
+        _KEPT[key] = _Kept(self.library, inst, self.log, self._callbacks, self._settings, self._touched)
+        self.library = Library(self.model, self.interface, self.name)
+        self._callbacks, self._touched = None, set()
+        REUSE.kept += 1
+        return True
+
+    def _take_kept(self, private: bool, logging: bool) -> set[str] | None:
+        """Start on the kept instance of this FMU and name, reset (see :func:`keep_instances`): the variables its
+        last run set, or ``None`` when there is none to start on (a fresh instance is made; a kept library is
+        taken over all the same)."""
+        if not _keeping or private or self.library.loaded or self.handle is not None:
+            return None
+        kept = _KEPT.pop(_kept_key(self.model, self.interface, self.name), None)
+        if kept is None:
+            return None
+        if kept.library.model is not self.model or kept.library.interface is not self.interface:
+            kept.free()  # the file changed since
+            return None
+        self.library = kept.library
+        inst = kept.handle
+        if kept.settings != (logging, self.event_mode) or _reset(kept.library, inst) > 1:
+            kept.free_handle()
+            REUSE.fresh += 1
+            return None
+        self.log, self._callbacks = kept.log, kept.callbacks  # the instance logs through them
+        self.log.messages.clear()
+        self.handle = type(inst)(inst.f, inst.c.value)  # snapshots of the last run do not belong to this one
+        inst.alive = False
+        self._settings, self._touched = kept.settings, set()
+        REUSE.reused += 1
+        return kept.touched
 
     def __del__(self) -> None:
         try:
@@ -306,6 +390,7 @@ class FMUInstance:
         assert self.handle is not None
         if self.fmi3:
             items = self.values.whole_arrays(items, parameters or {})
+        self._touched.update(var.name for var, _ in items)
         set_values(self.handle, items, t, self.log)
 
     def get_values(self, variables: Sequence[FMUVariable]) -> list[Any]:
@@ -344,3 +429,91 @@ class FMUInstance:
             port.value = value
         self.requests.clear()  # the masters step nothing past a stop: a snapshot is from before it
         return snapshot.t
+
+
+# ------------------------------------------------------------------ instances kept between runs
+@dataclass
+class ReuseCounts:
+    """What :func:`keep_instances` did in this process."""
+
+    kept: int = 0
+    """Instances kept at the end of a run."""
+    reused: int = 0
+    """Runs that started on a kept instance after a successful reset."""
+    fresh: int = 0
+    """Kept instances not started on (the reset failed or the instantiation settings differed): freed, and a fresh
+    instance made from the kept library."""
+
+
+REUSE = ReuseCounts()
+"""The counts of this process (see :class:`ReuseCounts`)."""
+MAX_KEPT = 64
+"""The most instances kept at once (one per FMU file, interface and component name)."""
+
+
+class _Kept:
+    """A terminated instance with its library, logger and settings, waiting for the next run."""
+
+    __slots__ = ("library", "handle", "log", "callbacks", "settings", "touched")
+
+    def __init__(self, library: Library, handle: Instance, log: FMULog, callbacks2: Any, settings: tuple[bool, bool],
+                 touched: set[str]) -> None:
+        self.library, self.handle, self.log, self.callbacks = library, handle, log, callbacks2
+        self.settings, self.touched = settings, touched
+
+    def free_handle(self) -> None:
+        """Free the instance (terminated already)."""
+        inst = self.handle
+        inst.alive = False
+        with contextlib.suppress(Exception):
+            inst.f["fmi3FreeInstance" if self.library.fmi3 else "fmi2FreeInstance"](inst.c)
+
+    def free(self, finalizing: bool = False) -> None:
+        """Free the instance, unload the library and release the extraction."""
+        self.free_handle()
+        self.library.unload(finalizing)
+
+
+_KEPT: dict[tuple[str, str, str], _Kept] = {}
+_keeping = False
+_dropped_at_exit = False
+"""Whether :func:`drop_kept_instances` runs at the exit of this process (registered once)."""
+
+
+def _kept_key(model: FMUModel, interface: FMUInterface, name: str) -> tuple[str, str, str]:
+    return str(model.path), interface.kind, name
+
+
+def _reset(library: Library, inst: Instance) -> int:
+    """``fmi2Reset``/``fmi3Reset`` of *inst* of *library*: its status (3, an error, when the library does not
+    export it)."""
+    try:
+        function = library.slave.dll["fmi3Reset" if library.fmi3 else "fmi2Reset"]
+        function.restype, function.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        return int(function(inst.c))
+    except Exception:  # noqa: BLE001 - a reset that is not there or cannot be called failed
+        return 3
+
+
+def keep_instances(enabled: bool = True) -> None:
+    """Keep each FMU's library and instance at the end of a run in this process, for the next run of that FMU by a
+    component of that name (``fmi2Reset``/``fmi3Reset``, then its parameters and start values): a warm sweep worker
+    then pays the extraction, loading and instantiation once. *enabled* false frees what is kept and stops keeping.
+
+    Results equal those of a fresh instance for an FMU whose reset behaves as the standard says (back to the state
+    after instantiation); what the last run set and the next leaves alone is set back to its start value as well.
+    The caller drops the kept instances (:func:`drop_kept_instances`) after a run that did not complete.
+    """
+    global _keeping, _dropped_at_exit
+    if enabled and not _dropped_at_exit:
+        atexit.register(drop_kept_instances, finalizing=True)
+        _dropped_at_exit = True
+    elif not enabled:
+        drop_kept_instances()
+    _keeping = enabled
+
+
+def drop_kept_instances(finalizing: bool = False) -> None:
+    """Free every kept instance and unload its library (see :func:`keep_instances`)."""
+    while _KEPT:
+        _KEPT.popitem()[1].free(finalizing)

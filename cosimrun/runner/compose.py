@@ -145,8 +145,7 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
 
     from cosimrun.runner._private import apply_value_overrides, overrides_dirname
 
-    parser = _overrides_parser()
-    apply_value_overrides(parser.parse_overrides(overrides=values), config)
+    apply_value_overrides(parsed_overrides(values), config)
     task = config.hydra.overrides.task
     while len(task):
         task.pop()
@@ -154,7 +153,7 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
         task.append(line)
     dirname = config.hydra.job.config.override_dirname
     config.hydra.job.override_dirname = overrides_dirname(
-        parser.parse_overrides(overrides=app), exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep,
+        parsed_overrides(app), exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep,
         kv_sep=dirname.kv_sep
     )
     OmegaConf.set_cache(config, cache)
@@ -166,6 +165,17 @@ def _overrides_parser() -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
+
+
+def parsed_overrides(overrides: Sequence[str]) -> list[Any]:
+    """Hydra's parsed *overrides* (``Override`` objects, which nothing changes), parsed once for the many times a
+    sweep's driver makes a job's config (the sweeper's check, the launch, a resume's config check)."""
+    return list(_parsed(tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _parsed(overrides: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(_overrides_parser().parse_overrides(overrides=list(overrides)))
 
 
 class JobComposer:
@@ -196,14 +206,12 @@ class JobComposer:
         """Base compositions, pickled: unpickling copies a config some ten times faster than ``deepcopy``."""
         self._loader: Any = None
         """:class:`cosimrun.runner._private.ValueOverrides` of the config loader."""
-        self._parser: Any = None
         self._templates: dict[tuple[str, ...], Any] = {}
         """Shared compositions unpickled, to tell where a job the worker makes writes (see :meth:`_where`)."""
         self._enabled = True
         self.shared = 0
         """Jobs composed from a shared composition (the others were composed in full)."""
         try:
-            from hydra.core.override_parser.overrides_parser import OverridesParser
             from omegaconf import OmegaConf
 
             from cosimrun.runner._private import ValueOverrides
@@ -213,7 +221,7 @@ class JobComposer:
             self._loader = ValueOverrides(
                 hydra_context.config_loader, master_config.hydra.job.config_name, [str(o) for o in hydra_overrides]
             )
-            self._parser = OverridesParser.create()
+            _overrides_parser()
         except Exception:  # another loader or Hydra version: full compositions
             self._enabled = False
 
@@ -303,7 +311,7 @@ class JobComposer:
         """``(parsed, structural, values)`` of a job's overrides; None when they are better composed in full."""
         from hydra.core.override_parser.types import OverrideType, ValueType
 
-        parsed = self._parser.parse_overrides(overrides=overrides)
+        parsed = parsed_overrides(overrides)
         structural, values = [], []
         for ov in parsed:
             key = ov.key_or_group

@@ -36,7 +36,7 @@ class SweepLedger:
     every batch, so that an interrupted sweep still has an index of what
     finished and a job that finished while another hangs does not stay
     ``pending`` in it. The first write makes the whole file with a new
-    generation; later ones add the rows that changed since as its parts
+    generation; later ones append the rows that changed since to its row store
     (:func:`cosimrun.runner.index.write_index_rows`), so a write costs what is
     new, not what the sweep is. :meth:`close` writes the file whole again.
     """
@@ -58,7 +58,8 @@ class SweepLedger:
         """The generation of the index file written whole first; "" until then, and after :meth:`close`."""
         self._changed: set[int] = set()
         """Jobs entered since the last write."""
-        self._parts = 0
+        self._appends = 0
+        """Appends to the index's row store in this generation."""
 
     def add_pending(self, num: int, overrides: Sequence[str]) -> None:
         """Enter a job as submitted, not finished yet."""
@@ -100,22 +101,23 @@ class SweepLedger:
         self._generation = ""
 
     def flush(self) -> None:
-        """Write what changed since the last write: the whole index the first time, else a part of it."""
+        """Write what changed since the last write: the whole index the first time, then the changed rows appended."""
         if not self._dirty or not self.outcomes:
             return
-        start = time.monotonic()
+        first = not self._generation
         with signals.shielded():  # not half-written by an interrupt (raised once it is written)
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            if not self._generation:
+            if first:
                 generation = uuid.uuid4().hex
                 write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
                 remove_index_parts(self.index_path)  # an earlier launch's, of another generation
-                self._generation, self._parts = generation, 0
-                changed = self.outcomes.values()  # the first part holds every row: readers take rows from parts
+                self._generation, self._appends = generation, 0
+                changed = self.outcomes.values()  # the store's first rows are all: readers take rows from it
             else:
                 changed = [self.outcomes[num] for num in sorted(self._changed)]
-            write_index_rows(self.index_path, self._generation, self._parts, changed)
-            self._parts += 1
+            start = time.monotonic()  # the whole file, written once, does not put off the appends after it
+            write_index_rows(self.index_path, self._generation, self._appends, changed)
+            self._appends += 1
             self._changed.clear()
         end = time.monotonic()
         self._next_write = end + max(self.min_interval, (end - start) / self.write_share)

@@ -60,6 +60,9 @@ class JobPayload:
     cache: dict[str, Any] = field(default_factory=dict)
     """The resolver cache of the sweep's config (``${now:...}`` as the driver resolved it)."""
     sweep_dir: str = ""
+    sweep_files: bool = False
+    """The sweep's ``.hydra`` config files are at its root (:func:`write_sweep_files`): the job writes its
+    ``overrides.yaml`` only."""
 
     def to_config(self) -> DictConfig:
         """A new copy of the job's full config (``hydra`` node included) for each call."""
@@ -195,11 +198,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             if hydra.output_subdir is not None:
                 files = Path(output_dir) / str(hydra.output_subdir)
                 files.mkdir(parents=True, exist_ok=True)
-                for name, data in (
-                    ("config.yaml", task_cfg),
-                    ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)}),
-                    ("overrides.yaml", hydra.overrides.task),
-                ):
+                for name, data in hydra_files(task_cfg, hydra, overrides_only=payload.sweep_files):
                     (files / name).write_text(dump(data), encoding="utf-8")
             with env_override(OmegaConf.to_container(hydra.job.env_set)):  # type: ignore[arg-type]
                 callbacks.on_job_start(config=config, task_function=task_function)
@@ -217,6 +216,38 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     finally:
         if chdir:
             os.chdir(old_cwd)
+
+
+def hydra_files(task_cfg: DictConfig, hydra: DictConfig, overrides_only: bool = False) -> list[tuple[str, Any]]:
+    """``(file name, content)`` of the ``.hydra`` files of a job with config *task_cfg* and Hydra node *hydra*, as
+    Hydra's ``run_job`` writes them (``overrides.yaml`` alone with *overrides_only*)."""
+    from omegaconf import OmegaConf
+
+    files: list[tuple[str, Any]] = [("overrides.yaml", hydra.overrides.task)]
+    if not overrides_only:
+        files[:0] = [("config.yaml", task_cfg),
+                     ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)})]
+    return files
+
+
+def write_sweep_files(sweep_dir: str | os.PathLike[str], payload: JobPayload, sweep_overrides: list[str]) -> None:
+    """Write the ``.hydra`` files of a sweep at its root, once per launch: ``config.yaml`` and ``hydra.yaml`` of its
+    first job *payload*, ``overrides.yaml`` with the sweep's overrides (*sweep_overrides*, as typed).
+
+    The jobs then write their ``overrides.yaml`` only (:attr:`JobPayload.sweep_files`): a job's config is the
+    composition of the sweep's primary config with those overrides, under the sweep's ``hydra.yaml`` settings, and
+    its results file keeps it resolved (``config_yaml``). Nothing is written when ``hydra.output_subdir`` is null.
+    """
+    task_cfg, config = payload.configs()
+    hydra = config.hydra
+    if hydra.output_subdir is None:
+        return
+    files = Path(sweep_dir) / str(hydra.output_subdir)
+    files.mkdir(parents=True, exist_ok=True)
+    for name, data in hydra_files(task_cfg, hydra):
+        temporary = files / f".{name}.{os.getpid()}.tmp"
+        temporary.write_text(dump(list(sweep_overrides) if name == "overrides.yaml" else data), encoding="utf-8")
+        temporary.replace(files / name)
 
 
 @functools.cache
@@ -245,12 +276,24 @@ def warm_up(release_frozen: bool = False) -> None:
     """
     import gc
 
+    from cosimrun.fmi.instance import drop_kept_instances
+
     register_resolver()
     _load_for_jobs()
     if release_frozen:
+        drop_kept_instances()  # another sweep's
         gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def keep_workers_fmus() -> None:
+    """Keep FMU instances between the jobs of this worker process: the next job of an FMU resets the instance the
+    last one ended with instead of extracting, loading and instantiating it again (see
+    :func:`~cosimrun.fmi.instance.keep_instances`; a job that does not complete drops them, :func:`run_hydra_job`)."""
+    from cosimrun.fmi.instance import keep_instances
+
+    keep_instances()
 
 
 def worker_state(callbacks: JobCallbacks) -> bytes:
@@ -300,6 +343,8 @@ def run_hydra_job(
                 Singleton.set_state(singletons)
                 warm_up(release_frozen=_installed_state is not None)
                 _installed_state = state_token
+                if _worker_address():
+                    keep_workers_fmus()
             assert _callbacks is not None
             setup_globals()
             with managed_job():
@@ -316,6 +361,10 @@ def run_hydra_job(
             value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)
         if not isinstance(value, JobOutcome):  # a task function that is not cosimrun's: keep its value
             value = JobOutcome(payload.num, "complete", payload.overrides, summaries={"return_value": value})
+        if value.status != "complete":  # no FMU instance a job failed in runs the next one
+            from cosimrun.fmi.instance import drop_kept_instances
+
+            drop_kept_instances()
         value.job_time_s = time.perf_counter() - start
         value.attempts = attempt
         value.worker = _worker_address()

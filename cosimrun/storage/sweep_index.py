@@ -8,12 +8,18 @@ strings) and ``/runs/<run>``, an external link to each job's results file. What
 the columns mean is the runner's (:mod:`cosimrun.runner.index`).
 
 A sweep that runs does not rewrite the file as jobs finish: it writes it once
-with a *generation* attribute and adds the rows entered since as parts, small
-JSON-lines files in ``index.parts/`` written atomically and merged in sizes
-growing eightfold (:func:`write_index_part`); at its end the file is written
-whole again and the parts removed. A reader takes the rows from the parts
-while there are any (:func:`read_index_parts`), so an index is readable at
-any moment, also after the driver was killed.
+with a *generation* attribute and appends the rows entered since to a columnar
+store, ``index.parts/<generation>.h5`` (:func:`append_index_rows`): one chunked
+HDF5 dataset per field that grows by rows (text as UTF-8 bytes with each row's
+end offset), and ``count``, the rows written whole, set last. The store is
+written in HDF5's single-writer/multiple-reader mode (SWMR), so a reader in
+another process sees a consistent file while rows are appended and after the
+driver was killed in the middle of an append; appending N rows costs O(N) in
+all. At the sweep's end the file is written whole again and the store removed.
+A reader takes the rows from the store while there is one
+(:func:`read_index_parts`), so an index is readable at any moment. Sweep
+directories of earlier versions may hold JSON-lines parts instead, which are
+read the same way.
 """
 
 from __future__ import annotations
@@ -40,8 +46,10 @@ INDEX_FILE = "index.h5"
 PARTS_DIR = "index.parts"
 """Beside ``index.h5`` while a sweep runs: the rows entered since the index was last written whole."""
 PART_SUFFIX = ".jsonl"
+"""The parts of earlier versions: JSON lines (read, no longer written)."""
 PARTS_PER_LEVEL = 8
-"""Parts of one size merged into one part of the next size."""
+"""Earlier versions merged their JSON-lines parts by this many, so one generation had fewer than twice as many part
+files (it now has one row store)."""
 GENERATION_ATTR = "parts_generation"
 SWEEP_FORMAT = "cosimrun-sweep"
 SWEEP_FORMAT_VERSION = 1
@@ -88,7 +96,7 @@ def write_sweep_index(
     (aligned with *run*; ``None``: missing), *attrs* the root attributes to set,
     *params* and *summaries* the names of the parameter and summary columns and
     *links* ``{run: results file relative to the index}`` for ``/runs/<run>``.
-    A *generation* names the parts (:func:`write_index_part`) that hold the rows
+    A *generation* names the row store (:func:`append_index_rows`) that holds the rows
     entered since: the file is then the table as it was when that generation
     started, and :func:`read_index_parts` reads the rows.
     """
@@ -201,10 +209,6 @@ def parts_dir(path: str | os.PathLike[str]) -> Path:
     return Path(path).with_name(PARTS_DIR)
 
 
-def _part_name(generation: str, seq: int, level: int) -> str:
-    return f"{generation}-{seq:09d}-{level}{PART_SUFFIX}"
-
-
 def _parts(path: str | os.PathLike[str], generation: str) -> list[tuple[int, int, Path]]:
     """``(seq, level, file)`` of the parts of *generation*, oldest first (a merged part after what it merged)."""
     folder = parts_dir(path)
@@ -219,39 +223,108 @@ def _parts(path: str | os.PathLike[str], generation: str) -> list[tuple[int, int
     return sorted(found)
 
 
-def write_index_part(
-    path: str | os.PathLike[str], generation: str, seq: int, rows: Sequence[Mapping[str, Any]]
+ROW_KINDS = ("int", "float", "bool", "text", "json")
+"""Kinds of the fields of the row store: int64, float64, int8 (bool), UTF-8 text, JSON of any other value."""
+_ROW_DTYPES = {"int": np.int64, "float": np.float64, "bool": np.int8}
+_ROWS_CHUNK = 4096
+_BYTES_CHUNK = 1 << 16
+
+
+def rows_file(path: str | os.PathLike[str], generation: str) -> Path:
+    """The row store of generation *generation* of the sweep index *path*."""
+    return parts_dir(path) / f"{generation}.h5"
+
+
+def append_index_rows(
+    path: str | os.PathLike[str], generation: str, seq: int, schema: Mapping[str, str],
+    rows: Sequence[Mapping[str, Any]],
 ) -> Path:
-    """Add the rows *rows* (JSON objects with a ``num``; a later row replaces an earlier one of that ``num``)
-    to the sweep index *path* as part *seq* of *generation* (atomically), then merge parts so that there are at
-    most :data:`PARTS_PER_LEVEL` - 1 of each size: writing N rows costs O(N log N) in all."""
-    folder = parts_dir(path)
-    folder.mkdir(exist_ok=True)
-    out = _write_part(folder, generation, seq, 0, rows)
-    level = 0
-    while True:
-        same = [(s, lv, p) for s, lv, p in _parts(path, generation) if lv == level]
-        if len(same) < PARTS_PER_LEVEL:
-            return out
-        merged: dict[int, Mapping[str, Any]] = {}
-        for _, _, part in same:
-            for row in _read_part(part):
-                merged[int(row["num"])] = row
-        out = _write_part(folder, generation, same[-1][0], level + 1, list(merged.values()))
-        for _, _, part in same:
-            part.unlink(missing_ok=True)
-        level += 1
+    """Append *rows* (mappings with the fields of *schema*, ``{field: kind}`` of :data:`ROW_KINDS`, among them an
+    int ``num``; a later row replaces an earlier one of that ``num``) to the row store of *generation* of the sweep
+    index *path* as its append number *seq*: the first (0) makes the store anew. The rows count once written whole
+    (see the module)."""
+    if set(schema.values()) - set(ROW_KINDS) or schema.get("num") != "int":
+        raise ValueError(f"a row store needs an int field 'num' and fields of the kinds {ROW_KINDS}: {dict(schema)}")
+    file = rows_file(path, generation)
+    file.parent.mkdir(exist_ok=True)
+    with h5py.File(file, "w" if seq == 0 else "a", libver="latest", locking=False) as f:
+        if seq == 0:
+            _create_store(f, generation, schema)
+        f.swmr_mode = True
+        stored = json.loads(_text(f.attrs["schema"]))
+        count = f["count"]
+        n, k = int(count[0]), len(rows)
+        for name, kind in stored.items():
+            values = [row.get(name) for row in rows]
+            if kind in _ROW_DTYPES:
+                ds = f[name]
+                ds.resize((n + k,))
+                ds[n:] = np.array([_number(v, kind) for v in values], dtype=_ROW_DTYPES[kind])
+                ds.flush()
+                continue
+            encoded = [(v if kind == "text" else json.dumps(v, default=json_value, ensure_ascii=False))
+                       .encode("utf-8") for v in ("" if v is None and kind == "text" else v for v in values)]
+            ends, data = f[f"{name}.end"], f[f"{name}.bytes"]
+            base = int(ends[n - 1]) if n else 0
+            lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=k)
+            blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+            data.resize((base + len(blob),))
+            if len(blob):
+                data[base:] = blob
+            ends.resize((n + k,))
+            ends[n:] = base + np.cumsum(lengths)
+            data.flush()
+            ends.flush()
+        count[0] = n + k  # last: a reader sees the new rows once they are all there
+        count.flush()
+    return file
 
 
-def _write_part(folder: Path, generation: str, seq: int, level: int, rows: Sequence[Mapping[str, Any]]) -> Path:
-    target = folder / _part_name(generation, seq, level)
-    tmp = folder / f".{target.name}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, default=json_value, ensure_ascii=False))
-            f.write("\n")
-    os.replace(tmp, target)
-    return target
+def _create_store(f: h5py.File, generation: str, schema: Mapping[str, str]) -> None:
+    f.attrs[GENERATION_ATTR] = generation
+    f.attrs["schema"] = json.dumps(dict(schema))
+    f.create_dataset("count", data=np.zeros(1, dtype=np.int64))
+    for name, kind in schema.items():
+        if kind in _ROW_DTYPES:
+            f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=_ROW_DTYPES[kind], chunks=(_ROWS_CHUNK,))
+        else:
+            f.create_dataset(f"{name}.end", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(_ROWS_CHUNK,))
+            f.create_dataset(f"{name}.bytes", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(_BYTES_CHUNK,))
+
+
+def _number(value: Any, kind: str) -> Any:
+    if kind == "float":
+        return math.nan if value is None else float(value)
+    return 0 if value is None else int(value)
+
+
+def _read_store(file: Path) -> list[dict[str, Any]]:
+    """The rows of the row store *file*, one per ``num`` (the latest), ordered by ``num``."""
+    with h5py.File(file, "r", libver="latest", swmr=True, locking=False) as f:
+        schema = json.loads(_text(f.attrs["schema"]))
+        count = f["count"]
+        count.refresh()
+        n = int(count[0])
+        columns: dict[str, list[Any]] = {}
+        nums = _refreshed(f["num"], n)
+        last = np.unique(nums[::-1], return_index=True)  # each num's latest row, by num
+        keep = (n - 1 - last[1]) if n else np.zeros(0, dtype=np.int64)
+        for name, kind in schema.items():
+            if kind in _ROW_DTYPES:
+                values = _refreshed(f[name], n)[keep]
+                columns[name] = [bool(v) for v in values] if kind == "bool" else values.tolist()
+                continue
+            ends = _refreshed(f[f"{name}.end"], n)
+            blob = _refreshed(f[f"{name}.bytes"], int(ends[-1]) if n else 0).tobytes()
+            starts = np.concatenate(([0], ends[:-1])) if n else ends
+            texts = [blob[starts[i]:ends[i]].decode("utf-8") for i in keep]
+            columns[name] = texts if kind == "text" else [json.loads(t) for t in texts]
+    return [{name: values[i] for name, values in columns.items()} for i in range(len(keep))]
+
+
+def _refreshed(ds: h5py.Dataset, n: int) -> np.ndarray:
+    ds.refresh()
+    return ds[:n]
 
 
 def json_value(value: Any) -> Any:
@@ -265,14 +338,23 @@ def _read_part(part: Path) -> list[dict[str, Any]]:
 
 
 def read_index_parts(path: str | os.PathLike[str]) -> list[dict[str, Any]] | None:
-    """The rows of the sweep index *path* held in parts, one per ``num`` (the latest), ordered by ``num``;
-    None when the index is whole (no generation, as every index a sweep finished, and every index written
-    before parts existed)."""
+    """The rows of the sweep index *path* held in its row store (or the JSON-lines parts of an earlier version),
+    one per ``num`` (the latest), ordered by ``num``; None when the index is whole (no generation, as every index a
+    sweep finished, and every index written before parts existed) or its store was not made yet."""
     generation = index_generation(path)
     if not generation:
         return None
+    store = rows_file(path, generation)
+    if store.exists():
+        try:
+            return _read_store(store)
+        except (OSError, KeyError):  # made but not initialized (its driver was killed then): the file's table
+            return None
     rows: dict[int, dict[str, Any]] = {}
-    for _, _, part in _parts(path, generation):
+    parts = _parts(path, generation)
+    if not parts:  # its driver was killed before it appended the first rows: the file's table
+        return None
+    for _, _, part in parts:
         try:
             found = _read_part(part)
         except FileNotFoundError:  # merged into a newer part meanwhile: read them again

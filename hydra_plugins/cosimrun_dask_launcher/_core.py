@@ -90,8 +90,11 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         for pos, num, overrides in jobs:
             batch.make_room()
             spec = composer.compose(overrides, num, on_worker=True)
-            if pos == 0 and launcher.objective:
-                check_objective(launcher.objective, spec)
+            spec.payload().sweep_files = True  # the sweep's .hydra files are at its root: the job writes its overrides
+            if pos == 0:
+                if launcher.objective:
+                    check_objective(launcher.objective, spec)
+                worker.write_sweep_files(sweep_dir, spec.payload(), [str(o) for o in config.hydra.overrides.task])
             reuse = check_reuse(spec) if launcher.resume else Reuse(False)
             if reuse.ok:
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
@@ -108,7 +111,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
 
         ledger.forget()
         release_all()
-        remove_unused_dir(sweep_dir, ("multirun.yaml",))
+        remove_unused_dir(sweep_dir, ("multirun.yaml", ".hydra"))
         fail(str(exc))
     except NoWorkers as exc:  # the jobs not run cannot run: they fail, the sweep ends in one line
         with signals.shielded(deliver=False):

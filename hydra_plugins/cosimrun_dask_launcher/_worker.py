@@ -1,4 +1,5 @@
-"""Preload of the local cluster's workers: Ctrl-C is the driver's to handle; warm up for jobs; stop at close.
+"""Preload of the local cluster's workers: Ctrl-C is the driver's to handle; warm up for jobs (FMU instances kept
+between them); stop at close.
 
 A terminal sends SIGINT to the whole foreground process group, the workers of
 a ``LocalCluster`` included. The driver cancels the jobs and shuts the cluster
@@ -16,10 +17,11 @@ from typing import Any
 
 
 def dask_setup(worker: Any) -> None:
-    from cosimrun.runner.worker import warm_up
+    from cosimrun.runner.worker import keep_workers_fmus, warm_up
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warm_up()
+    keep_workers_fmus()
 
 
 def dask_teardown(worker: Any) -> None:
