@@ -1,0 +1,160 @@
+"""The ``cosimrun`` command of the documentation's examples, forked from one process that imported it once.
+
+Most of a short command's time is Python importing cosimrun, Hydra, numpy and h5py; the examples run
+about a hundred commands. ``test_examples.py`` starts this script as a server on a Unix socket and puts
+a ``cosimrun`` shim (:data:`SHIM`) first on the examples' ``PATH``. The shim sends its arguments, working
+directory and environment, and its standard input, output and error themselves (the file descriptors,
+so pipes and redirections are the shell's), and ends as the command ended: the same exit status, or the
+same signal. The server forks; the child becomes what the console script would have been (its
+``sys.argv``, ``sys.path[0]``, ``__main__`` file, working directory, environment and descriptors 0-2)
+and calls :func:`cosimrun.cli.main` as the script does.
+
+Whatever the server cannot stand in for runs the real command: an environment that differs from the
+server's (a variable that a module read when it was imported) or a server that is gone. Signals the
+shim receives (SIGINT, SIGTERM, SIGHUP) are passed on to the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+PRELOAD = ("cosimrun.cli", "cosimrun.config.reporting", "cosimrun.config.build", "cosimrun.runner.ledger",
+           "cosimrun.runner.run", "cosimrun.runner.signals", "cosimrun.storage", "cosimrun.post.commands",
+           "hydra.main", "hydra._internal.utils", "h5py", "numpy", "pandas")
+"""Modules a command imports anyway; none of them starts a thread or reads the environment it is given later."""
+
+IGNORED = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+"""Variables a shell sets for every command: differences in them do not make a command run for real."""
+
+SHIM = '''#!{python} -IS
+"""`cosimrun`, forked by tests/docs/forkserver.py's server (see there); the real command if it is gone."""
+import json, os, signal, socket, sys
+
+REAL = {real!r}
+try:
+    server = socket.socket(socket.AF_UNIX)
+    server.connect({socket!r})
+except OSError:
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+request = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+socket.send_fds(server, [len(request).to_bytes(8, "big") + request], [0, 1, 2])
+replies = server.makefile("r")
+kind, _, value = replies.readline().partition(" ")
+if kind != "pid":
+    server.close()
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+child = int(value)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, lambda signum, frame: os.kill(child, signum))
+kind, _, value = replies.readline().partition(" ")
+if kind == "signal":
+    signal.signal(int(value), signal.SIG_DFL)
+    os.kill(os.getpid(), int(value))
+sys.exit(int(value) if kind == "exit" else 1)
+'''
+
+
+def write_shim(path: Path, socket_path: Path, real: Path) -> None:
+    """The ``cosimrun`` shim at *path*, a client of the server at *socket_path* (*real*: the console script)."""
+    path.write_text(SHIM.format(python=sys.executable, real=str(real), socket=str(socket_path)))
+    path.chmod(0o755)
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    size = int.from_bytes(data[:8], "big")
+    data = data[8:]
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the shim went away")
+        data += chunk
+    return json.loads(data), fds
+
+
+def _differs(env: dict[str, str], own: dict[str, str]) -> bool:
+    keys = (env.keys() | own.keys()) - IGNORED
+    return any(env.get(k) != own.get(k) for k in keys)
+
+
+def serve(socket_path: str) -> tuple[dict[str, Any], list[int]] | None:
+    """Serve until standard input ends; in a forked child, return its request and descriptors."""
+    own = dict(os.environ)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(socket_path)
+    listener.listen(64)
+    waiting: dict[int, socket.socket] = {}
+    while True:
+        ready, _, _ = select.select([listener, 0], [], [], 0.02)
+        if 0 in ready and not os.read(0, 1 << 16):
+            return None
+        if listener in ready:
+            conn, _ = listener.accept()
+            try:
+                request, fds = _receive(conn)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            if len(fds) != 3 or _differs(request["env"], own):
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(b"fallback\n")
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                conn.close()
+                for other in waiting.values():
+                    other.close()
+                return request, fds
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(f"pid {pid}\n".encode())
+            waiting[pid] = conn
+        while waiting:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            conn = waiting.pop(pid)
+            ended = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+            with contextlib.suppress(OSError):  # the shim was killed: nobody to tell
+                conn.sendall(f"{ended}\n".encode())
+            conn.close()
+
+
+def become_the_command(request: dict[str, Any], fds: list[int], real: str) -> None:
+    """In the forked child: take the shim's descriptors, directory and environment, and run the console script."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [real, *request["argv"]]
+    sys.path[0] = os.path.dirname(real)
+    sys.modules["__main__"].__file__ = real
+    importlib.invalidate_caches()
+    from cosimrun.cli import main
+
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    for name in PRELOAD:
+        importlib.import_module(name)
+    assert threading.active_count() == 1, "a preloaded module started a thread: forking would be unsafe"
+    _, socket_path, real_script = sys.argv
+    sys.stdout.flush()
+    job = serve(socket_path)
+    if job is not None:
+        become_the_command(*job, real_script)
