@@ -16,7 +16,13 @@ from doc_examples import ROOT
 
 
 @pytest.fixture(scope="session")
-def example_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def example_server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The log of the examples' fork server: a line per command (see :func:`forkserver.serve`)."""
+    return tmp_path_factory.mktemp("example_server") / "server.log"
+
+
+@pytest.fixture(scope="session")
+def example_env(tmp_path_factory: pytest.TempPathFactory, example_server_log: Path) -> Iterator[dict[str, str]]:
     """The environment of the examples' commands: this interpreter's scripts first, ``pip`` checked, caches private,
     ``cosimrun`` forked from a server that imported it once (``forkserver.py``)."""
     shims = tmp_path_factory.mktemp("example_bin")
@@ -30,7 +36,7 @@ def example_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     env["COLUMNS"] = "100"
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "HYDRA_FULL_ERROR", "PYTHONPATH"):
         env.pop(name, None)
-    with _fork_server(env, tmp_path_factory.mktemp("example_server")) as (socket_path, real):
+    with _fork_server(env, example_server_log.parent) as (socket_path, real):
         forkserver.write_shim(shims / "cosimrun", socket_path, real)
         yield env
 

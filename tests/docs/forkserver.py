@@ -32,8 +32,9 @@ PRELOAD = ("cosimrun.cli", "cosimrun.config.reporting", "cosimrun.config.build",
            "hydra.main", "hydra._internal.utils", "h5py", "numpy", "pandas")
 """Modules a command imports anyway; none of them starts a thread or reads the environment it is given later."""
 
-IGNORED = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
-"""Variables a shell sets for every command: differences in them do not make a command run for real."""
+IGNORED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "PS4"})
+"""Variables a shell sets (or, not interactive, drops) for every command: differences in them do not make a
+command run for real."""
 
 SHIM = '''#!{python} -IS
 """`cosimrun`, forked by tests/docs/forkserver.py's server (see there); the real command if it is gone."""
@@ -81,13 +82,20 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data), fds
 
 
-def _differs(env: dict[str, str], own: dict[str, str]) -> bool:
-    keys = (env.keys() | own.keys()) - IGNORED
-    return any(env.get(k) != own.get(k) for k in keys)
+def _differences(env: dict[str, str], own: dict[str, str]) -> list[str]:
+    return sorted(k for k in (env.keys() | own.keys()) - IGNORED if env.get(k) != own.get(k))
+
+
+def _log(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def serve(socket_path: str) -> tuple[dict[str, Any], list[int]] | None:
-    """Serve until standard input ends; in a forked child, return its request and descriptors."""
+    """Serve until standard input ends; in a forked child, return its request and descriptors.
+
+    Each command is logged on standard error: ``forked PID: ARGS`` or ``real command (VARIABLES differ): ARGS``.
+    """
     own = dict(os.environ)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(socket_path)
@@ -104,11 +112,13 @@ def serve(socket_path: str) -> tuple[dict[str, Any], list[int]] | None:
             except (OSError, ValueError):
                 conn.close()
                 continue
-            if len(fds) != 3 or _differs(request["env"], own):
+            differences = _differences(request["env"], own)
+            if len(fds) != 3 or differences:
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(b"fallback\n")
                 conn.close()
+                _log(f"real command ({', '.join(differences) or 'no descriptors'} differ): {request['argv']}")
                 continue
             pid = os.fork()
             if pid == 0:
@@ -121,6 +131,7 @@ def serve(socket_path: str) -> tuple[dict[str, Any], list[int]] | None:
                 os.close(fd)
             conn.sendall(f"pid {pid}\n".encode())
             waiting[pid] = conn
+            _log(f"forked {pid}: {request['argv']}")
         while waiting:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:

@@ -21,11 +21,11 @@ COMMANDS = [
     "cosimrun +experiment=room_heatin",
     "cosimrun +experiment=room_heating components.nope.type=gain",
     "cosimrun +experiment=bouncing_ball run.tf=0.5 hydra.run.dir=b > out.txt 2> err.txt; cat err.txt out.txt",
-    "cosimrun --list-components | head -n 2",
+    "cosimrun --list-components | grep -c builtin",
     "echo from stdin | cosimrun +experiment=bouncing_ball run.tf=0.1 hydra.run.dir=c 2>&1 | tail -n 1",
     "COLUMNS=40 cosimrun --help | head -n 3",
 ]
-"""Runs, errors (exit 2), output redirected, a pipe closed early, input piped in, an environment of its own."""
+"""Runs, errors (exit 2), output redirected and piped, input piped in, an environment of its own."""
 
 WALL = re.compile(r"\d+(\.\d+)? s wall")
 
@@ -42,7 +42,7 @@ def _seen(done: subprocess.CompletedProcess[str], folder: Path) -> tuple[int, st
 
 @pytest.mark.slow
 def test_a_forked_command_prints_writes_and_exits_as_the_real_one(example_env: dict[str, str],
-                                                                    tmp_path: Path) -> None:
+                                                                    example_server_log: Path, tmp_path: Path) -> None:
     real_env = dict(example_env, PATH=example_env["PATH"].split(":", 1)[1])  # without the shims: the real command
     assert _shell("command -v cosimrun", tmp_path, real_env).stdout.strip() == str(Path(sys.executable).parent /
                                                                                   "cosimrun")
@@ -50,8 +50,14 @@ def test_a_forked_command_prints_writes_and_exits_as_the_real_one(example_env: d
         forked, real = tmp_path / "forked", tmp_path / "real"
         for folder in (forked, real):
             folder.mkdir(exist_ok=True)
+        logged = len(example_server_log.read_text().splitlines())
         a, b = _shell(command, forked, example_env), _shell(command, real, real_env)
         assert _seen(a, forked) == _seen(b, real), command
+        how = example_server_log.read_text().splitlines()[logged:]
+        if command.startswith("COLUMNS=40"):  # a variable of its own: the real command
+            assert len(how) == 1 and how[0].startswith("real command (COLUMNS differ): "), how
+        else:
+            assert len(how) == command.count("cosimrun ") and all(line.startswith("forked ") for line in how), how
     assert {p.relative_to(tmp_path / "forked").as_posix() for p in (tmp_path / "forked").rglob("*")} == \
         {p.relative_to(tmp_path / "real").as_posix() for p in (tmp_path / "real").rglob("*")}
     for run in ("out", "b"):
@@ -65,9 +71,11 @@ def test_a_forked_command_prints_writes_and_exits_as_the_real_one(example_env: d
 
 @pytest.mark.slow
 def test_sigterm_to_the_shim_ends_the_forked_run_as_it_ends_the_real_one(example_env: dict[str, str],
+                                                                          example_server_log: Path,
                                                                           tmp_path: Path) -> None:
     """A long run, interrupted by SIGTERM to the process the shell started: 143, one line, an interrupted file."""
     shim = example_env["PATH"].split(":", 1)[0] + "/cosimrun"
+    logged = len(example_server_log.read_text().splitlines())
     ended = {}
     for name, script in (("forked", shim), ("real", str(Path(sys.executable).parent / "cosimrun"))):
         proc = subprocess.Popen([script, "+experiment=coupled_oscillators", "run.tf=100000", f"hydra.run.dir={name}"],
@@ -83,6 +91,8 @@ def test_sigterm_to_the_shim_ends_the_forked_run_as_it_ends_the_real_one(example
             status = f.attrs["status"]
         said = WALL.sub("", re.sub(r"t=\S+", "t=T", err.replace(str(tmp_path / name), "DIR")))
         ended[name] = (proc.returncode, said, out.replace(str(tmp_path / name), "DIR"), status)
+    how = example_server_log.read_text().splitlines()[logged:]
+    assert len(how) == 1 and how[0].startswith("forked "), how  # the forked run; the real one is not the shim
     assert ended["forked"] == ended["real"]
     assert ended["real"][0] == 143 and ended["real"][3] == "interrupted"
     assert "SIGTERM" in ended["real"][1]
