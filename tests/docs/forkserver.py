@@ -16,20 +16,25 @@ shim receives (SIGINT, SIGTERM, SIGHUP) are passed on to the child.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PRELOAD = ("cosimrun.cli", "cosimrun.config.reporting", "cosimrun.config.build", "cosimrun.runner.ledger",
            "cosimrun.runner.run", "cosimrun.runner.signals", "cosimrun.storage", "cosimrun.post.commands",
-           "hydra.main", "hydra._internal.utils", "h5py", "numpy", "pandas")
+           "cosimrun.components._base", "cosimrun.components.fmu.base", "hydra_plugins.cosimrun_sweeper.sweeper",
+           "hydra_plugins.cosimrun_dask_launcher.dask_launcher", "hydra.main", "hydra._internal.utils", "h5py",
+           "numpy", "pandas")
 """Modules a command imports anyway; none of them starts a thread or reads the environment it is given later."""
 
 IGNORED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "PS4"})
@@ -157,13 +162,48 @@ def become_the_command(request: dict[str, Any], fds: list[int], real: str) -> No
     importlib.invalidate_caches()
     from cosimrun.cli import main
 
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except SystemExit as exc:
+        _exit_as_the_interpreter_does(exc.code)
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        _exit_as_the_interpreter_does(None, signal.SIGINT)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        _exit_as_the_interpreter_does(1)
+
+
+def _exit_as_the_interpreter_does(code: object, by_signal: int | None = None) -> NoReturn:
+    """End the child as Python ends a script (``SystemExit``'s code, threads joined, exit functions run, standard
+    streams flushed, then an uncaught ``KeyboardInterrupt`` ends it by SIGINT), without tearing down the modules
+    the server imported: that alone takes longer than a short command."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    threading._shutdown()  # type: ignore[attr-defined] - what the interpreter calls first when it ends
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - as the interpreter reports a stream it cannot flush at exit
+            sys.unraisablehook(sys.UnraisableHookArgs((*sys.exc_info(), "Exception ignored on flushing", stream)))
+            status = 120
+    if by_signal is not None:
+        signal.signal(by_signal, signal.SIG_DFL)
+        os.kill(os.getpid(), by_signal)
+    os._exit(status & 0xFF)
 
 
 if __name__ == "__main__":
     for name in PRELOAD:
         importlib.import_module(name)
     assert threading.active_count() == 1, "a preloaded module started a thread: forking would be unsafe"
+    gc.freeze()  # the children's collections leave the server's objects alone (and their pages shared)
     _, socket_path, real_script = sys.argv
     sys.stdout.flush()
     job = serve(socket_path)

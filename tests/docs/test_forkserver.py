@@ -23,7 +23,7 @@ COMMANDS = [
     "cosimrun +experiment=bouncing_ball run.tf=0.5 hydra.run.dir=b > out.txt 2> err.txt; cat err.txt out.txt",
     "cosimrun --list-components | grep -c builtin",
     "echo from stdin | cosimrun +experiment=bouncing_ball run.tf=0.1 hydra.run.dir=c 2>&1 | tail -n 1",
-    "COLUMNS=40 cosimrun --help | head -n 3",
+    "COLUMNS=40 cosimrun --help | grep -c usage",
 ]
 """Runs, errors (exit 2), output redirected and piped, input piped in, an environment of its own."""
 
