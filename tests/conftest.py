@@ -79,14 +79,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"skipped in CI, where every test must run (CI={os.environ['CI']}): {reason}"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files that hold slow tests first, each file's tests kept together and in order: with ``-n``, the longest
-    tests then start early and the last ones a worker runs are short, instead of one worker finishing a long test
-    alone at the end."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
-
-
 # The ``cosimrun`` command (the console script's entry point).
 CLI = "from cosimrun.cli import main; main()"
 
