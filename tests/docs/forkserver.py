@@ -1,7 +1,7 @@
 """The ``cosimrun`` command of the documentation's examples, forked from one process that imported it once.
 
 Most of a short command's time is Python importing cosimrun, Hydra, numpy and h5py; the examples run
-about a hundred commands. ``test_examples.py`` starts this script as a server on a Unix socket and puts
+about a hundred commands. ``conftest.py`` (here) starts this script as a server on a Unix socket and puts
 a ``cosimrun`` shim (:data:`SHIM`) first on the examples' ``PATH``. The shim sends its arguments, working
 directory and environment, and its standard input, output and error themselves (the file descriptors,
 so pipes and redirections are the shell's), and ends as the command ended: the same exit status, or the
