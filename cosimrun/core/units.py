@@ -12,8 +12,33 @@ from functools import lru_cache
 import pint
 
 from cosimrun.errors import ConfigError, IncompatibleUnitsError, did_you_mean, suggest
+from cosimrun.fmi.extraction import _locked, cache_directory
 
-ureg: pint.UnitRegistry = pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
+
+def _new_registry() -> pint.UnitRegistry:
+    """A registry whose parsed definitions pint keeps in ``pint/`` of cosimrun's cache directory.
+
+    Parsing pint's definitions is most of a process's start-up (every command, every sweep worker); the
+    cache (keyed by pint's and Python's versions and the definitions' content) is read and written under the
+    cache's lock, as pint writes it in place. A cache that cannot be used (a read-only folder, a damaged
+    file, which is removed for the next process to write again) is passed over: the definitions are parsed
+    as without one.
+    """
+    folder = cache_directory() / "pint"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with _locked(folder, exclusive=True, wait=True):
+            try:
+                return pint.UnitRegistry(autoconvert_offset_to_baseunit=True, cache_folder=folder)
+            except Exception:
+                for damaged in folder.glob("*.pickle"):
+                    damaged.unlink(missing_ok=True)
+                raise
+    except Exception:  # noqa: BLE001 - any failure of the cache: parse without it
+        return pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
+
+
+ureg: pint.UnitRegistry = _new_registry()
 """The single unit registry of cosimrun; every unit string is parsed here."""
 
 Q_ = ureg.Quantity

@@ -93,7 +93,8 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
 def cache_directory() -> Path:
-    """cosimrun's cache directory (extracted FMUs, built examples): ``$COSIMRUN_CACHE_DIR``, else the user cache dir."""
+    """cosimrun's cache directory (extracted FMUs, built examples, pint's parsed unit definitions):
+    ``$COSIMRUN_CACHE_DIR``, else the user cache dir."""
     env = os.environ.get("COSIMRUN_CACHE_DIR")
     if env:
         return Path(env).expanduser()

@@ -2,9 +2,10 @@
 
 The blocks of one page run in order in one working directory (a temporary one), so a page's later
 examples use the files its earlier ones made, as a reader following it would. Shell commands run as
-subprocesses with this environment's ``cosimrun``, ``python`` and ``dask``; ``pip install`` is replaced
-by a check that what it would install is installed here (``pipcheck.py``), as the tests run in the
-environment the README's own install command made.
+subprocesses with this environment's ``cosimrun``, ``python`` and ``dask`` (``cosimrun`` forked from a
+process that imported it once, see ``forkserver.py``, and ``conftest.py`` for the environment); ``pip
+install`` is replaced by a check that what it would install is installed here (``pipcheck.py``), as the
+tests run in the environment the README's own install command made.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import doctest
 import os
 import subprocess
-import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -72,23 +72,6 @@ SETUPS: dict[str, Callable[[Path, str], None]] = {
     "ssp": _ssp_setup,
 }
 """``setup=NAME:PATH`` makes a file a page's example needs at PATH in its working directory."""
-
-
-@pytest.fixture(scope="session")
-def example_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of the examples' commands: this interpreter's scripts first, ``pip`` checked, caches private."""
-    shims = tmp_path_factory.mktemp("example_bin")
-    pip = shims / "pip"
-    pip.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / "docs" / "pipcheck.py"}" "$@"\n')
-    pip.chmod(0o755)
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(shims), str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["COSIMRUN_CACHE_DIR"] = str(tmp_path_factory.mktemp("example_cache"))
-    env["MPLBACKEND"] = "Agg"
-    env["COLUMNS"] = "100"
-    for name in ("DISPLAY", "WAYLAND_DISPLAY", "HYDRA_FULL_ERROR", "PYTHONPATH"):
-        env.pop(name, None)
-    return env
 
 
 def _shell(command: str, workdir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
