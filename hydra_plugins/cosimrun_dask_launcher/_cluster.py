@@ -188,7 +188,9 @@ def _local_cluster(launcher: DaskLauncher, n_workers: int) -> Any:
         security=sweep_security(),
         dashboard_address=loopback_dashboard(launcher.dashboard_address),
         memory_limit=launcher.memory_limit,
-        silence_logs=logging.ERROR,
+        # cosimrun reports each job's failure and a worker's death in its own lines; dask's logs of its local
+        # processes (e.g. a worker's heartbeat to a scheduler that a SIGTERM is closing) would only interleave
+        silence_logs=logging.CRITICAL,
         # a job whose worker died is reported to the driver at once; `retries` decides what follows
         scheduler_kwargs={"allowed_failures": 0},
         preload=["hydra_plugins.cosimrun_dask_launcher._worker"],  # workers leave Ctrl-C to the driver

@@ -170,12 +170,14 @@ def test_a_crash_in_an_fmu_step_is_said_in_one_line_and_keeps_what_was_flushed_b
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     partial = tmp_path / "out" / "results.h5.partial"
-    who = ("a step of the components 'fine', 'hung' (stepped in parallel)" if parallel
-           else "the step of component 'hung'")
-    assert err.splitlines() == [
+    # on the pool 'fine' is named when its 5 ms step had not returned at the crash, which a loaded machine may not
+    # keep (the crash then lands after it): the line names whichever steps had not returned
+    whos = ["the step of component 'hung'"] + (["a step of the components 'fine', 'hung' (stepped in parallel)"]
+                                               if parallel else [])
+    assert err.splitlines() in [[
         f"cosimrun: error: the process {what} in {who} from t={at - DT:g}; results up to the last flush kept in "
         f"{partial} (status running)"
-    ]
+    ] for who in whos], err
     assert load_results(partial).status == "running"
     assert_prefix_of_the_run(partial, 15 if parallel else 50, at, ("fine", "hung") if parallel else ("hung",))
 

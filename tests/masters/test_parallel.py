@@ -192,7 +192,7 @@ def serial_stats(result: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("name", list(MASTERS))
 def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     name: str, discards: bool, fmus: dict[str, Path], always_parallel: list[tuple[int, int]],
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, pool_kind: str,
 ) -> None:
     kind = "interpolating" if name.endswith(("lines", "extrapolated")) else "discard"
     undone: list[str] = []
@@ -202,7 +202,9 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert always_parallel == []
     result = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name](parallel=2))
     (pooled, alive), = always_parallel
-    assert pooled > 0 and alive == 0  # the pool's thread took steps, and ended with the run
+    # the native pool's thread took steps; a Python pool's thread takes a share only when it gets the GIL before the
+    # caller has taken every job itself, which a loaded machine may never give it in a short run
+    assert (pooled > 0 or pool_kind == "threads") and alive == 0  # and the threads ended with the run
     assert_bitwise_equal(result, reference)
     assert serial_stats(result) == serial_stats(reference)
     assert result.stats.parallel_steps > 0 and result.stats.parallel_threads == 2

@@ -205,7 +205,7 @@ def test_a_discontinuity_is_stepped_over_at_min_step_and_counted() -> None:
     ({"name": "jacobi", "step_control": "eror"}, "step_control", "did you mean 'error'"),
     ({"name": "jacobi", "rtol": -1.0}, "rtol", "must be >= 0"),
     ({"name": "gauss_seidel", "min_step": 0.1, "max_step": 0.01}, "min_step", "must not exceed max_step"),
-    ({"name": "ijcsa", "iterate_steps": True, "step_control": "error"}, "step_control", "iterate_steps"),
+    ({"name": "ijcsa", "iterate_steps": True, "sweeps": 2}, "sweeps", "iterate_steps"),
 ])
 def test_bad_step_control_settings_name_the_key(settings, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
