@@ -211,14 +211,19 @@ class ExplicitRun(MasterRun):
 
     def _step_to(self, t: float, t1: float, b: int, saved: Checkpoint | None) -> tuple[int, float, str | None]:
         """Step the plan from *t* to *t1* (tick *b*) and exchange there; cut short where a component ends it early."""
-        h = t1 - t
         if self.lagging:
-            self.extrapolation.extrapolate(t, h)
+            self.extrapolation.extrapolate(t, t1 - t)
+        return self._step_plan_to(t, t1, b, saved, extrapolate=True)
+
+    def _step_plan_to(self, t: float, t1: float, b: int, saved: Checkpoint | None,
+                      extrapolate: bool) -> tuple[int, float, str | None]:
+        """Step the plan from *t* to *t1* with the inputs as they are given, and exchange; where a component ends the
+        step early, cut it there (the lagging inputs extrapolated again over the shorter step with *extrapolate*)."""
         ended = None
         try:
-            self.step_all(self.plan, t, h)
+            self.step_all(self.plan, t, t1 - t)
         except StepEndedEarly as exc:
-            b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=True)
+            b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=extrapolate)
         self.schedule.settle(t1)
         return b, t1, ended
 
@@ -245,12 +250,7 @@ class ExplicitRun(MasterRun):
                 lk.dst.value, lk.dst.derivatives = start[-1], ((end - start[-1]) / h,)
             else:
                 lk.dst.value = 0.5 * (start[-1] + end)
-        try:
-            self.step_all(self.plan, t, h)
-        except StepEndedEarly as exc:
-            b, t1, ended = self.cutter.cut(self.plan, t, t1, exc, saved, extrapolate=False)
-        self.schedule.settle(t1)
-        return b, t1, ended
+        return self._step_plan_to(t, t1, b, saved, extrapolate=False)
 
     def _sweep_to(self, t: float, t1: float, b: int, saved: Checkpoint) -> tuple[int, float, str | None]:
         """:meth:`_step_to`, then again from *saved* (at *t*) with the lagging inputs at their producers' latest
