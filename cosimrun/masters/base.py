@@ -262,7 +262,7 @@ class MasterRun:
                 if resume is not None:
                     a = resume(self)
                 report = a + stride
-                stop = bool(stoppers) and self._stop_at(clock.time(a))
+                stop = self.stopped is not None or (bool(stoppers) and self._stop_at(clock.time(a)))
                 while a < end and not stop:
                     b = self.next_point(clock, a)
                     self.step_open = True
@@ -373,9 +373,10 @@ class MasterRun:
     def save_state(self, tick: int) -> dict[str, Any]:
         """The run's state at the accepted communication point *tick*, as plain values (see
         :mod:`cosimrun.checkpoint.form`): the tick and the clock's exact times, the statistics so far, the step
-        control's proposal, the steps cut short, the coupling-error estimate's sums and the state events (armed
-        sides, Zeno counters). The recorder must have handed over every sample (the estimate has seen them).
-        The schedule and the stepping plans are derived from the system and not saved."""
+        control's proposal, the steps cut short, the coupling-error estimate's sums, the state events (armed
+        sides, Zeno counters) and a component's request to end the run there (:attr:`stopped`). The recorder
+        must have handed over every sample (the estimate has seen them). The schedule and the stepping plans
+        are derived from the system and not saved."""
         stats = asdict(self.stats)
         return {
             "tick": self.clock.split(tick),
@@ -385,6 +386,8 @@ class MasterRun:
             "cut_events": dict(self.cutter.events),
             "coupling": self.coupling.save_state() if self.coupling is not None else None,
             "events": self.events.save_state() if self.events is not None else None,
+            "stopped": None if self.stopped is None else {
+                "time": self.stopped.time, "component": self.stopped.component, "reason": self.stopped.reason},
         }
 
     def restore_state(self, state: dict[str, Any]) -> int:
@@ -403,6 +406,9 @@ class MasterRun:
             self.coupling.restore_state(state["coupling"])
         if self.events is not None:
             self.events.restore_state(state["events"])
+        stopped = state.get("stopped")
+        if stopped is not None:  # a component had ended the run there: it stays ended
+            self.stopped = StopRequest(float(stopped["time"]), str(stopped["component"]), str(stopped["reason"]))
         return clock.join(state["tick"])
 
     # ------------------------------------------------------------------ collaborators of the run

@@ -15,8 +15,12 @@ import yaml
 
 from cosimrun.checkpoint import CheckpointSettings, StateFormError, SystemState, pack, unpack
 from cosimrun.config.build import Experiment, build_experiment
+from cosimrun.core.component import CoSimComponent, StopRequest
+from cosimrun.core.ports import PortSpec, PortType
 from cosimrun.errors import ComponentStateError, ConfigError
-from cosimrun.system import RunResult
+from cosimrun.masters import GaussSeidel
+from cosimrun.plugins import create_component
+from cosimrun.system import RunResult, System
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
@@ -261,3 +265,65 @@ def test_a_state_at_rest_on_an_event_surface_continues():
     rest.system.restore_state(state)
     second = run(rest)
     assert_continues(whole, first, rest, second)
+
+
+class _StoppingClock(CoSimComponent):
+    """Asks to end the run once its time reaches ``t_stop`` (as an FMU asking to terminate); output ``t``."""
+
+    may_request_stop = True
+
+    def __init__(self, name: str, t_stop: float) -> None:
+        super().__init__(name)
+        self.t_stop = t_stop
+        self.output_specs["t"] = PortSpec("t", PortType.REAL, "out")
+
+    def _initialize_component(self, t0: float) -> None:
+        self.stop_requested = None
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        if t + dt >= self.t_stop - 1e-12:
+            self.stop_requested = "reached its end"
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
+        self.outputs["t"].value = self.t
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        self.t = t
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"t": np.array([self.t])}
+
+    def restore_checkpoint(self, state: Any) -> None:
+        self.t = float(state["t"][0])
+        self._update_output_states()
+
+
+def _clocked() -> System:
+    system = System("clocked")
+    system.add_component(_StoppingClock("clock", t_stop=1.0))
+    system.add_component(create_component("integrator", "i"))
+    system.connect("clock.t", "i.u")
+    return system
+
+
+def test_a_run_a_component_ended_early_stays_ended_when_continued_from_its_final_state():
+    """The final state of a run that a component ended at t=1 (of 3) carries that stop: continued from it, the
+    run ends there at once, with the same stop, instead of stepping on past it."""
+    whole = _clocked()
+    first = whole.run(0.0, 3.0, 0.25, GaussSeidel(), checkpoint=CheckpointSettings(at=(0.5,)))
+    stop = StopRequest(1.0, "clock", "reached its end")
+    assert first.stopped == stop
+    final = first.checkpoints[-1]
+    assert final.time == 1.0
+    rest = _clocked()
+    rest.initialize(0.0, GaussSeidel())
+    rest.restore_state(final)
+    second = rest.run(0.0, 3.0, 0.25, GaussSeidel())
+    assert second.stopped == stop
+    assert second.stats.macro_steps == first.stats.macro_steps == 4
+    time, _ = rest.history.get_component_history("i").to_arrays()
+    assert len(time) == 0  # no sample past the stop (the samples up to it are the first run's)
+    assert [(e[0].t, e[1], e[2]) for e in second.events] == []  # nor the stop event a second time
