@@ -131,6 +131,7 @@ class CosimrunSweeper(Sweeper):
         from cosimrun.config.build import build_experiment
         from cosimrun.errors import ConfigError
         from cosimrun.runner.configtext import resolved
+        from cosimrun.runner.run import prepare
         from cosimrun.runner.worker import hydra_config
 
         config = self.composer.compose(overrides, 0).config
@@ -144,4 +145,12 @@ class CosimrunSweeper(Sweeper):
         except ConfigError as exc:
             return exc
         experiment.system.free()
+        if experiment.run.start_from is None:
+            return None
+        try:  # a fork: the job's parameters must be ones that may change at the checkpoint
+            prepare(plain).system.free()
+        except ConfigError as exc:
+            return exc
+        except Exception:  # the job will say
+            return None
         return None

@@ -109,3 +109,25 @@ def test_a_fixed_fmu_parameter_is_refused_in_one_line(ball):
 def test_restart_and_start_from_together_are_refused():
     with pytest.raises(ConfigError, match=r"^run.start_from: give run.restart .* or run.start_from .*, not both$"):
         build_run({"restart": "a.h5", "start_from": "b.h5"})
+
+
+@pytest.mark.slow
+def test_a_forked_sweep_changing_a_fixed_fmu_parameter_is_refused_before_any_job_runs(tmp_path, ball, cosimrun):
+    """``run.start_from`` with a sweep of a fixed FMU parameter: every job would be refused, so the command ends
+    with that one line (exit 2) before any job runs, and leaves no job behind."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "ballx.yaml").write_text(
+        "# @package _global_\nname: ballx\nrun: {t0: 0.0, tf: 0.5, dt: 0.01}\n"
+        f"components:\n  ball: {{type: fmu, params: {{path: {ball}, g: 9.81}}}}\n", encoding="utf-8")
+    parent = tmp_path / "parent"
+    proc = cosimrun(f"--config-dir={conf}", "+experiment=ballx", "run.checkpoint.at=[0.3]", f"hydra.run.dir={parent}")
+    assert proc.returncode == 0, proc.stderr
+    sweep = tmp_path / "sweep"
+    proc = cosimrun("-m", f"--config-dir={conf}", "+experiment=ballx", f"run.start_from={parent / 'results.h5'}@0.3",
+                    "components.ball.params.g=4.0,5.0", f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"cosimrun: error: run.start_from: {parent / 'results.h5'}: parameter ball.g cannot change from the "
+        "checkpoint's 9.81 to 4.0: it is a fixed FMU parameter (only tunable ones can change after the start)"]
+    assert not list(sweep.rglob("results.h5*")) and not list(sweep.rglob("overrides.yaml"))
