@@ -45,6 +45,10 @@ PLAIN = {"ValueError", "TypeError", "RuntimeError"}
 ALLOWED: dict[tuple[str, str], str] = {
     ("core/ode/component.py", "restore_state"):
         "a master handing a component a snapshot that is not its own, or one taken at another time",
+    ("core/ode/component.py", "restore_checkpoint"):
+        "a state of another component handed to this one: the system's fingerprint refuses such a state first",
+    ("storage/sweep_index.py", "append_index_rows"):
+        "a caller handing over a row schema without an int num: a programming error",
     ("core/multi.py", "restore_state"):
         "a master handing a multi component a snapshot that is not its own, or one of another mode",
     ("components/sources.py", "_whole"):

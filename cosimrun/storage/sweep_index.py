@@ -30,6 +30,7 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -298,6 +299,12 @@ def _number(value: Any, kind: str) -> Any:
     return 0 if value is None else int(value)
 
 
+STORE_READ_ATTEMPTS = 10
+"""Reads of a row store that fails to open or lacks a dataset before it is taken as never initialized (about half
+a second in all): a read that meets the driver appending fails now and then, and the file's table alone would show
+rows that arrived since as pending."""
+
+
 def _read_store(file: Path) -> list[dict[str, Any]]:
     """The rows of the row store *file*, one per ``num`` (the latest), ordered by ``num``."""
     with h5py.File(file, "r", libver="latest", swmr=True, locking=False) as f:
@@ -346,10 +353,12 @@ def read_index_parts(path: str | os.PathLike[str]) -> list[dict[str, Any]] | Non
         return None
     store = rows_file(path, generation)
     if store.exists():
-        try:
-            return _read_store(store)
-        except (OSError, KeyError):  # made but not initialized (its driver was killed then): the file's table
-            return None
+        for attempt in range(STORE_READ_ATTEMPTS):
+            try:
+                return _read_store(store)
+            except (OSError, KeyError):  # being made or appended to this instant: read it again
+                time.sleep(0.01 * (attempt + 1))
+        return None  # made but never initialized (its driver was killed then): the file's table
     rows: dict[int, dict[str, Any]] = {}
     parts = _parts(path, generation)
     if not parts:  # its driver was killed before it appended the first rows: the file's table
