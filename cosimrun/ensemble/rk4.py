@@ -1,8 +1,8 @@
-"""Classic RK4 over all members at once, in the scalar :class:`~cosimrun.core.ode.rk4.RK4`'s arithmetic order.
+"""Classic RK4 over all members at once, through the scalar :class:`~cosimrun.core.ode.rk4.RK4`'s substeps.
 
-Each state row holds one state of every member (``x`` of shape ``(n_states, M)``); every operation is the
-scalar integrator's, elementwise, in the same order, so each member's column is bitwise the scalar run's
-(for models whose ``derivatives`` are elementwise IEEE arithmetic).
+Each state row holds one state of every member (``x`` of shape ``(n_states, M)``); the substeps are the
+scalar integrator's (:func:`~cosimrun.core.ode.rk4.rk4_substeps`), elementwise, so each member's column is
+bitwise the scalar run's (for models whose ``derivatives`` are elementwise IEEE arithmetic).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cosimrun.core.ode.rk4 import rk4_substeps
 from cosimrun.errors import ModelOutputError
 
 Derivatives = Callable[[float, np.ndarray, np.ndarray], np.ndarray]
@@ -32,7 +33,6 @@ class VectorRK4:
         self.buffers = [np.empty(shape) for _ in range(5)]
         self._h = math.nan
         self._factors: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.array(0.0),) * 3
-        self._two = np.array(2.0)
 
     def integrate(self, f: Derivatives, t: float, dt: float, x: np.ndarray, u: np.ndarray,
                   u_at: InputAt | None, track: Track | None = None) -> None:
@@ -45,38 +45,10 @@ class VectorRK4:
         h2, h6 = 0.5 * h, h / 6.0
         if h != self._h:
             self._h, self._factors = h, (np.array(h), np.array(h2), np.array(h6))
-        a_h, a_h2, a_h6 = self._factors
-        two = self._two
-        s2, s3, s4, w, v = self.buffers
-        multiply, add = np.multiply, np.add
-        u1 = u2 = u4 = u
         k1 = f(t, x, u)
         if np.shape(k1) != x.shape:
             raise ModelOutputError(f"component {self.name!r}: derivatives returned shape {np.shape(k1)} for an "
                                    f"ensemble, expected {x.shape} (states {list(self.state_names)} by members)",
                                    component=self.name, time=t, function="derivatives", expected=x.shape,
                                    got=np.shape(k1))
-        last = n_sub - 1
-        for i in range(n_sub):
-            ti = t + i * h
-            if u_at is not None:
-                u1, u2, u4 = u4, u_at(ti + h2), u_at(ti + h)
-            if i:
-                k1 = f(ti, x, u1)
-            multiply(k1, a_h2, out=w)
-            add(w, x, out=s2)
-            k2 = f(ti + h2, s2, u2)
-            multiply(k2, a_h2, out=w)
-            add(w, x, out=s3)
-            k3 = f(ti + h2, s3, u2)
-            multiply(k3, a_h, out=w)
-            add(w, x, out=s4)
-            k4 = f(ti + h, s4, u4)
-            add(k2, k3, out=w)
-            multiply(w, two, out=v)
-            add(v, k1, out=w)
-            add(w, k4, out=v)
-            multiply(v, a_h6, out=w)
-            x += w
-            if track is not None:
-                track(t + dt if i == last else t + (i + 1) * h, x, u4)
+        rk4_substeps(f, t, dt, n_sub, h, self._factors, x, u, u_at, k1, self.buffers, track)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,44 +48,63 @@ class RK4(Integrator):
         h2, h6 = 0.5 * h, h / 6.0
         if h != self._h:  # the factors as 0-d arrays (see _TWO), made again only when the substep changes
             self._h, self._factors = h, (np.array(h), np.array(h2), np.array(h6))
-        a_h, a_h2, a_h6 = self._factors
-        two = _TWO
         comp = self.component
         f = comp.derivatives
-        s2, s3, s4, w, v = self.buffers
-        multiply, add = np.multiply, np.add
         trackers = self.start_trackers(t, x, u)
         u_at = comp.input_at
-        u1 = u2 = u4 = u
         k1 = f(t, x, u)
         if np.shape(k1) != x.shape:
             raise ModelOutputError(f"component {comp.name!r}: derivatives returned shape {np.shape(k1)}, "
                                    f"expected {x.shape} (states {list(comp.state_names)})", component=comp.name,
                                    time=t, function="derivatives", expected=x.shape, got=np.shape(k1))
-        last = n_sub - 1
-        for i in range(n_sub):
-            ti = t + i * h
-            if u_at is not None:
-                u1, u2, u4 = u4, u_at(ti + h2), u_at(ti + h)
-            if i:
-                k1 = f(ti, x, u1)
-            multiply(k1, a_h2, out=w)
-            add(w, x, out=s2)
-            k2 = f(ti + h2, s2, u2)
-            multiply(k2, a_h2, out=w)
-            add(w, x, out=s3)
-            k3 = f(ti + h2, s3, u2)
-            multiply(k3, a_h, out=w)
-            add(w, x, out=s4)
-            k4 = f(ti + h, s4, u4)
-            add(k2, k3, out=w)
-            multiply(w, two, out=v)
-            add(v, k1, out=w)
-            add(w, k4, out=v)
-            multiply(v, a_h6, out=w)
-            x += w
-            if trackers:
-                t_next = t + dt if i == last else t + (i + 1) * h
+        track = None
+        if trackers:
+            def track(t_next: float, x: np.ndarray, u4: np.ndarray) -> None:
                 for tr in trackers:
                     if not tr.done:
                         self.track(tr, t_next, float(tr.event.function(t_next, x, u4)))
+        rk4_substeps(f, t, dt, n_sub, h, self._factors, x, u, u_at, k1, self.buffers, track)
+
+
+def rk4_substeps(f: Callable[[float, np.ndarray, np.ndarray], np.ndarray], t: float, dt: float, n_sub: int, h: float,
+                 factors: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray, u: np.ndarray,
+                 u_at: Callable[[float], np.ndarray] | None, k1: np.ndarray, buffers: list[np.ndarray],
+                 track: Callable[[float, np.ndarray, np.ndarray], None] | None) -> None:
+    """Advance *x* in place by *n_sub* RK4 substeps of *h* from *t* to ``t + dt``: the one arithmetic of the scalar
+    integrator and the ensemble's (``cosimrun.ensemble.rk4``; *x* may be ``(n, M)``), so that each member equals its
+    scalar run bit for bit.
+
+    *k1* is ``f(t, x, u)``, already checked; *factors* are ``h``, ``h / 2`` and ``h / 6`` as 0-d arrays (see
+    :data:`_TWO`); *u* is held, or *u_at* gives the inputs at each stage time; *buffers* are five arrays shaped as
+    *x*; *track* (when given) sees every substep's end time, the state and the inputs there.
+    """
+    a_h, a_h2, a_h6 = factors
+    h2 = 0.5 * h
+    two = _TWO
+    s2, s3, s4, w, v = buffers
+    multiply, add = np.multiply, np.add
+    u1 = u2 = u4 = u
+    last = n_sub - 1
+    for i in range(n_sub):
+        ti = t + i * h
+        if u_at is not None:
+            u1, u2, u4 = u4, u_at(ti + h2), u_at(ti + h)
+        if i:
+            k1 = f(ti, x, u1)
+        multiply(k1, a_h2, out=w)
+        add(w, x, out=s2)
+        k2 = f(ti + h2, s2, u2)
+        multiply(k2, a_h2, out=w)
+        add(w, x, out=s3)
+        k3 = f(ti + h2, s3, u2)
+        multiply(k3, a_h, out=w)
+        add(w, x, out=s4)
+        k4 = f(ti + h, s4, u4)
+        add(k2, k3, out=w)
+        multiply(w, two, out=v)
+        add(v, k1, out=w)
+        add(w, k4, out=v)
+        multiply(v, a_h6, out=w)
+        x += w
+        if track is not None:
+            track(t + dt if i == last else t + (i + 1) * h, x, u4)
