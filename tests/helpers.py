@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from cosimrun import CoSimComponent, PortSpec, PortType
 
 
@@ -283,6 +285,41 @@ class MassB(_RK4Mass):
     def _update_output_states(self, t=None, event_names=()):
         self.outputs["F"].value = self._force(self._x, self._v)
         self.outputs["x2"].value = self._x
+
+
+class StoppingClock(CoSimComponent):
+    """A plain component (no FMI) that asks to stop the run once its time reaches ``t_stop``; output ``t``. It gives
+    its state for checkpoints (its time)."""
+
+    may_request_stop = True
+
+    def __init__(self, name: str, t_stop: float) -> None:
+        super().__init__(name)
+        self.t_stop = t_stop
+        self.output_specs["t"] = PortSpec("t", PortType.REAL, "out")
+
+    def _initialize_component(self, t0: float) -> None:
+        self.stop_requested = None
+
+    def _do_step_internal(self, t: float, dt: float) -> None:
+        if t + dt >= self.t_stop - 1e-12:
+            self.stop_requested = "reached its end"
+
+    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
+        self.outputs["t"].value = self.t
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any], t: float) -> None:
+        self.t = t
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"t": np.array([self.t])}
+
+    def restore_checkpoint(self, state: Any) -> None:
+        self.t = float(state["t"][0])
+        self._update_output_states()
 
 
 def two_mass_split(k1: float, k2: float, kc: float, *, substeps: int, mass1: type | None = None):

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from helpers import StoppingClock
 
 from cosimrun.checkpoint import CheckpointSettings, StateFormError, SystemState, pack, unpack
 from cosimrun.config.build import Experiment, build_experiment
-from cosimrun.core.component import CoSimComponent, StopRequest
-from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.core.component import StopRequest
 from cosimrun.errors import ComponentStateError, ConfigError
 from cosimrun.masters import GaussSeidel
 from cosimrun.plugins import create_component
@@ -267,43 +267,9 @@ def test_a_state_at_rest_on_an_event_surface_continues():
     assert_continues(whole, first, rest, second)
 
 
-class _StoppingClock(CoSimComponent):
-    """Asks to end the run once its time reaches ``t_stop`` (as an FMU asking to terminate); output ``t``."""
-
-    may_request_stop = True
-
-    def __init__(self, name: str, t_stop: float) -> None:
-        super().__init__(name)
-        self.t_stop = t_stop
-        self.output_specs["t"] = PortSpec("t", PortType.REAL, "out")
-
-    def _initialize_component(self, t0: float) -> None:
-        self.stop_requested = None
-
-    def _do_step_internal(self, t: float, dt: float) -> None:
-        if t + dt >= self.t_stop - 1e-12:
-            self.stop_requested = "reached its end"
-
-    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
-        self.outputs["t"].value = self.t
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any], t: float) -> None:
-        self.t = t
-
-    def checkpoint_state(self) -> dict[str, Any]:
-        return {"t": np.array([self.t])}
-
-    def restore_checkpoint(self, state: Any) -> None:
-        self.t = float(state["t"][0])
-        self._update_output_states()
-
-
 def _clocked() -> System:
     system = System("clocked")
-    system.add_component(_StoppingClock("clock", t_stop=1.0))
+    system.add_component(StoppingClock("clock", t_stop=1.0))
     system.add_component(create_component("integrator", "i"))
     system.connect("clock.t", "i.u")
     return system

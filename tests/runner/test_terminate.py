@@ -17,11 +17,11 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from helpers import StoppingClock
 
 from cosimrun.components.fmu import FMUComponent
 from cosimrun.console import Console
-from cosimrun.core.component import CoSimComponent, StopRequest
-from cosimrun.core.ports import PortSpec, PortType
+from cosimrun.core.component import StopRequest
 from cosimrun.errors import FMUError, StepDiscarded
 from cosimrun.masters import IJCSA, GaussSeidel, Hybrid, Jacobi
 from cosimrun.plugins import create_component
@@ -216,38 +216,11 @@ def test_a_stop_at_the_start_ends_the_run_at_t0(tmp_path: Path, fmus: dict[str, 
     assert outcome.result is not None and outcome.result.stats.macro_steps == 0
 
 
-class Clock(CoSimComponent):
-    """A plain component (no FMI) that asks to stop the run once its time reaches ``t_stop``; output ``t``."""
-
-    may_request_stop = True
-
-    def __init__(self, name: str, t_stop: float) -> None:
-        super().__init__(name)
-        self.t_stop = t_stop
-        self.output_specs["t"] = PortSpec("t", PortType.REAL, "out")
-
-    def _initialize_component(self, t0: float) -> None:
-        self.stop_requested = None
-
-    def _do_step_internal(self, t: float, dt: float) -> None:
-        if t + dt >= self.t_stop - 1e-12:
-            self.stop_requested = "reached its end"
-
-    def _update_output_states(self, t: float | None = None, event_names: Any = ()) -> None:
-        self.outputs["t"].value = self.t
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any], t: float) -> None:
-        self.t = t
-
-
 @pytest.mark.parametrize("master", MASTERS)
 def test_the_engine_ends_a_run_where_any_component_asks(master: str) -> None:
     """The contract is the engine's (no FMI): a library run ends at the request, the master says why."""
     system = System("clocked")
-    system.add_component(Clock("clock", t_stop=1.0))
+    system.add_component(StoppingClock("clock", t_stop=1.0))
     system.add_component(create_component("integrator", "i"))
     system.connect("clock.t", "i.u")
     masters = {"jacobi": Jacobi, "gauss_seidel": GaussSeidel, "ijcsa": IJCSA, "hybrid": Hybrid}
