@@ -215,7 +215,10 @@ class InvalidConnectionError(ConfigError):
 
 
 class MissingInitialValueError(ConfigError):
-    """An input that closes an algebraic loop has no initial value; ``port`` is ``"comp.input"``."""
+    """An input that closes an algebraic loop has no initial value; ``port`` is ``"comp.input"``.
+
+    Not raised since the coupled initialization solves a torn loop from its inputs' start values (an unsolvable
+    one is an :class:`InitializationError`); kept for code that catches it."""
 
     def __init__(self, message: str, port: str) -> None:
         super().__init__(None, message)

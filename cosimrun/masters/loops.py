@@ -125,15 +125,15 @@ class LoopSolver:
                 return
             except LoopConvergenceError:
                 assert strict.failure is not None
-                reasons.append(f"{method} {strict.failure[2]}")
+                reasons.append(f"{'Newton' if method == 'newton' else 'fixed point'} {strict.failure[2]}")
         port, residual, _ = strict.failure
-        inputs = [str(lk.connection.dst) for lk in self.tears]
-        inputs += [str(lk.connection.dst) for lk in self.links if lk not in self.tears]
+        tears = [str(lk.connection.dst) for lk in self.tears]
+        inputs = tears + [str(lk.connection.dst) for lk in self.links if lk not in self.tears]
         raise InitializationError(
             f"no consistent initial point of algebraic loop {' -> '.join(self.loop.components)} (inputs "
-            f"{', '.join(inputs)}) at t={t:.9g}: residual {residual:.3g} on input {port} "
-            f"({'; '.join(reasons)}; tolerance {self.settings.tolerance:g}); other start guesses may be given with "
-            "initial values of the tear inputs", loop=inputs, port=port, residual=residual, time=t)
+            f"{', '.join(inputs)}) at t={t:.9g}: residual {residual:.3g} on input {port}; {', '.join(reasons)} "
+            f"(tolerance {self.settings.tolerance:g}); the start guesses are the initial values of "
+            f"{', '.join(tears)}", loop=inputs, port=port, residual=residual, time=t)
 
     def _converged(self, r: np.ndarray, x: np.ndarray) -> bool:
         return float(np.max(np.abs(r))) <= self.settings.tolerance * (1.0 + float(np.max(np.abs(x))))
