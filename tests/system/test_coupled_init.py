@@ -84,6 +84,36 @@ def test_fmus_are_in_initialization_mode_together(affine: Path, monkeypatch: pyt
                      ("f1", "fmi2ExitInitializationMode"), ("f2", "fmi2ExitInitializationMode")]
 
 
+def test_fmi3_and_fmi2_fmus_initialize_together_without_a_loop(affine: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle through the FMI 3 state-space model (no feedthrough) is no algebraic loop: both FMUs are in
+    Initialization Mode together, then leave it with the inputs they started with, and outputs are passed on."""
+    calls: list[tuple[str, str]] = []
+    call = FMUInstance.call
+
+    def logged(self: FMUInstance, name: str, t: float, *args: Any) -> None:
+        if "InitializationMode" in name:
+            calls.append((self.name, name))
+        call(self, name, t, *args)
+
+    monkeypatch.setattr(FMUInstance, "call", logged)
+    s = System("fmi3_cycle")
+    s.add_component(builders.component("ss", builders.state_space3(tmp_path)))
+    s.add_component(builders.component("g", affine, a=-0.5, b=0.25))
+    s.connect("ss.y[1]", "g.u", convert_units=False)
+    s.connect("g.y -> ss.u")
+    try:
+        s.run(0.0, 0.3, 0.1, master=GaussSeidel())
+        assert s.analysis.loops == []
+        y1 = s.components["ss"].get_history(["y[1]"])["y[1]"]["values"]
+        np.testing.assert_array_equal(s.components["g"].get_history(["y"])["y"]["values"], -0.5 * y1 + 0.25)
+        assert y1[0] == 1.0  # x0
+    finally:
+        s.free()
+    assert calls == [("ss", "fmi3EnterInitializationMode"), ("g", "fmi2EnterInitializationMode"),
+                     ("ss", "fmi3ExitInitializationMode"), ("g", "fmi2ExitInitializationMode")]
+
+
 def test_a_nonlinear_loop_fixed_point_diverges_on_is_solved_by_newton(affine: Path) -> None:
     x, diverged = 0.0, False  # the fixed-point iteration from the start value 0
     for _ in range(10):
