@@ -11,6 +11,7 @@
     │   ├── PluginError
     │   ├── InvalidConnectionError                                 connection
     │   ├── MissingInitialValueError                               port
+    │   ├── InitializationError     no consistent initial point    loop, port, residual, time
     │   ├── IncompatibleUnitsError
     │   └── DataFileError           a data file read as input      path, row
     ├── SimulationError             wrong during the run           component, time
@@ -83,6 +84,7 @@ __all__ = [
     "FMULimitError",
     "FMUError",
     "IncompatibleUnitsError",
+    "InitializationError",
     "InvalidConnectionError",
     "LoopConvergenceError",
     "MissingInitialValueError",
@@ -213,11 +215,27 @@ class InvalidConnectionError(ConfigError):
 
 
 class MissingInitialValueError(ConfigError):
-    """An input that closes an algebraic loop has no initial value; ``port`` is ``"comp.input"``."""
+    """An input that closes an algebraic loop has no initial value; ``port`` is ``"comp.input"``.
+
+    Not raised since the coupled initialization solves a torn loop from its inputs' start values (an unsolvable
+    one is an :class:`InitializationError`); kept for code that catches it."""
 
     def __init__(self, message: str, port: str) -> None:
         super().__init__(None, message)
         self.port = port
+
+
+class InitializationError(ConfigError):
+    """The coupled initialization found no consistent initial point of an algebraic loop: ``loop`` is the loop's
+    inputs (``"comp.input"``, tear inputs first), ``port`` the input with the largest residual, ``residual`` its
+    size and ``time`` the initial time."""
+
+    def __init__(self, message: str, *, loop: list[str], port: str, residual: float, time: float) -> None:
+        super().__init__(None, message)
+        self.loop = list(loop)
+        self.port = port
+        self.residual = float(residual)
+        self.time = float(time)
 
 
 class IncompatibleUnitsError(ConfigError):

@@ -273,6 +273,20 @@ class CoSimComponent(ABC):
         if self.record_history:
             self._record_outputs(self.t)
 
+    def enter_initialization(self, t0: float) -> None:
+        """Start the initialization at *t0*, as far as outputs can be evaluated from inputs (``refresh_outputs``).
+
+        A system calls this for every component, then passes outputs on to inputs until they are consistent
+        (solving algebraic loops), then calls :meth:`exit_initialization` for every component: so a component
+        whose initialization can take its inputs (an FMU's Initialization Mode) initializes with the consistent
+        ones. The default initializes fully (:meth:`initialize`).
+        """
+        self.initialize(t0)
+
+    def exit_initialization(self, t0: float) -> None:  # noqa: B027 (optional hook)
+        """End the initialization begun by :meth:`enter_initialization`, with the inputs the component holds now.
+        The default does nothing: :meth:`initialize` has done it all."""
+
     @property
     def is_initialized(self) -> bool:
         return self._is_initialized

@@ -215,6 +215,8 @@ class FMUInstance:
         self.handle: Instance | None = None
         self.runtime: Any = None
         """The :class:`Runtime` of the current instance (``None`` without one)."""
+        self.initializing: float | None = None
+        """The start time while the instance is in Initialization Mode (``None`` otherwise)."""
         self.snapshot_ports: tuple[PortState, ...] = ()
         """The ports whose values a snapshot keeps, in its order (set when the instance starts)."""
         self._callbacks: Any = None
@@ -251,9 +253,11 @@ class FMUInstance:
 
     def start(self, t0: float, values: list[tuple[FMUVariable, Any]], inputs: Mapping[str, PortState],
               outputs: Mapping[str, PortState], bind: Bind, *, tolerance: float | None, logging: bool,
-              private: bool) -> None:
+              private: bool, hold: bool = False) -> None:
         """Instantiate at *t0*, set *values* (parameters, start values, states), enter initialization mode, bind
-        the runtime to the ports, set the inputs, leave initialization mode."""
+        the runtime to the ports, set the inputs, leave initialization mode; with *hold* the instance stays in
+        Initialization Mode until :meth:`exit_initialization` (outputs may be read and inputs set there: FMI 2.0
+        and 3.0 allow both, the ``InitialUnknowns`` saying what depends on what)."""
         assert self.ports is not None
         left = self._take_kept(private, logging)
         self.load(private, t0)
@@ -286,9 +290,21 @@ class FMUInstance:
             self.call("fmi2EnterInitializationMode", t0)
         self.snapshot_ports = (*inputs.values(), *outputs.values())
         self.runtime = runtime = bind(handle, self.library.slave.dll, self.ports.value_ports(inputs, outputs))
-        runtime.push_inputs(t0)
+        self.initializing = t0
+        if hold:
+            runtime.push_inputs(t0)
+        else:
+            self.exit_initialization()
+
+    def exit_initialization(self) -> None:
+        """Leave the Initialization Mode :meth:`start` entered (with the inputs the ports hold now: they are set
+        first), then let the runtime settle what follows it."""
+        t0 = self.initializing
+        assert t0 is not None and self.runtime is not None
+        self.initializing = None
+        self.runtime.push_inputs(t0)
         self.call("fmi3ExitInitializationMode" if self.fmi3 else "fmi2ExitInitializationMode", t0)
-        runtime.initialized(t0)
+        self.runtime.initialized(t0)
 
     def call(self, name: str, t: float, *args: Any) -> None:
         """Call the FMI function *name* on the instance at simulation time *t*; a failure raises FMUError."""
@@ -301,6 +317,7 @@ class FMUInstance:
     def free_instance(self) -> None:
         """Terminate and free the instance (the runtime first), if there is one."""
         runtime, self.runtime = self.runtime, None
+        self.initializing = None
         if runtime is not None:
             runtime.unbind()
         inst, self.handle = self.handle, None
@@ -332,6 +349,7 @@ class FMUInstance:
         if not _keeping or inst is None or not self.library.shared or key in _KEPT or len(_KEPT) >= MAX_KEPT:
             return False
         runtime, self.runtime = self.runtime, None
+        self.initializing = None
         if runtime is not None:
             runtime.unbind()
         inst.free_spares()

@@ -9,6 +9,8 @@ Fixed-point iteration (optionally with Aitken relaxation) repeats
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cosimrun.console import notice
-from cosimrun.errors import LoopConvergenceError
+from cosimrun.errors import InitializationError, LoopConvergenceError
 
 _EPS = float(np.finfo(float).eps)
 
@@ -61,6 +63,8 @@ class LoopSolver:
         ]
         self.evaluators = list(evaluators.values())
         self.method = settings.method
+        self.failure: tuple[str, float, str] | None = None
+        """``(input, residual, reason)`` of the last solve that did not converge."""
 
     # ------------------------------------------------------------------ sweeps
     def _gauss_seidel(self, x: np.ndarray, t: float) -> np.ndarray:
@@ -89,6 +93,47 @@ class LoopSolver:
             self._fixed_point(t, self._jacobi, self.links)
         else:
             self._fixed_point(t, self._gauss_seidel, self.tears)
+
+    def solve_initial(self, t: float, counted: bool = True) -> None:
+        """Find the loop's consistent point at the initial time *t*, the inputs' current values the start guesses.
+
+        Fixed-point sweeps first (the master's, Gauss-Seidel under a Newton master), then Newton from the start
+        guesses where they do not converge; :class:`InitializationError` naming the loop's inputs and the
+        residual when neither does (``on_nonconvergence`` does not apply: there is no earlier point to go on from).
+        Not *counted*: the solve and its iterations stay out of the run's statistics.
+        """
+        strict = copy.copy(self)
+        strict.settings = dataclasses.replace(self.settings, on_nonconvergence="raise")
+        strict.method = "gauss_seidel" if self.method == "newton" else self.method
+        if counted:
+            self.stats.loop_solves += 1
+        else:
+            strict.stats = type(self.stats)()
+        guesses = [lk.dst.value for lk in self.links]
+        reasons = []
+        for method in dict.fromkeys((strict.method, "newton")):
+            strict.method = method
+            for lk, value in zip(self.links, guesses, strict=True):
+                lk.dst.value = value
+            try:
+                if method == "newton":
+                    strict._newton(t)
+                elif method == "jacobi":
+                    strict._fixed_point(t, strict._jacobi, strict.links)
+                else:
+                    strict._fixed_point(t, strict._gauss_seidel, strict.tears)
+                return
+            except LoopConvergenceError:
+                assert strict.failure is not None
+                reasons.append(f"{'Newton' if method == 'newton' else 'fixed point'} {strict.failure[2]}")
+        port, residual, _ = strict.failure
+        tears = [str(lk.connection.dst) for lk in self.tears]
+        inputs = tears + [str(lk.connection.dst) for lk in self.links if lk not in self.tears]
+        raise InitializationError(
+            f"no consistent initial point of algebraic loop {' -> '.join(self.loop.components)} (inputs "
+            f"{', '.join(inputs)}) at t={t:.9g}: residual {residual:.3g} on input {port}; {', '.join(reasons)} "
+            f"(tolerance {self.settings.tolerance:g}); the start guesses are the initial values of "
+            f"{', '.join(tears)}", loop=inputs, port=port, residual=residual, time=t)
 
     def _converged(self, r: np.ndarray, x: np.ndarray) -> bool:
         return float(np.max(np.abs(r))) <= self.settings.tolerance * (1.0 + float(np.max(np.abs(x))))
@@ -181,6 +226,7 @@ class LoopSolver:
         unknowns = self.links if self.method == "jacobi" else self.tears
         size = np.nan_to_num(np.abs(residual), nan=np.inf)
         i = int(np.argmax(size))
+        self.failure = (str(unknowns[i].connection.dst), float(abs(residual[i])), what)
         message = (
             f"algebraic loop {' -> '.join(self.loop.components)} {what} at t={t:.9g} "
             f"after {iterations} {self.method} iterations: residual {abs(residual[i]):.3g} "

@@ -11,6 +11,7 @@ what stepping components in one order needs (:data:`Step`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,14 @@ def input_pusher(comp: CoSimComponent) -> Pusher:
     return push
 
 
+def _resolve(resolution: list[tuple[Callable[[float], None], list[Link]]], t: float) -> None:
+    """Run each re-evaluation or loop solve of *resolution* at *t*, passing its outputs on after it."""
+    for run, outward in resolution:
+        run(t)
+        for lk in outward:
+            lk.transfer()
+
+
 class Schedule:
     """A system's links, input pushing and re-evaluation schedule, compiled for one run.
 
@@ -113,11 +122,20 @@ class Schedule:
         for lk in system.links:
             links_from[lk.connection.src_component].append(lk)
         self.resolution: list[tuple[Callable[[float], None], list[Link]]] = []
+        self.initial_resolution: list[tuple[Callable[[float], None], list[Link]]] = []
+        """:attr:`resolution` with each loop found from its start guesses (:meth:`LoopSolver.solve_initial`), while
+        the components initialize (not counted in the statistics)."""
+        self.start_resolution: list[tuple[Callable[[float], None], list[Link]]] = []
+        """:attr:`resolution` with each loop solved as by :attr:`initial_resolution` (counted): at *t0*, once the
+        components initialized, from the consistent point (where a loop that fixed point diverges on would fail
+        on rounding errors under the master's solver)."""
         late: list[CoSimComponent] = []
         for item in system.analysis.resolution:
             if isinstance(item, str):
                 comp = comps[item]
                 self.resolution.append((self.evaluator(comp), links_from[item]))
+                self.initial_resolution.append(self.resolution[-1])
+                self.start_resolution.append(self.resolution[-1])
                 late.append(comp)
             else:
                 evaluators = {n: self.evaluator(comps[n]) for n in item.components}
@@ -126,6 +144,8 @@ class Schedule:
                 outward = [lk for n in item.components for lk in links_from[n]
                            if lk.connection.dst_component not in members or lk.connection in solver.tear_set]
                 self.resolution.append((solver.solve, outward))
+                self.initial_resolution.append((functools.partial(solver.solve_initial, counted=False), outward))
+                self.start_resolution.append((solver.solve_initial, outward))
                 late.extend(comps[n] for n in item.components)
         self.late = list(dict.fromkeys(late))
         """Components re-evaluated at a communication point (direct feedthrough, loops), in that order."""
@@ -168,19 +188,33 @@ class Schedule:
 
     def resolve(self, t: float) -> None:
         """Re-evaluate direct-feedthrough outputs and solve algebraic loops at *t*."""
-        for run, outward in self.resolution:
-            run(t)
-            for lk in outward:
-                lk.transfer()
+        _resolve(self.resolution, t)
 
     def initialize_outputs(self, t0: float) -> None:
-        """Make inputs and outputs consistent at *t0* (tear inputs keep their initial values)."""
+        """Make inputs and outputs consistent at *t0*, the components still initializing (coupled initialization).
+
+        With algebraic loops, every output is passed on and every loop solved while the components are in their
+        initialization phase (FMUs in Initialization Mode together), the tear inputs' values (initial values, else
+        start values) the start guesses; an unsolvable loop is an
+        :class:`~cosimrun.errors.InitializationError`. Then every component leaves that phase and the outputs are
+        passed on and re-evaluated again, as after every step. Without loops the components leave it first, so
+        that they initialize with the inputs they start with, as they would alone.
+        """
         tears = {c for loop in self.system.analysis.loops for c in loop.tears}
+        if tears:
+            self._transfer_except(tears)
+            _resolve(self.initial_resolution, t0)
+        for comp in self.system.components.values():
+            comp.exit_initialization(t0)
+        self._transfer_except(tears)
+        _resolve(self.start_resolution if tears else self.resolution, t0)
+        self.push_all(t0)
+
+    def _transfer_except(self, tears: set[Any]) -> None:
+        """Pass every output on to the inputs it drives, except over the connections *tears*."""
         for lk in self.system.links:
             if lk.connection not in tears:
                 lk.transfer()
-        self.resolve(t0)
-        self.push_all(t0)
 
     # ------------------------------------------------------------------ stepping plans
     def stepping_plan(self, components: list[CoSimComponent], fresh: bool,

@@ -22,7 +22,6 @@ from cosimrun.errors import (
     ComponentStateError,
     ConfigError,
     LoopConvergenceError,
-    MissingInitialValueError,
     ResultsWriteError,
     SimulationError,
 )
@@ -32,7 +31,7 @@ from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
 from cosimrun.storage.hdf5 import partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
-from cosimrun.system import Recorder, RunResult, System
+from cosimrun.system import Recorder, RunResult
 
 Progress = Callable[[float], None]
 
@@ -84,8 +83,6 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
         return exp
     try:
         exp.system.initialize(exp.run.t0, exp.master)
-    except MissingInitialValueError as exc:
-        raise _missing_initial_value(exc, exp.system) from None
     except LoopConvergenceError as exc:
         raise ConfigError("master", f"the initial algebraic loop did not converge: {exc}") from None
     try:
@@ -100,21 +97,6 @@ def prepare(cfg: Mapping[str, Any], base_dir: str | Path | None = None) -> Exper
             raise ConfigError("run.checkpoint", str(exc)) from None
     exp.parent = _parent(exp)
     return exp
-
-
-def _missing_initial_value(exc: MissingInitialValueError, system: System) -> ConfigError:
-    """The engine's error placed at its config key, with the override that sets the value instead of the API call.
-
-    Made from the error's field (``port``) and the system's loop analysis (which connection was torn there),
-    not from the engine's message, whose hint names the library call.
-    """
-    comp, _, name = exc.port.partition(".")
-    key = f"components.{comp}.initial.{name}"
-    analysis = getattr(system, "analysis", None)
-    torn = [str(c) for c in (analysis.needs_initial_values if analysis is not None else []) if c.dst == exc.port]
-    where = f" (torn at {torn[0]})" if torn else ""
-    return ConfigError(key, f"input {exc.port} closes an algebraic loop{where} and needs an initial value; "
-                            f"set its initial value with +{key}=VALUE")
 
 
 def run_experiment(

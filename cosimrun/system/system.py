@@ -24,7 +24,6 @@ from cosimrun.errors import (
     DuplicateNameError,
     IncompatibleUnitsError,
     InvalidConnectionError,
-    MissingInitialValueError,
     UnknownNameError,
     did_you_mean,
     unknown_name,
@@ -232,7 +231,8 @@ class System:
         return link
 
     def set_initial_value(self, port: str, value: Any) -> None:
-        """Initial value of input ``"comp.port"`` (needed where an algebraic loop is torn)."""
+        """Initial value of input ``"comp.port"``: where an algebraic loop is torn, the start guess of the coupled
+        initialization (which finds the loop's consistent point from it)."""
         comp_name, port_name = split_port_path(port, what="initial value")
         comp = self.get_component(comp_name)
         spec = comp.input_specs.get(port_name)
@@ -294,24 +294,20 @@ class System:
 
     # ------------------------------------------------------------------ initialization
     def initialize(self, t0: float, master: MasterAlgorithm) -> None:
-        """Initialize every component at *t0*, analyse the graph and make outputs consistent for *master*.
+        """Initialize the components together at *t0*, analyse the graph and make outputs consistent for *master*.
 
-        Raises :class:`MissingInitialValueError` when a torn input of an
-        algebraic loop has no initial value.
+        Every component starts its initialization (:meth:`~cosimrun.core.component.CoSimComponent.
+        enter_initialization`: FMUs enter Initialization Mode together); with algebraic loops, outputs and inputs
+        are then exchanged and each loop solved, the tear inputs' initial values (else their start values) the
+        start guesses; then every component ends its initialization (see
+        :meth:`cosimrun.masters.plan.Schedule.initialize_outputs`). A loop without a consistent point is an
+        :class:`~cosimrun.errors.InitializationError` naming its inputs and the residual.
         """
         for comp in self.components.values():
-            self._initialize_component(comp, t0)
+            self._initialize_component(comp, t0, together=True)
         self.analysis = analyze(
             self.components, self.connections, {n: c.direct_feedthrough for n, c in self.components.items()}
         )
-        missing = [c for c in self.analysis.needs_initial_values if c.dst not in self.initial_values]
-        if missing:
-            conn = missing[0]
-            raise MissingInitialValueError(
-                f"input {conn.dst} closes an algebraic loop (torn at {conn}) and needs an initial value; "
-                f"set one with set_initial_value({conn.dst!r}, value)",
-                conn.dst,
-            )
         self.links = [self._link(conn) for conn in self.connections]
         self.master_run = master.start(self)
         self.master_run.initialize_outputs(t0)
@@ -327,15 +323,19 @@ class System:
         recorder.attach(self.components)
         recorder.sample(t0)
 
-    def _initialize_component(self, comp: CoSimComponent, t0: float) -> None:
-        """(Re-)initialize *comp* at *t0* with its initial input values."""
+    def _initialize_component(self, comp: CoSimComponent, t0: float, together: bool = False) -> None:
+        """(Re-)initialize *comp* at *t0* with its initial input values; *together*: only start its initialization
+        (``enter_initialization``), which the system's ``initialize`` ends for all components at once."""
         if comp.is_initialized:
             comp.reset()
         for path, value in self.initial_values.items():
             c, p = split_port_path(path)
             if c == comp.name:
                 comp.inputs[p] = PortState(comp.input_specs[p], value)
-        comp.initialize(t0)
+        if together:
+            comp.enter_initialization(t0)
+        else:
+            comp.initialize(t0)
 
     def _feedthrough_for_report(self, notes: list[str]) -> dict[str, Any]:
         """Direct feedthrough of every component, as a run would see it.
@@ -618,10 +618,10 @@ class System:
         lines.append("Algebraic loops:" + ("" if analysis.loops else " none"))
         for i, loop in enumerate(analysis.loops, 1):
             lines.append(f"  loop {i}: {' -> '.join(loop.components)} (torn at {', '.join(map(str, loop.tears))})")
-        lines.append("Inputs that need initial values:" + ("" if analysis.needs_initial_values else " none"))
+        lines.append("Start guesses of the torn inputs:" + ("" if analysis.needs_initial_values else " none"))
         for conn in analysis.needs_initial_values:
             have = self.initial_values.get(conn.dst)
-            lines.append(f"  {conn.dst}" + (f" = {have!r}" if have is not None else "  (missing)"))
+            lines.append(f"  {conn.dst}" + (f" = {have!r}" if have is not None else "  (its start value)"))
         lines.append("Connections cut for ordering:" + ("" if analysis.removed else " none"))
         for conn in analysis.removed:
             lines.append(f"  {conn}")

@@ -73,6 +73,12 @@ def feedthrough(directory: Path, rollback: bool = True) -> Path:
                   defines={"CAN_GET_SET_STATE": int(rollback)})
 
 
+def affine(directory: Path) -> Path:
+    """``y = a * u + b + q * u^2`` with declared feedthrough, and ``u0``, the input it started with (coupled
+    initialization)."""
+    return _c_fmu(directory, "affine", "affine", (HERE / "affine.xml").read_text())
+
+
 LOAD_MARKER = "COSIMRUN_TEST_LOAD_MARKER"
 """The environment variable naming the file the library of :func:`feedthrough_marking_load` writes when loaded."""
 

@@ -1,19 +1,18 @@
-"""``prepare``: a tear input without an initial value is a config error at its key, suggesting the override."""
+"""``prepare``: a torn loop needs no initial value (the coupled initialization finds its consistent point); one
+without a consistent point is a one-line config error naming the loop."""
 
 from __future__ import annotations
 
 import pytest
 
-from cosimrun import GaussSeidel
-from cosimrun.config.build import build_experiment
-from cosimrun.errors import ConfigError, MissingInitialValueError
+from cosimrun.errors import ConfigError, InitializationError
 from cosimrun.runner.run import prepare
 
 LOOP = {
     "name": "loop",
     "run": {"t0": 0.0, "tf": 1.0, "dt": 0.1},
     "components": {
-        "src": {"type": "ramp", "params": {"slope": 1.0}},
+        "src": {"type": "ramp", "params": {"slope": 1.0, "offset": 3.0}},
         "s": {"type": "sum", "params": {"signs": "++"}},
         "a": {"type": "gain", "params": {"k": 0.5}},
     },
@@ -21,46 +20,29 @@ LOOP = {
 }
 
 
-def test_the_error_names_the_config_key_and_the_override() -> None:
+def test_a_torn_input_without_initial_value_gets_the_consistent_value() -> None:
+    """s.y = 3 + 0.5 s.y: s.y = 6, so s.u2 = 3 at t0."""
+    system = prepare(LOOP).system
+    assert "s.u2" not in system.initial_values
+    assert system.components["s"].inputs["u2"].value == pytest.approx(3.0, rel=1e-9)
+    assert system.components["s"].outputs["y"].value == pytest.approx(6.0, rel=1e-9)
+
+
+def test_the_initial_value_is_a_start_guess_only() -> None:
+    cfg = {**LOOP, "components": {**LOOP["components"], "s": {**LOOP["components"]["s"], "initial": {"u2": 40.0}}}}
+    system = prepare(cfg).system
+    assert system.initial_values["s.u2"] == 40.0
+    assert system.components["s"].inputs["u2"].value == pytest.approx(3.0, rel=1e-9)
+
+
+def test_a_loop_without_a_consistent_point_is_one_config_error() -> None:
+    """s.y = 3 + s.y has no solution."""
+    cfg = {**LOOP, "components": {**LOOP["components"], "a": {"type": "gain", "params": {"k": 1.0}}}}
     with pytest.raises(ConfigError) as info:
-        prepare(LOOP)
-    message = str(info.value)
-    assert message.startswith("components.s.initial.u2: input s.u2 closes an algebraic loop (torn at a.y -> s.u2)")
-    assert message.endswith("; set its initial value with +components.s.initial.u2=VALUE")
-    assert "set_initial_value" not in message
-    assert info.value.key == "components.s.initial.u2"
-
-
-def test_library_users_keep_the_engines_hint() -> None:
-    exp = build_experiment(LOOP)
-    with pytest.raises(MissingInitialValueError, match=r"set one with set_initial_value\('s\.u2', value\)"):
-        exp.system.initialize(0.0, GaussSeidel())
-
-
-def test_with_the_suggested_initial_value_it_runs() -> None:
-    cfg = {**LOOP, "components": {**LOOP["components"], "s": {**LOOP["components"]["s"], "initial": {"u2": 0.0}}}}
-    assert prepare(cfg).system.initial_values["s.u2"] == 0.0
-
-
-def test_the_config_error_is_made_from_the_error_s_fields_not_its_message(monkeypatch) -> None:
-    """Whatever the engine's wording (here: another hint after a '; '), the key, the port and the torn
-    connection come from the error's ``port`` and the system's loop analysis."""
-    from cosimrun.system import System
-
-    initialize = System.initialize
-
-    def reworded(self, t0, master):
-        try:
-            initialize(self, t0, master)
-        except MissingInitialValueError as exc:
-            raise MissingInitialValueError("tear s.u2 lacks a start value; call System.set_initial_value",
-                                           exc.port) from None
-
-    monkeypatch.setattr(System, "initialize", reworded)
-    with pytest.raises(ConfigError) as info:
-        prepare(LOOP)
-    assert str(info.value) == (
-        "components.s.initial.u2: input s.u2 closes an algebraic loop (torn at a.y -> s.u2) and needs an initial "
-        "value; set its initial value with +components.s.initial.u2=VALUE"
-    )
-    assert info.value.key == "components.s.initial.u2"
+        prepare(cfg)
+    error = info.value
+    assert isinstance(error, InitializationError)
+    assert "\n" not in str(error)
+    assert str(error).startswith("no consistent initial point of algebraic loop ")
+    assert error.loop == ["s.u2", "a.u"] and error.port == "s.u2" and error.time == 0.0
+    assert error.residual == pytest.approx(3.0, rel=1e-6)

@@ -7,7 +7,6 @@ from helpers import Affine, Constant, Delay, Probe, Stateless, real_in, real_out
 from cosimrun.masters import GaussSeidel
 from cosimrun.system import (
     Connection,
-    MissingInitialValueError,
     System,
     analyze,
     greedy_cycle_removal,
@@ -168,9 +167,9 @@ def test_detected_feedthrough_decides_whether_a_component_cycle_is_an_algebraic_
     s.add_component(Affine("g", 0.5))
     s.connect("x.y1 -> g.u")
     s.connect("g.y -> x.u1")  # through the feedthrough path: an algebraic loop
-    with pytest.raises(MissingInitialValueError):
-        s.initialize(0.0, GaussSeidel())
+    s.initialize(0.0, GaussSeidel())  # solved from the start value: u1 = 0.5 * u1
     assert len(s.analysis.loops) == 1
+    assert s.components["x"].inputs["u1"].value == 0.0
 
 
 def test_a_delay_in_the_cycle_breaks_the_algebraic_loop():
@@ -187,17 +186,15 @@ def test_a_delay_in_the_cycle_breaks_the_algebraic_loop():
     assert s.analysis.levels == [["d"], ["p"], ["q"]]
 
 
-def test_missing_initial_value_names_the_input():
+def test_a_torn_input_without_initial_value_starts_from_its_start_value():
+    """p.u = q.y = 0.8 (0.5 p.u + 1) + 2: the consistent point p.u = 2.8 / 0.6, found without an initial value."""
     s = System("loop")
     s.add_component(Affine("p", 0.5, 1.0))
     s.add_component(Affine("q", 0.8, 2.0))
     s.connect("p.y -> q.u")
     s.connect("q.y -> p.u")
-    with pytest.raises(MissingInitialValueError, match=r"input p\.u closes an algebraic loop") as err:
-        s.run(0.0, 1.0, 0.1, master=GaussSeidel())
-    assert "set_initial_value('p.u'" in str(err.value)
-    s.set_initial_value("p.u", 0.0)
     s.run(0.0, 0.1, 0.1, master=GaussSeidel())
+    assert s.components["q"].get_history(["y"])["y"]["values"][0] == pytest.approx(2.8 / 0.6, rel=1e-9)
 
 
 def test_initial_value_of_an_unknown_input_is_rejected():
@@ -233,7 +230,7 @@ def test_describe_before_initialization_finds_loops_and_missing_initial_values()
     assert "out y: real [degC]" in text and "in  u: real [K]" in text
     assert "temp.y -> kelvin.u  [degC -> K: x*1+273.15]" in text
     assert "loop 1: p -> q (torn at q.y -> p.u)" in text
-    assert "p.u  (missing)" in text
+    assert "p.u  (its start value)" in text
     assert "Priority levels:" in text
     levels = text.split("Priority levels:")[1].strip().splitlines()
     assert levels[0].strip() == "0: p, temp"

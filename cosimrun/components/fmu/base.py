@@ -78,6 +78,8 @@ class FMUBase(CoSimComponent):
         """Port name -> the FMU input or output variable behind it."""
         self._state_vars: list[tuple[str, FMUVariable]] = []
         """The physical state: (name, variable) in ``get_state`` order."""
+        self._hold_initialization = False
+        """Whether the next instance stays in Initialization Mode (see :meth:`enter_initialization`)."""
 
     # ------------------------------------------------------------------ what the component is
     @property
@@ -356,7 +358,8 @@ class FMUBase(CoSimComponent):
         self._unbind()
         params = self.parameters
         fmu.start(t0, fmu.values.instance_values(states), self.inputs, self.outputs, self._bind,
-                  tolerance=params["tolerance"], logging=params["logging"], private=params["private_copy"])
+                  tolerance=params["tolerance"], logging=params["logging"], private=params["private_copy"],
+                  hold=self._hold_initialization)
 
     def _bind(self, inst: Instance, dll: Any, ports: ValuePorts) -> Any:
         """The runtime of a new instance *inst* (see :data:`~cosimrun.fmi.instance.Bind`)."""

@@ -132,6 +132,24 @@ class FMUComponent(FMUBase):
         """True for an FMI 3 FMU with event mode: its events wait for the master (:attr:`pending_event`)."""
         return self.fmu is not None and self.fmu.event_mode
 
+    # ------------------------------------------------------------------ coupled initialization
+    def enter_initialization(self, t0: float) -> None:
+        """Initialize at *t0* with the FMU left in Initialization Mode: its outputs are read from its inputs there
+        (``fmi2SetReal``/``fmi2GetReal``, the FMI 3 calls likewise) until :meth:`exit_initialization`."""
+        self._hold_initialization = True
+        try:
+            self.initialize(t0)
+        finally:
+            self._hold_initialization = False
+
+    def exit_initialization(self, t0: float) -> None:
+        """Set the inputs the ports hold, leave Initialization Mode and read the outputs (once, after
+        :meth:`enter_initialization`)."""
+        fmu = self.fmu
+        if fmu is not None and fmu.initializing is not None:
+            fmu.exit_initialization()
+            self._read_outputs()
+
     def _bind(self, inst: Instance, dll: Any, ports: ValuePorts) -> Stepper:
         """The compiled step path of a new instance (:class:`~cosimrun.fmi.step.Stepper`)."""
         fmu = self.fmu
