@@ -530,10 +530,13 @@ class ExplicitRun(MasterRun):
         stats.steps_at_min_step += 1
         if stats.steps_at_min_step > 1:
             return
-        link = control.links[control.worst()]
+        worst = control.worst()
+        link = control.links[worst]
+        near_zero = (" (the input has been near 0 so far, so its tolerance is atol)"
+                     if control.near_zero(worst) else "")
         notice(f"step control: the tolerance (rtol={self.master.rtol:g}, atol={self.master.atol:g}) is unreachable at "
-               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}); such steps "
-               f"are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
+               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}){near_zero}; "
+               f"such steps are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
 
     def finish(self) -> None:
         super().finish()

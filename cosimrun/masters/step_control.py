@@ -218,6 +218,10 @@ class ErrorControl:
         """The index (in :attr:`links`) of the input with the largest error ratio in the last :meth:`estimate`."""
         return int(np.argmax(np.nan_to_num(self._ratios, nan=np.inf)))
 
+    def near_zero(self, i: int) -> bool:
+        """Whether input *i* (in :attr:`links`) has been so close to 0 that ``atol`` dominates its tolerance."""
+        return self.rtol * float(max(self._magnitude[i], abs(self._pending[i]))) < self.atol
+
     def _extrapolated(self, t1: float) -> np.ndarray:
         """The polynomial through the last ``order + 1`` accepted points, at *t1*."""
         n = min(self.order + 1, len(self._times))
