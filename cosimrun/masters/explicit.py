@@ -176,6 +176,15 @@ class ExplicitRun(MasterRun):
             return list(self.order)
         return sorted(self.order, key=lambda c: not may_discard(c))
 
+    def _start_coupling_estimate(self) -> None:
+        """As every master, except under ``step_control: richardson``: its inputs were extrapolated over the half
+        steps, whose middles are not recorded, so an estimate from the recorded samples would be of steps not taken
+        (none is made)."""
+        if self.master.step_control == "richardson":
+            self.coupling = None
+            return
+        super()._start_coupling_estimate()
+
     def _start_extrapolation(self, links: list[Link], t0: float) -> None:
         order = self.master.extrapolation
         self.lagging = [lk for lk in links if lk.dst.spec.type is PortType.REAL] if order > 0 else []

@@ -105,6 +105,7 @@ def test_a_rejected_step_leaves_no_trace() -> None:
     assert stats.rejected_steps >= 3  # at the jump
     assert stats.half_steps == 2 * (stats.macro_steps + stats.rejected_steps) == 2 * len(log["time"])
     assert int(np.count_nonzero(log["accepted"])) == stats.macro_steps
+    assert result.coupling_errors == []  # no estimate from samples at the steps' ends: the inputs were given halves
     # the accepted steps' ends are the recorded samples; each is two half steps, exchanged at its middle
     clock = Clock(0.0, 1e-2, 1.0)
     accepted = log["accepted"].astype(bool)
