@@ -144,9 +144,11 @@ def _notable(stats: Any) -> str:
     run went on past loops that did not converge, and `` | N discards`` when FMUs ended steps early
     (``fmi2Discard``)."""
     parts = []
-    if getattr(stats, "step_control", "fixed") == "error":
+    if getattr(stats, "step_control", "fixed") != "fixed":
         parts.append(f" | steps {stats.smallest_step:.2g} to {stats.largest_step:.2g} s, "
                      f"{stats.rejected_steps} rejected")
+        if getattr(stats, "half_steps", 0):
+            parts.append(f", {stats.half_steps} half steps")
         if stats.step_rejection != "rollback":
             parts.append(" (no rollback: estimates shaped later steps)")
         if stats.steps_over_tolerance:

@@ -54,12 +54,14 @@ class ExplicitMaster(Master):
     error estimated over the last one (``rtol``, ``atol``, ``min_step``,
     ``max_step``; the first step is ``rtol * dt``; without evidence of the
     estimate, and while components have event indicators, steps stay within
-    ``dt``; see :mod:`.step_control`).
+    ``dt``; see :mod:`.step_control`). ``step_control: richardson`` estimates each step by
+    taking it again as two half steps (see :mod:`.step_control`).
     """
 
     extrapolation: int = 0
     step_control: str = "fixed"
-    """``fixed`` (every step ``dt``) or ``error`` (steps chosen from the estimated coupling error)."""
+    """``fixed`` (every step ``dt``), ``error`` (steps chosen from the estimated coupling error) or ``richardson``
+    (from step doubling: each step also taken as two half steps, which stand; needs rollback in every component)."""
     rtol: float = 1e-4
     """Under ``step_control: error``: relative tolerance of each input's local coupling error (to its magnitude)."""
     atol: float = 1e-8
@@ -122,14 +124,23 @@ class ExplicitRun(MasterRun):
         """Event hints drained while checking a controlled step for crossings, for handling its events."""
         self._start_up = False
         """Whether the first step is still to be taken twice (:meth:`_start_up_to`)."""
+        self._richardson = False
+        self._samples: dict[str, Any] | None = None
+        """Under ``step_control: richardson``: the extrapolation's samples at the start of the step being tried."""
 
     def _check_run(self, clock: Clock) -> None:
         super()._check_run(clock)
-        if self.master.step_control == "error" and self.fixed:
+        control = self.master.step_control
+        if control != "fixed" and self.fixed:
             comp = self.fixed[0]
             raise ConfigError("step_control", (
-                f"'error' cannot be used: component {comp.name!r} cannot handle variable communication step sizes "
-                f"({comp.fixed_step_reason}); use step_control=fixed"))
+                f"{control!r} cannot be used: component {comp.name!r} cannot handle variable communication step "
+                f"sizes ({comp.fixed_step_reason}); use step_control=fixed"))
+        stuck = [c for c in self.order if not c.can_always_roll_back]
+        if control == "richardson" and stuck:
+            raise ConfigError("step_control", (
+                f"'richardson' needs rollback in every component (each step is taken again as two half steps); "
+                f"component {stuck[0].name!r} cannot roll back; use step_control=error"))
 
     def begin(self, t0: float) -> None:
         master, schedule = self.master, self.schedule
@@ -143,7 +154,7 @@ class ExplicitRun(MasterRun):
         sources = [c for c in self.order if c.has_state_events]
         lateness = UNLOCATED_NOTICE
         self.stats.event_delay = self.clock.dt if sources else math.nan
-        if master.step_control == "error":
+        if master.step_control != "fixed":
             lateness = self._start_error_control(t0, bool(sources))
         self.events = self.new_events(sources) if sources else None
         if self.events is not None:
@@ -164,6 +175,15 @@ class ExplicitRun(MasterRun):
         if self.master.fresh_outputs:
             return list(self.order)
         return sorted(self.order, key=lambda c: not may_discard(c))
+
+    def _start_coupling_estimate(self) -> None:
+        """As every master, except under ``step_control: richardson``: its inputs were extrapolated over the half
+        steps, whose middles are not recorded, so an estimate from the recorded samples would be of steps not taken
+        (none is made)."""
+        if self.master.step_control == "richardson":
+            self.coupling = None
+            return
+        super()._start_coupling_estimate()
 
     def _start_extrapolation(self, links: list[Link], t0: float) -> None:
         order = self.master.extrapolation
@@ -354,8 +374,12 @@ class ExplicitRun(MasterRun):
         if not real:
             notice(f"step control has no coupled real input to estimate an error from; steps are limited to "
                    f"{blind:.3g} s ({'run.dt' if blind == clock.dt else 'max_step'})", stacklevel=4)
+        self._richardson = master.step_control == "richardson"
+        """Whether each trial step is estimated by step doubling (:meth:`_doubled_step`)."""
+        self._start_up = self._start_up and not self._richardson
         self.control = ErrorControl(real, self.coupling_kinds(real), self.extrapolation_order, rtol=master.rtol,
-                                    atol=master.atol, min_step=min_step, max_step=max_step, blind_step=blind)
+                                    atol=master.atol, min_step=min_step, max_step=max_step, blind_step=blind,
+                                    richardson=self._richardson)
         self.control.start(t0)
         self.controlled = True
         self._min_ticks = max(clock.snap + 1, round(min_step / clock.tick))
@@ -366,7 +390,7 @@ class ExplicitRun(MasterRun):
         """The longest step an event is handled at, with rollback: the first step, or the clock's shortest."""
         self._rejects = all(c.can_always_roll_back for c in self.order)
         self.step_log = self.control.log
-        self.stats.step_control = "error"
+        self.stats.step_control = master.step_control
         self.stats.step_rejection = "rollback" if self._rejects else "none"
         for comp in self.order:
             comp.bound_internal_steps(clock.dt)
@@ -396,9 +420,12 @@ class ExplicitRun(MasterRun):
         resolution = self._event_step
         due = None
         while True:
-            b, t1, ended, saved = self._controlled_step(t, clock.time(b), b)
+            if self._richardson:
+                b, t1, ended, saved, norm = self._doubled_step(clock, a, b)
+            else:
+                b, t1, ended, saved = self._controlled_step(t, clock.time(b), b)
+                norm = control.estimate(t1)
             h = t1 - t
-            norm = control.estimate(t1)
             shortest = b - a <= self._min_ticks  # min_step (or the clock cannot take it shorter)
             crossing = None
             if events is not None:
@@ -411,6 +438,8 @@ class ExplicitRun(MasterRun):
                 break
             assert saved is not None
             schedule.roll_back(saved, t)
+            if self._richardson and self.lagging:
+                self.extrapolation.restore_state(self._samples)
             stats.rejected_steps += 1
             if crossing is not None:
                 due = crossing + 0.5 * resolution
@@ -458,6 +487,49 @@ class ExplicitRun(MasterRun):
             schedule.checkpoint(self._guarded) if self._guarded else None)
         return (*self._step_to(t, t1, b, saved), saved)
 
+    def _doubled_step(self, clock: Clock, a: int, b: int) -> tuple[int, float, str | None, Checkpoint, float]:
+        """One trial under ``step_control: richardson`` from tick *a* to *b*: the step taken whole, rolled back, and
+        taken again as two half steps (exchanged at the middle), whose end stands if the trial is accepted.
+
+        The error norm compares the coupled outputs the whole step ended with against the half steps' (see
+        :meth:`~.step_control.ErrorControl.estimate_doubled`). The half steps are kept, being the more accurate
+        (their local error is ``2**-p`` of the whole step's) and the ones the estimate is of. The middle of an
+        accepted step is a communication point of the extrapolation's history but not a recorded sample. A trial
+        that a component ends early is halved over the span it reached; a half step ended early stands, with no
+        estimate (NaN). Returns the tick and instant reached, the component that ended the step early (or
+        ``None``), the checkpoint at the step's start and the error norm."""
+        control, schedule, stats = self.control, self.schedule, self.stats
+        assert control is not None
+        t = clock.time(a)
+        saved = schedule.checkpoint(self.order)
+        self._samples = self.extrapolation.save_state() if self.lagging else None
+        b, t1, ended = self._trial(t, clock.time(b), b, saved)
+        coarse = control.values()
+        schedule.roll_back(saved, t)
+        middle = a + (b - a) // 2
+        stats.half_steps += 2
+        m, tm, ended_half = self._trial(t, clock.time(middle), middle, saved)
+        if ended_half is None:
+            if self.lagging:
+                self.extrapolation.sample(tm)
+            b, t1, ended_half = self._trial(tm, t1, b, self._trial_checkpoint())
+            return b, t1, ended_half, saved, control.estimate_doubled(coarse)
+        return m, tm, ended_half, saved, math.nan
+
+    def _trial(self, t: float, t1: float, b: int, saved: Checkpoint | None) -> tuple[int, float, str | None]:
+        """Step every component from *t* (at *saved*) to *t1* (tick *b*) and exchange there, as the master takes a
+        step (iterated under ``sweeps > 1``)."""
+        if self._swept:
+            assert saved is not None
+            return self._sweep_to(t, t1, b, saved)
+        return self._step_to(t, t1, b, saved)
+
+    def _trial_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint a step from now needs to be taken by :meth:`_trial` (cut short, or iterated)."""
+        if self._swept:
+            return self.schedule.checkpoint(self.order)
+        return self.schedule.checkpoint(self._guarded) if self._guarded else None
+
     def _unreachable(self, t: float, h: float, norm: float) -> None:
         """The step of *h* from *t* stands at ``min_step`` with the error *norm* over 1: count it, and say so at the
         first (one line naming the input, what a discontinuity or a tolerance too tight for the coupling's order
@@ -467,10 +539,13 @@ class ExplicitRun(MasterRun):
         stats.steps_at_min_step += 1
         if stats.steps_at_min_step > 1:
             return
-        link = control.links[control.worst()]
+        worst = control.worst()
+        link = control.links[worst]
+        near_zero = (" (the input has been near 0 so far, so its tolerance is atol)"
+                     if control.near_zero(worst) else "")
         notice(f"step control: the tolerance (rtol={self.master.rtol:g}, atol={self.master.atol:g}) is unreachable at "
-               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}); such steps "
-               f"are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
+               f"min_step={h:.3g} s at t={t:.9g} (error norm {norm:.3g} on input {link.connection.dst}){near_zero}; "
+               f"such steps are taken once, over the tolerance, and counted in stats.steps_at_min_step", stacklevel=4)
 
     def finish(self) -> None:
         super().finish()

@@ -113,6 +113,18 @@ class IJCSARun(ExplicitRun):
         self.schedule.settle(t1)
         return b, t1, ended, saved
 
+    def _trial(self, t: float, t1: float, b: int, saved: Checkpoint | None) -> tuple[int, float, str | None]:
+        """Under ``iterate_steps`` a step of ``step_control: richardson`` (whole or half) is an implicit step."""
+        if not self.master.iterate_steps:
+            return super()._trial(t, t1, b, saved)
+        assert saved is not None
+        b, t1, ended = self._implicit_step(t, b, saved)
+        self.schedule.settle(t1)
+        return b, t1, ended
+
+    def _trial_checkpoint(self) -> Checkpoint | None:
+        return self.schedule.checkpoint(self.order) if self.master.iterate_steps else super()._trial_checkpoint()
+
     def _implicit_step(self, t: float, b: int, saved: Checkpoint) -> tuple[int, float, str | None]:
         """Iterate the step from *t* (at *saved*) to tick *b*; a component that ends a trial early makes the instant
         it reached the step's end. The tick and instant reached, and the component that ended it (or ``None``)."""

@@ -45,11 +45,15 @@ class MasterStats:
     """The pool started for the C calls of parallel steps: ``native`` (native threads), ``threads`` (Python threads,
     when the native pool is not built) or ``none`` (``parallel`` off, or no batch that could step in parallel)."""
     step_control: str = "fixed"
-    """How communication steps were chosen: ``fixed`` (the step ``dt``) or ``error`` (see :mod:`.step_control`)."""
+    """How communication steps were chosen: ``fixed`` (the step ``dt``), ``error`` or ``richardson`` (see
+    :mod:`.step_control`)."""
     step_rejection: str = "none"
     """Under ``step_control: error``: ``rollback`` (steps over the tolerance were rolled back and taken again,
     shorter) or ``none`` (a component cannot roll back: estimates only shaped the next step)."""
     rejected_steps: int = 0
+    half_steps: int = 0
+    """Under ``step_control: richardson``: the half steps taken besides each trial step (two per trial, accepted or
+    rejected)."""
     steps_over_tolerance: int = 0
     """Accepted steps whose error norm exceeded 1 (at ``min_step``, or without rollback)."""
     steps_at_min_step: int = 0

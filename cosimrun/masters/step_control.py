@@ -54,6 +54,19 @@ a step with a zero norm grows by up to 5 but not beyond ``blind_step``
 fixed stepping. The masters say so at the start of a run without coupled real
 inputs and count such steps (``steps_without_estimate``).
 
+``step_control: richardson`` estimates by step doubling instead, as the master
+of Schierz, Arnold and Clauss (2012) does: each trial step of ``h`` is taken
+whole, rolled back and taken again as two steps of ``h / 2``; the coupled
+outputs at its end differ by about ``(2**p - 1)`` times the local error of the
+half steps, for a coupling of global order ``p`` (``k + 1`` with extrapolation
+``k``; held inputs 1, a fresh line 2), so the estimate is that difference over
+``2**p - 1``, to the same tolerances. It needs no history (the first step is
+estimated too), sees every error of the step, not only the inputs' (the
+components' states respond to them), and costs three passes per trial. The
+half steps stand (they are the more accurate, and the estimate is of them); the
+controller is the one above with ``k = p + 1``, the power of the step the local
+error scales with. Every component must be able to roll back.
+
 What bounds a step besides the estimate (see the masters): components'
 ``max_step`` and time events; ``run.dt`` while components have event
 indicators (an indicator that changes sign twice within one step is seen no
@@ -77,7 +90,7 @@ from cosimrun.masters.extrapolation import polynomial_at
 if TYPE_CHECKING:
     from cosimrun.system.connection import Link
 
-STEP_CONTROLS = ("fixed", "error")
+STEP_CONTROLS = ("fixed", "error", "richardson")
 """Values of the masters' ``step_control`` setting."""
 SAFETY = 0.9
 GROWTH = 5.0
@@ -101,9 +114,11 @@ class ErrorControl:
     """
 
     def __init__(self, links: list[Link], kinds: list[str], order: int, *, rtol: float, atol: float,
-                 min_step: float, max_step: float, blind_step: float) -> None:
+                 min_step: float, max_step: float, blind_step: float, richardson: bool = False) -> None:
         self.links = links
         self.order = order
+        self.richardson = richardson
+        """Whether steps are estimated by step doubling (:meth:`estimate_doubled`) instead of per input."""
         self.rtol, self.atol = rtol, atol
         self.min_step, self.max_step = min_step, max_step
         self.blind_step = blind_step
@@ -126,7 +141,10 @@ class ErrorControl:
 
     def _set_order(self, order: int) -> None:
         """Control for extrapolation of degree *order* (fewer samples than ``order + 1`` lower it)."""
-        self.k = min((local_order(str(kind), order) for kind in self._kind), default=1)
+        self.p = min((local_order(str(kind), order) for kind in self._kind), default=1)
+        """The order of the coupling's global error in the step (its inputs' local error's)."""
+        self.k = self.p + 1 if self.richardson else self.p
+        """The power of the step the estimate scales with (step doubling estimates the states' local error)."""
         self._alpha, self._beta = 0.7 / self.k, 0.4 / self.k
 
     def values(self) -> np.ndarray:
@@ -175,6 +193,21 @@ class ErrorControl:
         if self._line.any() and len(times) >= 2:
             h_prev = t0 - times[-2]
             est = np.where(self._line, line_error(h, h_prev, (y0 - values[-2]) / h_prev, y0, y1), est)
+        return self._norm(est, y1)
+
+    def estimate_doubled(self, coarse: np.ndarray) -> float:
+        """The error norm of two half steps (the outputs now) against one step over both (*coarse*, the outputs
+        that step ended with): Richardson's ``|coarse - fine| / (2**p - 1)``, the local error of the two half
+        steps for a coupling of global order :attr:`p`."""
+        y1 = self.values()
+        self._pending = y1
+        if not len(y1):
+            return 0.0
+        return self._norm(np.abs(coarse - y1) / (2.0 ** self.p - 1.0), y1)
+
+    def _norm(self, est: np.ndarray, y1: np.ndarray) -> float:
+        """The largest ratio of the estimates *est* to their tolerances, the inputs being *y1* at the step's end;
+        estimates at the level of rounding count as zero."""
         magnitude = np.maximum(self._magnitude, np.abs(y1))
         est[est <= ROUNDOFF * magnitude] = 0.0
         ratios = self._ratios = est / (self.atol + self.rtol * magnitude)
@@ -184,6 +217,10 @@ class ErrorControl:
     def worst(self) -> int:
         """The index (in :attr:`links`) of the input with the largest error ratio in the last :meth:`estimate`."""
         return int(np.argmax(np.nan_to_num(self._ratios, nan=np.inf)))
+
+    def near_zero(self, i: int) -> bool:
+        """Whether input *i* (in :attr:`links`) has been so close to 0 that ``atol`` dominates its tolerance."""
+        return self.rtol * float(max(self._magnitude[i], abs(self._pending[i]))) < self.atol
 
     def _extrapolated(self, t1: float) -> np.ndarray:
         """The polynomial through the last ``order + 1`` accepted points, at *t1*."""

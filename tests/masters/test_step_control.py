@@ -124,7 +124,8 @@ def test_a_step_at_min_step_is_taken_once_and_says_the_tolerance_is_unreachable_
     assert stats.steps_at_min_step == stats.steps_over_tolerance == 19
     assert [str(w.message) for w in caught] == [
         "step control: the tolerance (rtol=1e-06, atol=1e-08) is unreachable at min_step=1e-09 s at "
-        "t=1.00000034e-09 (error norm 11 on input mass2.v_in); such steps are taken once, over the tolerance, "
+        "t=1.00000034e-09 (error norm 11 on input mass2.v_in) (the input has been near 0 so far, so its tolerance "
+        "is atol); such steps are taken once, over the tolerance, "
         "and counted in stats.steps_at_min_step"]
 
 
@@ -193,7 +194,11 @@ def test_steps_stop_at_time_events_and_respect_max_step() -> None:
 def test_a_discontinuity_is_stepped_over_at_min_step_and_counted() -> None:
     system = split(*SYSTEMS["two_mass"], mass1=Jump)
     master = Jacobi(extrapolation=1, step_control="error", rtol=1e-4, min_step=1e-7)
-    result = system.run(0.0, 1.0, 1e-2, master=master)
+    with pytest.warns(UserWarning) as caught:
+        result = system.run(0.0, 1.0, 1e-2, master=master)
+    # a jump of an input of magnitude 1 m: its tolerance is rtol's, the notice says nothing of atol
+    assert [str(w.message)[:60] for w in caught] == ["step control: the tolerance (rtol=0.0001, atol=1e-08) is unr"]
+    assert "near 0" not in str(caught[0].message) and "on input mass1.force" in str(caught[0].message)
     log = result.steps
     over = (log["accepted"] == 1) & (log["error"] > 1.0)
     assert result.stats.steps_over_tolerance == int(over.sum()) >= 1
@@ -278,3 +283,20 @@ def test_fixed_steps_store_no_steps_table() -> None:
     result = system.run(0.0, 0.1, 1e-2, master=master)
     assert result.steps is None and result.stats.step_control == "fixed"
     assert math.isnan(result.stats.smallest_step)
+
+
+def test_the_cli_at_min_step_takes_each_step_once_and_says_so_in_one_line(tmp_path: Path) -> None:
+    # the issue's case: Gauss-Seidel with held inputs at rtol 1e-6 on coupled_oscillators sits at min_step (1e-9 s)
+    # while mass 2's velocity input is near 0; 2000 steps to tf = 2e-6 s, each taken once
+    proc = subprocess.run(
+        [sys.executable, "-c", "from cosimrun.cli import main; main()", "+experiment=coupled_oscillators",
+         "run.tf=2e-6", "master=gauss_seidel", "master.extrapolation=0", "master.step_control=error",
+         "master.rtol=1e-6", f"hydra.run.dir={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "unreachable" in line]
+    assert len(lines) == 1 and "is unreachable at min_step=1e-09 s" in lines[0], proc.stderr
+    assert "on input mass2.v_in) (the input has been near 0 so far, so its tolerance is atol)" in lines[0]
+    stats = load_results(tmp_path / "results.h5").stats
+    assert stats["rejected_steps"] == 0 and stats["macro_steps"] == 2000
+    assert stats["steps_at_min_step"] == stats["steps_over_tolerance"] == 1999  # the first step is not estimated
