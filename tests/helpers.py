@@ -360,3 +360,27 @@ def bounce_times(n: int, h0: float, e: float, g: float) -> list[float]:
     for k in range(1, n):
         times.append(times[-1] + 2 * e**k * v1 / g)
     return times
+
+
+def replay_master(times: tuple[float, ...] | list[float], **settings: Any) -> Any:
+    """A Jacobi master (*settings* as :class:`~cosimrun.masters.Jacobi`'s) stepping exactly through *times*, with
+    fixed steps and no error control: the run a controlled one would be if it had taken its accepted steps
+    directly (see the rollback tests of step control)."""
+    from dataclasses import dataclass
+
+    from cosimrun.masters import Jacobi
+    from cosimrun.masters.explicit import ExplicitRun
+
+    class ReplayRun(ExplicitRun):
+        def next_point(self, clock: Any, a: int) -> int:
+            t = clock.time(a)
+            return clock.mark(next(s for s in self.master.times if s > t))
+
+    @dataclass(frozen=True)
+    class Replay(Jacobi):
+        times: tuple[float, ...] = ()
+
+        def start(self, system: Any) -> ReplayRun:
+            return ReplayRun(self, system)
+
+    return Replay(times=tuple(times), **settings)

@@ -9,24 +9,21 @@ of the accepted steps; restarts against the uninterrupted file.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import yaml
-from helpers import two_mass_rhs, two_mass_split
+from helpers import replay_master, two_mass_rhs, two_mass_split
 from scipy.integrate import solve_ivp
 
 from cosimrun.components.mechanics import MassSpringDamper
 from cosimrun.config.build import build_master
 from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi
-from cosimrun.masters.explicit import ExplicitRun
 from cosimrun.masters.stepsize import Clock
 from cosimrun.storage.checkpoints import list_checkpoints
-from cosimrun.system import System
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -55,21 +52,6 @@ class NoRollback(MassSpringDamper):
     def supports_rollback(self) -> bool:  # type: ignore[override]
         return False
 
-
-class ReplayRun(ExplicitRun):
-    """A Jacobi run stepping exactly through given times (fixed steps, no error control)."""
-
-    def next_point(self, clock: Clock, a: int) -> int:
-        t = clock.time(a)
-        return clock.mark(next(s for s in self.master.times if s > t))
-
-
-@dataclass(frozen=True)
-class Replay(Jacobi):
-    times: tuple[float, ...] = ()
-
-    def start(self, system: System) -> ReplayRun:
-        return ReplayRun(self, system)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +98,7 @@ def test_a_rejected_step_leaves_no_trace() -> None:
     t_c, _ = controlled.history.get_port_trajectory("mass1", "x")
     assert np.array_equal(np.asarray(t_c)[1:], np.asarray(ends))  # no sample of a rejected trial
     replayed = two_mass_split(*COUPLED, substeps=10, mass1=Jump)
-    replayed.run(0.0, 1.0, 1e-2, master=Replay(times=tuple(sorted(ends + middles)), extrapolation=1))
+    replayed.run(0.0, 1.0, 1e-2, master=replay_master(tuple(sorted(ends + middles)), extrapolation=1))
     for comp in ("mass1", "mass2"):
         for port in ("x", "v"):
             t_c, x_c = (np.asarray(a) for a in controlled.history.get_port_trajectory(comp, port))

@@ -13,14 +13,13 @@ import math
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import two_mass_rhs, two_mass_split
+from helpers import replay_master, two_mass_rhs, two_mass_split
 from scipy.integrate import solve_ivp
 
 from cosimrun.components.mechanics import MassSpringDamper, MassSpringDamperForce
@@ -28,8 +27,6 @@ from cosimrun.components.sources import Step
 from cosimrun.config.build import build_master, unknown_key
 from cosimrun.errors import ConfigError
 from cosimrun.masters import IJCSA, GaussSeidel, Jacobi, Master
-from cosimrun.masters.explicit import ExplicitRun
-from cosimrun.masters.stepsize import Clock
 from cosimrun.runner.run import prepare
 from cosimrun.storage import load_results
 from cosimrun.system import System
@@ -129,21 +126,6 @@ def test_a_step_at_min_step_is_taken_once_and_says_the_tolerance_is_unreachable_
         "and counted in stats.steps_at_min_step"]
 
 
-class ReplayRun(ExplicitRun):
-    """A Jacobi run stepping exactly through given accepted times (fixed steps, no error control)."""
-
-    def next_point(self, clock: Clock, a: int) -> int:
-        t = clock.time(a)
-        return clock.mark(next(s for s in self.master.times if s > t))
-
-
-@dataclass(frozen=True)
-class Replay(Jacobi):
-    times: tuple[float, ...] = ()
-
-    def start(self, system: System) -> ReplayRun:
-        return ReplayRun(self, system)
-
 
 def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:
     k = SYSTEMS["coupled_oscillators"]
@@ -153,7 +135,7 @@ def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:
     assert result.stats.rejected_steps >= 3  # at the jump
     ends = sorted(set(controlled.history.get_port_trajectory("mass1", "x")[0]))[1:]
     replayed = split(*k, mass1=Jump)
-    replayed.run(0.0, 1.0, 1e-2, master=Replay(times=tuple(ends), extrapolation=2))
+    replayed.run(0.0, 1.0, 1e-2, master=replay_master(tuple(ends), extrapolation=2))
     for comp in ("mass1", "mass2"):
         for port in ("x", "v"):
             t_c, x_c = controlled.history.get_port_trajectory(comp, port)

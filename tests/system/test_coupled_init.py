@@ -65,16 +65,22 @@ def test_a_loop_of_two_fmus_starts_at_its_consistent_point_without_initial_value
         s.free()
 
 
-def test_fmus_are_in_initialization_mode_together(affine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, str]] = []
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The ``(instance, function)`` of every FMI call entering or leaving Initialization Mode, in order."""
+    seen: list[tuple[str, str]] = []
     call = FMUInstance.call
 
     def logged(self: FMUInstance, name: str, t: float, *args: Any) -> None:
         if "InitializationMode" in name:
-            calls.append((self.name, name))
+            seen.append((self.name, name))
         call(self, name, t, *args)
 
     monkeypatch.setattr(FMUInstance, "call", logged)
+    return seen
+
+
+def test_fmus_are_in_initialization_mode_together(affine: Path, calls: list[tuple[str, str]]) -> None:
     s = fmu_loop(affine, {"a": A, "b": B}, {"a": C, "b": D})
     try:
         s.initialize(0.0, GaussSeidel())
@@ -85,18 +91,9 @@ def test_fmus_are_in_initialization_mode_together(affine: Path, monkeypatch: pyt
 
 
 def test_fmi3_and_fmi2_fmus_initialize_together_without_a_loop(affine: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                                               calls: list[tuple[str, str]]) -> None:
     """A cycle through the FMI 3 state-space model (no feedthrough) is no algebraic loop: both FMUs are in
     Initialization Mode together, then leave it with the inputs they started with, and outputs are passed on."""
-    calls: list[tuple[str, str]] = []
-    call = FMUInstance.call
-
-    def logged(self: FMUInstance, name: str, t: float, *args: Any) -> None:
-        if "InitializationMode" in name:
-            calls.append((self.name, name))
-        call(self, name, t, *args)
-
-    monkeypatch.setattr(FMUInstance, "call", logged)
     s = System("fmi3_cycle")
     s.add_component(builders.component("ss", builders.state_space3(tmp_path)))
     s.add_component(builders.component("g", affine, a=-0.5, b=0.25))
