@@ -35,6 +35,8 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
+from support import forkserver  # noqa: E402 - tests/ is on sys.path from here on
+
 CACHE_VARIABLES = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "COSIMRUN_CACHE_DIR", "MPLCONFIGDIR")
 """Where cosimrun (extracted FMUs, built example FMUs), matplotlib and browsers keep caches and profiles: a
 temporary folder of the test session, inherited by every process the tests start."""
@@ -149,11 +151,12 @@ Cosimrun = Callable[..., "subprocess.CompletedProcess[str]"]
 
 @pytest.fixture
 def cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Cosimrun:
-    """``cosimrun(*args, timeout=120)``: run the command in ``tmp_path``, output captured as text."""
+    """``cosimrun(*args, timeout=120)``: run the command in ``tmp_path``, output captured as text (forked from a
+    process that imported it once, as ``python -c`` would run it: ``support/forkserver.py``)."""
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", CLI, *args],
+            [*forkserver.command(forkserver.Form.python_c(), sweep_env), *args],
             cwd=tmp_path,
             env=sweep_env,
             capture_output=True,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import forkserver
 
 from cosimrun.exits import EXIT_SIGPIPE
 from cosimrun.storage import load_results
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.slow
 def cosimrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run the command (with the test-only component types registered)."""
     return subprocess.run(
-        [sys.executable, str(RUN_CLI), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [*forkserver.command(forkserver.Form.run_cli(), os.environ), *args], cwd=cwd, capture_output=True, text=True,
+        timeout=300
     )
 
 

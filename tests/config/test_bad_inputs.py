@@ -8,18 +8,18 @@ the command as a subprocess (``HYDRA_FULL_ERROR=1``, ``--version``, a sweep).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import forkserver
 
 from cosimrun import cli
 from cosimrun.config.build import build_experiment
 from cosimrun.errors import ConfigError
 from cosimrun.exits import EXIT_CONFIG
-
-RUN_CLI = Path(__file__).parents[1] / "support" / "run_cli.py"
 
 EXPERIMENTS = {
     "nohdr": "name: nohdr\ncomponents:\n  g: {type: gain}\n",
@@ -324,10 +324,9 @@ def test_version_and_help(workdir, monkeypatch, capsys) -> None:
 
 
 def cosimrun(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run([sys.executable, str(RUN_CLI), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
+    env = {**os.environ, **env}
+    return subprocess.run([*forkserver.command(forkserver.Form.run_cli(), env), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env=env)
 
 
 def test_through_the_command(workdir) -> None:

@@ -7,17 +7,16 @@ The command runs in a subprocess (``tests/support/run_cli.py`` registers the tes
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import forkserver
 
 from cosimrun.runner.load import load_sweep
 from cosimrun.storage import load_results
-
-RUN_CLI = Path(__file__).parents[1] / "support" / "run_cli.py"
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +37,8 @@ def cosimrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (config / "faults.yaml").write_text(EXPERIMENT)
     multirun = [a for a in args if a == "-m"]  # first, as for cosimrun
     return subprocess.run(
-        [sys.executable, str(RUN_CLI), *multirun, "--config-dir", str(tmp_path / "cfg"), "+experiment=faults",
-         "hydra.run.dir=out", *(a for a in args if a != "-m")],
+        [*forkserver.command(forkserver.Form.run_cli(), os.environ), *multirun, "--config-dir", str(tmp_path / "cfg"),
+         "+experiment=faults", "hydra.run.dir=out", *(a for a in args if a != "-m")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
 
