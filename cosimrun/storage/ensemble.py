@@ -120,7 +120,7 @@ def is_ensemble_file(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -
     if not path.is_file() or not h5py.is_hdf5(path):
         return False
     try:
-        with h5py.File(path, "r", locking=False) as f:
+        with h5py.File(path, "r") as f:  # written whole and renamed: no writer to lock out (and xarray may hold it)
             g = f.get(group)
             return g is not None and _text(g.attrs.get("format")) == FORMAT
     except OSError:
@@ -148,7 +148,7 @@ class EnsembleMember:
         self.path = Path(path)
         self.member = int(member)
         self.group = group
-        with h5py.File(self.path, "r", locking=False) as f:
+        with h5py.File(self.path, "r") as f:
             g = f[group]
             if _text(g.attrs.get("format")) != FORMAT:
                 raise ValueError(f"{self.path}: not a cosimrun ensemble file (group {group!r})")
@@ -190,7 +190,7 @@ class EnsembleMember:
         known = self._check(component)
         names = list(known) if ports is None else list(ports)
         out = {}
-        with h5py.File(self.path, "r", locking=False) as f:
+        with h5py.File(self.path, "r") as f:
             g = f[self.group]
             time = np.asarray(g["time"][...], dtype=float)
             micro = np.zeros(len(time), dtype=np.int64)
