@@ -42,6 +42,9 @@ CONFIG_KEY = "sweep_config_key"
 """Attribute of an ensemble file: the hash of its members' common resolved config (see :func:`config_key`)."""
 MIN_SPLIT = 64
 """Members an ensemble keeps at least when a group is split to give every worker one."""
+HISTORY_BYTES = 256 << 20
+"""The histories one ensemble keeps in memory at most (members x samples x recorded ports x 8 bytes): a group
+whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
 _PARAMETER = re.compile(r"components\.[^.]+\.params\.[^.]+")
 RAN_ALONE = "ran as its own job: {cause}"
 
@@ -56,6 +59,8 @@ class Group:
     values: dict[int, tuple[float, ...]] = field(default_factory=dict)
     """Position of a job -> its values of :attr:`keys`."""
     config_key: str = ""
+    largest: int = 0
+    """Most members per ensemble that keep the histories within :data:`HISTORY_BYTES` (0: not known yet)."""
 
 
 @dataclass
@@ -104,6 +109,22 @@ def _split(overrides: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], 
     return tuple(others), tuple(keys), tuple(values)
 
 
+def representatives(batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+    """The jobs of *batch* to check for composition errors: every job, except that of the jobs with the same other
+    overrides and numbers for the same component parameters only the first (a value for a key of a component's
+    ``params``, which takes any value, composes as any other number for it does)."""
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    out = []
+    for overrides in batch:
+        split = _split(overrides)
+        if split is not None and split[1]:
+            if (split[0], split[1]) in seen:
+                continue
+            seen.add((split[0], split[1]))
+        out.append(overrides)
+    return out
+
+
 def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size: int, workers: int,
          sweep_dir: Path) -> Plan:
     """The ensembles of *jobs* (``(position, job number, overrides)``) of at most *size* members, split so that
@@ -132,7 +153,8 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
             result.reasons[why] = result.reasons.get(why, 0) + len(group.positions)
             continue
         count = len(group.positions)
-        parts = max(math.ceil(count / size), min(max(workers, 1), count // MIN_SPLIT))
+        most = max(2, min(size, group.largest or size))
+        parts = max(math.ceil(count / most), min(max(workers, 1), count // MIN_SPLIT))
         bounds = [round(i * count / parts) for i in range(parts + 1)]
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             positions = group.positions[lo:hi]
@@ -213,7 +235,10 @@ def _refusal(composer: JobComposer, group: Group, first: tuple[int, list[str]], 
             from cosimrun.config.build import recorded_ports
             from cosimrun.core.ports import PortType
 
-            for comp, ports in recorded_ports(exp.system, list(exp.storage.record)).items():
+            recorded = recorded_ports(exp.system, list(exp.storage.record))
+            samples = math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) + 1
+            group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
+            for comp, ports in recorded.items():
                 outputs = exp.system.components[comp].outputs
                 for port in ports:
                     if port not in outputs or outputs[port].spec.type is not PortType.REAL:
