@@ -92,7 +92,9 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
                               sweep_dir)
         batch.plan = plan
         for line in plan.notices():
-            notice(line)
+            if line not in launcher.said:  # once per sweep, not once per batch of an optimizing sweeper
+                launcher.said.add(line)
+                notice(line)
         finished = ensembles.Finished(sweep_dir) if launcher.resume and plan.ensembles else None
         for pos, num, overrides in jobs:
             batch.make_room()

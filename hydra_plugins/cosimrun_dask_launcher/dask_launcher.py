@@ -157,6 +157,8 @@ class DaskLauncher(Launcher):
         self.hydra_context: HydraContext | None = None
         self.client: Any = None
         self.cluster: Any = None
+        self.said: set[str] = set()
+        """The lines about jobs not run as ensembles said so far (each once per sweep)."""
         self.composer: Any = None
         """A ``cosimrun.runner.compose.JobComposer`` handed over by the sweeper that validated the jobs."""
 
