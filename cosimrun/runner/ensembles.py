@@ -148,7 +148,7 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
         if len(group.positions) < 2:
             continue
         first, last = overrides_at[group.positions[0]], overrides_at[group.positions[-1]]
-        why = _refusal(composer, group, first, last)
+        why = " ".join(_refusal(composer, group, first, last).split("\n")[:1])  # one line
         if why:
             result.reasons[why] = result.reasons.get(why, 0) + len(group.positions)
             continue
@@ -203,8 +203,6 @@ def config_key(plain: dict[str, Any], keys: Sequence[str]) -> str:
 def _refusal(composer: JobComposer, group: Group, first: tuple[int, list[str]], last: tuple[int, list[str]]) -> str:
     """Why *group* cannot run as ensembles ("" when it can); sets its :attr:`Group.config_key`."""
     from cosimrun.config.build import build_experiment
-    from cosimrun.ensemble import check_master
-    from cosimrun.ensemble.members import refuse
     from cosimrun.errors import CosimrunError
 
     try:
@@ -217,40 +215,50 @@ def _refusal(composer: JobComposer, group: Group, first: tuple[int, list[str]], 
             if config_key(_resolved(composer.compose(probe, first[0])), group.keys) != group.config_key:
                 return f"{key}: another value of the config is computed from it"
         exp = build_experiment(plain)
-        if exp.action != "run":
-            return f"action: {exp.action!r}"
-        if any(plain.get("run", {}).get(k) for k in ("restart", "start_from")) or any(
-                (plain.get("run", {}).get("checkpoint") or {}).get(k) for k in ("every", "wall", "at")):
-            return "run: checkpoints and restarts run as separate jobs"
-        if exp.storage.allow_nonfinite:
-            return "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
-        check_master(exp.master)
-        for comp in exp.system.components.values():
-            refuse(comp)
-        exp.system.initialize(exp.run.t0, exp.master)
         try:
-            assert exp.system.analysis is not None
-            if exp.system.analysis.loops:
-                return f"connections: the algebraic loop through {', '.join(exp.system.analysis.loops[0].components)}"
-            from cosimrun.config.build import recorded_ports
-            from cosimrun.core.ports import PortType
-
-            recorded = recorded_ports(exp.system, list(exp.storage.record))
-            samples = math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) + 1
-            group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
-            for comp, ports in recorded.items():
-                outputs = exp.system.components[comp].outputs
-                for port in ports:
-                    if port not in outputs or outputs[port].spec.type is not PortType.REAL:
-                        return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
+            return _experiment_refusal(exp, plain, group)
         finally:
             for comp in exp.system.components.values():
                 if comp.is_initialized:
                     comp.reset()
+            exp.system.free()
     except CosimrunError as exc:
         return str(exc)
     except Exception as exc:  # the job itself will report it
         return f"{type(exc).__name__}: {exc}"
+
+
+def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
+    """Why the built experiment *exp* (of the resolved config *plain*) cannot run as an ensemble ("" if it can);
+    sets :attr:`Group.largest`."""
+    from cosimrun.config.build import recorded_ports
+    from cosimrun.core.ports import PortType
+    from cosimrun.ensemble import check_master
+    from cosimrun.ensemble.members import refuse
+
+    if exp.action != "run":
+        return f"action: {exp.action!r}"
+    run = plain.get("run", {})
+    if any(run.get(k) for k in ("restart", "start_from")) or any(
+            (run.get("checkpoint") or {}).get(k) for k in ("every", "wall", "at")):
+        return "run: checkpoints and restarts run as separate jobs"
+    if exp.storage.allow_nonfinite:
+        return "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
+    check_master(exp.master)
+    for comp in exp.system.components.values():
+        refuse(comp)
+    exp.system.initialize(exp.run.t0, exp.master)
+    assert exp.system.analysis is not None
+    if exp.system.analysis.loops:
+        return f"connections: the algebraic loop through {', '.join(exp.system.analysis.loops[0].components)}"
+    recorded = recorded_ports(exp.system, list(exp.storage.record))
+    samples = math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) + 1
+    group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
+    for comp, ports in recorded.items():
+        outputs = exp.system.components[comp].outputs
+        for port in ports:
+            if port not in outputs or outputs[port].spec.type is not PortType.REAL:
+                return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
     return ""
 
 
