@@ -66,3 +66,12 @@ def test_the_sweeper_checks_one_composition_per_group(tmp_path: Path) -> None:
     batch += [["+experiment=coupled_oscillators", "master=jacobi", f"{K1}={k}"] for k in (5, 10)]
     batch += [["+experiment=coupled_oscillators", "master=jacobi"], ["+experiment=coupled_oscillators", "a.b=x"]]
     assert ensembles.representatives(batch) == [batch[0], batch[3], batch[5], batch[6]]
+
+
+def test_an_ensemble_size_below_zero_is_refused_before_anything_runs(tmp_path: Path, cosimrun) -> None:
+    proc = cosimrun("-m", "+experiment=coupled_oscillators", f"{K1}=5,10", "hydra.launcher.ensemble_size=-1",
+                    f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "cosimrun: error: hydra.launcher.ensemble_size=-1 cannot work: give an integer >= 0 (0: no " \
+                          "ensembles)\n"
+    assert not (tmp_path / "sweep").exists()
