@@ -95,7 +95,7 @@ def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int) -> tup
         wall = time.perf_counter() - start
         if proc.returncode != 0 or not (Path(tmp) / "sweep" / "index.h5").is_file():
             sys.exit(f"the sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    tasks = next((int(line.split(" in ")[-1].split()[0]) for line in proc.stderr.splitlines()
+    tasks = next((int(line.split(" in ")[-1].split()[0]) for line in (proc.stdout + proc.stderr).splitlines()
                   if "the jobs ran in" in line), 0)
     return wall, tasks, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
