@@ -16,7 +16,10 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 ENSEMBLE_SIZE = 1000
-"""Default ``ensemble_size``, from ``benchmarks/bench_ensemble.py``'s sweep measurement."""
+"""Default ``ensemble_size``: ``benchmarks/bench_ensemble.py --dask-sweep`` measures the same cost per member
+with 250 and with 1000 members per ensemble (the arrays' per-call overhead is spread thin from a few hundred
+members on); 1000 makes fewer tasks and files. Long runs are split further by the histories' memory
+(``cosimrun.runner.ensembles.HISTORY_BYTES``)."""
 
 
 @dataclass
