@@ -6,6 +6,8 @@ member (``hydra.launcher.ensemble_size=0``): the members' rows, final values and
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +129,35 @@ def test_a_resume_runs_only_the_members_not_complete(tmp_path: Path, cosimrun) -
     changed = _sweep(cosimrun, tmp_path / "s", *[a.replace("run.tf=0.2", "run.tf=0.1") for a in sweep],
                      "hydra.launcher.resume=true")
     assert list(changed["reused"]) == [False] * 6
+
+
+def _statuses_now(sweep_dir: Path) -> list[str]:
+    try:
+        return list(load_sweep(sweep_dir)["status"])
+    except (OSError, KeyError, ValueError):  # not written yet
+        return []
+
+
+def test_an_interrupted_ensemble_sweep_resumes_with_the_finished_ensembles(tmp_path: Path, start_cosimrun,
+                                                                           cosimrun) -> None:
+    sweep_dir = tmp_path / "s"
+    # two ensembles on one worker: jobs 0-1 (0.1 s simulated) finish, jobs 2-3 (300 s) are still running
+    args = ["-m", "+experiment=coupled_oscillators", "run.tf=0.1,300", "components.mass1.params.stiffness=5,10",
+            *LAUNCHER, f"hydra.sweep.dir={sweep_dir}"]
+    proc = start_cosimrun(*args)
+    deadline = time.monotonic() + 120
+    while _statuses_now(sweep_dir)[:2] != ["complete", "complete"]:
+        assert time.monotonic() < deadline and proc.poll() is None, "the first ensemble did not finish"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "sweep: 4 jobs, 2 complete, 0 failed, 2 interrupted" in err
+    assert _statuses_now(sweep_dir) == ["complete", "complete", "interrupted", "interrupted"]
+    (kept,) = (sweep_dir / "ensembles").glob("*.h5")  # the interrupted ensemble left no file
+    kept_mtime = kept.stat().st_mtime_ns
+    resumed = _sweep(cosimrun, sweep_dir, *[a.replace("0.1,300", "0.1,0.2") for a in args[:-4]],
+                     "hydra.launcher.resume=true")
+    assert list(resumed["status"]) == ["complete"] * 4
+    assert list(resumed["reused"]) == [True, True, False, False] and kept.stat().st_mtime_ns == kept_mtime
+    assert list(resumed["path"].iloc[:2]) == [f"ensembles/{kept.name}"] * 2
