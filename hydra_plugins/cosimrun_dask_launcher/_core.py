@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 
-from cosimrun.console import notice
 from cosimrun.errors import ConfigError, suggest
 from cosimrun.exits import EXIT_FAILED, fail
 from cosimrun.runner import ensembles, signals, worker
@@ -94,7 +93,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         for line in plan.notices():
             if line not in launcher.said:  # once per sweep, not once per batch of an optimizing sweeper
                 launcher.said.add(line)
-                notice(line)
+                log.info(f"dask: {line}")
         finished = ensembles.Finished(sweep_dir) if launcher.resume and plan.ensembles else None
         for pos, num, overrides in jobs:
             batch.make_room()
