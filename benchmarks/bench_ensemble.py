@@ -10,6 +10,11 @@ side with the ratio; the target is <= 2 us per member per step on one core. With
 scalar sweep of N jobs through the ``cosimrun -m`` command (basic launcher, end to end) and reports its time per
 member per step. The ensemble's members are checked against scalar runs of the same parameters (bitwise or not,
 the largest relative difference is printed). Peak RSS of this process is printed at the end.
+
+With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
+launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
+``--ensemble-size``) against the same sweep one job per member (``ensemble_size=0``) on ``--dask-jobs`` of its
+members, and prints microseconds per member per macro step of each and their ratio.
 """
 
 from __future__ import annotations
@@ -76,6 +81,43 @@ def sweep(jobs: int, master: str, tf: float) -> float:
     return wall
 
 
+def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int) -> tuple[float, int, float]:
+    """``(wall time, dask tasks, peak RSS of a child in MiB)`` of ``cosimrun -m`` of *members* stiffnesses on the
+    dask launcher with *ensemble_size*, end to end."""
+    values = ",".join(f"{5.0 + 10.0 * k / members:.6g}" for k in range(members))
+    with tempfile.TemporaryDirectory(prefix="bench_ensemble_") as tmp:
+        cmd = [sys.executable, "-c", _CLI, "-m", "+experiment=coupled_oscillators", "master=gauss_seidel",
+               f"run.tf={tf}", f"components.mass1.params.stiffness={values}", "hydra/launcher=dask",
+               f"hydra.launcher.n_workers={workers}", f"hydra.launcher.ensemble_size={ensemble_size}",
+               "hydra.launcher.progress=false", f"hydra.sweep.dir={tmp}/sweep"]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0 or not (Path(tmp) / "sweep" / "index.h5").is_file():
+            sys.exit(f"the sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    tasks = next((int(line.split(" in ")[-1].split()[0]) for line in (proc.stdout + proc.stderr).splitlines()
+                  if "the jobs ran in" in line), 0)
+    return wall, tasks, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: int) -> None:
+    """Print the end-to-end dask sweep with ensembles of each size in *sizes* against *jobs* ordinary jobs."""
+    steps = round(tf / 1e-3)
+    print(f"cosimrun -m coupled_oscillators (gauss_seidel, tf={tf:g} s, {steps} steps), dask launcher, "
+          f"{workers} workers, end to end; load {os.getloadavg()[0]:.2f}")
+    print(f"{'sweep':34}{'members':>9}{'tasks':>7}{'wall [s]':>10}{'us/member-step':>16}{'ratio':>8}")
+    wall, tasks, _ = dask_sweep(jobs, tf, 0, workers)
+    us_jobs = 1e6 * wall / (jobs * steps)
+    print(f"{'one job per member':34}{jobs:9d}{tasks:7d}{wall:10.2f}{us_jobs:16.2f}{1:7.0f}x")
+    for size in sizes:
+        wall, tasks, rss = dask_sweep(members, tf, size, workers)
+        us = 1e6 * wall / (members * steps)
+        print(f"{f'ensembles, ensemble_size={size}':34}{members:9d}{tasks:7d}{wall:10.2f}{us:16.3f}"
+              f"{us_jobs / us:7.0f}x")
+    print(f"peak RSS of the largest child process (driver or worker): {rss:.0f} MiB; ratio = one job per member / "
+          "ensembles, per member per step")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=10_000)
@@ -83,7 +125,15 @@ def main() -> None:
     parser.add_argument("--scalar-tf", type=float, default=1.0, help="simulated seconds of the scalar run")
     parser.add_argument("--record-every", type=int, default=100)
     parser.add_argument("--sweep", type=int, default=0, help="also time a cosimrun -m sweep of N jobs")
+    parser.add_argument("--dask-sweep", type=int, default=0, help="also time a dask sweep of N members as ensembles")
+    parser.add_argument("--dask-jobs", type=int, default=100, help="members of the one-job-per-member dask sweep")
+    parser.add_argument("--dask-tf", type=float, default=1.0, help="simulated seconds of the dask sweeps")
+    parser.add_argument("--ensemble-size", type=int, action="append", help="ensemble_size (repeatable)")
+    parser.add_argument("--workers", type=int, default=2)
     opts = parser.parse_args()
+    if opts.dask_sweep:
+        dask_table(opts.dask_sweep, opts.dask_jobs, opts.dask_tf, opts.ensemble_size or [1000], opts.workers)
+        return
     rng = np.random.default_rng(0)
     stiffness = rng.uniform(5.0, 20.0, opts.members)
     load = os.getloadavg()[0]

@@ -169,13 +169,14 @@ def _overrides_parser() -> Any:
 
 def parsed_overrides(overrides: Sequence[str]) -> list[Any]:
     """Hydra's parsed *overrides* (``Override`` objects, which nothing changes), parsed once for the many times a
-    sweep's driver makes a job's config (the sweeper's check, the launch, a resume's config check)."""
-    return list(_parsed(tuple(overrides)))
+    sweep's driver makes a job's config (the sweeper's check, the launch, a resume's config check). Hydra parses
+    each line on its own; so does this, keeping each line's parse: the lines the jobs share are parsed once."""
+    return [_parsed(line) for line in overrides]
 
 
-@functools.lru_cache(maxsize=1 << 12)
-def _parsed(overrides: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(_overrides_parser().parse_overrides(overrides=list(overrides)))
+@functools.lru_cache(maxsize=1 << 14)
+def _parsed(line: str) -> Any:
+    return _overrides_parser().parse_overrides(overrides=[line])[0]
 
 
 class JobComposer:

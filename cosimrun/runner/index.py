@@ -67,6 +67,7 @@ _BASE_COLUMNS = (
     "reused",
     "worker",
     "note",
+    "member",
 )
 _RESERVED = frozenset((*_BASE_COLUMNS, "run", "runs"))
 
@@ -208,10 +209,12 @@ def _columns(rows: Sequence[JobOutcome], root: Path) -> tuple[dict[str, list[Any
         worker=[o.worker for o in rows],
         note=[o.note for o in rows],
     )
+    if any(o.member >= 0 for o in rows):  # a sweep that ran ensembles: the member of the ensemble file ``path``
+        columns["member"] = [int(o.member) for o in rows]
     return columns, param_columns, summary_columns
 
 
-ROW_SCHEMA = {name: {"num": "int", "attempts": "int", "wall_time_s": "float", "job_time_s": "float",
+ROW_SCHEMA = {name: {"num": "int", "attempts": "int", "member": "int", "wall_time_s": "float", "job_time_s": "float",
                      "coupling_error_max": "float", "reused": "bool", "overrides": "json", "summaries": "json"}
               .get(name, "text") for name in ROW_FIELDS}
 """How the row store of a running sweep's index keeps each field of an outcome."""

@@ -35,7 +35,8 @@ def load_sweep(sweep: str | os.PathLike[str]) -> pd.DataFrame:
     Columns: ``status``, ``overrides``, one per override key (the swept
     parameters, typed), ``final.<comp>.<port>`` summaries, ``wall_time_s``,
     ``path`` (relative to the sweep directory), ``error``, ``traceback``,
-    ``attempts``, ``reused``, ``worker``, ``note``. ``df.attrs`` holds ``sweep_dir``,
+    ``attempts``, ``reused``, ``worker``, ``note``, and in a sweep that ran ensembles ``member`` (the member of
+    the ensemble file ``path`` that holds the run; -1 for a run with its own file). ``df.attrs`` holds ``sweep_dir``,
     ``params`` and ``summaries`` (column names). Pass the frame (or a filtered
     part of it) to :func:`load_sweep_dataset` to read the runs' histories.
     While the sweep runs (or after its driver was killed) the rows come from
@@ -69,7 +70,8 @@ def load_sweep_dataset(
     real ports interpolated linearly, others held from the last sample, the value
     right after an event at event instants, NaN outside a run's interval.
     The index columns (status, swept parameters, summaries, ...) become
-    coordinates along ``run``; runs without a results file are all NaN.
+    coordinates along ``run``; runs without a results file are all NaN. A run that was a member of an
+    ensemble is read from its column of the ensemble's file.
     """
     import pandas as pd
     import xarray as xr
@@ -84,11 +86,12 @@ def load_sweep_dataset(
         root = Path(df.attrs["sweep_dir"])
     histories: list[dict[str, Any] | None] = []
     port_info: dict[str, tuple[str | None, str]] = {}
-    for rel in df["path"]:
+    members = df["member"] if "member" in df.columns else [-1] * len(df)
+    for rel, member in zip(df["path"], members, strict=True):
         series = None
         if rel:
-            with contextlib.suppress(FileNotFoundError, KeyError, OSError, ValueError):
-                res = load_results(root / rel)
+            with contextlib.suppress(FileNotFoundError, IndexError, KeyError, OSError, ValueError):
+                res = load_results(root / rel, member=None if member < 0 else int(member))
                 if component in res.components:
                     series = res.history(component, list(ports) if ports is not None else None)
                     for name, s in series.items():
@@ -171,3 +174,20 @@ def _on_grid(series: Any, grid: np.ndarray) -> np.ndarray:
     held = held.astype(np.float64)
     held[~inside] = np.nan
     return held
+
+
+def load_run(sweep: str | os.PathLike[str], run: int) -> Any:
+    """The results of run *run* of a sweep: its results file (:func:`~cosimrun.storage.results.load_results`), or
+    for a member of an ensemble its member of the ensemble's file (:class:`~cosimrun.storage.ensemble.EnsembleMember`,
+    read as a run's results are: ``status``, ``history``, ``trajectory``)."""
+    from cosimrun.storage.results import load_results
+
+    df = load_sweep(sweep)
+    if run not in df.index:
+        raise KeyError(f"run {run} is not in the sweep {df.attrs['sweep_dir']} (runs {df.index.min()} to "
+                       f"{df.index.max()})")
+    row = df.loc[run]
+    if not row["path"]:
+        raise FileNotFoundError(f"run {run} has no results ({row['status']}: {row['error'] or 'not run'})")
+    member = int(row["member"]) if "member" in df.columns else -1
+    return load_results(Path(df.attrs["sweep_dir"]) / row["path"], member=None if member < 0 else member)

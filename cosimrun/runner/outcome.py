@@ -50,6 +50,9 @@ class JobOutcome:
     note: str = ""
     """What the sweep did about this job beyond running it, e.g. ``rerun: results file damaged (...)``
     (a resume) or ``recovered: ...`` (a job whose worker died after it finished)."""
+    member: int = -1
+    """The member of the ensemble file :attr:`path` that holds this job's results (-1: ``path`` is its own
+    results file)."""
     objective: float | None = None
     """The value an optimizing sweeper (Optuna) gets: see :func:`objective_value`."""
 

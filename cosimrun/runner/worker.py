@@ -313,6 +313,25 @@ _installed_state: str | None = None
 _callbacks: JobCallbacks | None = None
 
 
+def install_state(state: bytes, state_token: str) -> None:
+    """Install the driver's Hydra state and the sweep's callbacks (:func:`worker_state`) once per worker process
+    and launch (*state_token*), then Hydra's globals for the next job."""
+    global _installed_state, _callbacks
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import setup_globals
+
+    if _installed_state != state_token:
+        import cloudpickle
+
+        singletons, _callbacks = cloudpickle.loads(state)
+        Singleton.set_state(singletons)
+        warm_up(release_frozen=_installed_state is not None)
+        _installed_state = state_token
+        if _worker_address():
+            keep_workers_fmus()
+    setup_globals()
+
+
 def run_hydra_job(
     payload: JobPayload, task_function: TaskFunction, state: bytes, state_token: str, attempt: int = 1
 ) -> JobOutcome:
@@ -324,10 +343,6 @@ def run_hydra_job(
     worker process run one at a time: Hydra's config singletons and the
     working directory are process-wide.
     """
-    global _installed_state, _callbacks
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import setup_globals
-
     from cosimrun.runner.sweep import managed_job
 
     with _job_lock:
@@ -336,17 +351,8 @@ def run_hydra_job(
         mark_started(payload.job_dir, state_token, attempt)
         value: Any
         try:
-            if _installed_state != state_token:
-                import cloudpickle
-
-                singletons, _callbacks = cloudpickle.loads(state)
-                Singleton.set_state(singletons)
-                warm_up(release_frozen=_installed_state is not None)
-                _installed_state = state_token
-                if _worker_address():
-                    keep_workers_fmus()
+            install_state(state, state_token)
             assert _callbacks is not None
-            setup_globals()
             with managed_job():
                 ret = run_composed_job(payload, task_function, _callbacks)
             if ret.error is not None:

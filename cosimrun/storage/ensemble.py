@@ -6,6 +6,7 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     dimensions  member (M), time (samples kept)
     member(member), time(time)                coordinates
     status(member)                            complete | failed
+    job(member), overrides(member)            a sweep's job number and overrides of each member
     failure(member), failure_time(member)     the cause ("" when complete) and the instant (NaN)
     parameter.<component>.<name>(member)      every given parameter, one value per member
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
@@ -22,14 +23,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h5netcdf
 import h5py
 import numpy as np
 
 from cosimrun.storage.hdf5 import check_name, partial_path, to_attr
+from cosimrun.storage.results import PortSeries
 
 if TYPE_CHECKING:
     from cosimrun.ensemble import EnsembleResult
@@ -41,10 +44,12 @@ _STR = h5py.string_dtype("utf-8")
 
 
 def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, group: str = DEFAULT_GROUP,
-                   attrs: dict[str, object] | None = None) -> Path:
+                   attrs: dict[str, object] | None = None, jobs: Sequence[int] | None = None,
+                   overrides: Sequence[str] | None = None) -> Path:
     """Write *result* to the group *group* of a new file *path* (replaced if it exists); returns *path*.
 
-    *attrs* are extra attributes of the group (an experiment's name, a sweep's id).
+    *attrs* are extra attributes of the group (an experiment's name, a sweep's id); a sweep's ensemble also gives
+    each member's job number (*jobs*, the variable ``job``) and overrides (*overrides*, ``overrides``).
     """
     check_name(group, "group")
     path = Path(path)
@@ -62,6 +67,10 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
                           data=np.array(["" if fl is None else str(fl) for fl in failures], dtype=object))
         g.create_variable("failure_time", ("member",),
                           data=np.array([np.nan if fl is None else fl.time for fl in failures], dtype=float))
+        if jobs is not None:
+            g.create_variable("job", ("member",), data=np.asarray(jobs, dtype=np.int64))
+        if overrides is not None:
+            g.create_variable("overrides", ("member",), dtype=_STR, data=np.asarray(list(overrides), dtype=object))
         for key, values in result.parameters.items():
             values = np.asarray(values)
             if values.dtype.kind in "biuf":
@@ -103,3 +112,103 @@ def _chunks(shape: tuple[int, ...]) -> tuple[int, int]:
     samples, members = shape
     rows = max(1, min(samples, (1 << 17) // max(1, members)))
     return rows, max(1, min(members, 1 << 17))
+
+
+def is_ensemble_file(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> bool:
+    """Whether *path* is an HDF5 file holding an ensemble (format ``cosimrun-ensemble``) in *group*."""
+    path = Path(path)
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    try:
+        with h5py.File(path, "r") as f:  # written whole and renamed: no writer to lock out (and xarray may hold it)
+            g = f.get(group)
+            return g is not None and _text(g.attrs.get("format")) == FORMAT
+    except OSError:
+        return False
+
+
+def attr_value(value: Any) -> Any:
+    """An attribute (or string element) of an ensemble file as a plain Python value."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.ravel()[0]
+    if isinstance(value, bytes | np.bytes_):
+        return value.decode("utf-8", errors="replace")
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _text(value: Any) -> str:
+    return str(attr_value(value))
+
+
+class EnsembleMember:
+    """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
+    status, error, the components recorded, each component's histories as :class:`PortSeries`, trajectories."""
+
+    def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
+        self.path = Path(path)
+        self.member = int(member)
+        self.group = group
+        with h5py.File(self.path, "r") as f:
+            g = f[group]
+            if _text(g.attrs.get("format")) != FORMAT:
+                raise ValueError(f"{self.path}: not a cosimrun ensemble file (group {group!r})")
+            members = int(attr_value(g.attrs["members"]))
+            if not 0 <= self.member < members:
+                raise IndexError(f"{self.path}: member {self.member} out of range (the ensemble has {members} members)")
+            self.status = _text(g["status"][self.member])
+            self.error = _text(g["failure"][self.member])
+            self.experiment = _text(g.attrs.get("experiment", g.attrs.get("system", "")))
+            self.job = int(g["job"][self.member]) if "job" in g else None
+            self._ports: dict[str, dict[str, str | None]] = {}
+            for name, ds in g.items():
+                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.")):
+                    comp, _, port = name.partition(".")
+                    unit = ds.attrs.get("units")
+                    self._ports.setdefault(comp, {})[port] = None if unit is None else _text(unit)
+
+    def __repr__(self) -> str:
+        return f"EnsembleMember({str(self.path)!r}, member={self.member}, status={self.status!r})"
+
+    @property
+    def components(self) -> list[str]:
+        """The components with recorded histories."""
+        return list(self._ports)
+
+    def ports(self, component: str) -> dict[str, tuple[str | None, str]]:
+        """``{port: (unit, "real")}`` of *component*'s recorded outputs."""
+        return {port: (unit, "real") for port, unit in self._check(component).items()}
+
+    def _check(self, component: str) -> dict[str, str | None]:
+        if component not in self._ports:
+            from cosimrun.errors import UnknownNameError
+
+            raise UnknownNameError("component", component, self._ports, f"in {self.path}")
+        return self._ports[component]
+
+    def history(self, component: str, ports: list[str] | None = None) -> dict[str, PortSeries]:
+        """This member's samples of *component*'s ports (all recorded ports by default)."""
+        known = self._check(component)
+        names = list(known) if ports is None else list(ports)
+        out = {}
+        with h5py.File(self.path, "r") as f:
+            g = f[self.group]
+            time = np.asarray(g["time"][...], dtype=float)
+            micro = np.zeros(len(time), dtype=np.int64)
+            for port in names:
+                if port not in known:
+                    from cosimrun.errors import UnknownNameError
+
+                    raise UnknownNameError("port", port, known, f"of component {component!r} in {self.path}")
+                values = np.asarray(g[f"{component}.{port}"][:, self.member], dtype=float)
+                out[port] = PortSeries(time, values, micro, known[port], "real")
+        return out
+
+    def trajectory(self, component: str, port: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(time, values)`` of one port of this member."""
+        series = self.history(component, [port])[port]
+        return series.time, series.values
+
+
+def load_member(path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> EnsembleMember:
+    """Member *member* of the ensemble file *path* (a sweep index row's ``path`` and ``member``)."""
+    return EnsembleMember(path, member, group=group)

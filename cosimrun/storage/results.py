@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import h5py
 import numpy as np
@@ -38,6 +38,8 @@ from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, COUPLING_NUMBERS, FORMAT, PORT
 if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
+
+    from cosimrun.storage.ensemble import EnsembleMember
 
 _PARTIAL = ".partial"
 CLOSED_STATUSES = ("complete", "failed", "interrupted")
@@ -516,11 +518,23 @@ DEFAULT_FILE = "results.h5"
 """The results file a run writes unless ``storage.file`` names another."""
 
 
-def load_results(path: str | os.PathLike[str], *, locking: bool | str = False) -> Results:
+@overload
+def load_results(path: str | os.PathLike[str], *, locking: bool | str = False, member: None = None) -> Results: ...
+
+
+@overload
+def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
+                 member: int) -> Results | EnsembleMember: ...
+
+
+def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
+                 member: int | None = None) -> Results | EnsembleMember:
     """Open a results file; ``<path>.partial`` is used when only the unfinished file exists.
 
     *path* may also be a run's directory: its ``results.h5`` is read, else the
     one results file in it (a custom ``storage.file``), finished or ``.partial``.
+    An ensemble's file (a sweep's ``ensembles/*.h5``) is read for one *member*
+    (:class:`cosimrun.storage.ensemble.EnsembleMember`).
 
     HDF5 file locking is off by default (*locking*) so that the file of a job
     still running can be read; such a read sees the state of the writer's last
@@ -532,6 +546,16 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False) -
     path = written_path(path)
     if not path.exists():
         raise FileNotFoundError(f"no results file {path}")
+    if member is not None or path.suffix == ".h5" and path.parent.name == "ensembles":
+        from cosimrun.storage.ensemble import is_ensemble_file, load_member
+
+        if is_ensemble_file(path):
+            if member is None:
+                raise ValueError(f"{path} is an ensemble's file: give the member to read (member=N, the sweep "
+                                 "index's 'member' column)")
+            return load_member(path, member)
+        if member is not None:
+            raise ValueError(f"{path} is no ensemble's file: it has no member {member}")
     return Results(path, locking=locking)
 
 

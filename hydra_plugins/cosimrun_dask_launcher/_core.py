@@ -34,7 +34,7 @@ from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_g
 
 from cosimrun.errors import ConfigError, suggest
 from cosimrun.exits import EXIT_FAILED, fail
-from cosimrun.runner import signals, worker
+from cosimrun.runner import ensembles, signals, worker
 from cosimrun.runner.compose import JobComposer, JobSpec
 from cosimrun.runner.ledger import SweepLedger, ledger_for
 from cosimrun.runner.lock import claim, release_all
@@ -87,6 +87,14 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         ledger.add_pending(num, overrides)
     batch = _Batch(launcher, ledger, len(jobs), composer)
     try:
+        plan = ensembles.plan(jobs, composer, launcher.ensemble_size, launcher.n_workers or os.cpu_count() or 1,
+                              sweep_dir)
+        batch.plan = plan
+        for line in plan.notices():
+            if line not in launcher.said:  # once per sweep, not once per batch of an optimizing sweeper
+                launcher.said.add(line)
+                log.info(f"dask: {line}")
+        finished = ensembles.Finished(sweep_dir) if launcher.resume and plan.ensembles else None
         for pos, num, overrides in jobs:
             batch.make_room()
             spec = composer.compose(overrides, num, on_worker=True)
@@ -95,10 +103,18 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
                 if launcher.objective:
                     check_objective(launcher.objective, spec)
                 worker.write_sweep_files(sweep_dir, spec.payload(), [str(o) for o in config.hydra.overrides.task])
-            reuse = check_reuse(spec) if launcher.resume else Reuse(False)
-            if reuse.ok:
+            ensemble = plan.of.get(pos)
+            member = None
+            if finished is not None and ensemble is not None:
+                member = finished.outcome(num, overrides, ensemble.group, ensemble.group.values[pos])
+            reuse = check_reuse(spec) if launcher.resume and member is None else Reuse(False)
+            if member is not None:
+                batch.done(pos, spec, member)
+            elif reuse.ok:
                 batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
-            else:
+            if ensemble is not None:
+                batch.arrived(ensemble, None if member is not None or reuse.ok else (pos, spec, 1), reuse.note)
+            elif not reuse.ok:
                 batch.submit(pos, spec, note=reuse.note)
             batch.composed = pos + 1
             batch.drain(block=False)  # enter what finished while composing
@@ -213,6 +229,38 @@ class _Batch:
         """Running chunks -> ``(index of the job running in it, when the driver first saw that job started)``."""
         self._next_tick = 0.0
         self._workerless_since: float | None = None
+        self.plan = ensembles.Plan()
+        self._ensembles: list[tuple[ensembles.Ensemble, list[tuple[int, JobSpec, int]]]] = []
+        """Ensembles whose members are all composed, not submitted yet."""
+        self._collecting: dict[int, tuple[int, list[tuple[int, JobSpec, int]]]] = {}
+        """``id`` of an ensemble -> (its members composed so far, those of them to run)."""
+
+    def arrived(self, ensemble: ensembles.Ensemble, job: tuple[int, JobSpec, int] | None, note: str = "") -> None:
+        """Member *job* of *ensemble* is composed (None: taken over by a resume); the ensemble is queued once all
+        its members are (one left to run runs as an ordinary job)."""
+        count, members = self._collecting.get(id(ensemble), (0, []))
+        if job is not None:
+            members.append(job)
+            if note:
+                self.notes[job[1].num] = note
+        count += 1
+        if count < len(ensemble.positions):
+            self._collecting[id(ensemble)] = (count, members)
+            return
+        self._collecting.pop(id(ensemble), None)
+        if len(members) == 1:
+            self._queue.append(members[0])
+        elif members:
+            self._ensembles.append((ensemble, members))
+        self._connect()
+        self.submit_queued(block=False)
+
+    def _connect(self) -> None:
+        """Connect (or start the local cluster) in the background while the driver composes jobs."""
+        if self._connecting is None:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="cosimrun-dask-connect")
+            self._connecting = pool.submit(connect, self.launcher)
+            pool.shutdown(wait=False)
 
     def submit(self, pos: int, spec: JobSpec, attempt: int = 1, note: str = "") -> None:
         """Submit a job, or queue it while the cluster is still starting (it starts with the first job)."""
@@ -221,11 +269,7 @@ class _Batch:
         if note:
             self.notes[spec.num] = note
         self._queue.append((pos, spec, attempt))
-        if self._connecting is None:
-            # connect (or start the local cluster) in the background while the driver composes jobs
-            pool = ThreadPoolExecutor(1, thread_name_prefix="cosimrun-dask-connect")
-            self._connecting = pool.submit(connect, self.launcher)
-            pool.shutdown(wait=False)
+        self._connect()
         self.submit_queued(block=False)
 
     def submit_queued(self, block: bool) -> None:
@@ -241,6 +285,24 @@ class _Batch:
             self.token = uuid.uuid4().hex
             self.futures = as_completed()
             self.bar.start()
+        while self._ensembles:
+            ensemble, members = self._ensembles.pop(0)
+            future = self.client.submit(
+                ensembles.run_ensemble_task,
+                [spec.payload() for _, spec, _ in members],
+                ensemble.group.keys,
+                [ensemble.group.values[pos] for pos, _, _ in members],
+                str(ensemble.path),
+                ensemble.group.config_key,
+                self.launcher.task_function,
+                self.state,
+                self.token,
+                [attempt for _, _, attempt in members],
+                pure=False,
+            )
+            self.pending[future] = members
+            self.futures.add(future)
+            self.tasks += 1
         while self._queue:
             if not self._timed and len(self.pending) >= max(self._threads, 1):
                 return  # one job per worker thread until the first finishes and tells how long jobs take
@@ -277,7 +339,8 @@ class _Batch:
     @property
     def in_flight(self) -> int:
         """Jobs queued or submitted and not finished."""
-        return len(self._queue) + sum(len(chunk) for chunk in self.pending.values())
+        return (len(self._queue) + sum(len(chunk) for chunk in self.pending.values())
+                + sum(len(members) for _, members in self._ensembles))
 
     def _size_window(self) -> None:
         """Size the window of jobs in flight (and the progress bar's ETA) from the cluster's worker threads."""
@@ -286,6 +349,9 @@ class _Batch:
             self.bar.workers = threads or None
             self._threads = threads
         self.window = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_THREAD * max(self._threads, 1) * self._target_size())
+        if self.plan.ensembles:  # room for an ensemble per worker thread running and one more being composed
+            largest = max(len(e.positions) for e in self.plan.ensembles)
+            self.window = max(self.window, 2 * (max(self._threads, 1) + 1) * largest)
 
     def make_room(self) -> None:
         """Before a job is composed: wait until fewer than :attr:`window` jobs are in flight, entering those that
@@ -327,7 +393,7 @@ class _Batch:
         self.submit_queued(block)
         if self.futures is None:
             return
-        while self.pending or self._queue:
+        while self.pending or self._queue or self._ensembles:
             ready = self.futures.next_batch(block=False)
             for future in ready:
                 self._finished(future)
@@ -483,7 +549,7 @@ class _Batch:
         return outcome
 
     def done(self, pos: int, spec: JobSpec, outcome: JobOutcome) -> None:
-        if not outcome.reused and math.isfinite(outcome.job_time_s):
+        if not outcome.reused and outcome.member < 0 and math.isfinite(outcome.job_time_s):
             self._timed += 1
             self._time_sum += outcome.job_time_s
         if self.launcher.objective:
@@ -505,7 +571,9 @@ class _Batch:
         *failed*, the others as failed with that error (else they stay pending)."""
         if self.launcher.cluster is not None:
             close(weakref.ref(self.launcher))
-        for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue]:
+        waiting = [*(job for _, members in self._ensembles for job in members),
+                   *(job for _, members in self._collecting.values() for job in members)]
+        for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:
             outcome = None
             if worker.started(spec.job_dir, self.token, attempt) and _status(spec.results_path) == "complete":
                 outcome = self._recovered(spec, attempt, None, note="")
@@ -515,6 +583,8 @@ class _Batch:
                 self.done(pos, spec, outcome)
         self.pending.clear()
         self._queue.clear()
+        self._ensembles.clear()
+        self._collecting.clear()
 
     def returns(self) -> list[JobReturn]:
         assert all(r is not None for r in self._returns)

@@ -109,11 +109,21 @@ class CosimrunSweeper(Sweeper):
             self.composer = JobComposer(self.hydra_context, self.config)
             if hasattr(self.launcher, "composer"):
                 self.launcher.composer = self.composer
-        for overrides in batch:
+        for overrides in self._to_validate(batch):
             self.composer.validate(overrides)
         if not self.launched and batch:
             self._fail_if_common_config_error(batch)
         self.launched = True
+
+    def _to_validate(self, batch: Sequence[Sequence[str]]) -> Sequence[Sequence[str]]:
+        """The jobs whose composition is checked: all, but with ensembles on (the dask launcher's
+        ``ensemble_size``) one job of those that differ only in numbers given to the same component parameters
+        (they compose alike: ``params`` takes any value; :func:`cosimrun.runner.ensembles.representatives`)."""
+        if not getattr(self.launcher, "ensemble_size", 0):
+            return batch
+        from cosimrun.runner.ensembles import representatives
+
+        return representatives(batch)
 
     def _fail_if_common_config_error(self, batch: Sequence[Sequence[str]]) -> None:
         """End the command (exit 2, one line) if every job of *batch* has a config error, as the first has."""

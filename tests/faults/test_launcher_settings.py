@@ -20,7 +20,7 @@ SWEEP = ["-m", "+experiment=bouncing_ball", "run.tf=0.5", "hydra.launcher.progre
 ADDRESS = ("a dask scheduler's address, PROTOCOL://HOST:PORT with PROTOCOL one of tcp, tls, ucx, ws, wss, inproc "
            "(tcp://127.0.0.1:8786), or null for a local cluster")
 SETTINGS = ("address, n_workers, retries, resume, cluster, memory_limit, dashboard_address, quiet_workers, progress, "
-            "objective, timeout, no_worker_timeout, connect_timeout, chunk_seconds")
+            "objective, timeout, no_worker_timeout, connect_timeout, chunk_seconds, ensemble_size")
 
 
 @pytest.mark.parametrize(

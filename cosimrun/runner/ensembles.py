@@ -1,0 +1,385 @@
+"""Sweep jobs run as ensembles: which jobs group (:func:`plan`), how a group runs on a worker
+(:func:`run_ensemble_task`) and which members a resume takes over (:class:`Finished`).
+
+The dask launcher groups jobs whose overrides differ only in numbers given to component parameters
+(``components.<c>.params.<p>=<number>``) and whose other overrides are the same. A group runs as ensembles of at
+most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
+(:func:`cosimrun.ensemble.check_master`, every component vectorizable, no algebraic loop, every recorded port a
+real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else
+of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
+once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
+(:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
+whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
+error and results file are those of an ordinary job; an ensemble that cannot run at all runs its members as
+ordinary jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cosimrun.runner.outcome import JobOutcome, describe_exception
+
+if TYPE_CHECKING:
+    from hydra.types import TaskFunction
+
+    from cosimrun.runner.compose import JobComposer, JobSpec
+    from cosimrun.runner.worker import JobPayload
+
+ENSEMBLE_DIR = "ensembles"
+"""The folder of a sweep directory that holds its ensembles' files."""
+CONFIG_KEY = "sweep_config_key"
+"""Attribute of an ensemble file: the hash of its members' common resolved config (see :func:`config_key`)."""
+MIN_SPLIT = 64
+"""Members an ensemble keeps at least when a group is split to give every worker one."""
+HISTORY_BYTES = 256 << 20
+"""The histories one ensemble keeps in memory at most (members x samples x recorded ports x 8 bytes): a group
+whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
+_PARAMETER = re.compile(r"components\.[^.]+\.params\.[^.]+")
+RAN_ALONE = "ran as its own job: {cause}"
+
+
+@dataclass
+class Group:
+    """Jobs that may run as one ensemble: the same other overrides, numbers for the same parameters."""
+
+    keys: tuple[str, ...]
+    """The swept parameters, as config paths (``components.mass1.params.stiffness``)."""
+    positions: list[int] = field(default_factory=list)
+    values: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    """Position of a job -> its values of :attr:`keys`."""
+    config_key: str = ""
+    largest: int = 0
+    """Most members per ensemble that keep the histories within :data:`HISTORY_BYTES` (0: not known yet)."""
+
+
+@dataclass
+class Ensemble:
+    """One ensemble of a sweep: its members' positions and where its file goes."""
+
+    group: Group
+    positions: list[int]
+    path: Path
+
+
+@dataclass
+class Plan:
+    """What :func:`plan` decided: the ensembles, by the position of each member."""
+
+    ensembles: list[Ensemble] = field(default_factory=list)
+    of: dict[int, Ensemble] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Why groups of jobs run as ordinary jobs -> how many jobs."""
+
+    def notices(self) -> list[str]:
+        """One line per reason (mostly one in all)."""
+        return [f"{n} sweep jobs run as separate jobs, not as ensembles: {why}" for why, n in self.reasons.items()]
+
+
+def _split(overrides: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[float, ...]] | None:
+    """``(other overrides, swept parameter keys, their values)`` of a job's overrides; None when unparsable."""
+    from hydra.core.override_parser.types import OverrideType, ValueType
+
+    from cosimrun.runner.compose import parsed_overrides
+
+    try:
+        parsed = parsed_overrides(overrides)
+    except Exception:  # Hydra reports it as the job's error
+        return None
+    others, keys, values = [], [], []
+    for ov in parsed:
+        value = ov.value() if ov.value_type == ValueType.ELEMENT else None
+        if (ov.type == OverrideType.CHANGE and ov.package is None and ov.value_type == ValueType.ELEMENT
+                and _PARAMETER.fullmatch(ov.key_or_group or "") and isinstance(value, int | float)
+                and not isinstance(value, bool) and math.isfinite(value)):
+            keys.append(ov.key_or_group)
+            values.append(value)
+        else:
+            others.append(ov.input_line)
+    return tuple(others), tuple(keys), tuple(values)
+
+
+def representatives(batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+    """The jobs of *batch* to check for composition errors: every job, except that of the jobs with the same other
+    overrides and numbers for the same component parameters only the first (a value for a key of a component's
+    ``params``, which takes any value, composes as any other number for it does)."""
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    out = []
+    for overrides in batch:
+        split = _split(overrides)
+        if split is not None and split[1]:
+            if (split[0], split[1]) in seen:
+                continue
+            seen.add((split[0], split[1]))
+        out.append(overrides)
+    return out
+
+
+def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size: int, workers: int,
+         sweep_dir: Path) -> Plan:
+    """The ensembles of *jobs* (``(position, job number, overrides)``) of at most *size* members, split so that
+    each of *workers* gets one while an ensemble keeps :data:`MIN_SPLIT` members; groups that cannot run as
+    ensembles are left to run as jobs, their reason kept once."""
+    result = Plan()
+    if size <= 0:
+        return result
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], Group] = {}
+    overrides_at = {pos: (num, overrides) for pos, num, overrides in jobs}
+    for pos, _num, overrides in jobs:
+        split = _split(overrides)
+        if split is None or not split[1]:
+            continue
+        others, keys, values = split
+        group = groups.setdefault((others, keys), Group(keys))
+        group.positions.append(pos)
+        group.values[pos] = values
+    launch = uuid.uuid4().hex[:8]
+    for group in groups.values():
+        if len(group.positions) < 2:
+            continue
+        first, last = overrides_at[group.positions[0]], overrides_at[group.positions[-1]]
+        why = " ".join(_refusal(composer, group, first, last).split("\n")[:1])  # one line
+        if why:
+            result.reasons[why] = result.reasons.get(why, 0) + len(group.positions)
+            continue
+        count = len(group.positions)
+        most = max(2, min(size, group.largest or size))
+        parts = max(math.ceil(count / most), min(max(workers, 1), count // MIN_SPLIT))
+        bounds = [round(i * count / parts) for i in range(parts + 1)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            positions = group.positions[lo:hi]
+            if len(positions) < 2:
+                continue
+            nums = [overrides_at[p][0] for p in positions]
+            path = sweep_dir / ENSEMBLE_DIR / f"{nums[0]}-{nums[-1]}.{launch}.h5"
+            ensemble = Ensemble(group, positions, path)
+            result.ensembles.append(ensemble)
+            for p in positions:
+                result.of[p] = ensemble
+    return result
+
+
+def _resolved(spec: JobSpec) -> dict[str, Any]:
+    """The job's task config resolved as its run resolves it (:func:`cosimrun.runner.resume.expected_config_yaml`)."""
+    from omegaconf import open_dict, read_write
+
+    from cosimrun.runner.configtext import resolved
+    from cosimrun.runner.worker import hydra_config
+
+    task_cfg, config = spec.payload().configs()
+    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+        config.hydra.runtime.output_dir = os.path.abspath(spec.job_dir)
+    with hydra_config(config):
+        return resolved(task_cfg)[0]
+
+
+def _masked(plain: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """*plain* with the swept parameters *keys* set to None (a copy)."""
+    out = json.loads(json.dumps(plain, default=str))
+    for key in keys:
+        _, comp, _, param = key.split(".")
+        params = out.get("components", {}).get(comp, {}).get("params", {})
+        if param in params:
+            params[param] = None
+    return out
+
+
+def config_key(plain: dict[str, Any], keys: Sequence[str]) -> str:
+    """The hash of a job's resolved config without its swept values: the same for every member of a group."""
+    text = json.dumps([list(keys), _masked(plain, keys)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _refusal(composer: JobComposer, group: Group, first: tuple[int, list[str]], last: tuple[int, list[str]]) -> str:
+    """Why *group* cannot run as ensembles ("" when it can); sets its :attr:`Group.config_key`."""
+    from cosimrun.config.build import build_experiment
+    from cosimrun.errors import CosimrunError
+
+    try:
+        plain = _resolved(composer.compose(first[1], first[0]))
+        group.config_key = config_key(plain, group.keys)
+        if config_key(_resolved(composer.compose(last[1], last[0])), group.keys) != group.config_key:
+            return "their configs differ in more than the swept parameter values"
+        for key in group.keys:  # an interpolation that reads a swept value changes with it
+            probe = [o for o in first[1] if not o.startswith(f"{key}=")] + [f"{key}=1234.5678"]
+            if config_key(_resolved(composer.compose(probe, first[0])), group.keys) != group.config_key:
+                return f"{key}: another value of the config is computed from it"
+        exp = build_experiment(plain)
+        try:
+            return _experiment_refusal(exp, plain, group)
+        finally:
+            for comp in exp.system.components.values():
+                if comp.is_initialized:
+                    comp.reset()
+            exp.system.free()
+    except CosimrunError as exc:
+        return str(exc)
+    except Exception as exc:  # the job itself will report it
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
+    """Why the built experiment *exp* (of the resolved config *plain*) cannot run as an ensemble ("" if it can);
+    sets :attr:`Group.largest`."""
+    from cosimrun.config.build import recorded_ports
+    from cosimrun.core.ports import PortType
+    from cosimrun.ensemble import check_master
+    from cosimrun.ensemble.members import refuse
+
+    if exp.action != "run":
+        return f"action: {exp.action!r}"
+    run = plain.get("run", {})
+    if any(run.get(k) for k in ("restart", "start_from")) or any(
+            (run.get("checkpoint") or {}).get(k) for k in ("every", "wall", "at")):
+        return "run: checkpoints and restarts run as separate jobs"
+    if exp.storage.allow_nonfinite:
+        return "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
+    check_master(exp.master)
+    for comp in exp.system.components.values():
+        refuse(comp)
+    exp.system.initialize(exp.run.t0, exp.master)
+    assert exp.system.analysis is not None
+    if exp.system.analysis.loops:
+        return f"connections: the algebraic loop through {', '.join(exp.system.analysis.loops[0].components)}"
+    recorded = recorded_ports(exp.system, list(exp.storage.record))
+    samples = math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) + 1
+    group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
+    for comp, ports in recorded.items():
+        outputs = exp.system.components[comp].outputs
+        for port in ports:
+            if port not in outputs or outputs[port].spec.type is not PortType.REAL:
+                return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------- on the worker
+
+
+def run_ensemble_task(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[float, ...]],
+                      path: str, config_key_: str, task_function: TaskFunction, state: bytes, state_token: str,
+                      attempts: list[int]) -> list[JobOutcome]:
+    """Run the jobs *payloads* as one ensemble (their values of *keys* one row each) into the file *path*;
+    one outcome per job, in order. A member that fails, or every member when the ensemble cannot run, runs again
+    as its own job (:func:`~cosimrun.runner.worker.run_hydra_job`)."""
+    from cosimrun.runner import worker
+
+    start = time.perf_counter()
+    outcomes: list[JobOutcome | None]
+    with worker._job_lock:
+        worker.install_state(state, state_token)
+        try:
+            outcomes = _run(payloads, keys, values, Path(path), config_key_)
+            cause = ""
+        except Exception as exc:  # the ensemble cannot run these members: each runs as its own job
+            outcomes, cause = [None] * len(payloads), describe_exception(exc)[0]
+    took = time.perf_counter() - start
+    for outcome in outcomes:
+        if outcome is not None:
+            outcome.job_time_s = took / len(payloads)
+            outcome.worker = worker._worker_address()
+    for i, (payload, attempt) in enumerate(zip(payloads, attempts, strict=True)):
+        if outcomes[i] is None or outcomes[i].status != "complete":  # type: ignore[union-attr]
+            why = cause or f"failed in its ensemble ({outcomes[i].error})"  # type: ignore[union-attr]
+            alone = worker.run_hydra_job(payload, task_function, state, state_token, attempt)
+            alone.note = alone.note or RAN_ALONE.format(cause=why)
+            outcomes[i] = alone
+    return outcomes  # type: ignore[return-value]
+
+
+def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[float, ...]], path: Path,
+         key: str) -> list[JobOutcome | None]:
+    from omegaconf import open_dict, read_write
+
+    from cosimrun.ensemble import run_members
+    from cosimrun.runner.configtext import resolved
+    from cosimrun.runner.run import prepare
+    from cosimrun.runner.worker import hydra_config
+    from cosimrun.storage.ensemble import write_ensemble
+
+    task_cfg, config = payloads[0].configs()
+    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+        config.hydra.runtime.output_dir = os.path.abspath(payloads[0].job_dir)
+    with hydra_config(config):
+        plain, _ = resolved(task_cfg)
+    exp = prepare(plain)
+    record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
+    rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
+    result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
+                   attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys))})
+    share = result.stats.wall_time_s / result.members
+    outcomes: list[JobOutcome | None] = []
+    for m, payload in enumerate(payloads):
+        failure = result.failures.get(m)
+        outcomes.append(JobOutcome(
+            payload.num, "complete" if failure is None else "failed", list(payload.overrides), path=str(path),
+            error="" if failure is None else str(failure), wall_time_s=share,
+            summaries={k: float(v[m]) for k, v in result.final.items()}, member=m))
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------- resume
+
+
+class Finished:
+    """The complete members of a sweep's earlier ensembles, by job number, for a resume to take over."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.by_job: dict[int, list[tuple[Path, int, str, dict[str, float], tuple[float, ...], tuple[str, ...]]]] = {}
+        folder = sweep_dir / ENSEMBLE_DIR
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.glob("*.h5")):
+            self._read(path)
+
+    def _read(self, path: Path) -> None:
+        import h5py
+        import numpy as np
+
+        from cosimrun.storage.ensemble import DEFAULT_GROUP, FORMAT, attr_value
+
+        try:
+            with h5py.File(path, "r", locking=False) as f:
+                g = f[DEFAULT_GROUP]
+                attrs = {k: attr_value(v) for k, v in g.attrs.items()}
+                if attrs.get("format") != FORMAT or CONFIG_KEY not in attrs or "job" not in g:
+                    return
+                keys = tuple(json.loads(attrs["keys"]))
+                jobs = np.asarray(g["job"][...])
+                status = [str(attr_value(s)) for s in g["status"][...]]
+                params = [np.asarray(g[f"parameter.{_short(k)}"][...], dtype=float) for k in keys]
+                finals = {name[len("final."):]: np.asarray(g[name][...], dtype=float)
+                          for name in g if name.startswith("final.")}
+                for m, num in enumerate(jobs):
+                    if status[m] == "complete":
+                        self.by_job.setdefault(int(num), []).append(
+                            (path, m, str(attrs[CONFIG_KEY]), {k: float(v[m]) for k, v in finals.items()},
+                             tuple(float(p[m]) for p in params), keys))
+        except (OSError, KeyError, ValueError):  # damaged or of another layout: its members run again
+            return
+
+    def outcome(self, num: int, overrides: list[str], group: Group, values: tuple[float, ...]) -> JobOutcome | None:
+        """Job *num*'s outcome from the newest ensemble file where it is complete, made from the same config and
+        values (None: it runs)."""
+        for path, member, key, finals, stored, keys in reversed(self.by_job.get(num, [])):
+            if key == group.config_key and keys == group.keys and stored == tuple(float(v) for v in values):
+                return JobOutcome(num, "complete", list(overrides), path=str(path), summaries=dict(finals),
+                                  attempts=0, reused=True, member=member)
+        return None
+
+
+def _short(key: str) -> str:
+    """``components.mass1.params.stiffness`` -> ``mass1.stiffness`` (an ensemble file's parameter name)."""
+    _, comp, _, param = key.split(".")
+    return f"{comp}.{param}"
