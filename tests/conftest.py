@@ -155,14 +155,8 @@ def cosimrun(sweep_env: dict[str, str], tmp_path: Path) -> Cosimrun:
     process that imported it once, as ``python -c`` would run it: ``support/forkserver.py``)."""
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*forkserver.command(forkserver.Form.python_c(), sweep_env), *args],
-            cwd=tmp_path,
-            env=sweep_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return forkserver.run(forkserver.Form.python_c(), list(args), sweep_env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=timeout)
 
     return run
 

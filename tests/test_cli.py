@@ -23,10 +23,7 @@ pytestmark = pytest.mark.slow
 
 def cosimrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run the command (with the test-only component types registered)."""
-    return subprocess.run(
-        [*forkserver.command(forkserver.Form.run_cli(), os.environ), *args], cwd=cwd, capture_output=True, text=True,
-        timeout=300
-    )
+    return forkserver.run(forkserver.Form.run_cli(), list(args), cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:

@@ -6,7 +6,6 @@ statistic, coupling-error estimate and step of the log, and every checkpoint; it
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -187,9 +186,9 @@ def test_checkpoint_settings_in_the_config_are_checked():
 def test_the_command_refuses_a_foreign_checkpoint_in_one_line(tmp_path):
     cfg = config("coupled_oscillators", {"name": "jacobi"}, 0.2, checkpoint={"every": 0.1})
     whole = simulate(cfg, tmp_path / "whole")
-    proc = subprocess.run([*forkserver.command(forkserver.Form.run_cli(), os.environ),
-                           "+experiment=coupled_oscillators", "master=gauss_seidel", "run.tf=0.2",
-                           f"run.restart={whole}", f"hydra.run.dir={tmp_path / 'again'}"],
+    proc = forkserver.run(forkserver.Form.run_cli(), ["+experiment=coupled_oscillators", "master=gauss_seidel",
+                                                      "run.tf=0.2", f"run.restart={whole}",
+                                                      f"hydra.run.dir={tmp_path / 'again'}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [

@@ -324,9 +324,8 @@ def test_version_and_help(workdir, monkeypatch, capsys) -> None:
 
 
 def cosimrun(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **env}
-    return subprocess.run([*forkserver.command(forkserver.Form.run_cli(), env), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=env)
+    return forkserver.run(forkserver.Form.run_cli(), list(args), {**os.environ, **env}, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_through_the_command(workdir) -> None:

@@ -7,7 +7,6 @@ The command runs in a subprocess (``tests/support/run_cli.py`` registers the tes
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -36,9 +35,10 @@ def cosimrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     config.mkdir(parents=True, exist_ok=True)
     (config / "faults.yaml").write_text(EXPERIMENT)
     multirun = [a for a in args if a == "-m"]  # first, as for cosimrun
-    return subprocess.run(
-        [*forkserver.command(forkserver.Form.run_cli(), os.environ), *multirun, "--config-dir", str(tmp_path / "cfg"),
-         "+experiment=faults", "hydra.run.dir=out", *(a for a in args if a != "-m")],
+    return forkserver.run(
+        forkserver.Form.run_cli(),
+        [*multirun, "--config-dir", str(tmp_path / "cfg"), "+experiment=faults", "hydra.run.dir=out",
+         *(a for a in args if a != "-m")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
 

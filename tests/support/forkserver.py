@@ -165,6 +165,15 @@ def command(form: Form, env: Mapping[str, str]) -> list[str]:
         _servers[key] = folder / "cosimrun"
     return [str(_servers[key])]
 
+
+def run(form: Form, args: list[str], env: Mapping[str, str] | None = None,
+        **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run`` of the command *form* with *args* in *env* (this process's environment if ``None``) through
+    :func:`command`. The environment is passed on explicitly: the one a child would inherit may hold more than
+    ``os.environ`` (readline exports ``COLUMNS`` and ``LINES`` behind its back)."""
+    env = dict(os.environ if env is None else env)
+    return subprocess.run([*command(form, env), *args], env=env, **kwargs)
+
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
     size = int.from_bytes(data[:8], "big")
@@ -186,12 +195,11 @@ def _log(line: str) -> None:
     sys.stderr.flush()
 
 
-def serve(socket_path: str) -> tuple[dict[str, Any], list[int]] | None:
+def serve(socket_path: str, own: dict[str, str]) -> tuple[dict[str, Any], list[int]] | None:
     """Serve until standard input ends; in a forked child, return its request and descriptors.
 
     Each command is logged on standard error: ``forked PID: ARGS`` or ``real command (VARIABLES differ): ARGS``.
     """
-    own = dict(os.environ)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(socket_path)
     listener.listen(64)
@@ -302,6 +310,7 @@ def _import_file(path: str) -> None:
 
 if __name__ == "__main__":
     _, socket_path, described = sys.argv
+    environment = dict(os.environ)  # as started: an imported module may add to it (COLUMNS, LINES)
     form = Form(**{k: tuple(v) if k == "real" else v for k, v in json.loads(described).items()})
     sys.path[0] = form.path0  # the command's, not this script's folder (a module may put more before it)
     if form.module:
@@ -311,6 +320,6 @@ if __name__ == "__main__":
     assert threading.active_count() == 1, "a preloaded module started a thread: forking would be unsafe"
     gc.freeze()  # the children's collections leave the server's objects alone (and their pages shared)
     sys.stdout.flush()
-    job = serve(socket_path)
+    job = serve(socket_path, environment)
     if job is not None:
         become_the_command(*job, form)
