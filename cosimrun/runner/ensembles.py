@@ -344,30 +344,21 @@ class Finished:
             self._read(path)
 
     def _read(self, path: Path) -> None:
-        import h5py
-        import numpy as np
+        from cosimrun.storage.ensemble import read_summary
 
-        from cosimrun.storage.ensemble import DEFAULT_GROUP, FORMAT, attr_value
-
-        try:
-            with h5py.File(path, "r", locking=False) as f:
-                g = f[DEFAULT_GROUP]
-                attrs = {k: attr_value(v) for k, v in g.attrs.items()}
-                if attrs.get("format") != FORMAT or CONFIG_KEY not in attrs or "job" not in g:
-                    return
-                keys = tuple(json.loads(attrs["keys"]))
-                jobs = np.asarray(g["job"][...])
-                status = [str(attr_value(s)) for s in g["status"][...]]
-                params = [np.asarray(g[f"parameter.{_short(k)}"][...], dtype=float) for k in keys]
-                finals = {name[len("final."):]: np.asarray(g[name][...], dtype=float)
-                          for name in g if name.startswith("final.")}
-                for m, num in enumerate(jobs):
-                    if status[m] == "complete":
-                        self.by_job.setdefault(int(num), []).append(
-                            (path, m, str(attrs[CONFIG_KEY]), {k: float(v[m]) for k, v in finals.items()},
-                             tuple(float(p[m]) for p in params), keys))
-        except (OSError, KeyError, ValueError):  # damaged or of another layout: its members run again
+        summary = read_summary(path)
+        if summary is None or CONFIG_KEY not in summary.attrs:  # damaged or of another layout: its members run again
             return
+        try:
+            keys = tuple(json.loads(summary.attrs["keys"]))
+            params = [summary.parameters[_short(k)] for k in keys]
+        except (KeyError, ValueError):
+            return
+        for m, num in enumerate(summary.jobs):
+            if summary.status[m] == "complete":
+                self.by_job.setdefault(num, []).append(
+                    (path, m, str(summary.attrs[CONFIG_KEY]), {k: float(v[m]) for k, v in summary.finals.items()},
+                     tuple(float(p[m]) for p in params), keys))
 
     def outcome(self, num: int, overrides: list[str], group: Group, values: tuple[float, ...]) -> JobOutcome | None:
         """Job *num*'s outcome from the newest ensemble file where it is complete, made from the same config and

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ import h5netcdf
 import h5py
 import numpy as np
 
+from cosimrun.errors import ResultsReadError
 from cosimrun.storage.hdf5 import check_name, partial_path, to_attr
 from cosimrun.storage.results import PortSeries
 
@@ -136,6 +138,36 @@ def attr_value(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+
+@dataclass(frozen=True)
+class EnsembleSummary:
+    """What a sweep's resume reads of an ensemble file: its group's attributes, each member's job number and status,
+    the parameters by name (``comp.param``) and the final values by port (``comp.port``), one entry per member."""
+
+    attrs: dict[str, Any]
+    jobs: list[int]
+    status: list[str]
+    parameters: dict[str, np.ndarray]
+    finals: dict[str, np.ndarray]
+
+
+def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> EnsembleSummary | None:
+    """The :class:`EnsembleSummary` of the ensemble file *path* (``None``: not one with job numbers, or damaged)."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            g = f[group]
+            attrs = {k: attr_value(v) for k, v in g.attrs.items()}
+            if attrs.get("format") != FORMAT or "job" not in g:
+                return None
+            return EnsembleSummary(
+                attrs, [int(j) for j in g["job"][...]], [_text(s) for s in g["status"][...]],
+                {name[len("parameter."):]: np.asarray(g[name][...], dtype=float)
+                 for name in g if name.startswith("parameter.")},
+                {name[len("final."):]: np.asarray(g[name][...], dtype=float)
+                 for name in g if name.startswith("final.")})
+    except (OSError, KeyError, ValueError):
+        return None
+
 def _text(value: Any) -> str:
     return str(attr_value(value))
 
@@ -150,8 +182,11 @@ class EnsembleMember:
         self.group = group
         with h5py.File(self.path, "r") as f:
             g = f[group]
-            if _text(g.attrs.get("format")) != FORMAT:
-                raise ValueError(f"{self.path}: not a cosimrun ensemble file (group {group!r})")
+            found = g.attrs.get("format")
+            if _text(found) != FORMAT:
+                raise ResultsReadError(f"{self.path}: not a cosimrun ensemble file (group {group!r})",
+                                       path=str(self.path), expected=FORMAT,
+                                       found=None if found is None else _text(found))
             members = int(attr_value(g.attrs["members"]))
             if not 0 <= self.member < members:
                 raise IndexError(f"{self.path}: member {self.member} out of range (the ensemble has {members} members)")

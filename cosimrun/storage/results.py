@@ -547,15 +547,18 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     if not path.exists():
         raise FileNotFoundError(f"no results file {path}")
     if member is not None or path.suffix == ".h5" and path.parent.name == "ensembles":
+        from cosimrun.storage.ensemble import FORMAT as ENSEMBLE_FORMAT
         from cosimrun.storage.ensemble import is_ensemble_file, load_member
 
         if is_ensemble_file(path):
             if member is None:
-                raise ValueError(f"{path} is an ensemble's file: give the member to read (member=N, the sweep "
-                                 "index's 'member' column)")
+                raise ResultsReadError(f"{path} is an ensemble's file: give the member to read (member=N, the sweep "
+                                       "index's 'member' column)", path=str(path), expected=FORMAT,
+                                       found=ENSEMBLE_FORMAT)
             return load_member(path, member)
         if member is not None:
-            raise ValueError(f"{path} is no ensemble's file: it has no member {member}")
+            raise ResultsReadError(f"{path} is no ensemble's file: it has no member {member}", path=str(path),
+                                   expected=ENSEMBLE_FORMAT, found=None)
     return Results(path, locking=locking)
 
 
