@@ -2,10 +2,14 @@
 
 Usage: ``python tests/support/run_cli.py ARGS...`` (same arguments as ``cosimrun``). The
 test-only types are registered on import, so a sweep's local dask workers, which import
-this main module again, know them too.
+this main module again, know them too. With ``COSIMRUN_TESTS_ALWAYS_PARALLEL`` set, the
+batches of the masters' ``parallel`` setting step in parallel whatever their timing says
+(as the ``always_parallel`` fixture of ``tests/masters/test_parallel.py``), so that what a
+test makes happen in a parallel step happens there on a loaded machine too.
 """
 
 import importlib.metadata
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +27,11 @@ def entry_points(**params):
 
 
 importlib.metadata.entry_points = entry_points
+
+if os.environ.get("COSIMRUN_TESTS_ALWAYS_PARALLEL"):
+    from cosimrun.masters import parallel
+
+    parallel.Batch.parallel_now = lambda self: True
 
 if __name__ == "__main__":  # a sweep's dask workers import this module too (as __mp_main__): the types, not the run
     from cosimrun.cli import main
