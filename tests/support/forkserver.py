@@ -20,6 +20,7 @@ child. ``COSIMRUN_TESTS_FORK=0`` turns the tests' servers off (:func:`command`).
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import gc
 import importlib
@@ -142,28 +143,43 @@ def started(env: Mapping[str, str], folder: Path, form: Form) -> Iterator[Path]:
 
 
 
-MOST_SERVERS = 4
-"""Servers one process starts at most (one per form and environment); commands beyond run for real."""
+MOST_SERVERS = 6
+"""Servers one process keeps at most (one per form and environment): a new one ends the one used least recently."""
 
-_servers: dict[tuple[Form, frozenset[tuple[str, str]]], Path] = {}
-_ended = contextlib.ExitStack()
-atexit.register(_ended.close)
+_servers: collections.OrderedDict[tuple[Form, frozenset[tuple[str, str]]], tuple[Path, contextlib.ExitStack]] = (
+    collections.OrderedDict())
+_uses: collections.Counter[tuple[Form, frozenset[tuple[str, str]]]] = collections.Counter()
+
+
+def _end_servers() -> None:
+    while _servers:
+        _servers.popitem()[1][1].close()
+
+
+atexit.register(_end_servers)
 
 
 def command(form: Form, env: Mapping[str, str]) -> list[str]:
     """The command line that runs *form* in *env* from this process: the shim of a server for *form* and *env*
-    (started at the first such call, ended with this process), or the real command line (with
-    ``COSIMRUN_TESTS_FORK=0``, or past :data:`MOST_SERVERS`)."""
+    from the second such call on (a server costs what a command does: an environment used once, as a test that
+    sets a variable of its own has, runs for real), or the real command line (with ``COSIMRUN_TESTS_FORK=0``)."""
     key = (form, frozenset((k, v) for k, v in env.items() if k not in IGNORED))
+    if os.environ.get("COSIMRUN_TESTS_FORK", "1") == "0":
+        return list(form.real)
     if key not in _servers:
-        if os.environ.get("COSIMRUN_TESTS_FORK", "1") == "0" or len(_servers) >= MOST_SERVERS:
+        _uses[key] += 1
+        if _uses[key] < 2:
             return list(form.real)
+        if len(_servers) >= MOST_SERVERS:
+            _servers.popitem(last=False)[1][1].close()
+        stack = contextlib.ExitStack()
         folder = Path(tempfile.mkdtemp(prefix="cosimrun-fork-"))  # short: a socket's path has at most 107 bytes
-        _ended.callback(shutil.rmtree, folder, ignore_errors=True)
-        socket_path = _ended.enter_context(started(env, folder, form))
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        socket_path = stack.enter_context(started(env, folder, form))
         write_shim(folder / "cosimrun", socket_path, form)
-        _servers[key] = folder / "cosimrun"
-    return [str(_servers[key])]
+        _servers[key] = (folder / "cosimrun", stack)
+    _servers.move_to_end(key)
+    return [str(_servers[key][0])]
 
 
 def run(form: Form, args: list[str], env: Mapping[str, str] | None = None,
