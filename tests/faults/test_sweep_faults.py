@@ -203,7 +203,7 @@ def test_a_worker_dying_after_its_job_finished_leaves_the_job_complete(
 
 
 # ---------------------------------------------------------------------- timeouts and the index while jobs run
-HUNG_JOB_TIMEOUT = 20
+HUNG_JOB_TIMEOUT = 12
 """``hydra.launcher.timeout`` of the hung-job test (the hung job sleeps for an hour): the jobs that finish take about
 a second on a fresh worker, well within it on a loaded machine too."""
 
