@@ -300,9 +300,7 @@ class _Batch:
                 [attempt for _, _, attempt in members],
                 pure=False,
             )
-            self.pending[future] = members
-            self.futures.add(future)
-            self.tasks += 1
+            self._submitted(future, members)
         while self._queue:
             if not self._timed and len(self.pending) >= max(self._threads, 1):
                 return  # one job per worker thread until the first finishes and tells how long jobs take
@@ -319,9 +317,13 @@ class _Batch:
                 [attempt for _, _, attempt in chunk],
                 pure=False,
             )
-            self.pending[future] = chunk
-            self.futures.add(future)
-            self.tasks += 1
+            self._submitted(future, chunk)
+
+    def _submitted(self, future: Any, jobs: list[tuple[int, JobSpec, int]]) -> None:
+        """Follow *future*, the task running *jobs* (a chunk, or an ensemble's members)."""
+        self.pending[future] = jobs
+        self.futures.add(future)
+        self.tasks += 1
 
     def chunk_size(self) -> int:
         """Jobs per task: about ``chunk_seconds`` of work by the finished jobs' mean duration (1 before one

@@ -30,21 +30,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "checkpoint"))
 from accuracy_quarter_car import COUPLINGS, measure, reference  # noqa: E402
 from test_restart import assert_same_file, config, simulate  # noqa: E402
+from test_step_control import Jump  # noqa: E402
 
 COUPLED = (10.0, 10.0, 100.0)
 """``coupled_oscillators``: k1, k2 and the coupling stiffness."""
 ROAD = 0.1
 """The quarter car's road step, in m: the scale its position errors are relative to."""
-
-
-class Jump(MassSpringDamper):
-    """Mass 1 whose position output jumps by 1 m at t = 0.5 s without a time event (steps across it are
-    rejected)."""
-
-    def _update_output_states(self, t=None, event_names=()):
-        super()._update_output_states(t, event_names)
-        if self.t >= 0.5:
-            self.outputs["x"].value += 1.0
 
 
 class NoRollback(MassSpringDamper):
