@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -79,6 +80,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where every test must run (CI={os.environ['CI']}): {reason}"
+
+
+GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept() -> Iterator[None]:
+    """A test that leaves the handler of SIGINT or SIGTERM changed fails, and the handler is put back: later tests
+    in the same process (Ctrl-C and SIGTERM handling in-process) depend on the defaults, whatever ran before them."""
+    before = {s: signal.getsignal(s) for s in GUARDED_SIGNALS}
+    yield
+    changed = [s for s, handler in before.items() if signal.getsignal(s) is not handler]
+    for s in changed:
+        signal.signal(s, before[s])
+    if changed:
+        names = ", ".join(signal.Signals(s).name for s in changed)
+        pytest.fail(f"the test left the handler of {names} changed (put back now)", pytrace=False)
 
 
 # The ``cosimrun`` command (the console script's entry point).

@@ -121,7 +121,7 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
-        log.info(f"dask: the jobs ran in {batch.tasks} tasks")
+        log.info(f"dask: the jobs ran in {batch.tasks} task{'' if batch.tasks == 1 else 's'}")
     except (Unreachable, ObjectiveError) as exc:  # nothing ran: no sweep directory, one line
         from cosimrun.config.reporting import remove_unused_dir  # not at import: it loads the engine
 

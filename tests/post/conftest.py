@@ -3,30 +3,30 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from support import forkserver
 
 from cosimrun.runner.run import prepare, run_experiment
 
-CLI = "from cosimrun.cli import main; main()"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The ``cosimrun`` command in *cwd* (no display: figures go to files), output captured as text."""
-    env = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(cwd)}
-    return subprocess.run([sys.executable, "-c", CLI, *args], cwd=cwd, capture_output=True, text=True, env=env,
-                          timeout=120)
-
-
 @pytest.fixture(scope="session")
-def cli() -> Cli:
-    """``cli(*args, cwd=DIR)``: see :func:`run_cli`."""
-    return run_cli
+def cli(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    """``cli(*args, cwd=DIR)``: the ``cosimrun`` command in *cwd*, output captured as text; no display (figures go to
+    files) and a home folder of the session's own. Forked from a process that imported it once (one environment for
+    every call, so one server: ``support/forkserver.py``)."""
+    env = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(tmp_path_factory.mktemp("home"))}
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return forkserver.run(forkserver.Form.python_c(), list(args), env, cwd=cwd, capture_output=True, text=True,
+                              timeout=120)
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -44,10 +44,10 @@ def pendulum_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> Path:
     """A sweep of the ball over e (three runs) plus one failing job (e = -1)."""
     root = tmp_path_factory.mktemp("sweep")
-    proc = run_cli("-m", "+experiment=bouncing_ball", "run.tf=1", "components.ball.params.e=0.5,0.7,0.9,-1",
+    proc = cli("-m", "+experiment=bouncing_ball", "run.tf=1", "components.ball.params.e=0.5,0.7,0.9,-1",
                    "hydra/launcher=basic", f"hydra.sweep.dir={root / 'sweep'}", cwd=root)
     assert proc.returncode == 1, proc.stderr  # the e=-1 job fails
     return root / "sweep"

@@ -230,7 +230,7 @@ def _tasks(stdout: str) -> int:
     """How many dask tasks the sweep's jobs ran in (the launcher's log line)."""
     import re
 
-    found = re.findall(r"dask: the jobs ran in (\d+) tasks", stdout)
+    found = re.findall(r"dask: the jobs ran in (\d+) tasks?\b", stdout)
     assert len(found) == 1, stdout
     return int(found[0])
 
