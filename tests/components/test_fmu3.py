@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -299,15 +297,12 @@ connections:
 
 
 @pytest.mark.slow
-def test_an_fmi3_experiment_from_the_command_line(tmp_path: Path, ball3: Path) -> None:
-    exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
-    assert exe is not None
+def test_an_fmi3_experiment_from_the_command_line(tmp_path: Path, ball3: Path, cosimrun) -> None:
     config = tmp_path / "conf"
     (config / "experiment").mkdir(parents=True)
     shutil.copy(ball3, config / "experiment" / "ball3.fmu")  # a relative path is resolved beside the YAML
     (config / "experiment" / "ball3.yaml").write_text(EXPERIMENT)
-    proc = subprocess.run([exe, "--config-dir", str(config), "+experiment=ball3", "hydra.run.dir=run"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = cosimrun("--config-dir", str(config), "+experiment=ball3", "hydra.run.dir=run", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "ball3: complete" in proc.stdout
     (path,) = list((tmp_path / "run").rglob("*.h5"))
@@ -316,9 +311,8 @@ def test_an_fmi3_experiment_from_the_command_line(tmp_path: Path, ball3: Path) -
     assert set(res.events["event"]) == {"early_return"}
     t, h = res.history("ball")["h"]
     np.testing.assert_allclose(h, [analytic(ti)[0] for ti in t], rtol=0, atol=1e-12)
-    bad = subprocess.run([exe, "--config-dir", str(config), "+experiment=ball3", "hydra.run.dir=bad",
-                          "+components.ball.params.interface=me"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300)
+    bad = cosimrun("--config-dir", str(config), "+experiment=ball3", "hydra.run.dir=bad",
+                   "+components.ball.params.interface=me", timeout=300)
     assert bad.returncode == 2
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
     assert lines == ["cosimrun: error: components.ball.params.interface: 'me': ball3.fmu offers co-simulation "

@@ -11,9 +11,7 @@ below 1e-12 here, so the runs must agree to 1e-10. An element is named
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -193,14 +191,12 @@ def test_initial_values_of_array_input_elements_by_indices(fmu_dir: Path) -> Non
 
 
 @pytest.mark.slow
-def test_elements_on_the_command_line_in_a_run_a_sweep_and_an_error(ss3: Path, tmp_path: Path) -> None:
-    exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
-    assert exe is not None
+def test_elements_on_the_command_line_in_a_run_a_sweep_and_an_error(ss3: Path, tmp_path: Path, cosimrun) -> None:
+    command = cosimrun
     conf = _conf(tmp_path, ss3, {"A[2,2]": -4.0})
 
     def cosimrun(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([exe, "--config-dir", str(conf), *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300)
+        return command("--config-dir", str(conf), *args, timeout=300)
 
     proc = cosimrun("+experiment=ss", "hydra.run.dir=run", "+components.ss.params.A.1.1=-1")
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,6 @@ import logging
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -367,10 +366,10 @@ def test_an_fmu_error_names_the_component_the_call_and_the_time(ball_any: Path, 
 
 
 @pytest.mark.slow
-def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball_fmu: Path, ball3_fmu: Path) -> None:
+def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball_fmu: Path, ball3_fmu: Path,
+                                                             cosimrun) -> None:
     """Two balls, FMI 2.0 and 3.0, from the YAML beside their FMUs; then a bad integrator: one line, exit 2."""
-    exe = shutil.which("cosimrun", path=str(Path(sys.executable).parent))
-    assert exe is not None
+    command = cosimrun
     experiments = tmp_path / "conf" / "experiment"
     experiments.mkdir(parents=True)
     shutil.copy(ball_fmu, experiments / "ball.fmu")
@@ -387,8 +386,7 @@ def test_an_experiment_from_yaml_runs_from_the_command_line(tmp_path: Path, ball
     )
 
     def cosimrun(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([exe, "--config-dir", "conf", "+experiment=me_ball", *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300)
+        return command("--config-dir", "conf", "+experiment=me_ball", *args, timeout=300)
 
     proc = cosimrun("hydra.run.dir=run")
     assert proc.returncode == 0, proc.stderr

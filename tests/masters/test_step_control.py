@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -238,12 +236,10 @@ def test_runs_a_fixed_step_fmu_cannot_take_are_refused_before_they_start(fixed_s
     assert err.value.key == key
 
 
-def test_a_cli_run_stores_its_steps_for_xarray(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from cosimrun.cli import main; main()", "+experiment=coupled_oscillators",
-         "run.tf=1.0", "run.dt=0.01", "master=jacobi", "master.extrapolation=2", "master.step_control=error",
-         "master.rtol=1e-5", f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def test_a_cli_run_stores_its_steps_for_xarray(tmp_path: Path, cosimrun) -> None:
+    proc = cosimrun("+experiment=coupled_oscillators", "run.tf=1.0", "run.dt=0.01", "master=jacobi",
+                    "master.extrapolation=2", "master.step_control=error", "master.rtol=1e-5",
+                    f"hydra.run.dir={tmp_path}", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"\| steps 1e-07 to \S+ s, \d+ rejected \|", proc.stdout), proc.stdout
     results = load_results(tmp_path / "results.h5")
@@ -267,14 +263,12 @@ def test_fixed_steps_store_no_steps_table() -> None:
     assert math.isnan(result.stats.smallest_step)
 
 
-def test_the_cli_at_min_step_takes_each_step_once_and_says_so_in_one_line(tmp_path: Path) -> None:
+def test_the_cli_at_min_step_takes_each_step_once_and_says_so_in_one_line(tmp_path: Path, cosimrun) -> None:
     # the issue's case: Gauss-Seidel with held inputs at rtol 1e-6 on coupled_oscillators sits at min_step (1e-9 s)
     # while mass 2's velocity input is near 0; 2000 steps to tf = 2e-6 s, each taken once
-    proc = subprocess.run(
-        [sys.executable, "-c", "from cosimrun.cli import main; main()", "+experiment=coupled_oscillators",
-         "run.tf=2e-6", "master=gauss_seidel", "master.extrapolation=0", "master.step_control=error",
-         "master.rtol=1e-6", f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = cosimrun("+experiment=coupled_oscillators", "run.tf=2e-6", "master=gauss_seidel",
+                    "master.extrapolation=0", "master.step_control=error", "master.rtol=1e-6",
+                    f"hydra.run.dir={tmp_path}", timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "unreachable" in line]
     assert len(lines) == 1 and "is unreachable at min_step=1e-09 s" in lines[0], proc.stderr

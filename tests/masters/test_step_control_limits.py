@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -219,11 +217,9 @@ def test_an_input_the_estimate_sees_no_error_in_keeps_steps_within_run_dt(kind: 
 
 
 @pytest.mark.slow
-def test_the_cli_ball_under_step_control_reports_its_limits(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from cosimrun.cli import main; main()", "+experiment=bouncing_ball",
-         "master=gauss_seidel", "master.step_control=error", f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def test_the_cli_ball_under_step_control_reports_its_limits(tmp_path: Path, cosimrun) -> None:
+    proc = cosimrun("+experiment=bouncing_ball", "master=gauss_seidel", "master.step_control=error",
+                    f"hydra.run.dir={tmp_path}", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "step control has no coupled real input to estimate an error from; steps are limited to 0.01 s" \
         in proc.stderr

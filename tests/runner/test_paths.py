@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
+from support import forkserver
 
 from cosimrun.runner.configtext import experiment_dir, relocate_paths, resolved
 from cosimrun.runner.run import prepare
@@ -122,8 +122,8 @@ def config_dir(tmp_path: Path) -> Path:
 
 def cosimrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "cosimrun", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return forkserver.run(forkserver.Form.python_c(), list(args), env, cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
 
 
 @pytest.mark.parametrize("mode", ["run", "sweep"])
