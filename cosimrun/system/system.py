@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time as _time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -466,8 +467,8 @@ class System:
 
         The run's results stay as they were: its histories (the components get fresh ones for the tight run and
         theirs back after it), its run object (:attr:`master_run`) and statistics. The components are left in the
-        tight run's final state, so :meth:`save_state` refuses. A tight run that fails leaves the estimate out
-        and says so in one line.
+        tight run's final state, so :meth:`save_state` refuses. The tight run's notices are not shown (the run
+        gave its own); one that fails leaves the estimate out and says so in one line.
         """
         primary_run, primary_history = self.master_run, self.history
         histories = {name: comp.history for name, comp in self.components.items()}
@@ -478,20 +479,22 @@ class System:
         self._estimated = True
         errors: list[Any] = []
         try:
-            self.initialize(t0, estimate.tight)
-            assert self.master_run is not None
-            tight_run = self.master_run
-            tight_run.forced_times = estimate.stops()  # type: ignore[attr-defined]
-            recorder = Recorder(MemorySink(self.history))
-            recorder.attach(self.components)
-            recorder.watch(estimate.tight_samples.take)
-            report = tight_run.run(t0, tf, dt, recorder)
+            with warnings.catch_warnings():  # what the tight run would say, the run has said already
+                warnings.simplefilter("ignore", UserWarning)
+                self.initialize(t0, estimate.tight)
+                assert self.master_run is not None
+                tight_run = self.master_run
+                tight_run.forced_times = estimate.stops()  # type: ignore[attr-defined]
+                recorder = Recorder(MemorySink(self.history))
+                recorder.attach(self.components)
+                recorder.watch(estimate.tight_samples.take)
+                report = tight_run.run(t0, tf, dt, recorder)
             stats.estimate_steps = report.stats.macro_steps + getattr(report.stats, "rejected_steps", 0)
             units = {(name, port): state.spec.unit_name for name, comp in self.components.items()
                      for port, state in comp.outputs.items()}
             errors = estimate.result(units)
         except CosimrunError as exc:
-            notice(f"global error not estimated: the run at rtol={estimate.tight.rtol:g} failed ({exc})", stacklevel=4)
+            notice(f"global error not estimated: the run at rtol={estimate.tight.rtol:g} failed ({exc})", stacklevel=3)
         finally:
             for name, comp in self.components.items():
                 comp.history = histories[name]
@@ -500,7 +503,7 @@ class System:
         stats.global_error_ratio = errors[0].ratio if errors else math.nan
         message = estimate.warning(errors)
         if message is not None:
-            notice(message, stacklevel=4)
+            notice(message, stacklevel=3)
         return errors
 
     # ------------------------------------------------------------------ checkpoints
