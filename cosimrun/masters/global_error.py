@@ -108,9 +108,9 @@ class GlobalErrorEstimate:
         self.primary_samples = RecordedSamples()
         self.tight_samples = RecordedSamples()
 
-    def stops(self) -> np.ndarray:
+    def stops(self) -> list[float]:
         """The instants the primary recorded, where the tight run must stop."""
-        return self.primary_samples.last_per_instant()[0]
+        return self.primary_samples.last_per_instant()[0].tolist()
 
     def result(self, units: Mapping[tuple[str, str], str | None]) -> list[GlobalError]:
         """Per output recorded by both runs: the estimate at their common sample instants, largest ratio
