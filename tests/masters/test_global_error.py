@@ -289,6 +289,11 @@ def test_the_command_writes_the_table_warns_and_summarizes(cosimrun, tmp_path: P
     assert warned[0].endswith(WARNING)
     assert (f"estimated global error: {worst['max']:.2g} {worst['unit']} on {worst['output']} at "
             f"t={worst['time_of_max']:.6g} s, {worst['ratio']:.3g} x its tolerance") in proc.stdout
+    report = cosimrun("report", "run/results.h5", "-o", "report.html")
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "report.html").read_text()
+    section = page[page.index("Global-error estimates"):]
+    assert section.index(worst["output"]) < section.index("</table>")
 
 
 def test_the_command_without_the_estimate_says_the_tolerance_is_per_step(cosimrun, tmp_path: Path) -> None:
