@@ -5,7 +5,10 @@
 extrapolation k at ``run.dt = 0.01``, ``step_control`` ``error`` and ``richardson`` at several
 rtol. The error is the largest error of ``x`` relative to its range against a monolithic
 ``solve_ivp`` reference (DOP853, rtol 1e-13); the table gives it per rtol, with the steps taken
-(rejected ones included; richardson's half steps besides).
+(rejected ones included; richardson's half steps besides). Each run has ``global_error:
+estimate``: the estimate of that error (the run again at rtol / 10, see
+:mod:`cosimrun.masters.global_error`) is given beside it, as is what the estimate cost (the
+second run's steps, rejected ones included).
 
 The tolerance bounds each step's local error. On a limit cycle the local errors shift the phase,
 which no trajectory nearby corrects, and the relaxation's fast jumps turn a shift in time into an
@@ -69,7 +72,7 @@ def main() -> None:
                     method="DOP853", rtol=1e-13, atol=1e-13, dense_output=True).sol
     print(f"van der Pol, mu = {MU:g}, {TF:g} s, Jacobi: largest error of x relative to its range, per rtol")
     print(f"{'k':>2} | {'control':>10} | {'rtol':>7} | {'steps (rej)':>12} | {'half steps':>10} | {'error':>9} | "
-          "error / rtol")
+          f"{'error / rtol':>12} | {'estimate':>9} | {'est. / error':>12} | estimate's steps")
     start = time.perf_counter()
     for k in (1, 2):
         for control in ("error", "richardson"):
@@ -77,13 +80,17 @@ def main() -> None:
                 system = split()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    stats = system.run(0.0, TF, DT, master=Jacobi(extrapolation=k, step_control=control,
-                                                                  rtol=rtol)).stats
+                    result = system.run(0.0, TF, DT, master=Jacobi(extrapolation=k, step_control=control,
+                                                                   rtol=rtol, global_error="estimate"))
+                stats = result.stats
                 t, x = (np.asarray(v) for v in system.history.get_port_trajectory("a", "x"))
                 error = float(np.max(np.abs(x - ref(t)[0])) / np.ptp(x))
+                estimate = next(e.max for e in result.global_errors if e.output == "a.x") / np.ptp(x)
                 steps = stats.macro_steps + stats.rejected_steps
                 print(f"{k:>2} | {control:>10} | {rtol:>7.0e} | {f'{steps} ({stats.rejected_steps})':>12} | "
-                      f"{stats.half_steps:>10} | {error:>9.2e} | {error / rtol:.0f}", flush=True)
+                      f"{stats.half_steps:>10} | {error:>9.2e} | {error / rtol:>12.0f} | {estimate:>9.2e} | "
+                      f"{estimate / error:>12.2f} | {stats.estimate_steps} ({stats.estimate_steps / steps:.1f} x)",
+                      flush=True)
     print(f"\n(wall {time.perf_counter() - start:.0f} s)")
 
 

@@ -108,6 +108,7 @@ class Console:
                 f"{outcome.wall_time_s:.2f} s wall\n"
                 f"{_stopped(outcome)}"
                 f"{_largest_coupling_error(result.coupling_errors)}"
+                f"{_global_error(result)}"
                 f"results: {outcome.path}"
             )
         elif isinstance(getattr(outcome, "cause", None), ResultsWriteError):  # one line: the error names the file
@@ -136,6 +137,15 @@ def _largest_coupling_error(errors: list[Any]) -> str:
     from cosimrun.masters.coupling_error import summary_line  # here: the engine imports this module
 
     line = summary_line(errors)
+    return f"{line}\n" if line else ""
+
+
+def _global_error(result: Any) -> str:
+    """The global-error line (:func:`cosimrun.masters.global_error.summary_line`) and a newline, or nothing under
+    fixed steps."""
+    from cosimrun.masters.global_error import summary_line  # here: the engine imports this module
+
+    line = summary_line(getattr(result, "global_errors", []), getattr(result.stats, "step_control", "fixed"))
     return f"{line}\n" if line else ""
 
 

@@ -43,7 +43,7 @@ MASTERS: dict[str, type[Master]] = {m.name: m for m in (Jacobi, GaussSeidel, IJC
 
 DEFAULT_MASTER = GaussSeidel.name
 """The master of a config that names none (``conf/config.yaml`` selects it too)."""
-STEP_CONTROL_SETTINGS = ("step_control", "rtol", "atol", "min_step", "max_step")
+STEP_CONTROL_SETTINGS = ("step_control", "rtol", "atol", "min_step", "max_step", "global_error")
 """The explicit masters' step-control settings (see :mod:`cosimrun.masters.step_control`)."""
 
 ACTIONS = ("run", "describe")

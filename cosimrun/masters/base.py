@@ -43,9 +43,10 @@ checkpoint (``resume``) before the first step.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -214,6 +215,14 @@ class MasterRun:
         self.cutter: StepCutter
         self.tick: int | None = None
         """The tick a run that completed ended at (``None`` before)."""
+        self.forced_times: Sequence[float] = ()
+        """Instants the run must stop at besides its own (sorted; set before :meth:`run`): the tight run of a
+        global-error estimate stops where the run it checks recorded samples (see :mod:`.global_error`)."""
+        self._forced: list[int] = []
+        """:attr:`forced_times` as ticks, after :meth:`run` began."""
+        self.cut_proposal: float | None = None
+        """The step error control proposed, when a forced stop cut the step to be taken shorter (else ``None``):
+        a step that is short only because of it need not shrink the next."""
 
     def initialize_outputs(self, t0: float) -> None:
         """Make inputs and outputs consistent at *t0* (tear inputs keep their initial values)."""
@@ -247,6 +256,7 @@ class MasterRun:
         self.recorder = recorder
         self.cutter = StepCutter(self.schedule, clock, self.step_all)
         a, end = 0, clock.end
+        self._forced = [tick for tick in map(clock.mark, self.forced_times) if 0 < tick < end]
         stride = max(1, end // 200)
         stoppers = self._stoppers
         try:
@@ -289,8 +299,8 @@ class MasterRun:
         return RunReport(self.stats, errors, self.step_log, self.stopped)
 
     def next_point(self, clock: Clock, a: int) -> int:
-        """Next communication tick after *a*: grid (or the step error control proposes), components' max steps
-        and time events, end.
+        """Next communication tick after *a*: grid (or the step error control proposes), forced stops
+        (:attr:`forced_times`), components' max steps and time events, end.
 
         Stops closer together than ``clock.snap`` ticks (a rounding error of a float
         time) are merged, so no step is a residual of a few ulp: a grid point just
@@ -309,6 +319,15 @@ class MasterRun:
         end = clock.end
         b = min(grid, end)
         extend = [end]
+        forced = self._forced
+        if forced:
+            self.cut_proposal = None
+            i = bisect.bisect_right(forced, a + snap)
+            if i < len(forced):
+                if forced[i] < b and self.controlled:
+                    self.cut_proposal = self.next_step
+                b = min(b, forced[i])
+                extend.append(forced[i])
         limit = None
         if self._timed:
             t = clock.time(a)

@@ -22,6 +22,7 @@ from cosimrun.masters.events import (
     notice_unlocated,
 )
 from cosimrun.masters.extrapolation import Extrapolation
+from cosimrun.masters.global_error import GLOBAL_ERRORS, GlobalErrorEstimate
 from cosimrun.masters.loops import give_up
 from cosimrun.masters.plan import Checkpoint, cut_guard, fixed_step_only, may_discard
 from cosimrun.masters.step_control import STEP_CONTROLS, ErrorControl
@@ -80,6 +81,10 @@ class ExplicitMaster(Master):
     (``on_nonconvergence``); needs rollback in every component."""
     sweep_tolerance: float = 1e-9
     """Under ``sweeps > 1``: the change of the lagging inputs' end-of-step values a step's sweeps converge to."""
+    global_error: str = "none"
+    """Under step control: ``none``, or ``estimate`` (after the run, run again from the start at ``rtol / 10`` and
+    ``atol / 10`` and report the difference per recorded real output as its estimated global error, warning over 10
+    times its tolerance; see :mod:`.global_error`)."""
 
     fresh_outputs: ClassVar[bool] = False
     """Whether a component reads the outputs of components stepped before it."""
@@ -101,6 +106,14 @@ class ExplicitMaster(Master):
         self._check("sweeps", isinstance(self.sweeps, int) and not isinstance(self.sweeps, bool) and self.sweeps >= 1,
                     "must be an integer >= 1")
         self._check("sweep_tolerance", self.sweep_tolerance > 0, "must be positive")
+        self._check_choice("global_error", self.global_error, GLOBAL_ERRORS)
+        if self.global_error == "estimate" and self.step_control == "fixed":
+            raise ConfigError("global_error", "'estimate' needs step control (step_control=error or richardson): "
+                                              "under fixed steps there is no tolerance to tighten")
+
+    def global_error_estimate(self) -> GlobalErrorEstimate | None:
+        """Under ``global_error: estimate``, the estimate a run fills in (see :mod:`.global_error`); else ``None``."""
+        return GlobalErrorEstimate(self) if self.global_error == "estimate" else None
 
     def start(self, system: System) -> ExplicitRun:
         return ExplicitRun(self, system)
@@ -419,6 +432,7 @@ class ExplicitRun(MasterRun):
         events = self.events if rejects else None
         resolution = self._event_step
         due = None
+        rejected = stats.rejected_steps
         while True:
             if self._richardson:
                 b, t1, ended, saved, norm = self._doubled_step(clock, a, b)
@@ -457,6 +471,8 @@ class ExplicitRun(MasterRun):
         if not norm > 0.0:
             stats.steps_without_estimate += 1
         self.next_step = control.next_step(h, norm, accepted=True)
+        if self.cut_proposal is not None and norm <= 1.0 and stats.rejected_steps == rejected:
+            self.next_step = max(self.next_step, self.cut_proposal)  # the step was short for a forced stop only
         if due is not None:
             self.next_step = min(self.next_step, max(due - t1, resolution))
         before = stats.events

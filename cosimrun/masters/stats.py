@@ -70,6 +70,11 @@ class MasterStats:
     """The longest an event could be handled after its indicator crossed zero, in seconds: ``dt`` (or the
     longest step) at communication points, the step events are cut down to under error control with rollback
     (NaN without event indicators, and under the hybrid master, which locates them to ``time_tolerance``)."""
+    global_error_ratio: float = math.nan
+    """Under ``global_error: estimate``: the largest estimated global error of a recorded real output relative to
+    its tolerance ``atol + rtol * s`` (see :mod:`.global_error`); NaN when not estimated."""
+    estimate_steps: int = 0
+    """Under ``global_error: estimate``: the steps the tight run took, rejected ones included (its cost)."""
 
     @property
     def trial_steps_per_event(self) -> float:

@@ -2,7 +2,8 @@
 
 A run's page holds its summary (status, experiment, master, times, wall time,
 error), the master's statistics, the coupling-error estimates per connection
-when the run recorded any, the figure of ``cosimrun plot``, the events and mode
+when the run recorded any (and the global-error estimates of a run under
+``master.global_error: estimate``), the figure of ``cosimrun plot``, the events and mode
 switches as tables and the resolved config. A sweep's page holds the index as
 a table sortable by clicking a column, the overlay and index figures of
 ``cosimrun plot`` for its summary signals, and links to each job's own page
@@ -146,6 +147,8 @@ def _run_page(source: Source) -> str:
         sections.append({"heading": "Statistics", "html": _key_values(res.stats)})
     if len(res.coupling_error):
         sections.append({"heading": "Coupling-error estimates", "html": _table(res.coupling_error)})
+    if len(res.global_error):
+        sections.append({"heading": "Global-error estimates", "html": _table(res.global_error)})
     try:
         fig = plot_run(source)
     except ValueError as exc:

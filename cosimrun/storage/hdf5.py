@@ -99,10 +99,13 @@ _CLOSE_BASE = 8 * 1024
 _ERRNO = re.compile(r"errno = (\d+)")
 
 
-TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection", "steps": "attempt"}
+TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection", "steps": "attempt",
+                    "global_error": "output"}
 """The dimension of each table group."""
 COUPLING_NUMBERS = ("max", "rms", "time_of_max", "range", "relative")
 """The numeric columns of ``/coupling_error`` (besides ``connection`` and ``unit``)."""
+GLOBAL_ERROR_NUMBERS = ("max", "time_of_max", "scale", "tolerance", "ratio")
+"""The numeric columns of ``/global_error`` (besides ``output`` and ``unit``)."""
 
 
 def partial_path(path: str | os.PathLike[str]) -> Path:
@@ -664,6 +667,27 @@ class HDF5Writer:
         )
         return len(rows)
 
+    def write_global_error(self, rows: Iterable[Any]) -> int:
+        """Store the estimated global error per recorded real output (``GlobalError`` objects, see
+        :mod:`cosimrun.masters.global_error`) in ``/global_error`` (over the dimension ``output``), created by the
+        first call: only a run under ``master.global_error: estimate`` has the table."""
+        rows = list(rows)
+        if "global_error" not in self.file:
+            with self._change():
+                group = self.file.create_group("global_error", track_order=True)
+                self._columns(group, "output", {"output": _STR, "unit": _STR,
+                                                **dict.fromkeys(GLOBAL_ERROR_NUMBERS, np.float64)})
+                group["time_of_max"].attrs["units"] = "s"
+        self._append_table(
+            "global_error",
+            {
+                "output": _strings([r.output for r in rows]),
+                "unit": _strings([r.unit or "" for r in rows]),
+                **{k: np.array([float(getattr(r, k)) for r in rows], dtype=np.float64) for k in GLOBAL_ERROR_NUMBERS},
+            },
+        )
+        return len(rows)
+
     def write_steps(self, columns: Mapping[str, np.ndarray]) -> int:
         """Store the steps a run under error control tried in ``/steps`` (columns ``time, step, error,
         accepted`` over the dimension ``attempt``; see :class:`~cosimrun.core.steplog.StepLog`)."""
@@ -933,6 +957,8 @@ def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
     writer.write_coupling_error(result.coupling_errors)
     if result.steps is not None:
         writer.write_steps(result.steps)
+    if result.global_errors:
+        writer.write_global_error(result.global_errors)
     stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
     writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
     writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)

@@ -33,7 +33,15 @@ import numpy as np
 
 from cosimrun.core.steplog import STEP_COLUMNS
 from cosimrun.errors import ResultsReadError, UnknownNameError
-from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, COUPLING_NUMBERS, FORMAT, PORT_TYPES, partial_path, written_path
+from cosimrun.storage.hdf5 import (
+    CHECKSUMS_ATTR,
+    COUPLING_NUMBERS,
+    FORMAT,
+    GLOBAL_ERROR_NUMBERS,
+    PORT_TYPES,
+    partial_path,
+    written_path,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,9 +61,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "mode_switches": ("time", "component", "from_mode", "to_mode"),
     "coupling_error": ("connection", "unit", *COUPLING_NUMBERS),
     "steps": STEP_COLUMNS,
+    "global_error": ("output", "unit", *GLOBAL_ERROR_NUMBERS),
 }
 """The columns read of each table group (a table's pure dimension, e.g. ``switch``, holds no data)."""
-_TEXT_COLUMNS = frozenset({"component", "event", "from_mode", "to_mode", "connection", "unit"})
+_TEXT_COLUMNS = frozenset({"component", "event", "from_mode", "to_mode", "connection", "unit", "output"})
 _KINDS = {"integer": "an integer", "number": "a number", "text": "text", "any": "a number or text"}
 _VLEN_BYTES = 16
 """Bytes a variable-length string takes in a dataset (its length and global heap address)."""
@@ -505,6 +514,13 @@ class Results:
         time_of_max, range, relative`` (``relative`` = ``max`` / ``range``), largest relative first; empty for
         a run that did not complete or was written before the estimates existed."""
         return self._table("coupling_error", TABLE_COLUMNS["coupling_error"])
+
+    @cached_property
+    def global_error(self) -> pd.DataFrame:
+        """The estimated global error per recorded real output of a run under ``master.global_error: estimate``:
+        columns ``output, unit, max, time_of_max, scale, tolerance, ratio`` (``ratio`` = ``max`` / ``tolerance``,
+        ``tolerance`` = ``atol + rtol * scale``), largest ratio first; empty for a run without the estimate."""
+        return self._table("global_error", TABLE_COLUMNS["global_error"])
 
     @cached_property
     def steps(self) -> pd.DataFrame:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time as _time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -11,9 +13,10 @@ from typing import Any, Protocol
 from cosimrun.checkpoint.form import StateFormError, pack
 from cosimrun.checkpoint.schedule import Checkpointer, CheckpointSettings
 from cosimrun.checkpoint.state import FORMAT, SystemState, build_state, fingerprint, first_difference
+from cosimrun.console import notice
 from cosimrun.core.component import CoSimComponent, StopRequest
 from cosimrun.core.events import DenseTime, Event
-from cosimrun.core.history import SystemHistory
+from cosimrun.core.history import ComponentHistory, SystemHistory
 from cosimrun.core.ports import PortSpec, PortState, PortType
 from cosimrun.core.switching import ModeSwitch, ModeSwitching
 from cosimrun.core.units import IDENTITY
@@ -21,6 +24,7 @@ from cosimrun.errors import (
     ComponentContractError,
     ComponentStateError,
     ConfigError,
+    CosimrunError,
     DuplicateNameError,
     IncompatibleUnitsError,
     InvalidConnectionError,
@@ -140,6 +144,9 @@ class RunResult:
     """Set when a component asked to end the run: the run then ended normally at that instant."""
     checkpoints: list[SystemState] = field(default_factory=list)
     """The states saved under ``checkpoint`` when no ``on_checkpoint`` took them (see :meth:`System.run`)."""
+    global_errors: list[Any] = field(default_factory=list)
+    """Under ``global_error: estimate``: the estimated global error per recorded real output (``GlobalError``),
+    largest ratio to its tolerance first; empty otherwise."""
 
 
 class System:
@@ -165,6 +172,8 @@ class System:
         """A state :meth:`restore_state` was given, which the next :meth:`run` continues from."""
         self._changed: list[str] = []
         """The parameters that differ from :attr:`_resume`'s (a fork's, see :meth:`restore_state`)."""
+        self._estimated = False
+        """Whether the latest run estimated its global error (the components are in the tight run's state)."""
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, components={list(self.components)})"
@@ -420,9 +429,17 @@ class System:
         if resume_state is not None:
             self._check_state(resume_state, master, t0, dt, fork=bool(self._changed))
             resume = self._resumer(resume_state)
+        estimate = master.global_error_estimate() if hasattr(master, "global_error_estimate") else None
+        if estimate is not None:
+            if resume_state is not None:
+                raise ConfigError("global_error", "'estimate' cannot check a run resumed from a checkpoint (its "
+                                                  "samples before the checkpoint are not this run's); use "
+                                                  "master.global_error=none")
+            recorder.watch(estimate.primary_samples.take)
+        self._estimated = False
         report = self.master_run.run(t0, tf, dt, recorder, progress=progress, resume=resume,
                                      checkpoints=checkpoints)
-        return RunResult(
+        result = RunResult(
             system=self.name,
             history=self.history,
             events=self.history.event_log(),
@@ -438,6 +455,56 @@ class System:
             stopped=report.stopped,
             checkpoints=saved,
         )
+        if estimate is not None:
+            result.global_errors = self._estimate_global_error(estimate, report.stats, t0, tf, dt)
+        return result
+
+    def _estimate_global_error(self, estimate: Any, stats: Any, t0: float, tf: float, dt: float) -> list[Any]:
+        """After a run under ``global_error: estimate``: run the system again from *t0* under the estimate's tight
+        master, stopping at every instant the run recorded, into histories of its own; the estimated global errors
+        (``GlobalError``, largest ratio first), also set into the run's *stats* (see
+        :mod:`cosimrun.masters.global_error`).
+
+        The run's results stay as they were: its histories (the components get fresh ones for the tight run and
+        theirs back after it), its run object (:attr:`master_run`) and statistics. The components are left in the
+        tight run's final state, so :meth:`save_state` refuses. The tight run's notices are not shown (the run
+        gave its own); one that fails leaves the estimate out and says so in one line.
+        """
+        primary_run, primary_history = self.master_run, self.history
+        histories = {name: comp.history for name, comp in self.components.items()}
+        self.history = SystemHistory(self.name)
+        for name, comp in self.components.items():
+            comp.history = ComponentHistory(name)
+            self.history.add_component(name, comp.history)
+        self._estimated = True
+        errors: list[Any] = []
+        try:
+            with warnings.catch_warnings():  # what the tight run would say, the run has said already
+                warnings.simplefilter("ignore", UserWarning)
+                self.initialize(t0, estimate.tight)
+                assert self.master_run is not None
+                tight_run = self.master_run
+                tight_run.forced_times = estimate.stops()  # type: ignore[attr-defined]
+                recorder = Recorder(MemorySink(self.history))
+                recorder.attach(self.components)
+                recorder.watch(estimate.tight_samples.take)
+                report = tight_run.run(t0, tf, dt, recorder)
+            stats.estimate_steps = report.stats.macro_steps + getattr(report.stats, "rejected_steps", 0)
+            units = {(name, port): state.spec.unit_name for name, comp in self.components.items()
+                     for port, state in comp.outputs.items()}
+            errors = estimate.result(units)
+        except CosimrunError as exc:
+            notice(f"global error not estimated: the run at rtol={estimate.tight.rtol:g} failed ({exc})", stacklevel=3)
+        finally:
+            for name, comp in self.components.items():
+                comp.history = histories[name]
+            self.history, self.master_run = primary_history, primary_run
+            self._prepared = None
+        stats.global_error_ratio = errors[0].ratio if errors else math.nan
+        message = estimate.warning(errors)
+        if message is not None:
+            notice(message, stacklevel=3)
+        return errors
 
     # ------------------------------------------------------------------ checkpoints
     def fingerprint(self, master: MasterAlgorithm | None = None) -> str:
@@ -461,6 +528,10 @@ class System:
         if run is None or getattr(run, "tick", None) is None:
             raise ComponentStateError("save_state needs a system whose run completed (or run(checkpoint=...) to save "
                                       "states during a run)")
+        if self._estimated:
+            raise ComponentStateError("save_state after a run with master.global_error=estimate would give the state "
+                                      "of its tighter second run; save states during the run (run(checkpoint=...)) "
+                                      "or run without the estimate")
         self.check_checkpoints()
         return self._state_at(run, run.tick)  # type: ignore[arg-type, attr-defined]
 
