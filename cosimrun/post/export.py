@@ -49,6 +49,7 @@ import numpy as np
 
 from cosimrun.errors import ConfigError, DataFileError, did_you_mean
 from cosimrun.post.signals import open_source
+from cosimrun.storage.results import DEFAULT_FILE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -80,9 +81,10 @@ def export(results_path: str | os.PathLike[str], format: str = "csv",
         raise DataFileError(f"{source.path}: export takes a results file or a run directory, not a CSV file",
                             path=str(source.path))
     results = source.results
-    out = Path(out_dir) if out_dir is not None else results.path.parent / "export"
+    out = Path(out_dir) if out_dir is not None else source.directory / "export"
     out.mkdir(parents=True, exist_ok=True)
-    stem = results.path.name.removesuffix(".partial").rpartition(".")[0] or "results"
+    own = results.path.name if source.directory == results.path.parent else DEFAULT_FILE  # a member: as if alone
+    stem = own.removesuffix(".partial").rpartition(".")[0] or "results"
     if format == "csv":
         return _write_csv(results, out)
     if format == "parquet":

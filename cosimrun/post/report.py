@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cosimrun.errors import ConfigError
-from cosimrun.post.plot import is_sweep, plot_index, plot_run, plot_sweep, swept
+from cosimrun.post.plot import is_sweep, open_run, plot_index, plot_run, plot_sweep, swept
 from cosimrun.post.signals import Source, open_source
 
 if TYPE_CHECKING:
@@ -85,11 +85,12 @@ def write_report(path: str | os.PathLike[str], out: str | os.PathLike[str] | Non
     path = Path(path)
     if is_sweep(path):
         target = Path(out) if out is not None else path / REPORT_FILE
-        page = _sweep_page(path, target, job_reports)
-    else:
-        source = open_source(path)
-        target = Path(out) if out is not None else source.path.parent / REPORT_FILE
-        page = _run_page(source)
+        return _write(_sweep_page(path, target, job_reports), target)
+    source = open_source(path)
+    return _write(_run_page(source), Path(out) if out is not None else source.directory / REPORT_FILE)
+
+
+def _write(page: str, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
     return target
@@ -139,6 +140,8 @@ def _run_page(source: Source) -> str:
         "wall time [s]": res.attrs.get("wall_time_s", ""), "overrides": res.attrs.get("overrides", ""),
         "cosimrun": res.attrs.get("cosimrun_version", ""), "file": str(source.path),
     }
+    if "member" in res.attrs:
+        summary["member"] = res.attrs["member"]
     sections = [{"heading": "Summary", "html": _key_values(summary)}]
     if res.error:
         sections.append({"heading": "Error", "html": f'<p class="error">{html.escape(res.error)}</p>'})
@@ -177,9 +180,10 @@ def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
         if not row["path"]:
             links.append("")
             continue
-        job_page = (sweep_dir / row["path"]).parent / REPORT_FILE
+        source = open_run(sweep_dir, row)
+        job_page = source.directory / REPORT_FILE
         if job_reports:
-            write_report(sweep_dir / row["path"], job_page)
+            _write(_run_page(source), job_page)
         if job_page.exists():
             rel = os.path.relpath(job_page, target.parent)
             links.append(f'<a href="{html.escape(rel)}">report</a>')
