@@ -313,8 +313,9 @@ def _empty(table: str) -> pd.DataFrame:
     """A run's table *table* with its columns and no rows, as a results file without that table reads."""
     import pandas as pd
 
+    dtypes = {"micro": np.int32, "accepted": bool}
     return pd.DataFrame({column: np.empty(0, dtype=object if column in TEXT_COLUMNS else
-                                          np.int32 if column == "micro" else np.float64)
+                                          dtypes.get(column, np.float64))
                          for column in TABLE_COLUMNS[table]})
 
 
