@@ -176,14 +176,16 @@ def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
     counts = df["status"].value_counts().to_dict()
     table = df.drop(columns=[c for c in INDEX_HIDDEN if c in df.columns]).reset_index()
     links = []
-    for _, row in df.iterrows():
+    for run, row in df.iterrows():
         if not row["path"]:
             links.append("")
             continue
-        source = open_run(sweep_dir, row)
-        job_page = source.directory / REPORT_FILE
         if job_reports:
-            _write(_run_page(source), job_page)
+            source = open_run(sweep_dir, row)
+            job_page = _write(_run_page(source), source.directory / REPORT_FILE)
+        else:  # a page written before, where the job's own page goes (a member's: the job's address)
+            member = "member" in row.index and row["member"] >= 0
+            job_page = (sweep_dir / str(run) if member else (sweep_dir / row["path"]).parent) / REPORT_FILE
         if job_page.exists():
             rel = os.path.relpath(job_page, target.parent)
             links.append(f'<a href="{html.escape(rel)}">report</a>')

@@ -205,3 +205,8 @@ def test_plot_sweep_reads_the_members_of_an_ensemble(sweeps: Sweeps) -> None:
     for run in range(4):
         assert f'<a href="{run}/report.html">report</a>' in page
         assert (sweeps.ens / str(run) / "report.html").is_file()
+    # without writing them again, the pages written are linked where they are
+    proc = sweeps("report", "ens", "--no-job-reports", "-o", "ens/again.html")
+    assert proc.returncode == 0, proc.stderr
+    again = (sweeps.ens / "again.html").read_text()
+    assert all(f'<a href="{run}/report.html">report</a>' in again for run in range(4))
