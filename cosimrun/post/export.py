@@ -1,8 +1,9 @@
 """Write a run's results as CSV, Parquet or MATLAB files: ``cosimrun export RESULTS [--format F] [-o DIR]``.
 
-RESULTS is a results file (finished or ``.partial``) or a run directory. The
-files go to DIR, by default ``export/`` beside the results file; the command
-prints where.
+RESULTS is a results file (finished or ``.partial``), a run directory or a job
+of a sweep, ``<sweep dir>/<job>`` (also one that ran as a member of an
+ensemble). The files go to DIR, by default ``export/`` beside the results file
+(in ``<sweep dir>/<job>/`` for a member); the command prints where.
 
 csv (default): one file per component, ``<component>.csv``, with the columns
 ``time`` (s), ``micro`` (the superdense index: 0, then 1, 2, ... for the
@@ -230,7 +231,8 @@ def _write_mat(results: Results, path: Path) -> Path:
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n", 2)[2].replace("``", "")
-    parser.add_argument("results", metavar="RESULTS", help="a results file or a run directory")
+    parser.add_argument("results", metavar="RESULTS", help="a results file, a run directory or a job of a sweep "
+                                                           "(<sweep dir>/<job>)")
     parser.add_argument("--format", choices=FORMATS, default="csv",
                         help="csv: a file per component (default); parquet: one file; mat: one MATLAB file")
     parser.add_argument("-o", "--output", metavar="DIR", help="the directory to write to (default: export/ "

@@ -1,6 +1,7 @@
 """Figures of a run or a sweep: ``cosimrun plot RESULTS|SWEEP_DIR [PORTS ...] [-o FILE]``.
 
-A run (its results file or run directory) is drawn with one panel per unit (or
+A run (its results file or run directory, or a job of a sweep as
+``<sweep dir>/<job>``, whether it ran alone or as a member of an ensemble) is drawn with one panel per unit (or
 per component, ``--by component``), time on x, events as vertical dotted lines
 and each multi component's modes as shaded spans labelled with the mode. A
 sweep directory is drawn as each selected signal overlaid across the runs,
@@ -17,7 +18,7 @@ signals as ``compare`` does (a column ``h`` matches ``ball.h``) and drawn dashed
 in the colour of its signal, converted to its unit. A reference with no signal
 matching the plotted ones is an error.
 Without ``-o`` the figure opens in a window when one can, else it is written
-to ``plot.png`` beside the results.
+to ``plot.png`` beside the results (in ``<sweep dir>/<job>/`` for a member).
 """
 
 from __future__ import annotations
@@ -351,7 +352,8 @@ def save(fig: Figure, out: str | os.PathLike[str]) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", metavar="RESULTS|SWEEP_DIR",
-                        help="a results file, a run directory or a sweep directory")
+                        help="a results file, a run directory, a job of a sweep (<sweep dir>/<job>) or a sweep "
+                        "directory")
     parser.add_argument("ports", nargs="*", metavar="PORTS",
                         help="signals to plot: patterns such as ball.h, 'ball.*', '*.v' or h (default: all)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the figure to FILE (.png, .svg or .pdf)")

@@ -6,7 +6,8 @@ when the run recorded any, the figure of ``cosimrun plot``, the events and mode
 switches as tables and the resolved config. A sweep's page holds the index as
 a table sortable by clicking a column, the overlay and index figures of
 ``cosimrun plot`` for its summary signals, and links to each job's own page
-(written beside the job's results). Figures are inline (SVG, or PNG for long
+(written beside the job's results, or in ``<sweep dir>/<job>/`` for a member of an
+ensemble). Figures are inline (SVG, or PNG for long
 histories), styles and the sorting script too: the page needs no network.
 The default output is ``report.html`` in the run or sweep directory.
 """
@@ -233,7 +234,8 @@ def _sweep_figures(sweep_dir: Path, df: pd.DataFrame) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------- command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", metavar="RESULTS|SWEEP_DIR",
-                        help="a results file, a run directory or a sweep directory")
+                        help="a results file, a run directory, a job of a sweep (<sweep dir>/<job>) or a sweep "
+                        "directory")
     parser.add_argument("-o", "--output", metavar="FILE", help=f"the page to write (default: {REPORT_FILE} "
                         "in the run or sweep directory)")
     parser.add_argument("--no-job-reports", action="store_true",

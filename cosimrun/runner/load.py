@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cosimrun.runner.index import read_index
+from cosimrun.runner.layout import SHARD_SIZE
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import INDEX_FILE
 
@@ -203,12 +204,18 @@ def job_results(sweep: str | os.PathLike[str], run: int) -> tuple[Path, int | No
 
 
 def sweep_job(path: str | os.PathLike[str]) -> tuple[Path, int | None] | None:
-    """:func:`job_results` of *path* when it addresses a job of a sweep as ``<sweep dir>/<job number>`` (the
-    job's folder, which a member of an ensemble does not have); ``None`` when it names no job of a sweep."""
+    """:func:`job_results` of *path* when it addresses a job of a sweep as ``<sweep dir>/<job number>`` or as
+    its shard's ``<sweep dir>/<N>k/<job number>`` (the job's folder, which a member of an ensemble does not
+    have); ``None`` when it names no job of a sweep."""
     path = Path(path)
-    if not path.name.isdecimal() or not (path.parent / INDEX_FILE).is_file():
+    if not path.name.isdecimal():
         return None
-    return job_results(path.parent, int(path.name))
+    run = int(path.name)
+    shard = run >= SHARD_SIZE and path.parent.name == f"{run // SHARD_SIZE}k"
+    for sweep in (path.parent, path.parent.parent) if shard else (path.parent,):
+        if (sweep / INDEX_FILE).is_file():
+            return job_results(sweep, run)
+    return None
 
 
 def load_run(sweep: str | os.PathLike[str], run: int) -> Any:

@@ -263,11 +263,14 @@ class EnsembleMember:
 
     @property
     def directory(self) -> Path:
-        """The folder the member would have run in had it run alone, ``<sweep dir>/<job>`` (the ensemble's file
-        in ``<sweep dir>/ensembles/``), else ``<file>.member<N>`` beside the file: where the post commands write
-        this member's plot, report and export."""
+        """The folder the member would have run in had it run alone, ``<sweep dir>/<job>`` (sharded as a sweep's
+        job folders are, for an ensemble's file in ``<sweep dir>/ensembles/``), else ``<file>.member<N>`` beside
+        the file: where the post commands write this member's plot, report and export."""
         if self.job is not None and self.path.parent.name == "ensembles":
-            return self.path.parent.parent / str(self.job)
+            from cosimrun.runner.layout import job_subdir  # the sweep's folder layout, one rule for both
+
+            sweep = self.path.parent.parent
+            return sweep / job_subdir(sweep, self.job)
         return self.path.with_name(f"{self.path.stem}.member{self.member}")
 
     @property

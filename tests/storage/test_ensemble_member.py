@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from cosimrun.config.build import build_experiment
-from cosimrun.ensemble import run_members
+from cosimrun.ensemble import EnsembleResult, run_members
+from cosimrun.runner.index import write_index
+from cosimrun.runner.outcome import JobOutcome
 from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
 from cosimrun.storage.results import TABLE_COLUMNS, load_results
 
@@ -25,12 +27,18 @@ TWO_MASS = {
 
 
 @pytest.fixture(scope="module")
-def ensemble_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three members of the two-mass system, the second going non-finite (stiffness 1e300), outside a sweep."""
+def result() -> EnsembleResult:
+    """Three members of the two-mass system, the second going non-finite (stiffness 1e300)."""
     exp = build_experiment(TWO_MASS)
     rows = [{"mass1.stiffness": 8.0}, {"mass1.stiffness": 1e300}, {"mass1.stiffness": 12.0}]
     result = run_members(exp.system, exp.master, rows, t0=0.0, tf=0.05, dt=0.001)
     assert list(result.status) == ["complete", "failed", "complete"]
+    return result
+
+
+@pytest.fixture(scope="module")
+def ensemble_file(result: EnsembleResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ensemble's file outside a sweep."""
     return write_ensemble(tmp_path_factory.mktemp("ens") / "two_mass.h5", result, attrs={"experiment": "two_mass"})
 
 
@@ -81,3 +89,19 @@ def test_a_members_frame_equals_the_same_parameters_in_an_ensemble_of_one(ensemb
     mine = load_results(ensemble_file, member=2).to_dataframe("mass2")
     pd.testing.assert_series_equal(mine["force"].reset_index(drop=True),
                                    pd.Series(alone.history["mass2.force"][:, 0], name="force"), check_exact=True)
+
+
+def test_a_member_of_a_sweep_past_job_999_is_at_its_jobs_address_and_its_shard(result: EnsembleResult,
+                                                                               tmp_path: Path) -> None:
+    """Jobs from 1000 on have their folders in shards (``1k/1234``): a member is read at both addresses and writes
+    where the job's folder would be."""
+    (tmp_path / "ensembles").mkdir()
+    file = write_ensemble(tmp_path / "ensembles" / "1233-1235.ab.h5", result, jobs=[1233, 1234, 1235])
+    write_index(tmp_path / "index.h5", [JobOutcome(1233 + m, str(result.status[m]), [f"k={m}"], path=str(file),
+                                                   member=m) for m in range(3)])
+    for address in (tmp_path / "1234", tmp_path / "1k" / "1234"):
+        member = load_results(address)
+        assert isinstance(member, EnsembleMember) and (member.member, member.job) == (1, 1234)
+        assert member.status == "failed" and member.directory == tmp_path / "1k" / "1234"
+    with pytest.raises(FileNotFoundError, match="no results file"):
+        load_results(tmp_path / "2k" / "1234")  # not the job's shard: no job of the sweep
