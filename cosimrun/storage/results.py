@@ -562,8 +562,8 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
         if is_ensemble_file(path):
             if member is None:
                 raise ResultsReadError(f"{path} is an ensemble's file: give the member to read (member=N, the sweep "
-                                       "index's 'member' column)", path=str(path), expected=FORMAT,
-                                       found=ENSEMBLE_FORMAT)
+                                       "index's 'member' column), or read a job at its address <sweep dir>/<job>",
+                                       path=str(path), expected=FORMAT, found=ENSEMBLE_FORMAT)
             return load_member(path, member)
         if member is not None:
             raise ResultsReadError(f"{path} is no ensemble's file: it has no member {member}", path=str(path),

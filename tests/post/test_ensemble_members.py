@@ -157,6 +157,12 @@ def test_a_job_not_in_the_index_is_one_line_and_exit_2(sweeps: Sweeps) -> None:
                                "(jobs 0 to 3)\n")
     with pytest.raises(FileNotFoundError, match=r"job 7 is not in the sweep index .*index\.h5 \(jobs 0 to 3\)"):
         load_results(sweeps.ens / "7")
+    # an ensemble's file holds many jobs: the commands ask for one
+    file = _ensemble_file(sweeps).relative_to(sweeps.root)
+    proc = sweeps("export", str(file))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"cosimrun: error: export: {file} is an ensemble's file: give the member to read (member=N, "
+                           "the sweep index's 'member' column), or read a job at its address <sweep dir>/<job>\n")
 
 
 def test_a_failed_member_says_it_failed(sweeps: Sweeps) -> None:
