@@ -1,8 +1,9 @@
 """Write a run's results as CSV, Parquet or MATLAB files: ``cosimrun export RESULTS [--format F] [-o DIR]``.
 
-RESULTS is a results file (finished or ``.partial``) or a run directory. The
-files go to DIR, by default ``export/`` beside the results file; the command
-prints where.
+RESULTS is a results file (finished or ``.partial``), a run directory or a job
+of a sweep, ``<sweep dir>/<job>`` (also one that ran as a member of an
+ensemble). The files go to DIR, by default ``export/`` beside the results file
+(in ``<sweep dir>/<job>/`` for a member); the command prints where.
 
 csv (default): one file per component, ``<component>.csv``, with the columns
 ``time`` (s), ``micro`` (the superdense index: 0, then 1, 2, ... for the
@@ -49,6 +50,7 @@ import numpy as np
 
 from cosimrun.errors import ConfigError, DataFileError, did_you_mean
 from cosimrun.post.signals import open_source
+from cosimrun.storage.results import DEFAULT_FILE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -80,9 +82,10 @@ def export(results_path: str | os.PathLike[str], format: str = "csv",
         raise DataFileError(f"{source.path}: export takes a results file or a run directory, not a CSV file",
                             path=str(source.path))
     results = source.results
-    out = Path(out_dir) if out_dir is not None else results.path.parent / "export"
+    out = Path(out_dir) if out_dir is not None else source.directory / "export"
     out.mkdir(parents=True, exist_ok=True)
-    stem = results.path.name.removesuffix(".partial").rpartition(".")[0] or "results"
+    own = results.path.name if source.directory == results.path.parent else DEFAULT_FILE  # a member: as if alone
+    stem = own.removesuffix(".partial").rpartition(".")[0] or "results"
     if format == "csv":
         return _write_csv(results, out)
     if format == "parquet":
@@ -228,7 +231,8 @@ def _write_mat(results: Results, path: Path) -> Path:
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n", 2)[2].replace("``", "")
-    parser.add_argument("results", metavar="RESULTS", help="a results file or a run directory")
+    parser.add_argument("results", metavar="RESULTS", help="a results file, a run directory or a job of a sweep "
+                                                           "(<sweep dir>/<job>)")
     parser.add_argument("--format", choices=FORMATS, default="csv",
                         help="csv: a file per component (default); parquet: one file; mat: one MATLAB file")
     parser.add_argument("-o", "--output", metavar="DIR", help="the directory to write to (default: export/ "

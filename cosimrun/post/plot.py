@@ -1,6 +1,7 @@
 """Figures of a run or a sweep: ``cosimrun plot RESULTS|SWEEP_DIR [PORTS ...] [-o FILE]``.
 
-A run (its results file or run directory) is drawn with one panel per unit (or
+A run (its results file or run directory, or a job of a sweep as
+``<sweep dir>/<job>``, whether it ran alone or as a member of an ensemble) is drawn with one panel per unit (or
 per component, ``--by component``), time on x, events as vertical dotted lines
 and each multi component's modes as shaded spans labelled with the mode. A
 sweep directory is drawn as each selected signal overlaid across the runs,
@@ -17,7 +18,7 @@ signals as ``compare`` does (a column ``h`` matches ``ball.h``) and drawn dashed
 in the colour of its signal, converted to its unit. A reference with no signal
 matching the plotted ones is an error.
 Without ``-o`` the figure opens in a window when one can, else it is written
-to ``plot.png`` beside the results.
+to ``plot.png`` beside the results (in ``<sweep dir>/<job>/`` for a member).
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def plot_sweep(sweep_dir: str | os.PathLike[str], ports: Sequence[str] | None = 
     runs = [(run, row) for run, row in df.iterrows() if row["path"]]
     if not runs:
         raise DataFileError(f"{sweep_dir}: no run of this sweep left a results file", path=str(sweep_dir))
-    first = open_source(Path(sweep_dir) / runs[0][1]["path"])
+    first = open_run(sweep_dir, runs[0][1])
     names = select(first.names, ports, f"in the runs of {sweep_dir}")
     names = [n for n, s in zip(names, first.signals(names), strict=True) if s.is_numeric and
              (ports or s.kind.upper() != "EVENT")]
@@ -202,7 +203,7 @@ def plot_sweep(sweep_dir: str | os.PathLike[str], ports: Sequence[str] | None = 
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
     colour = _colouring(df[df["path"] != ""], color_by)
     for run, row in runs:
-        source = open_source(Path(sweep_dir) / row["path"])
+        source = open_run(sweep_dir, row)
         failed = row["status"] != "complete"
         style = FAILED_STYLE if failed else {}
         value = row[color_by] if color_by else run
@@ -218,6 +219,12 @@ def plot_sweep(sweep_dir: str | os.PathLike[str], ports: Sequence[str] | None = 
     fig.suptitle(f"sweep {Path(sweep_dir).name}: {len(runs)} runs"
                  + (f" ({missing} more left no results)" if missing else ""))
     return fig
+
+
+def open_run(sweep_dir: str | os.PathLike[str], row: pd.Series) -> Source:
+    """The results of a sweep's run from its index row (``load_sweep``): its file, or its member of an ensemble's."""
+    member = int(row["member"]) if "member" in row.index and row["member"] >= 0 else None
+    return open_source(Path(sweep_dir) / row["path"], member=member)
 
 
 def plot_index(sweep_dir: str | os.PathLike[str], x: str, y: str) -> Figure:
@@ -345,7 +352,8 @@ def save(fig: Figure, out: str | os.PathLike[str]) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", metavar="RESULTS|SWEEP_DIR",
-                        help="a results file, a run directory or a sweep directory")
+                        help="a results file, a run directory, a job of a sweep (<sweep dir>/<job>) or a sweep "
+                        "directory")
     parser.add_argument("ports", nargs="*", metavar="PORTS",
                         help="signals to plot: patterns such as ball.h, 'ball.*', '*.v' or h (default: all)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the figure to FILE (.png, .svg or .pdf)")
@@ -365,24 +373,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def figure(args: argparse.Namespace) -> Figure:
     """The figure the command line asks for."""
+    return _figure(args)[0]
+
+
+def _figure(args: argparse.Namespace) -> tuple[Figure, Source | None]:
+    """The figure the command line asks for, and the run it draws (``None``: a sweep)."""
     if is_sweep(args.results):
         if (args.x is None) != (args.y is None):
             raise ConfigError(None, "--x and --y go together (an index column against a parameter)")
         if args.reference is not None:
             raise ConfigError(None, f"--reference is for a run; {args.results} is a sweep directory")
         if args.x is not None:
-            return plot_index(args.results, args.x, args.y)
-        return plot_sweep(args.results, args.ports or None, color_by=args.color_by)
+            return plot_index(args.results, args.x, args.y), None
+        return plot_sweep(args.results, args.ports or None, color_by=args.color_by), None
     if args.x is not None or args.y is not None or args.color_by is not None:
         raise ConfigError(None, f"--x, --y and --color-by are for sweep directories; {args.results} is a run")
-    return plot_run(args.results, args.ports or None, by=args.by, reference=args.reference)
+    source = open_source(args.results)
+    return plot_run(source, args.ports or None, by=args.by, reference=args.reference), source
 
 
 def run(args: argparse.Namespace) -> int:
     if args.output is not None and Path(args.output).suffix.lower() not in FORMATS:
         raise ConfigError(None, f"-o {args.output}: the file must end in {', '.join(FORMATS)} (the format is "
                                 "taken from it)")
-    fig = figure(args)
+    fig, source = _figure(args)
     if args.output is None and display_available():
         import matplotlib.pyplot as plt
 
@@ -391,11 +405,6 @@ def run(args: argparse.Namespace) -> int:
         fig.set_canvas(window)
         plt.show()
         return 0
-    out = Path(args.output) if args.output else _default_output(Path(args.results))
+    out = Path(args.output) if args.output else (source.directory if source else Path(args.results)) / "plot.png"
     print(f"plot: {save(fig, out)}")
     return 0
-
-
-def _default_output(path: Path) -> Path:
-    """``plot.png`` in the run or sweep directory (beside a results file)."""
-    return (path if path.is_dir() else path.parent) / "plot.png"

@@ -7,7 +7,8 @@ when the run recorded any (and the global-error estimates of a run under
 switches as tables and the resolved config. A sweep's page holds the index as
 a table sortable by clicking a column, the overlay and index figures of
 ``cosimrun plot`` for its summary signals, and links to each job's own page
-(written beside the job's results). Figures are inline (SVG, or PNG for long
+(written beside the job's results, or in ``<sweep dir>/<job>/`` for a member of an
+ensemble). Figures are inline (SVG, or PNG for long
 histories), styles and the sorting script too: the page needs no network.
 The default output is ``report.html`` in the run or sweep directory.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cosimrun.errors import ConfigError
-from cosimrun.post.plot import is_sweep, plot_index, plot_run, plot_sweep, swept
+from cosimrun.post.plot import is_sweep, open_run, plot_index, plot_run, plot_sweep, swept
 from cosimrun.post.signals import Source, open_source
 
 if TYPE_CHECKING:
@@ -86,11 +87,12 @@ def write_report(path: str | os.PathLike[str], out: str | os.PathLike[str] | Non
     path = Path(path)
     if is_sweep(path):
         target = Path(out) if out is not None else path / REPORT_FILE
-        page = _sweep_page(path, target, job_reports)
-    else:
-        source = open_source(path)
-        target = Path(out) if out is not None else source.path.parent / REPORT_FILE
-        page = _run_page(source)
+        return _write(_sweep_page(path, target, job_reports), target)
+    source = open_source(path)
+    return _write(_run_page(source), Path(out) if out is not None else source.directory / REPORT_FILE)
+
+
+def _write(page: str, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
     return target
@@ -140,6 +142,8 @@ def _run_page(source: Source) -> str:
         "wall time [s]": res.attrs.get("wall_time_s", ""), "overrides": res.attrs.get("overrides", ""),
         "cosimrun": res.attrs.get("cosimrun_version", ""), "file": str(source.path),
     }
+    if "member" in res.attrs:
+        summary["member"] = res.attrs["member"]
     sections = [{"heading": "Summary", "html": _key_values(summary)}]
     if res.error:
         sections.append({"heading": "Error", "html": f'<p class="error">{html.escape(res.error)}</p>'})
@@ -176,13 +180,16 @@ def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
     counts = df["status"].value_counts().to_dict()
     table = df.drop(columns=[c for c in INDEX_HIDDEN if c in df.columns]).reset_index()
     links = []
-    for _, row in df.iterrows():
+    for run, row in df.iterrows():
         if not row["path"]:
             links.append("")
             continue
-        job_page = (sweep_dir / row["path"]).parent / REPORT_FILE
         if job_reports:
-            write_report(sweep_dir / row["path"], job_page)
+            source = open_run(sweep_dir, row)
+            job_page = _write(_run_page(source), source.directory / REPORT_FILE)
+        else:  # a page written before, where the job's own page goes (a member's: the job's address)
+            member = "member" in row.index and row["member"] >= 0
+            job_page = (sweep_dir / str(run) if member else (sweep_dir / row["path"]).parent) / REPORT_FILE
         if job_page.exists():
             rel = os.path.relpath(job_page, target.parent)
             links.append(f'<a href="{html.escape(rel)}">report</a>')
@@ -230,7 +237,8 @@ def _sweep_figures(sweep_dir: Path, df: pd.DataFrame) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------- command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", metavar="RESULTS|SWEEP_DIR",
-                        help="a results file, a run directory or a sweep directory")
+                        help="a results file, a run directory, a job of a sweep (<sweep dir>/<job>) or a sweep "
+                        "directory")
     parser.add_argument("-o", "--output", metavar="FILE", help=f"the page to write (default: {REPORT_FILE} "
                         "in the run or sweep directory)")
     parser.add_argument("--no-job-reports", action="store_true",

@@ -27,6 +27,7 @@ from cosimrun.errors import DataFileError, UnknownNameError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from cosimrun.storage.ensemble import EnsembleMember
     from cosimrun.storage.results import Results
 
 _UNIT_IN_HEADER = re.compile(r"^\s*(?P<name>.*?)(?P<gap>\s*)[\[(](?P<unit>[^\])]*)[\])]\s*$")
@@ -74,7 +75,7 @@ class Source:
     """``results`` or ``csv``."""
     units: dict[str, str | None]
     """Unit (or ``None``) of every signal by name, in file order."""
-    results: Results | None = None
+    results: Results | EnsembleMember | None = None
     _csv: dict[str, Signal] = field(default_factory=dict, repr=False)
 
     @property
@@ -119,14 +120,22 @@ class Source:
 
     @property
     def label(self) -> str:
-        """A short name for legends and messages: the run directory's name, or the file's."""
+        """A short name for legends and messages: the run directory's name (a member's job's), or the file's."""
         if self.kind == "results" and self.path.name.endswith((".h5", ".h5.partial")):
-            return self.path.parent.name or self.path.name
+            return self.directory.name or self.path.name
         return self.path.name
 
+    @property
+    def directory(self) -> Path:
+        """Where the commands write what they make of this source by default (``plot.png``, ``report.html``,
+        ``export/``): the run directory, for a member of an ensemble the job's ``<sweep dir>/<job>``."""
+        folder = getattr(self.results, "directory", None)
+        return folder if isinstance(folder, Path) else self.path.parent
 
-def open_source(path: str | os.PathLike[str]) -> Source:
-    """A results file (finished or ``.partial``), a run directory, or a CSV as a :class:`Source`.
+
+def open_source(path: str | os.PathLike[str], *, member: int | None = None) -> Source:
+    """A results file (finished or ``.partial``), a run directory, a job of a sweep (``<sweep dir>/<job>``, also
+    a member of an ensemble), an ensemble's file with *member*, or a CSV as a :class:`Source`.
 
     ``FileNotFoundError`` or a :class:`~cosimrun.errors.DataFileError` (a ``ValueError``) with one line saying
     what the path is not.
@@ -137,11 +146,15 @@ def open_source(path: str | os.PathLike[str]) -> Source:
             raise FileNotFoundError(f"no CSV file {path}")
         signals = read_csv(path)
         return Source(path, "csv", {n: s.unit for n, s in signals.items()}, _csv=signals)
+    from cosimrun.runner.load import sweep_job
     from cosimrun.storage.results import load_results
 
-    if not path.exists() and not Path(f"{path}.partial").exists():
-        raise FileNotFoundError(f"no results file or run directory {path}")
-    results = load_results(path)
+    if member is None and not path.exists() and not Path(f"{path}.partial").exists():
+        job = sweep_job(path)
+        if job is None:
+            raise FileNotFoundError(f"no results file or run directory {path}")
+        path, member = job
+    results = load_results(path, member=member)
     units: dict[str, str | None] = {}
     for comp in results.components:
         for port, (unit, _kind) in results.ports(comp).items():

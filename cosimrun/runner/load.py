@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cosimrun.runner.index import read_index
+from cosimrun.runner.layout import SHARD_SIZE
+from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import INDEX_FILE
 
 if TYPE_CHECKING:
@@ -176,18 +178,51 @@ def _on_grid(series: Any, grid: np.ndarray) -> np.ndarray:
     return held
 
 
+def job_results(sweep: str | os.PathLike[str], run: int) -> tuple[Path, int | None]:
+    """Where job *run* of a sweep (its directory or ``index.h5``) keeps its results: ``(file, None)`` for a job
+    that ran on its own, ``(ensemble file, member)`` for a member of an ensemble, as the sweep index says.
+
+    A ``FileNotFoundError`` with one line when the job is not in the index, or has no results (its status said).
+    """
+    index = _index_path(sweep)
+    table = read_index(index)
+    runs = [int(r) for r in table.run]
+    if run not in runs:
+        span = f"jobs {min(runs)} to {max(runs)}" if runs else "no job yet"
+        raise FileNotFoundError(f"job {run} is not in the sweep index {index} ({span})")
+    row = runs.index(run)
+    status, rel = str(table.columns["status"][row]), str(table.columns["path"][row])
+    error = str(table.columns["error"][row]) if "error" in table.columns else ""
+    if not rel:
+        raise FileNotFoundError(f"job {run} of the sweep {index.parent} has no results: it is {status}"
+                                + (f" ({error})" if error else ""))
+    member = int(table.columns["member"][row]) if "member" in table.columns else -1
+    path = index.parent / rel
+    if not path.exists() and not partial_path(path).exists():
+        raise FileNotFoundError(f"job {run} of the sweep {index.parent} ({status}): its results file {path} is missing")
+    return path, None if member < 0 else member
+
+
+def sweep_job(path: str | os.PathLike[str]) -> tuple[Path, int | None] | None:
+    """:func:`job_results` of *path* when it addresses a job of a sweep as ``<sweep dir>/<job number>`` or as
+    its shard's ``<sweep dir>/<N>k/<job number>`` (the job's folder, which a member of an ensemble does not
+    have); ``None`` when it names no job of a sweep."""
+    path = Path(path)
+    if not path.name.isdecimal():
+        return None
+    run = int(path.name)
+    shard = run >= SHARD_SIZE and path.parent.name == f"{run // SHARD_SIZE}k"
+    for sweep in (path.parent, path.parent.parent) if shard else (path.parent,):
+        if (sweep / INDEX_FILE).is_file():
+            return job_results(sweep, run)
+    return None
+
+
 def load_run(sweep: str | os.PathLike[str], run: int) -> Any:
     """The results of run *run* of a sweep: its results file (:func:`~cosimrun.storage.results.load_results`), or
     for a member of an ensemble its member of the ensemble's file (:class:`~cosimrun.storage.ensemble.EnsembleMember`,
-    read as a run's results are: ``status``, ``history``, ``trajectory``)."""
+    read as a run's results are). A ``FileNotFoundError`` names a run not in the index or without results."""
     from cosimrun.storage.results import load_results
 
-    df = load_sweep(sweep)
-    if run not in df.index:
-        raise KeyError(f"run {run} is not in the sweep {df.attrs['sweep_dir']} (runs {df.index.min()} to "
-                       f"{df.index.max()})")
-    row = df.loc[run]
-    if not row["path"]:
-        raise FileNotFoundError(f"run {run} has no results ({row['status']}: {row['error'] or 'not run'})")
-    member = int(row["member"]) if "member" in df.columns else -1
-    return load_results(Path(df.attrs["sweep_dir"]) / row["path"], member=None if member < 0 else member)
+    path, member = job_results(sweep, run)
+    return load_results(path, member=member)

@@ -34,9 +34,12 @@ import numpy as np
 
 from cosimrun.errors import ResultsReadError
 from cosimrun.storage.hdf5 import check_name, partial_path, to_attr
-from cosimrun.storage.results import PortSeries
+from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
+from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from cosimrun.ensemble import EnsembleResult
 
 FORMAT = "cosimrun-ensemble"
@@ -174,7 +177,10 @@ def _text(value: Any) -> str:
 
 class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
-    status, error, the components recorded, each component's histories as :class:`PortSeries`, trajectories."""
+    status, error, attributes and statistics, the components recorded, each component's histories as
+    :class:`PortSeries` (and frames), trajectories, and the tables (events, mode switches, coupling-error
+    estimates, steps), empty since ensembles run fixed-step masters without events and estimates. The post
+    commands read it as they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
         self.path = Path(path)
@@ -194,6 +200,18 @@ class EnsembleMember:
             self.error = _text(g["failure"][self.member])
             self.experiment = _text(g.attrs.get("experiment", g.attrs.get("system", "")))
             self.job = int(g["job"][self.member]) if "job" in g else None
+            group_attrs = {k: attr_value(v) for k, v in g.attrs.items()}
+            self.stats: dict[str, Any] = {**json.loads(group_attrs.pop("stats", "{}")),
+                                          **{name[len("stats."):]: int(g[name][self.member])
+                                             for name in g if name.startswith("stats.")}}
+            self.attrs: dict[str, Any] = {**group_attrs, "status": self.status, "error": self.error,
+                                          "member": self.member}
+            if self.job is not None:
+                self.attrs["job"] = self.job
+            if "overrides" in g:
+                self.attrs["overrides"] = _text(g["overrides"][self.member])
+            if self.error:
+                self.attrs["failure_time"] = float(g["failure_time"][self.member])
             self._ports: dict[str, dict[str, str | None]] = {}
             for name, ds in g.items():
                 if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.")):
@@ -228,7 +246,7 @@ class EnsembleMember:
         with h5py.File(self.path, "r") as f:
             g = f[self.group]
             time = np.asarray(g["time"][...], dtype=float)
-            micro = np.zeros(len(time), dtype=np.int64)
+            micro = np.zeros(len(time), dtype=np.int32)  # fixed steps, no events: one sample per instant
             for port in names:
                 if port not in known:
                     from cosimrun.errors import UnknownNameError
@@ -242,6 +260,66 @@ class EnsembleMember:
         """``(time, values)`` of one port of this member."""
         series = self.history(component, [port])[port]
         return series.time, series.values
+
+    @property
+    def directory(self) -> Path:
+        """The folder the member would have run in had it run alone, ``<sweep dir>/<job>`` (sharded as a sweep's
+        job folders are, for an ensemble's file in ``<sweep dir>/ensembles/``), else ``<file>.member<N>`` beside
+        the file: where the post commands write this member's plot, report and export."""
+        if self.job is not None and self.path.parent.name == "ensembles":
+            from cosimrun.runner.layout import job_subdir  # the sweep's folder layout, one rule for both
+
+            sweep = self.path.parent.parent
+            return sweep / job_subdir(sweep, self.job)
+        return self.path.with_name(f"{self.path.stem}.member{self.member}")
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """``{}``: an ensemble's file keeps each member's overrides (``attrs["overrides"]``), not its config."""
+        return {}
+
+    def to_dataframe(self, component: str | None = None) -> pd.DataFrame:
+        """A DataFrame indexed by ``time`` with a ``micro`` column and one column per recorded port of
+        *component*, or, without one, of every component (``component.port`` columns), as a run's."""
+        import pandas as pd
+
+        if component is None:
+            return Results._run_dataframe(self)  # type: ignore[arg-type]
+        series = self.history(component)
+        time = next(iter(series.values())).time
+        micro = next(iter(series.values())).micro
+        return pd.DataFrame({"micro": micro, **{port: s.values for port, s in series.items()}},
+                            index=pd.Index(time, name="time"))
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """Columns ``time, micro, component, event``: none (ensembles run without events)."""
+        return _empty("events")
+
+    @property
+    def mode_switches(self) -> pd.DataFrame:
+        """Columns ``time, component, from_mode, to_mode``: none."""
+        return _empty("mode_switches")
+
+    @property
+    def coupling_error(self) -> pd.DataFrame:
+        """The coupling-error table's columns, no rows: ensembles do not estimate coupling errors."""
+        return _empty("coupling_error")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The step log's columns, no rows: ensembles run fixed steps."""
+        return _empty("steps")
+
+
+def _empty(table: str) -> pd.DataFrame:
+    """A run's table *table* with its columns and no rows, as a results file without that table reads."""
+    import pandas as pd
+
+    dtypes = {"micro": np.int32, "accepted": bool}
+    return pd.DataFrame({column: np.empty(0, dtype=object if column in TEXT_COLUMNS else
+                                          dtypes.get(column, np.float64))
+                         for column in TABLE_COLUMNS[table]})
 
 
 def load_member(path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> EnsembleMember:

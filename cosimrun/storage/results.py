@@ -549,6 +549,9 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
 
     *path* may also be a run's directory: its ``results.h5`` is read, else the
     one results file in it (a custom ``storage.file``), finished or ``.partial``.
+    A job of a sweep is read by the same address ``<sweep dir>/<job>`` whether it
+    ran on its own (its folder) or as a member of an ensemble (the member of the
+    ensemble's file the sweep index names: :func:`cosimrun.runner.load.sweep_job`).
     An ensemble's file (a sweep's ``ensembles/*.h5``) is read for one *member*
     (:class:`cosimrun.storage.ensemble.EnsembleMember`).
 
@@ -557,6 +560,12 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     flush (read again for newer data).
     """
     path = Path(path)
+    if member is None and not _holds_results(path):
+        from cosimrun.runner.load import sweep_job  # the sweep index is read (while it grows too) by the runner
+
+        job = sweep_job(path)
+        if job is not None:
+            path, member = job
     if path.is_dir():
         path = _results_in(path)
     path = written_path(path)
@@ -569,13 +578,21 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
         if is_ensemble_file(path):
             if member is None:
                 raise ResultsReadError(f"{path} is an ensemble's file: give the member to read (member=N, the sweep "
-                                       "index's 'member' column)", path=str(path), expected=FORMAT,
-                                       found=ENSEMBLE_FORMAT)
+                                       "index's 'member' column), or read a job at its address <sweep dir>/<job>",
+                                       path=str(path), expected=FORMAT, found=ENSEMBLE_FORMAT)
             return load_member(path, member)
         if member is not None:
             raise ResultsReadError(f"{path} is no ensemble's file: it has no member {member}", path=str(path),
                                    expected=ENSEMBLE_FORMAT, found=None)
     return Results(path, locking=locking)
+
+
+def _holds_results(path: Path) -> bool:
+    """Whether *path* is a file (or its ``.partial``), or a directory with a results file in it."""
+    if not path.is_dir():
+        return path.exists() or partial_path(path).exists()
+    default = path / DEFAULT_FILE
+    return default.exists() or partial_path(default).exists() or any(map(_is_results_file, path.iterdir()))
 
 
 def _results_in(directory: Path) -> Path:
