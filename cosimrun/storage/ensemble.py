@@ -307,6 +307,11 @@ class EnsembleMember:
         return _empty("coupling_error")
 
     @property
+    def global_error(self) -> pd.DataFrame:
+        """The global-error table's columns, no rows: ensembles run fixed steps, so nothing is estimated."""
+        return _empty("global_error")
+
+    @property
     def steps(self) -> pd.DataFrame:
         """The step log's columns, no rows: ensembles run fixed steps."""
         return _empty("steps")
