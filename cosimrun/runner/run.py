@@ -208,11 +208,13 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None, pa
     start = time.perf_counter()
     crashsite.begin(writer.path, system.components)  # for a crash in native code: where it was (removed at the end)
     try:
+        # the file declares what the run records before an interrupt held back since its creation lands (an
+        # interrupted file lists its components, with the samples it got: none then)
+        sink = writer if parent is None else ContinuingSink(writer, parent)
+        recorder = Recorder(sink, flush_interval=exp.storage.flush_interval,
+                            allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
+        recorder.attach(system.components, exp.recorded)
         with signals.interruptible():
-            sink = writer if parent is None else ContinuingSink(writer, parent)
-            recorder = Recorder(sink, flush_interval=exp.storage.flush_interval,
-                                allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
-            recorder.attach(system.components, exp.recorded)
             quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")
             with quiet:
                 result = system.run(

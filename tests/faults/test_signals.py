@@ -363,3 +363,29 @@ def test_a_run_whose_interrupt_a_library_turns_into_another_error_is_interrupted
     assert res.status == "interrupted" and res.attrs["error"] == "terminated by SIGTERM"
     t, y = res.history("src")["y"]
     assert 0 < len(t) < 1001 and (y == t).all()
+
+
+def test_a_signal_as_the_results_file_is_created_leaves_it_interrupted_with_its_components_and_no_samples(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The signal lands while the file is being created (held back there, raised as the simulation starts): the
+    file says interrupted and declares what the run records, with no samples (it got none)."""
+    from cosimrun.runner import run as run_module
+
+    real = run_module.HDF5Writer
+
+    def writer_then_signal(*args: Any, **kwargs: Any) -> Any:
+        writer = real(*args, **kwargs)
+        signal.raise_signal(signal.SIGINT)  # shielded here: noted, not raised
+        return writer
+
+    monkeypatch.setattr(run_module, "HDF5Writer", writer_then_signal)
+    cfg = ramp_experiment()
+    with signals.handling():
+        outcome = run_experiment(cfg, tmp_path, experiment=prepare(cfg))
+    assert outcome.status == "interrupted" and outcome.error == "interrupted by the user"
+    res = load_results(tmp_path / "results.h5")
+    assert res.status == "interrupted" and res.attrs["error"] == "interrupted by the user"
+    assert res.components == ["src"]
+    t, y = res.history("src")["y"]
+    assert len(t) == len(y) == 0
