@@ -491,15 +491,16 @@ class _Batch:
     def _ensemble_stopped(self, future: Any, members: list[tuple[int, JobSpec, int]], exc: Any, cause: str,
                           detail: str = "", count_attempt: bool = True) -> None:
         """The members of an ensemble whose task ended without returning (*cause*, in each member's note; *detail*
-        in the log only): those its file holds as complete are entered from it, the others run as ordinary jobs
-        (:meth:`_lost`); said once."""
+        in the log only): those its file holds as complete are entered from it, as are those that had finished on
+        their own in the task; the others run as ordinary jobs (:meth:`_lost`); said once."""
         ensemble = self._ensemble_of.pop(future)
         complete = ensembles.complete_members(ensemble.path, [(spec.num, spec.overrides, attempt)
                                                               for _, spec, attempt in members])
         rest = []
         for pos, spec, attempt in members:
-            if spec.num in complete:
-                self.done(pos, spec, complete[spec.num])
+            outcome = complete.get(spec.num) or worker.finished_outcome(spec.job_dir, self.token, attempt)
+            if outcome is not None:
+                self.done(pos, spec, outcome)
             else:
                 rest.append((pos, spec, attempt))
                 if not worker.started(spec.job_dir, self.token, attempt):  # not run on its own in the task yet

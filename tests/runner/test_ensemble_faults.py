@@ -43,13 +43,15 @@ class Fragile(MassSpringDamper):
 
     ``exit_in_ensemble``: a run of that stiffness ends its process (os._exit(17)) when it is a member of an
     ensemble (its run alone does not); ``exit_alone``: such a member goes non-finite in its ensemble and a run of it
-    alone ends its process; ``hang``: a run of that stiffness sleeps for an hour, either way.
+    alone ends its process; ``nan_in_ensemble``: such a member goes non-finite in its ensemble only; ``hang``: a run
+    of that stiffness sleeps for an hour, either way.
     """
 
     PARAMETERS = {
         **MassSpringDamper.PARAMETERS,
         "exit_in_ensemble": Parameter(float, default=-1.0, doc="stiffness whose ensemble ends its process"),
         "exit_alone": Parameter(float, default=-1.0, doc="stiffness whose run alone ends its process"),
+        "nan_in_ensemble": Parameter(float, default=-1.0, doc="stiffness that goes non-finite in an ensemble"),
         "hang": Parameter(float, default=-1.0, doc="stiffness whose run sleeps for an hour"),
     }
 
@@ -67,6 +69,8 @@ class Fragile(MassSpringDamper):
             if not ensemble:
                 os._exit(17)
             dx = np.where(k == p["exit_alone"], np.nan, dx)
+        if ensemble:
+            dx = np.where(k == p["nan_in_ensemble"], np.nan, dx)
         return dx
 '''
 
@@ -144,15 +148,20 @@ def test_a_worker_dying_in_an_ensemble_runs_its_members_as_jobs(tmp_path: Path, 
 
 def test_members_an_ensemble_completed_before_its_worker_died_are_not_run_again(tmp_path: Path, run,
                                                                                 reference) -> None:
-    # stiffness 12 goes non-finite in the ensemble, which writes its file; its run alone ends the worker, twice
-    df, lines = _faulty_sweep(run, tmp_path / "s", "+components.mass1.params.exit_alone=12", code=1)
+    # 11 and 12 go non-finite in the ensemble, which writes its file and runs them alone: 11 completes, 12 ends
+    # the worker (and again as a job)
+    df, lines = _faulty_sweep(run, tmp_path / "s", "+components.mass1.params.nan_in_ensemble=11",
+                              "+components.mass1.params.exit_alone=12", code=1)
     assert lines == ["the ensemble of jobs 0-2 lost its worker, which died; 1 of its 3 members run again as "
                      "ordinary jobs"]
     assert list(df["status"]) == ["complete", "complete", "failed"] and list(df["attempts"]) == [1, 1, 2]
     (file,) = (tmp_path / "s" / "ensembles").iterdir()
-    assert list(df["path"].iloc[:2]) == [f"ensembles/{file.name}"] * 2 and list(df["member"].iloc[:2]) == [0, 1]
-    assert not (tmp_path / "s" / "0").exists() and not (tmp_path / "s" / "1").exists()  # not run again
-    _assert_members_equal_jobs(df, reference[1], tmp_path / "s", reference[0], [0, 1])
+    assert df["path"].iloc[0] == f"ensembles/{file.name}" and df["member"].iloc[0] == 0
+    assert not (tmp_path / "s" / "0").exists()  # not run again
+    _assert_members_equal_jobs(df, reference[1], tmp_path / "s", reference[0], [0])
+    # 11 finished alone before the worker died: its outcome is kept, not run again nor recovered from its file
+    assert df["note"].iloc[1].startswith("ran as its own job: failed in its ensemble (member 1: "), df["note"].iloc[1]
+    _assert_jobs_equal(df, tmp_path / "s", reference, [1])
     assert df["error"].iloc[2].startswith("WorkerDied: the worker process running this job died 2 times"), df
     assert df["path"].iloc[2] == "" and df["member"].iloc[2] == -1  # as for a job whose worker died
     assert (tmp_path / "s" / "2" / "results.h5.partial").exists()
