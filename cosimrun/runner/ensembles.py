@@ -11,7 +11,8 @@ once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last j
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
 error and results file are those of an ordinary job; an ensemble that cannot run at all runs its members as
-ordinary jobs.
+ordinary jobs, and so does the launcher with the members not finished of an ensemble whose worker died or that ran
+past ``hydra.launcher.timeout`` (:func:`complete_members` tells which its file holds as complete).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ shrink), enters each job's outcome in the sweep's ledger as its chunk
 finishes and returns
 Hydra ``JobReturn`` objects that always carry a status: a failed job never
 stops the sweep. A job whose worker died is started again ``retries`` times,
-then entered as failed. The client and cluster come from :mod:`._cluster`, the
+then entered as failed. An ensemble's members not finished when its worker died, or when it ran longer than
+``timeout``, run again as ordinary jobs. The client and cluster come from :mod:`._cluster`, the
 returns and failed outcomes from :mod:`._returns`, the progress display from
 :mod:`._progress`.
 """
