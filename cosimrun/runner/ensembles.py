@@ -11,7 +11,8 @@ once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last j
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
 error and results file are those of an ordinary job; an ensemble that cannot run at all runs its members as
-ordinary jobs.
+ordinary jobs, and so does the launcher with the members not finished of an ensemble whose worker died or that ran
+past ``hydra.launcher.timeout`` (:func:`complete_members` tells which its file holds as complete).
 """
 
 from __future__ import annotations
@@ -292,6 +293,7 @@ def run_ensemble_task(payloads: list[JobPayload], keys: tuple[str, ...], values:
             why = cause or f"failed in its ensemble ({outcomes[i].error})"  # type: ignore[union-attr]
             alone = worker.run_hydra_job(payload, task_function, state, state_token, attempt)
             alone.note = alone.note or RAN_ALONE.format(cause=why)
+            worker._save_outcome(payload.job_dir, state_token, attempt, alone)  # kept should the worker die now
             outcomes[i] = alone
     return outcomes  # type: ignore[return-value]
 
@@ -327,6 +329,21 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
             error="" if failure is None else str(failure), wall_time_s=share,
             summaries={k: float(v[m]) for k, v in result.final.items()}, member=m))
     return outcomes
+
+
+def complete_members(path: Path, jobs: Sequence[tuple[int, list[str], int]]) -> dict[int, JobOutcome]:
+    """Job number -> outcome of each of *jobs* (``(number, overrides, attempt)``) that the ensemble file *path*
+    holds as complete: what an ensemble's task had finished when its worker died or was stopped after it wrote
+    its file (empty when it wrote none)."""
+    from cosimrun.storage.ensemble import read_summary
+
+    summary = read_summary(path)
+    if summary is None:
+        return {}
+    members = {num: m for m, num in enumerate(summary.jobs) if summary.status[m] == "complete"}
+    return {num: JobOutcome(num, "complete", list(overrides), path=str(path), attempts=attempt, member=members[num],
+                            summaries={k: float(v[members[num]]) for k, v in summary.finals.items()})
+            for num, overrides, attempt in jobs if num in members}
 
 
 # ---------------------------------------------------------------------------------------------- resume

@@ -11,7 +11,8 @@ shrink), enters each job's outcome in the sweep's ledger as its chunk
 finishes and returns
 Hydra ``JobReturn`` objects that always carry a status: a failed job never
 stops the sweep. A job whose worker died is started again ``retries`` times,
-then entered as failed. The client and cluster come from :mod:`._cluster`, the
+then entered as failed. An ensemble's members not finished when its worker died, or when it ran longer than
+``timeout``, run again as ordinary jobs. The client and cluster come from :mod:`._cluster`, the
 returns and failed outcomes from :mod:`._returns`, the progress display from
 :mod:`._progress`.
 """
@@ -234,6 +235,8 @@ class _Batch:
         """Ensembles whose members are all composed, not submitted yet."""
         self._collecting: dict[int, tuple[int, list[tuple[int, JobSpec, int]]]] = {}
         """``id`` of an ensemble -> (its members composed so far, those of them to run)."""
+        self._ensemble_of: dict[Any, ensembles.Ensemble] = {}
+        """Futures of the ensembles' tasks submitted -> their ensemble."""
 
     def arrived(self, ensemble: ensembles.Ensemble, job: tuple[int, JobSpec, int] | None, note: str = "") -> None:
         """Member *job* of *ensemble* is composed (None: taken over by a resume); the ensemble is queued once all
@@ -300,6 +303,7 @@ class _Batch:
                 [attempt for _, _, attempt in members],
                 pure=False,
             )
+            self._ensemble_of[future] = ensemble
             self._submitted(future, members)
         while self._queue:
             if not self._timed and len(self.pending) >= max(self._threads, 1):
@@ -442,14 +446,19 @@ class _Batch:
                             "(hydra.launcher.no_worker_timeout)")
 
     def _check_timeouts(self, now: float) -> None:
-        """Note when the jobs of running chunks start (their start marks, on a worker); stop a job running too
-        long."""
+        """Note when the jobs of running chunks start (their start marks, on a worker) and when an ensemble's task
+        starts running on a worker; stop a job or an ensemble running too long."""
         running = {key: addr for addr, keys in self.client.processing().items() for key in keys}
         for future, chunk in list(self.pending.items()):
             addr = running.get(future.key)
             if addr is None or future.done():  # waiting, or finished since: handled as it comes
                 continue
             index, since = self._started_at.get(future, (-1, now))
+            if future in self._ensemble_of:  # its members write no start marks: timed from the task's start
+                self._started_at.setdefault(future, (0, now))
+                if now - since > self.launcher.timeout:
+                    self._time_out_ensemble(future, addr)
+                continue
             latest = index
             while latest + 1 < len(chunk) and worker.started(chunk[latest + 1][1].job_dir, self.token,
                                                              chunk[latest + 1][2]):
@@ -469,6 +478,39 @@ class _Batch:
         pos, spec, attempt = chunk[index]
         self.done(pos, spec, timed_out(spec, attempt, self.launcher.timeout, addr, how))
         self._lost(chunk[:index] + chunk[index + 1 :], None, count_attempt=False)
+
+    def _time_out_ensemble(self, future: Any, addr: str) -> None:
+        """Stop an ensemble's task that ran longer than ``timeout`` (its worker restarted, as for a job): its members
+        not finished run again as ordinary jobs, each under the timeout of a job."""
+        members = self.pending.pop(future)
+        self._started_at.pop(future, None)
+        self.client.cancel([future])
+        how = self._restart_worker(addr)
+        self._ensemble_stopped(future, members, None, f"ran longer than hydra.launcher.timeout="
+                               f"{self.launcher.timeout:g} s", f" (its worker {addr} was {how})", count_attempt=False)
+
+    def _ensemble_stopped(self, future: Any, members: list[tuple[int, JobSpec, int]], exc: Any, cause: str,
+                          detail: str = "", count_attempt: bool = True) -> None:
+        """The members of an ensemble whose task ended without returning (*cause*, in each member's note; *detail*
+        in the log only): those its file holds as complete are entered from it, as are those that had finished on
+        their own in the task; the others run as ordinary jobs (:meth:`_lost`); said once."""
+        ensemble = self._ensemble_of.pop(future)
+        complete = ensembles.complete_members(ensemble.path, [(spec.num, spec.overrides, attempt)
+                                                              for _, spec, attempt in members])
+        rest = []
+        for pos, spec, attempt in members:
+            outcome = complete.get(spec.num) or worker.finished_outcome(spec.job_dir, self.token, attempt)
+            if outcome is not None:
+                self.done(pos, spec, outcome)
+            else:
+                rest.append((pos, spec, attempt))
+                if not worker.started(spec.job_dir, self.token, attempt):  # not run on its own in the task yet
+                    self.notes.setdefault(spec.num, ensembles.RAN_ALONE.format(cause=f"its ensemble {cause}"))
+        if rest:
+            nums = [spec.num for _, spec, _ in members]
+            self.bar.note(f"dask: the ensemble of jobs {nums[0]}-{nums[-1]} {cause}{detail}; {len(rest)} of its "
+                          f"{len(members)} members run again as ordinary jobs")
+        self._lost(rest, exc, count_attempt=count_attempt)
 
     def _restart_worker(self, addr: str) -> str:
         """Restart the worker *addr* through its nanny (else end its process); what was done, in words."""
@@ -500,11 +542,15 @@ class _Batch:
             exc = future.exception() if status == "error" else None
             if status == "lost" or worker_died(exc):
                 future.release()
-                self._lost(chunk, exc)
+                if future in self._ensemble_of:
+                    self._ensemble_stopped(future, chunk, exc, "lost its worker, which died")
+                else:
+                    self._lost(chunk, exc)
                 return
             tb = future.traceback() if status == "error" else None
             outcomes = [failed_outcome(spec, attempt, exc, tb) for _, spec, attempt in chunk]
         future.release()
+        self._ensemble_of.pop(future, None)
         for (pos, spec, _), outcome in zip(chunk, outcomes, strict=True):
             self.done(pos, spec, outcome)
 
