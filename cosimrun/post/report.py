@@ -174,6 +174,7 @@ def _run_page(source: Source) -> str:
 
 # ---------------------------------------------------------------------------- a sweep
 def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
+    from cosimrun.runner.layout import job_subdir
     from cosimrun.runner.load import load_sweep
 
     df = load_sweep(sweep_dir)
@@ -189,7 +190,8 @@ def _sweep_page(sweep_dir: Path, target: Path, job_reports: bool) -> str:
             job_page = _write(_run_page(source), source.directory / REPORT_FILE)
         else:  # a page written before, where the job's own page goes (a member's: the job's address)
             member = "member" in row.index and row["member"] >= 0
-            job_page = (sweep_dir / str(run) if member else (sweep_dir / row["path"]).parent) / REPORT_FILE
+            folder = sweep_dir / job_subdir(sweep_dir, run) if member else (sweep_dir / row["path"]).parent
+            job_page = folder / REPORT_FILE
         if job_page.exists():
             rel = os.path.relpath(job_page, target.parent)
             links.append(f'<a href="{html.escape(rel)}">report</a>')

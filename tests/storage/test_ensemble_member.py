@@ -10,6 +10,7 @@ import pytest
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import EnsembleResult, run_members
+from cosimrun.post.report import write_report
 from cosimrun.runner.index import write_index
 from cosimrun.runner.outcome import JobOutcome
 from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
@@ -105,3 +106,7 @@ def test_a_member_of_a_sweep_past_job_999_is_at_its_jobs_address_and_its_shard(r
         assert member.status == "failed" and member.directory == tmp_path / "1k" / "1234"
     with pytest.raises(FileNotFoundError, match="no results file"):
         load_results(tmp_path / "2k" / "1234")  # not the job's shard: no job of the sweep
+    # the sweep's page links the member's page written before, in its shard
+    assert write_report(tmp_path / "1234") == tmp_path / "1k" / "1234" / "report.html"
+    page = write_report(tmp_path, tmp_path / "sweep.html", job_reports=False).read_text()
+    assert page.count('href="1k/1234/report.html"') == 1 and 'href="1k/1233/report.html"' not in page
