@@ -560,17 +560,17 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     flush (read again for newer data).
     """
     path = Path(path)
-    if member is None and not _holds_results(path):
+    found = _results_at(path)
+    if found is None and member is None:
         from cosimrun.runner.load import sweep_job  # the sweep index is read (while it grows too) by the runner
 
         job = sweep_job(path)
         if job is not None:
             path, member = job
-    if path.is_dir():
-        path = _results_in(path)
-    path = written_path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no results file {path}")
+            found = _results_at(path)
+    if found is None:
+        raise _none_in(path, "found none") if path.is_dir() else FileNotFoundError(f"no results file {path}")
+    path = written_path(found)
     if member is not None or path.suffix == ".h5" and path.parent.name == "ensembles":
         from cosimrun.storage.ensemble import FORMAT as ENSEMBLE_FORMAT
         from cosimrun.storage.ensemble import is_ensemble_file, load_member
@@ -587,27 +587,25 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     return Results(path, locking=locking)
 
 
-def _holds_results(path: Path) -> bool:
-    """Whether *path* is a file (or its ``.partial``), or a directory with a results file in it."""
+def _results_at(path: Path) -> Path | None:
+    """The results file *path* names (finished or ``.partial``): itself, or in a run directory its
+    ``results.h5``, else its only results file (by final name); ``None`` where there is none. A directory with
+    several is a ``FileNotFoundError`` naming them."""
     if not path.is_dir():
-        return path.exists() or partial_path(path).exists()
+        return path if path.exists() or partial_path(path).exists() else None
     default = path / DEFAULT_FILE
-    return default.exists() or partial_path(default).exists() or any(map(_is_results_file, path.iterdir()))
-
-
-def _results_in(directory: Path) -> Path:
-    """The results file of a run directory: ``results.h5``, else its only results file (by final name)."""
-    default = directory / DEFAULT_FILE
     if default.exists() or partial_path(default).exists():
         return default
-    names = sorted({p.name.removesuffix(_PARTIAL) for p in directory.iterdir() if _is_results_file(p)})
-    if len(names) == 1:
-        return directory / names[0]
-    found = f"found several: {', '.join(names)}" if names else "found none"
-    raise FileNotFoundError(
-        f"no results file in directory {directory}: looked for {DEFAULT_FILE} (or {DEFAULT_FILE}{_PARTIAL}) "
-        f"and for a single cosimrun results file, {found}"
-    )
+    names = sorted({p.name.removesuffix(_PARTIAL) for p in path.iterdir() if _is_results_file(p)})
+    if len(names) > 1:
+        raise _none_in(path, f"found several: {', '.join(names)}")
+    return path / names[0] if names else None
+
+
+def _none_in(directory: Path, found: str) -> FileNotFoundError:
+    """No single results file in run directory *directory*: what was looked for, and what was *found*."""
+    return FileNotFoundError(f"no results file in directory {directory}: looked for {DEFAULT_FILE} (or "
+                             f"{DEFAULT_FILE}{_PARTIAL}) and for a single cosimrun results file, {found}")
 
 
 def _is_results_file(path: Path) -> bool:
