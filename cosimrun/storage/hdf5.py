@@ -266,10 +266,7 @@ class HDF5Writer:
         switches = f.create_group("mode_switches", track_order=True)
         self._columns(switches, "switch", {"time": np.float64, "component": _STR, "from_mode": _STR, "to_mode": _STR})
         switches["time"].attrs["units"] = "s"
-        coupling = f.create_group("coupling_error", track_order=True)
-        self._columns(coupling, "connection", {"connection": _STR, "unit": _STR, **dict.fromkeys(COUPLING_NUMBERS,
-                                                                                                  np.float64)})
-        coupling["time_of_max"].attrs["units"] = "s"
+        self._estimates_table("coupling_error", COUPLING_NUMBERS)
         f.create_group("stats", track_order=True)
         f.flush()
 
@@ -656,34 +653,35 @@ class HDF5Writer:
 
     def write_coupling_error(self, rows: Iterable[Any]) -> int:
         """Store the estimated coupling error per connection (``CouplingError`` objects) in ``/coupling_error``."""
-        rows = list(rows)
-        self._append_table(
-            "coupling_error",
-            {
-                "connection": _strings([r.connection for r in rows]),
-                "unit": _strings([r.unit or "" for r in rows]),
-                **{k: np.array([float(getattr(r, k)) for r in rows], dtype=np.float64) for k in COUPLING_NUMBERS},
-            },
-        )
-        return len(rows)
+        return self._append_estimates("coupling_error", rows, COUPLING_NUMBERS)
 
     def write_global_error(self, rows: Iterable[Any]) -> int:
         """Store the estimated global error per recorded real output (``GlobalError`` objects, see
         :mod:`cosimrun.masters.global_error`) in ``/global_error`` (over the dimension ``output``), created by the
         first call: only a run under ``master.global_error: estimate`` has the table."""
-        rows = list(rows)
         if "global_error" not in self.file:
             with self._change():
-                group = self.file.create_group("global_error", track_order=True)
-                self._columns(group, "output", {"output": _STR, "unit": _STR,
-                                                **dict.fromkeys(GLOBAL_ERROR_NUMBERS, np.float64)})
-                group["time_of_max"].attrs["units"] = "s"
+                self._estimates_table("global_error", GLOBAL_ERROR_NUMBERS)
+        return self._append_estimates("global_error", rows, GLOBAL_ERROR_NUMBERS)
+
+    def _estimates_table(self, name: str, numbers: tuple[str, ...]) -> None:
+        """Create the table *name* of estimates: over its dimension, the estimate's name (the dimension's own
+        column), its unit and the float columns *numbers*, ``time_of_max`` in seconds."""
+        group = self.file.create_group(name, track_order=True)
+        dim = TABLE_DIMENSIONS[name]
+        self._columns(group, dim, {dim: _STR, "unit": _STR, **dict.fromkeys(numbers, np.float64)})
+        group["time_of_max"].attrs["units"] = "s"
+
+    def _append_estimates(self, name: str, rows: Iterable[Any], numbers: tuple[str, ...]) -> int:
+        """Append one row per estimate object of *rows* to the table *name* (see :meth:`_estimates_table`)."""
+        rows = list(rows)
+        dim = TABLE_DIMENSIONS[name]
         self._append_table(
-            "global_error",
+            name,
             {
-                "output": _strings([r.output for r in rows]),
+                dim: _strings([getattr(r, dim) for r in rows]),
                 "unit": _strings([r.unit or "" for r in rows]),
-                **{k: np.array([float(getattr(r, k)) for r in rows], dtype=np.float64) for k in GLOBAL_ERROR_NUMBERS},
+                **{k: np.array([float(getattr(r, k)) for r in rows], dtype=np.float64) for k in numbers},
             },
         )
         return len(rows)
