@@ -87,13 +87,21 @@ class RecordedSamples:
         self.blocks.append(np.array(block, dtype=np.float64))
         self.names = list(names)
 
-    def last_per_instant(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sample times, each once, and the last sample at each (after the events there)."""
+    def concatenated(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every sample: the times and the values (rows: samples, columns: the ports :attr:`names`)."""
         if not self.times:
             return np.empty(0), np.empty((0, len(self.names)))
-        times, values = np.concatenate(self.times), np.concatenate(self.blocks)
-        last = np.append(times[1:] != times[:-1], True)
-        return times[last], values[last]
+        return np.concatenate(self.times), np.concatenate(self.blocks)
+
+    def last_per_instant(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sample times, each once, and the last sample at each (after the events there)."""
+        return _last_per_instant(*self.concatenated())
+
+
+def _last_per_instant(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """*times* each once (they are in order) and the last row of *values* at each."""
+    last = np.append(times[1:] != times[:-1], True)
+    return times[last], values[last]
 
 
 class GlobalErrorEstimate:
@@ -115,11 +123,11 @@ class GlobalErrorEstimate:
     def result(self, units: Mapping[tuple[str, str], str | None]) -> list[GlobalError]:
         """Per output recorded by both runs: the estimate at their common sample instants, largest ratio
         first (*units*: each ``(component, port)``'s unit)."""
-        t_p, y_p = self.primary_samples.last_per_instant()
+        every_time, everything = self.primary_samples.concatenated()
+        t_p, y_p = _last_per_instant(every_time, everything)
         t_t, y_t = self.tight_samples.last_per_instant()
         common, i_p, i_t = np.intersect1d(t_p, t_t, assume_unique=True, return_indices=True)
         tight_columns = {name: j for j, name in enumerate(self.tight_samples.names)}
-        everything = np.concatenate(self.primary_samples.blocks) if self.primary_samples.blocks else y_p
         rows = []
         for j, name in enumerate(self.primary_samples.names):
             k = tight_columns.get(name)
@@ -131,7 +139,6 @@ class GlobalErrorEstimate:
             rows.append(GlobalError(f"{name[0]}.{name[1]}", units.get(name), float(error[worst]),
                                     float(common[worst]), scale, self.atol + self.rtol * scale))
         return sorted(rows, key=lambda e: -e.ratio)
-
 
     def warning(self, errors: list[GlobalError]) -> str | None:
         """The one-line warning when the largest ratio of *errors* exceeds :data:`RATIO_WARNED`, else ``None``."""
