@@ -293,7 +293,7 @@ def run_ensemble_task(payloads: list[JobPayload], keys: tuple[str, ...], values:
             why = cause or f"failed in its ensemble ({outcomes[i].error})"  # type: ignore[union-attr]
             alone = worker.run_hydra_job(payload, task_function, state, state_token, attempt)
             alone.note = alone.note or RAN_ALONE.format(cause=why)
-            worker._save_outcome(payload.job_dir, state_token, attempt, alone)  # kept should the worker die now
+            worker.save_outcome(payload.job_dir, state_token, attempt, alone)  # kept should the worker die now
             outcomes[i] = alone
     return outcomes  # type: ignore[return-value]
 

@@ -386,7 +386,7 @@ def run_hydra_chunk(
     for i, (payload, attempt) in enumerate(zip(payloads, attempts, strict=True)):
         outcome = run_hydra_job(payload, task_function, state, state_token, attempt)
         if i < len(payloads) - 1:  # kept should the worker die before the chunk ends
-            _save_outcome(payload.job_dir, state_token, attempt, outcome)
+            save_outcome(payload.job_dir, state_token, attempt, outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -395,7 +395,10 @@ OUTCOME_FILE = ".cosimrun-outcome.json"
 """In a job directory: the outcome of the job's last attempt that finished inside a chunk."""
 
 
-def _save_outcome(job_dir: str, token: str, attempt: int, outcome: JobOutcome) -> None:
+def save_outcome(job_dir: str, token: str, attempt: int, outcome: JobOutcome) -> None:
+    """Leave *outcome* of attempt *attempt* of launch *token* in *job_dir* (:func:`finished_outcome` reads it): a job
+    that finished inside a task (a chunk's, an ensemble's rerun of a member) keeps its outcome should the worker
+    die before the task returns."""
     import json
 
     from cosimrun.runner.outcome import outcome_row
