@@ -141,7 +141,6 @@ def attr_value(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-
 @dataclass(frozen=True)
 class EnsembleSummary:
     """What a sweep's resume reads of an ensemble file: its group's attributes, each member's job number and status,
@@ -170,6 +169,7 @@ def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> En
                  for name in g if name.startswith("final.")})
     except (OSError, KeyError, ValueError):
         return None
+
 
 def _text(value: Any) -> str:
     return str(attr_value(value))

@@ -530,6 +530,7 @@ class Results:
         table["accepted"] = table["accepted"].astype(bool)
         return table
 
+
 DEFAULT_FILE = "results.h5"
 """The results file a run writes unless ``storage.file`` names another."""
 

@@ -44,7 +44,6 @@ class NoRollback(MassSpringDamper):
         return False
 
 
-
 @pytest.fixture(scope="module")
 def references():
     return {name: reference(yaml.safe_load(path.read_text())) for name, path in COUPLINGS.items()}

@@ -37,12 +37,6 @@ def split(k1: float, k2: float, kc: float, mass1: type | None = None) -> System:
     return two_mass_split(k1, k2, kc, substeps=10, mass1=mass1)
 
 
-
-    @property
-    def supports_rollback(self) -> bool:  # type: ignore[override]
-        return False
-
-
 class Jump(MassSpringDamper):
     """Mass 1 whose position output jumps by 1 m at t = 0.5 s without a time event (a discontinuity)."""
 
@@ -122,7 +116,6 @@ def test_a_step_at_min_step_is_taken_once_and_says_the_tolerance_is_unreachable_
         "t=1.00000034e-09 (error norm 11 on input mass2.v_in) (the input has been near 0 so far, so its tolerance "
         "is atol); such steps are taken once, over the tolerance, "
         "and counted in stats.steps_at_min_step"]
-
 
 
 def test_rejected_steps_are_rolled_back_bit_for_bit() -> None:

@@ -83,6 +83,7 @@ class Form:
     def run_cli(cls) -> Form:
         return cls((sys.executable, str(RUN_CLI)), "cosimrun", str(RUN_CLI.parent), str(RUN_CLI), str(RUN_CLI))
 
+
 SHIM = '''#!{python} -IS
 """`cosimrun`, forked by tests/support/forkserver.py's server (see there); the real command if it is gone."""
 import json, os, signal, socket, sys
@@ -142,7 +143,6 @@ def started(env: Mapping[str, str], folder: Path, form: Form) -> Iterator[Path]:
             server.wait()
 
 
-
 MOST_SERVERS = 6
 """Servers one process keeps at most (one per form and environment): a new one ends the one used least recently."""
 
@@ -189,6 +189,7 @@ def run(form: Form, args: list[str], env: Mapping[str, str] | None = None,
     ``os.environ`` (readline exports ``COLUMNS`` and ``LINES`` behind its back)."""
     env = dict(os.environ if env is None else env)
     return subprocess.run([*command(form, env), *args], env=env, **kwargs)
+
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
