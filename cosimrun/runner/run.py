@@ -32,6 +32,7 @@ from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, wr
 from cosimrun.storage.hdf5 import partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
+from cosimrun.system.recorder import port_layout
 
 Progress = Callable[[float], None]
 
@@ -156,6 +157,9 @@ def run_experiment(
             },
             compression=exp.storage.compression,
             compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
+            components=None if parent is not None else {
+                name: port_layout(exp.system.components[name], ports) for name, ports in exp.recorded.items()
+            },
         )
         return _simulate(exp, writer, progress, parent)
 

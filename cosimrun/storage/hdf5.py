@@ -161,6 +161,87 @@ def to_attr(value: Any) -> Any:
     return str(value)
 
 
+def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
+    """``obj.attrs[name] = value``, stored alike, without h5py's way of writing a new attribute under a temporary
+    name and renaming it (which a results file's few hundred new attributes notice): a new attribute of a string,
+    a number or a numeric array is created and written directly; anything else, and an existing attribute, goes
+    through h5py."""
+    key = name.encode("utf-8")
+    if isinstance(value, str):
+        data = np.array(value, dtype=_STR)
+    elif isinstance(value, float | int | np.integer | np.floating) and not isinstance(value, bool):
+        data = np.asarray(value)
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        data = np.ascontiguousarray(value)
+    else:
+        obj.attrs[name] = value
+        return
+    if h5py.h5a.exists(obj.id, key):
+        obj.attrs[name] = value
+        return
+    attr = h5py.h5a.create(obj.id, key, h5py.h5t.py_create(data.dtype, logical=True),
+                           h5py.h5s.create_simple(data.shape))
+    attr.write(data, mtype=h5py.h5t.py_create(data.dtype))
+
+
+def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Root attributes *items* as stored (:func:`to_attr`), ``None`` values left out; the writer's own refused."""
+    items = items or {}
+    reserved = _RESERVED_ROOT_ATTRS & items.keys()
+    if reserved:
+        raise ConfigError(None, f"root attributes {sorted(reserved)} are managed by the writer")
+    converted = {check_name(key, "attribute name"): to_attr(value) for key, value in items.items()}
+    return {key: value for key, value in converted.items() if value is not None}
+
+
+def _signature(value: Any) -> tuple[Any, ...]:
+    """What an attribute's stored type depends on: equal signatures, equal HDF5 types and shapes."""
+    if isinstance(value, str):
+        return ("str",)
+    data = np.asarray(value)
+    return (type(value).__name__, data.dtype.str, data.shape)
+
+
+def _placeholder(value: Any) -> Any:
+    """A value stored with the type and shape of *value* (an image's root attributes hold these until a run
+    writes its own in place)."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, np.ndarray):
+        return np.zeros_like(value)
+    return type(value)(0)
+
+
+_LAYOUTS: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+"""Images of empty results files by layout, most recently used last (:func:`_layout_image`)."""
+_LAYOUTS_KEPT = 8
+_layouts_lock = threading.Lock()
+
+
+def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mapping[str, Any], chunk_size: int,
+                  components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> tuple[bytes, int]:
+    """``(file image, next netCDF dimension id)`` of an empty results file with root attributes *root* and
+    *components*: made in memory by the writer's own code the first time, then kept for the process (at most
+    :data:`_LAYOUTS_KEPT` layouts)."""
+    with _layouts_lock:
+        kept = _LAYOUTS.pop(key, None)
+        if kept is None:
+            builder = HDF5Writer("layout.h5", experiment=root["experiment"],
+                                 attrs={k: v for k, v in root.items() if k not in ("experiment", "started")},
+                                 compression=filters.get("compression"),
+                                 compression_opts=filters.get("compression_opts"), chunk_size=chunk_size,
+                                 _in_memory=True)
+            for name, ports in components.items():
+                builder.add_component(name, ports)
+            builder.file.flush()
+            kept = (builder.file.id.get_file_image(), builder._dimid)
+            builder.file.close()
+            if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+                del _LAYOUTS[next(iter(_LAYOUTS))]
+        _LAYOUTS[key] = kept
+        return kept
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -186,6 +267,12 @@ class HDF5Writer:
     :meth:`close` may be called from another thread than the one writing (the
     command's watchdog does, see :meth:`close_open`) while that one is stuck
     outside the writer; two closes never interleave.
+
+    *components* (``{component: {port: (unit, port type)}}``) declares up front
+    the components :meth:`add_component` will add: the file is then made from
+    an image of the empty file of that layout, kept for the process, and a
+    sweep's jobs of one experiment do not create its groups, datasets and
+    attributes one by one (the file holds the same objects in the same order).
     """
 
     _open: weakref.WeakSet[HDF5Writer] = weakref.WeakSet()
@@ -200,6 +287,8 @@ class HDF5Writer:
         compression: str | None = "gzip",
         compression_opts: Any = 4,
         chunk_size: int = 4096,
+        components: Mapping[str, Mapping[str, tuple[str | None, str]]] | None = None,
+        _in_memory: bool = False,
     ) -> None:
         if chunk_size < 1:
             raise ConfigError("chunk_size", f"must be positive, got {chunk_size}")
@@ -234,11 +323,20 @@ class HDF5Writer:
         """Held while the file is closed, so that a close from another thread waits for the one in progress."""
         self._left = self.partial_path
         """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
+        self._declared: dict[str, dict[str, tuple[str | None, str]]] = {}
+        """Components the file was made with (*components*) that :meth:`add_component` has not named yet."""
         try:
+            if _in_memory:
+                self._file = h5py.File(self.partial_path, "w", driver="core", backing_store=False, track_order=True)
+                self._init_layout(experiment, attrs)
+                return
             self.partial_path.parent.mkdir(parents=True, exist_ok=True)
-            # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
-            self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
-            self._init_layout(experiment, attrs)
+            if components is None:
+                # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
+                self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
+                self._init_layout(experiment, attrs)
+            else:
+                self._from_layout(experiment, attrs, components)
             HDF5Writer._open.add(self)
         except BaseException as exc:
             if self._file is not None:
@@ -250,25 +348,49 @@ class HDF5Writer:
 
     def _init_layout(self, experiment: str, attrs: Mapping[str, Any] | None) -> None:
         f = self.file
-        f.attrs["_NCProperties"] = np.bytes_(f"version=2,cosimrun={_version()},hdf5={h5py.version.hdf5_version}")
-        f.attrs["format"] = FORMAT
-        f.attrs["format_version"] = np.int32(FORMAT_VERSION)
-        f.attrs["status"] = "running"
-        f.attrs["experiment"] = str(experiment)
-        f.attrs["cosimrun_version"] = _version()
-        f.attrs["started"] = _now()
+        set_attr(f, "_NCProperties", np.bytes_(f"version=2,cosimrun={_version()},hdf5={h5py.version.hdf5_version}"))
+        set_attr(f, "format", FORMAT)
+        set_attr(f, "format_version", np.int32(FORMAT_VERSION))
+        set_attr(f, "status", "running")
+        set_attr(f, "experiment", str(experiment))
+        set_attr(f, "cosimrun_version", _version())
+        set_attr(f, "started", _now())
         if attrs:
             self.set_attrs(attrs)
         f.create_group("components", track_order=True)
         events = f.create_group("events", track_order=True)
         self._columns(events, "event", {"time": np.float64, "micro": np.int32, "component": _STR, "event": _STR})
-        events["time"].attrs["units"] = "s"
+        set_attr(events["time"], "units", "s")
         switches = f.create_group("mode_switches", track_order=True)
         self._columns(switches, "switch", {"time": np.float64, "component": _STR, "from_mode": _STR, "to_mode": _STR})
-        switches["time"].attrs["units"] = "s"
+        set_attr(switches["time"], "units", "s")
         self._estimates_table("coupling_error", COUPLING_NUMBERS)
         f.create_group("stats", track_order=True)
         f.flush()
+
+    def _from_layout(self, experiment: str, attrs: Mapping[str, Any] | None,
+                     components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> None:
+        """Make the file from the image of an empty file of the same layout: made once per process and layout
+        (:func:`_layout_image`), written out, then given this run's root attributes in place.
+
+        The file holds what :meth:`_init_layout` and one :meth:`add_component` per entry of *components* would
+        write, in the same order, each object once: a sweep's jobs, whose files share a layout, skip creating
+        them one by one. :meth:`add_component` then only checks that it names a component as declared.
+        """
+        root = {"experiment": str(experiment), "started": _now(), **_root_attrs(attrs)}
+        declared = {name: {port: (None if unit is None else str(unit), str(getattr(kind, "value", kind)))
+                           for port, (unit, kind) in ports.items()} for name, ports in components.items()}
+        key = (tuple((name, _signature(value)) for name, value in root.items()), tuple(sorted(self._filters.items())),
+               self.chunk_size, tuple((name, tuple(ports.items())) for name, ports in declared.items()))
+        image, self._dimid = _layout_image(key, {name: _placeholder(value) for name, value in root.items()},
+                                           self._filters, self.chunk_size, declared)
+        with open(self.partial_path, "wb") as out:
+            out.write(image)
+        self._file = h5py.File(self.partial_path, "r+", locking=False)
+        for name, value in root.items():
+            self._file.attrs.modify(name, value)
+        self._file.flush()
+        self._declared = declared
 
     # ------------------------------------------------------------------ internals
     @property
@@ -295,19 +417,21 @@ class HDF5Writer:
             name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(self.chunk_size,), **filters
         )
 
-    def _scale(self, group: h5py.Group, dim: str, dtype: Any = None) -> h5py.Dataset:
-        """Create the unlimited dimension *dim*: a coordinate variable when *dtype* is given, else a pure dimension."""
+    def _scale(self, group: h5py.Group, dim: str, dtype: Any = None) -> tuple[h5py.Dataset, int]:
+        """Create the unlimited dimension *dim*: a coordinate variable when *dtype* is given, else a pure dimension;
+        ``(its dataset, its netCDF dimension id)``."""
         ds = self._dataset(group, dim, np.float32 if dtype is None else dtype)
         ds.make_scale(dim if dtype is not None else f"{_PURE_DIM}{0:10d}")
-        ds.attrs["_Netcdf4Dimid"] = np.int32(self._dimid)
+        dimid = self._dimid
+        set_attr(ds, "_Netcdf4Dimid", np.int32(dimid))
         if dtype is not None:
-            ds.attrs["_Netcdf4Coordinates"] = np.array([self._dimid], dtype=np.int32)
+            set_attr(ds, "_Netcdf4Coordinates", np.array([dimid], dtype=np.int32))
         self._dimid += 1
-        return ds
+        return ds, dimid
 
-    def _attach(self, ds: h5py.Dataset, scale: h5py.Dataset) -> None:
-        ds.dims[0].attach_scale(scale)
-        ds.attrs["_Netcdf4Coordinates"] = np.array([scale.attrs["_Netcdf4Dimid"]], dtype=np.int32)
+    def _attach(self, ds: h5py.Dataset, scale: tuple[h5py.Dataset, int]) -> None:
+        ds.dims[0].attach_scale(scale[0])
+        set_attr(ds, "_Netcdf4Coordinates", np.array([scale[1]], dtype=np.int32))
 
     def _columns(self, group: h5py.Group, dim: str, columns: Mapping[str, Any]) -> None:
         scale = self._scale(group, dim, columns.get(dim))
@@ -461,15 +585,10 @@ class HDF5Writer:
     # ------------------------------------------------------------------ attributes
     def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
         """Set root attributes (``config_yaml``, ``overrides``, ``t0``, ...); ``None`` values are skipped."""
-        items = {**(attrs or {}), **more}
-        reserved = _RESERVED_ROOT_ATTRS & items.keys()
-        if reserved:
-            raise ConfigError(None, f"root attributes {sorted(reserved)} are managed by the writer")
-        converted = {check_name(key, "attribute name"): to_attr(value) for key, value in items.items()}
+        converted = _root_attrs({**(attrs or {}), **more})
         with self._change():
             for key, value in converted.items():
-                if value is not None:
-                    self.file.attrs[key] = value
+                set_attr(self.file, key, value)
 
     # ------------------------------------------------------------------ components
     def add_component(self, name: str, ports: Mapping[str, tuple[str | None, str]]) -> None:
@@ -491,23 +610,32 @@ class HDF5Writer:
             if kind not in _DTYPES:
                 raise UnknownNameError("port type", kind, PORT_TYPES, f"of port {name}.{port}")
             specs[port] = kind
+        declared = self._declared.get(name)
+        if declared is not None and declared != {port: (None if unit is None else str(unit), specs[port])
+                                                 for port, (unit, _) in ports.items()}:
+            raise ResultsStateError(f"component {name!r} was declared with other ports when "
+                                    f"{self.partial_path.name} was made", path=str(self.partial_path))
         with self._change():
             self._check_room(CLOSE_RESERVE)
+            if self._declared.pop(name, None) is not None:  # in the file since it was made
+                self._ports[name] = specs
+                self._lengths[name] = 0
+                return
             group = self.file["components"].create_group(name, track_order=True)
             time = self._scale(group, "time", np.float64)
-            time.attrs["units"] = "s"
+            set_attr(time[0], "units", "s")
             micro = self._dataset(group, "micro", np.int32)
             self._attach(micro, time)
-            micro.attrs["long_name"] = "superdense micro step"
+            set_attr(micro, "long_name", "superdense micro step")
             for port, kind in specs.items():
                 ds = self._dataset(group, port, _DTYPES[kind])
                 self._attach(ds, time)
                 unit = ports[port][0]
                 if unit is not None:
-                    ds.attrs["units"] = str(unit)
-                ds.attrs["port_type"] = kind
+                    set_attr(ds, "units", str(unit))
+                set_attr(ds, "port_type", kind)
                 if kind in ("bool", "event"):
-                    ds.attrs["dtype"] = "bool"
+                    set_attr(ds, "dtype", "bool")
             self._ports[name] = specs
             self._lengths[name] = 0
 
@@ -670,7 +798,7 @@ class HDF5Writer:
         group = self.file.create_group(name, track_order=True)
         dim = TABLE_DIMENSIONS[name]
         self._columns(group, dim, {dim: _STR, "unit": _STR, **dict.fromkeys(numbers, np.float64)})
-        group["time_of_max"].attrs["units"] = "s"
+        set_attr(group["time_of_max"], "units", "s")
 
     def _append_estimates(self, name: str, rows: Iterable[Any], numbers: tuple[str, ...]) -> int:
         """Append one row per estimate object of *rows* to the table *name* (see :meth:`_estimates_table`)."""
@@ -693,8 +821,8 @@ class HDF5Writer:
             with self._change():
                 group = self.file.create_group("steps", track_order=True)
                 self._columns(group, "attempt", {k: v.dtype for k, v in columns.items()})
-                group["time"].attrs["units"] = "s"
-                group["step"].attrs["units"] = "s"
+                set_attr(group["time"], "units", "s")
+                set_attr(group["step"], "units", "s")
         self._append_table("steps", columns)
         return len(next(iter(columns.values()), ()))
 
@@ -722,7 +850,7 @@ class HDF5Writer:
             group = self.file["stats"]
             for key, value in converted.items():
                 if value is not None:
-                    group.attrs[key] = value
+                    set_attr(group, key, value)
 
     # ------------------------------------------------------------------ life cycle
     def flush(self) -> None:
@@ -798,15 +926,15 @@ class HDF5Writer:
     def _write_end(self, status: str, error: str | None, traceback: str | None) -> None:
         """Write the end attributes and flush, then the status and flush again."""
         f = self.file
-        f.attrs["finished"] = _now()
-        f.attrs["wall_time_s"] = _time.perf_counter() - self._start
-        f.attrs["error"] = "" if error is None else str(error)
-        f.attrs["traceback"] = traceback or ""
-        f.attrs[CHECKSUMS_ATTR] = json.dumps(
+        set_attr(f, "finished", _now())
+        set_attr(f, "wall_time_s", _time.perf_counter() - self._start)
+        set_attr(f, "error", "" if error is None else str(error))
+        set_attr(f, "traceback", traceback or "")
+        set_attr(f, CHECKSUMS_ATTR, json.dumps(
             {name: [f[name].shape[0], crc] for name, crc in sorted(self._checksums.items())}
-        )
+        ))
         f.flush()
-        f.attrs["status"] = status
+        set_attr(f, "status", status)
         f.flush()
 
     def _close_after_error(self, status: str, error: str | None, traceback: str | None) -> Path:

@@ -52,6 +52,11 @@ _BLOCK_DTYPES: dict[PortType, Any] = {
 }
 
 
+
+def port_layout(component: CoSimComponent, ports: Sequence[str]) -> PortLayout:
+    """``{port: (unit, port type)}`` of the recorded *ports* of *component*: what a sink is told of them."""
+    return {port: (component.outputs[port].spec.unit_name, component.outputs[port].spec.type.value) for port in ports}
+
 class Sink(Protocol):
     """Where a recorder's blocks go (``HDF5Writer`` and :class:`MemorySink` are sinks)."""
 
@@ -202,9 +207,7 @@ class Recorder:
                 placed.append((port, list(by_kind).index(state.spec.type), len(group)))
                 group.append(state)
             self._layout.append((name, placed))
-            self.sink.add_component(
-                name, {port: (comp.outputs[port].spec.unit_name, comp.outputs[port].spec.type.value) for port in ports}
-            )
+            self.sink.add_component(name, port_layout(comp, ports))
         self._blocks, self._strings, self._order, self._checked = [], [], [], []
         names = {(g, i): (name, port) for name, placed in self._layout for port, g, i in placed}
         for kind, ports in by_kind.items():

@@ -93,7 +93,9 @@ def test_a_long_run_has_bounded_memory_and_a_file_that_grows_while_it_runs(tmp_p
         time.sleep(0.2)
     long_out, _ = long.communicate(timeout=60)
     assert long.returncode == 0, long_out
-    assert len(seen) >= 3 and seen[0] > 0, seen  # read while running: three sizes, rising (so two short of the end)
+    # read while running: three sizes with samples, rising (so two short of the end); the file lists its
+    # components from its creation, so a first reading may find none yet
+    assert len([n for n in seen if n > 0]) >= 3, seen
 
     with h5py.File(tmp_path / "long" / "results.h5", "r") as f:
         assert f.attrs["status"] == "complete"

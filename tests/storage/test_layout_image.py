@@ -1,0 +1,136 @@
+"""Results files made from a layout image (``HDF5Writer(..., components=...)``) equal those made object by object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+
+from cosimrun.errors import ResultsStateError
+from cosimrun.storage import hdf5
+from cosimrun.storage.hdf5 import HDF5Writer, set_attr
+from cosimrun.storage.verify import verify_results
+
+LAYOUT = {"src": {"y": ("m", "real")}, "k": {"u": ("m", "real"), "n": (None, "int"), "on": (None, "bool"),
+                                              "label": (None, "string")}}
+CLOCKS = {"started", "finished", "wall_time_s", "data_crc32"}
+
+
+def write(path: Path, declared: bool, config: str, gain: float, *, t0: Any = 0.0) -> Path:
+    """A results file of two components, its layout declared up front or not; values depend on *gain*."""
+    writer = HDF5Writer(path, experiment="tiny", attrs={"config_yaml": config, "overrides": f"k={gain}", "t0": t0,
+                                                        "dt": 0.01, "master": "jacobi"},
+                        components=LAYOUT if declared else None)
+    for name, ports in LAYOUT.items():
+        writer.add_component(name, ports)
+    t = np.array([0.0, 0.01, 0.02])
+    writer.append("src", t, None, {"y": np.sin(t)}, flush=False)
+    writer.append("k", t, [0, 1, 0], {"u": np.sin(t), "n": np.array([1, 2, 3]) * int(gain),
+                                      "on": np.array([True, False, True]), "label": np.array(["a", "b", str(gain)])})
+    writer.write_events([])
+    writer.write_stats({"steps": 2, "gain": gain, "method": "jacobi"})
+    writer.set_attrs(system="s", tf=0.02)
+    return writer.close("complete")
+
+
+def contents(path: Path) -> list[tuple[Any, ...]]:
+    """Every object of the file in order: its kind, type, shape, storage settings, data and attributes (name,
+    HDF5 type class, shape, value) in their creation order; clock attributes left out."""
+
+    def attrs(obj: h5py.HLObject) -> list[tuple[Any, ...]]:
+        out = []
+        for name in obj.attrs:
+            if name in CLOCKS:
+                continue
+            attr = h5py.h5a.open(obj.id, name.encode())
+            value = "refs" if name in ("DIMENSION_LIST", "REFERENCE_LIST") else repr(obj.attrs[name])
+            out.append((name, attr.get_type().get_class(), attr.shape, value))
+        return out
+
+    with h5py.File(path, "r") as f:
+        found: list[tuple[Any, ...]] = [("/", attrs(f))]
+
+        def visit(name: str, obj: h5py.HLObject) -> None:
+            if isinstance(obj, h5py.Dataset):
+                found.append((name, str(obj.dtype), obj.shape, obj.maxshape, obj.chunks, obj.compression,
+                              obj.shuffle, repr(obj[...].tolist()), attrs(obj)))
+            else:
+                found.append((name, "group", attrs(obj)))
+
+        f.visititems(visit)
+    return found
+
+
+def test_a_file_from_the_layout_image_equals_one_made_object_by_object(tmp_path: Path) -> None:
+    plain = write(tmp_path / "plain.h5", False, "a: 1", 2.0)
+    first = write(tmp_path / "first.h5", True, "a: 1", 2.0)  # makes the image
+    again = write(tmp_path / "again.h5", True, "a: 1", 2.0)  # reuses it
+    assert contents(first) == contents(plain)
+    assert contents(again) == contents(plain)
+    for path in (plain, first, again):
+        assert verify_results(path) == []
+    with xr.open_dataset(again, engine="h5netcdf", group="components/k") as ds:
+        assert ds["n"].values.tolist() == [2, 4, 6]
+        assert ds["on"].values.tolist() == [True, False, True]
+        assert ds["u"].attrs["units"] == "m"
+
+
+def test_a_file_from_the_image_keeps_nothing_of_the_job_before(tmp_path: Path) -> None:
+    write(tmp_path / "a.h5", True, "first: job\n" * 40, 7.0)
+    second = write(tmp_path / "b.h5", True, "b: 2", 3.0)
+    assert contents(second) == contents(write(tmp_path / "plain.h5", False, "b: 2", 3.0))
+    with h5py.File(second, "r") as f:
+        assert f.attrs["config_yaml"] == "b: 2"
+        assert f.attrs["overrides"] == "k=3.0"
+        assert f.attrs["status"] == "complete"
+        assert f["components/k/n"][...].tolist() == [3, 6, 9]
+
+
+def test_attribute_types_make_images_of_their_own(tmp_path: Path) -> None:
+    """A root attribute given as an int in one run and a float in the next is stored as each: the image of one is
+    not the other's."""
+    as_int = write(tmp_path / "int.h5", True, "a: 1", 2.0, t0=0)
+    as_float = write(tmp_path / "float.h5", True, "a: 1", 2.0, t0=0.0)
+    with h5py.File(as_int, "r") as fi, h5py.File(as_float, "r") as ff:
+        assert fi.attrs["t0"].dtype == np.int64
+        assert ff.attrs["t0"].dtype == np.float64
+    assert contents(as_int) == contents(write(tmp_path / "plain.h5", False, "a: 1", 2.0, t0=0))
+
+
+def test_images_are_kept_for_a_bounded_number_of_layouts(tmp_path: Path) -> None:
+    hdf5._LAYOUTS.clear()
+    for k in range(hdf5._LAYOUTS_KEPT + 3):
+        layout = {f"c{k}": {"y": (None, "real")}}
+        writer = HDF5Writer(tmp_path / f"{k}.h5", experiment="x", components=layout)
+        writer.add_component(f"c{k}", layout[f"c{k}"])
+        writer.close("complete")
+    assert len(hdf5._LAYOUTS) == hdf5._LAYOUTS_KEPT
+
+
+def test_a_component_named_with_other_ports_than_declared_is_refused(tmp_path: Path) -> None:
+    writer = HDF5Writer(tmp_path / "r.h5", experiment="x", components={"c": {"y": ("m", "real")}})
+    with pytest.raises(ResultsStateError, match="'c' was declared with other ports"):
+        writer.add_component("c", {"y": ("s", "real")})
+    writer.close("failed", "refused")
+    with h5py.File(tmp_path / "r.h5", "r") as f:
+        assert f.attrs["status"] == "failed"
+
+
+@pytest.mark.parametrize("value", ["héllo", "", 1.5, 3, -1, 2**40, np.int8(1), np.int32(7), np.float32(2.5),
+                                   np.array([1, 2], dtype=np.int32), np.array([[1.0, 2.0]]), True, [1, 2],
+                                   np.bytes_(b"raw")])
+def test_set_attr_stores_a_value_as_h5py_does(tmp_path: Path, value: Any) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        theirs, ours = f.create_group("theirs"), f.create_group("ours")
+        theirs.attrs["v"] = value
+        set_attr(ours, "v", value)
+        set_attr(ours, "v", value)  # again: an existing attribute is overwritten
+        a, b = h5py.h5a.open(theirs.id, b"v"), h5py.h5a.open(ours.id, b"v")
+        assert a.get_type() == b.get_type()
+        assert a.shape == b.shape
+        assert type(theirs.attrs["v"]) is type(ours.attrs["v"])
+        assert np.array_equal(theirs.attrs["v"], ours.attrs["v"])
