@@ -303,13 +303,14 @@ class HDF5Writer:
         self._lengths: dict[str, int] = {}
         self._ports: dict[str, dict[str, str]] = {}
         self._last: dict[str, dict[str, Any]] = {}
-        self._checksums: dict[str, int] = {}
-        """CRC-32 of the data written to each dataset, by HDF5 path, stored at close (see :func:`crc32`)."""
+        self._checksums: dict[str, tuple[int, int]] = {}
+        """``(length, CRC-32)`` of the data written to each dataset, by HDF5 path, stored at close (see
+        :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
-        self._since_flush: dict[str, tuple[h5py.Dataset, int, int | None]] = {}
+        self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, open until it, with their length and CRC at that flush."""
-        self._undo: dict[str, tuple[h5py.Dataset, int, int | None]] = {}
+        self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """The same for the change in progress (see :meth:`_change`)."""
         self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
         """Sample counts and last values of the components at the last flush."""
@@ -460,7 +461,7 @@ class HDF5Writer:
         if len(data):
             ds[start:] = data
             stored = _stored_bytes(data)
-            self._checksums[path] = zlib.crc32(stored, self._checksums.get(path, 0))
+            self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
 
     # ------------------------------------------------------------------ write errors
@@ -549,7 +550,7 @@ class HDF5Writer:
                 total += len(zlib.compress(raw.tobytes(), ds.compression_opts)) + _CHUNK_OVERHEAD
         return total
 
-    def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, int | None]]) -> None:
+    def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, tuple[int, int] | None]]) -> None:
         """Give the *changed* datasets back their length and CRC (a failure marks the file damaged)."""
         try:
             for path, (ds, length, crc) in changed.items():
@@ -931,7 +932,7 @@ class HDF5Writer:
         set_attr(f, "error", "" if error is None else str(error))
         set_attr(f, "traceback", traceback or "")
         set_attr(f, CHECKSUMS_ATTR, json.dumps(
-            {name: [f[name].shape[0], crc] for name, crc in sorted(self._checksums.items())}
+            {name: [length, crc] for name, (length, crc) in sorted(self._checksums.items())}
         ))
         f.flush()
         set_attr(f, "status", status)
@@ -1078,7 +1079,9 @@ def write_history(writer: HDF5Writer, history: SystemHistory | Mapping[str, Comp
 
 def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
     """Write what a run adds to its samples and events: mode switches, statistics (plus the
-    simulation's ``wall_time_s`` in ``/stats``) and the root attributes ``system, master, t0, tf, dt``."""
+    simulation's ``wall_time_s`` in ``/stats``) and the root attributes ``system, master, t0, tf, dt``.
+
+    They reach the disk with the writer's next flush, at the latest when it closes the file."""
     writer.write_mode_switches(result.mode_switches, flush=False)
     writer.write_coupling_error(result.coupling_errors)
     if result.steps is not None:
@@ -1088,7 +1091,6 @@ def write_run_summary(writer: HDF5Writer, result: RunResult) -> None:
     stats = result.stats if isinstance(result.stats, Mapping) else result.stats.as_dict()
     writer.write_stats({**stats, "wall_time_s": result.wall_time_s})
     writer.set_attrs(system=result.system, master=result.master, t0=result.t0, tf=result.tf, dt=result.dt)
-    writer.flush()
 
 
 def write_run_result(writer: HDF5Writer, result: RunResult) -> None:
@@ -1097,3 +1099,4 @@ def write_run_result(writer: HDF5Writer, result: RunResult) -> None:
     write_history(writer, result.history)
     writer.write_events(result.events, flush=False)
     write_run_summary(writer, result)
+    writer.flush()
