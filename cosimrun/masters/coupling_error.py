@@ -32,6 +32,7 @@ divides by; a connection whose producer's port is not recorded
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,13 @@ class CouplingError:
         """``max`` relative to the input's range (``max`` itself for an input that never changed)."""
         return self.max / self.range if self.range > 0.0 else self.max
 
+
+
+def largest_relative(errors: Iterable[CouplingError]) -> float:
+    """The largest :attr:`CouplingError.relative` of *errors* (NaN without any): a run's figure in a sweep's index,
+    as :func:`cosimrun.storage.summary.largest_coupling_error` reads it from the run's file."""
+    values = [float(e.relative) for e in errors]
+    return float(np.max(values)) if values else math.nan
 
 class CouplingErrorEstimate:
     """Estimates the coupling errors of a run from the samples its recorder takes (see the module).

@@ -55,7 +55,7 @@ class JobSpec:
         jobs holds some 20 kB per job rather than its config objects.
         """
         if self._payload is None:
-            self._payload = JobPayload(self.num, list(self.overrides), _dumps(self.config), str(self.job_dir))
+            self._payload = JobPayload(self.num, list(self.overrides), pickle_config(self.config), str(self.job_dir))
             self.config = None
         return self._payload
 
@@ -87,7 +87,8 @@ class _ConfigPickler(pickle.Pickler):
         return NotImplemented
 
 
-def _dumps(obj: Any) -> bytes:
+def pickle_config(obj: Any) -> bytes:
+    """*obj* (a config) pickled as jobs carry it (classes by name, see :class:`_ConfigPickler`)."""
     buffer = io.BytesIO()
     _ConfigPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buffer.getvalue()
@@ -346,7 +347,7 @@ class JobComposer:
                 if len(self._bases) >= self.max_bases:
                     self._bases.pop(next(iter(self._bases)))
                 try:
-                    self._bases[signature] = _dumps(
+                    self._bases[signature] = pickle_config(
                         self.hydra_context.config_loader.load_sweep_config(self.master_config, list(signature))
                     )
                 except Exception:  # the full composition will raise Hydra's error for the job

@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cosimrun.masters.coupling_error import largest_relative
 from cosimrun.runner import signals
 from cosimrun.runner.configtext import resolved, task_overrides
 from cosimrun.runner.joblog import log_outcome, warnings_logged
@@ -124,7 +125,8 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
                 error=run.error or "",
                 wall_time_s=run.wall_time_s,
                 summaries=run.final_values,
-                coupling_error_max=largest_coupling_error(run.path),
+                coupling_error_max=(largest_coupling_error(run.path) if run.result is None
+                                    else largest_relative(run.result.coupling_errors)),
             )
             if run.status != "complete":
                 outcome.traceback = _stored_traceback(run.path)

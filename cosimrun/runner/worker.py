@@ -74,13 +74,49 @@ class JobPayload:
         return config
 
     def configs(self) -> tuple[DictConfig, DictConfig]:
-        """``(task config, full config)``: new copies, the task's without the ``hydra`` node (as ``run_job``'s)."""
-        from omegaconf import open_dict, read_write
+        """``(task config, full config)``: new copies, the task's without the ``hydra`` node (as ``run_job``'s).
 
-        task_cfg = self.to_config()
-        with read_write(task_cfg), open_dict(task_cfg):
-            del task_cfg["hydra"]
+        The task's is made from the shared composition without its ``hydra`` node (made once per process and
+        composition), with the job's value overrides and the sweep's resolver cache: the same config as the
+        full one without that node, at a fraction of the cost of a second full copy.
+        """
+        if self.values is None:
+            return _without_hydra(pickle.loads(self.config)), self.to_config()
+        from omegaconf import OmegaConf
+
+        from cosimrun.runner._private import apply_value_overrides
+        from cosimrun.runner.compose import parsed_overrides  # compose imports this module
+
+        task_cfg = pickle.loads(_task_base(self.config))
+        apply_value_overrides(parsed_overrides(self.values), task_cfg)
+        OmegaConf.set_cache(task_cfg, self.cache)
         return task_cfg, self.to_config()
+
+
+def _without_hydra(config: DictConfig) -> DictConfig:
+    """*config* without its ``hydra`` node (in place)."""
+    from omegaconf import open_dict, read_write
+
+    with read_write(config), open_dict(config):
+        del config["hydra"]
+    return config
+
+
+_TASK_BASES: dict[bytes, bytes] = {}
+"""Pickled shared compositions -> the same without their ``hydra`` node, pickled (:func:`_task_base`)."""
+_TASK_BASES_KEPT = 8
+
+
+def _task_base(config: bytes) -> bytes:
+    """The shared composition *config* (pickled) without its ``hydra`` node, pickled; made once per process."""
+    base = _TASK_BASES.get(config)
+    if base is None:
+        from cosimrun.runner.compose import pickle_config  # compose imports this module
+
+        if len(_TASK_BASES) >= _TASK_BASES_KEPT:
+            _TASK_BASES.clear()
+        base = _TASK_BASES[config] = pickle_config(_without_hydra(pickle.loads(config)))
+    return base
 
 
 STARTED_FILE = ".cosimrun-started"

@@ -139,7 +139,7 @@ def test_a_sweep_index_has_the_largest_estimate_per_job(cosimrun, tmp_path: Path
     df = load_sweep(tmp_path / "sweep")
     for run, row in df.iterrows():
         table = load_results(tmp_path / "sweep" / row["path"]).coupling_error
-        assert row["coupling_error_max"] == pytest.approx(table["relative"].max()), run
+        assert row["coupling_error_max"] == table["relative"].max(), run  # the run's own figure, as its file stores it
     assert df["coupling_error_max"].iloc[1] < df["coupling_error_max"].iloc[0] / 10  # extrapolation 1 vs 0
 
 

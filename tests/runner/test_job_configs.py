@@ -1,0 +1,45 @@
+"""A job's task config, made on its worker from the shared composition without its ``hydra`` node, is the config
+Hydra's full composition gives without that node."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from support.hydra_sweep import sweep_context
+
+from cosimrun.runner import worker
+from cosimrun.runner.compose import JobComposer, compose_job
+from cosimrun.runner.configtext import resolved
+
+JOBS = [
+    (["+experiment=pendulum_switch", "run.tf=2.5", "components.ctrl.params.kp=41", "master=jacobi"], 3),
+    (["+experiment=pendulum_switch", "components.ctrl.params.kp=7", "+extra.note='a b=c, d'"], 1500),
+    (["+experiment=pendulum_switch", "components.ctrl.params.kp=8", "+extra.out=${hydra:runtime.output_dir}"], 5),
+    (["+experiment=pendulum_switch", "storage.file=other.h5"], 4),  # composed on the driver: no shared base
+]
+
+
+def test_the_task_config_made_on_the_worker_is_the_full_compositions_without_hydra(tmp_path: Path) -> None:
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    worker._TASK_BASES.clear()
+    for overrides, num in JOBS * 2:  # the second round takes the kept base without the hydra node
+        payload = composer.compose(overrides, num, on_worker=True).payload()
+        expected = pickle.loads(compose_job(ctx, master, overrides, num).payload().config)
+        with worker.hydra_config(expected):  # as on a worker, where the driver's Hydra state is installed
+            task_cfg, config = payload.configs()
+        assert "hydra" not in task_cfg and "hydra" in config
+        expected_task = OmegaConf.to_container(expected)
+        del expected_task["hydra"]
+        assert OmegaConf.to_container(task_cfg) == expected_task
+        assert OmegaConf.to_container(config) == OmegaConf.to_container(expected)
+        assert OmegaConf.is_struct(task_cfg) == OmegaConf.is_struct(expected)
+        assert OmegaConf.is_readonly(task_cfg) == OmegaConf.is_readonly(expected)
+        assert OmegaConf.get_cache(task_cfg) == OmegaConf.get_cache(config)
+        with worker.hydra_config(config):  # resolved as the job resolves it: ${hydra:...} and ${now:...} alike
+            text = resolved(task_cfg)[1]
+        with worker.hydra_config(expected):
+            assert text == resolved(worker._without_hydra(pickle.loads(pickle.dumps(expected))))[1]
+    assert len(worker._TASK_BASES) == 3  # one per shared composition (job 4 has none), made in the first round
