@@ -149,7 +149,7 @@ class Checkpointer:
     def take(self, run: MasterRun, tick: int) -> None:
         """Save and write the state at *tick* now."""
         start = perf_counter()
-        run.recorder.flush()
+        run.recorder.flush(final=False)
         self.write(self.save(run, tick))
         self._last = run.clock.time(tick)
         self.taken += 1
