@@ -167,7 +167,9 @@ class Recorder:
         """Hand over the samples of every *decimate*-th communication point (and those at events, and the last)."""
         self._points = 0
         """Communication points (samples at micro step 0) taken since t0, t0's included."""
-        self._keep = np.ones(int(flush_interval), dtype=np.bool_)
+        self._rows = max(int(flush_interval), 2)
+        """Rows of a block: a flush may keep its last row back, and a block of one row must still take the next."""
+        self._keep = np.ones(self._rows, dtype=np.bool_)
         """Whether each buffered row is handed over."""
         if not 0 < flush_seconds < float("inf"):
             raise ConfigError("flush_seconds", f"must be a positive number of seconds, got {flush_seconds!r}")
@@ -192,7 +194,7 @@ class Recorder:
         """String ports, sampled into lists of rows."""
         self._layout: list[tuple[str, list[tuple[str, int, int]]]] | None = None
         self._order: list[np.ndarray | list[list[Any]]] = []
-        self._times = np.empty(self.flush_interval)
+        self._times = np.empty(self._rows)
         self._micro: dict[int, int] = {}
         self._events: list[EventRow] = []
         self._n = 0
@@ -243,7 +245,7 @@ class Recorder:
                 self._strings.append((rows, ports))
                 self._order.append(rows)
             else:
-                block = np.empty((self.flush_interval, len(ports)), dtype=_BLOCK_DTYPES[kind])
+                block = np.empty((self._rows, len(ports)), dtype=_BLOCK_DTYPES[kind])
                 self._blocks.append((block, ports))
                 if kind is PortType.REAL:
                     g = len(self._order)
@@ -301,7 +303,7 @@ class Recorder:
             self._points += 1
         n += 1
         self._n = n
-        if n == self.flush_interval:
+        if n >= self.flush_interval:
             self.flush(final=False)
         elif n >= self._check_at:
             self._tick(n)
@@ -386,15 +388,16 @@ class Recorder:
         written = self._events_handed + len(events)
         if events and self.sink.n_events() - self._events_offset != written:
             self.sink.write_events(events, flush=False)
-        if back:  # the kept-back row becomes the first (before the counts change: a second call sees it handed)
+        if back:  # the kept-back row becomes the first (a second call after an interrupt here hands nothing again)
             for block, _ in self._blocks:
                 block[0] = block[n - 1]
             self._times[0] = self._times[n - 1]
-            self._keep[0] = False
         # one statement without calls: an interrupt cannot land between these
         self._n, self._handed, self._seen, self._micro, self._events, self._events_handed = (
             int(back), self._handed + m, int(back), {}, [], written
         )
+        if back:  # after the counts: a second call must count the rows kept as the first did
+            self._keep[0] = False
         for rows, _ in self._strings:
             del rows[:n - 1 if back else len(rows)]
         self.sink.flush()

@@ -137,7 +137,7 @@ def test_a_fixed_step_run_keeps_every_nth_point_and_the_last(tmp_path: Path) -> 
     assert_same(left, right)
 
 
-@pytest.mark.parametrize("flush_interval", [4, 7, 2000])
+@pytest.mark.parametrize("flush_interval", [1, 4, 7, 2000])
 def test_both_samples_at_every_event_are_kept(tmp_path: Path, flush_interval: int) -> None:
     """Bouncing ball under the hybrid master; small flush intervals put events at every place in a block."""
     cfg = config("bouncing_ball", {"name": "hybrid"}, 3.0, storage={"flush_interval": flush_interval})
