@@ -346,7 +346,8 @@ class Recorder:
 
         A flush that an interrupt stopped half-way can be called again: a
         component's block (or the events) that the sink holds already is not
-        handed over twice, so a file closed after an interrupt holds each
+        handed over twice (nor the part of it a flush that kept its last row
+        back handed over), so a file closed after an interrupt holds each
         sample once, in time order.
         """
         self._restart_clock()
@@ -378,12 +379,13 @@ class Recorder:
                 if picked is not None:
                     micro = micro[picked]
             columns = [_columns(block, hand, picked) for block in self._order]
-            handed = self._handed + m
             for name, placed in self._layout or ():
-                if self.sink.n_samples(name) - self._offsets[name] == handed:
+                done = self.sink.n_samples(name) - self._offsets[name] - self._handed
+                if done >= m:
                     continue  # taken by a flush that was interrupted after it
-                values = {port: columns[g][i] for port, g, i in placed}
-                self.sink.append(name, time, micro, values, flush=False)
+                # *done* > 0: an interrupted flush took the rows but its last one, which it kept back
+                values = {port: columns[g][i][done:] for port, g, i in placed}
+                self.sink.append(name, time[done:], None if micro is None else micro[done:], values, flush=False)
         events = self._events
         written = self._events_handed + len(events)
         if events and self.sink.n_events() - self._events_offset != written:
