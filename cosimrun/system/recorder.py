@@ -165,12 +165,13 @@ class Recorder:
             raise ConfigError("decimate", f"must be an integer >= 1, got {decimate!r}")
         self.decimate = decimate
         """Hand over the samples of every *decimate*-th communication point (and those at events, and the last)."""
-        self._points = 0
-        """Communication points (samples at micro step 0) taken since t0, t0's included."""
+        self._every = decimate - 1
+        self._skip = 0
+        """Communication points (samples at micro step 0) to drop before the next one kept."""
+        self._dropped: list[int] = []
+        """The buffered rows not handed over, in order (a sample at an event instant takes its row back out)."""
         self._rows = max(int(flush_interval), 2)
         """Rows of a block: a flush may keep its last row back, and a block of one row must still take the next."""
-        self._keep = np.ones(self._rows, dtype=np.bool_)
-        """Whether each buffered row is handed over."""
         if not 0 < flush_seconds < float("inf"):
             raise ConfigError("flush_seconds", f"must be a positive number of seconds, got {flush_seconds!r}")
         self.sink = sink
@@ -251,7 +252,8 @@ class Recorder:
                     g = len(self._order)
                     self._checked.append((block, [names[(g, i)] for i in range(len(ports))]))
                 self._order.append(block)
-        self._n = self._points = self._seen = 0
+        self._n = self._skip = self._seen = 0
+        self._dropped = []
         self._micro = {}
         self._handed = self._events_handed = 0
         self._restart_clock()
@@ -276,14 +278,14 @@ class Recorder:
         position: dict[str, Any] = {"samples": {name: self.sink.n_samples(name) for name, _ in self._layout or ()},
                                     "events": self.sink.n_events()}
         if self.decimate > 1:
-            position.update(decimate=self.decimate, points=self._points)
+            position.update(decimate=self.decimate, skip=self._skip)
         return position
 
     def resume(self, position: Mapping[str, Any]) -> None:
         """Go on counting communication points from a checkpoint's :meth:`position` (a run restored from it takes
         no sample at its instant); a position thinned by another ``decimate`` is refused (:func:`check_resumable`)."""
         check_resumable(position, self.decimate)
-        self._points = int(position.get("points", 0))
+        self._skip = int(position.get("skip", 0))
 
     def sample(self, t: float, micro: int = 0) -> None:
         """Read every selected port as the sample at ``(t, micro)``."""
@@ -295,12 +297,14 @@ class Recorder:
         self._times[n] = t
         if micro:
             self._micro[n] = micro
-            self._keep[n] = True
-            if n:
-                self._keep[n - 1] = True  # the sample before the event (the row before a flush is kept back)
+            dropped = self._dropped
+            if dropped and dropped[-1] == n - 1:
+                dropped.pop()  # the sample before the event (a flush keeps the row before it back)
+        elif self._skip:
+            self._skip -= 1
+            self._dropped.append(n)
         else:
-            self._keep[n] = self._points % self.decimate == 0
-            self._points += 1
+            self._skip = self._every
         n += 1
         self._n = n
         if n >= self.flush_interval:
@@ -361,12 +365,19 @@ class Recorder:
             for take in self._watchers:
                 take(self._times[seen:n], block[seen:n], names)
             self._seen = n
-        back = n > 0 and not final and bad is None and not self._keep[n - 1]  # keep the last row for the next block
-        if n and not back:
-            self._keep[n - 1] = True  # the last sample of the run (or the last one before a non-finite value)
+        dropped = self._dropped
+        if bad is not None:  # the rows from the non-finite one on are not handed over
+            self._dropped = dropped = [row for row in dropped if row < n]
+        last = bool(dropped) and dropped[-1] == n - 1
+        back = last and not final and bad is None  # keep the last row back for the next block
+        if last and not back:
+            dropped.pop()  # the last sample of the run (or the last one before a non-finite value)
         hand = n - back
-        keep = self._keep[:hand]
-        picked = None if keep.all() else np.flatnonzero(keep)
+        picked = None
+        if dropped:
+            keep = np.ones(hand, dtype=np.bool_)
+            keep[[row for row in dropped if row < hand]] = False
+            picked = np.flatnonzero(keep)
         m = hand if picked is None else len(picked)
         if m:
             time = self._times[:hand].copy() if picked is None else self._times[picked]
@@ -395,11 +406,9 @@ class Recorder:
                 block[0] = block[n - 1]
             self._times[0] = self._times[n - 1]
         # one statement without calls: an interrupt cannot land between these
-        self._n, self._handed, self._seen, self._micro, self._events, self._events_handed = (
-            int(back), self._handed + m, int(back), {}, [], written
+        self._n, self._handed, self._seen, self._micro, self._events, self._events_handed, self._dropped = (
+            int(back), self._handed + m, int(back), {}, [], written, [0] if back else []
         )
-        if back:  # after the counts: a second call must count the rows kept as the first did
-            self._keep[0] = False
         for rows, _ in self._strings:
             del rows[:n - 1 if back else len(rows)]
         self.sink.flush()

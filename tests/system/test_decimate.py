@@ -16,12 +16,15 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from test_recorder import Mixed, empty_history
 
 from cosimrun import cli
-from cosimrun.errors import ConfigError
+from cosimrun.errors import ConfigError, NonFiniteValueError
 from cosimrun.exits import EXIT_CONFIG
+from cosimrun.masters import Jacobi
 from cosimrun.runner.run import run_experiment
 from cosimrun.storage.checkpoints import list_checkpoints
+from cosimrun.system import MemorySink, System
 from cosimrun.system.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,3 +245,34 @@ def test_a_bad_decimate_on_the_command_line_is_one_line_and_exit_2(tmp_path: Pat
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("cosimrun: error: ") and expected in lines[0], lines
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("flush_interval", "bad_at"), [(4, 0), (4, 3), (4, 5), (4, 9), (2000, 7), (1, 8)])
+def test_a_non_finite_value_at_a_dropped_point_still_ends_the_run(flush_interval: int, bad_at: int) -> None:
+    """Every port type, thinned alike; the samples kept before the bad one are handed over, and the one just
+    before it (the last sound sample of the run) too."""
+    comp = Mixed("m")
+    system = System("s")
+    system.add_component(comp)
+    system.initialize(0.0, Jacobi())
+    history = empty_history("m")
+    recorder = Recorder(MemorySink(history), flush_interval=flush_interval, decimate=3)
+    recorder.attach(system.components)
+    times = [0.1 * k for k in range(12)]
+    with pytest.raises(NonFiniteValueError) as info:
+        for k, t in enumerate(times):
+            comp.refresh_outputs(t)
+            if k >= bad_at:
+                comp.outputs["x"].value = float("nan")
+            recorder.sample(t)
+        recorder.flush()
+    assert info.value.time == pytest.approx(times[bad_at])
+    recorder.flush()  # nothing is handed over twice
+    rows = sorted({k for k in range(bad_at) if k % 3 == 0} | ({bad_at - 1} if bad_at else set()))
+    ports = history.get_component_history("m").get_all_histories()
+    assert sorted(ports) == ["label", "n", "on", "x"]
+    for port in ports.values():
+        np.testing.assert_array_equal(port.time, [times[k] for k in rows])
+    assert list(ports["n"].values) == rows
+    assert list(ports["label"].values) == [f"k={k}" for k in rows]
+    assert list(ports["x"].values) == [0.5 * times[k] for k in rows]
