@@ -23,7 +23,8 @@ step 0, and those after it) and the run's last sample, so jumps and final values
 a counter and a comparison per communication point: every sample is buffered as before and only the kept rows of
 a block are handed over. The watchers and the non-finite check see every sample, so the estimates a run stores
 do not depend on ``decimate``. The counter is part of :meth:`Recorder.position` and :meth:`Recorder.resume`
-restores it, so a run continued from a checkpoint thins as the uninterrupted run does.
+restores it, so a run continued from a checkpoint thins as the uninterrupted run does (the final checkpoint's
+position holds the run's last sample: a run extended from it keeps that sample too).
 """
 
 from __future__ import annotations
@@ -274,7 +275,7 @@ class Recorder:
     def position(self) -> dict[str, Any]:
         """How many samples of each recorded component and how many events the sink holds: where a checkpoint taken
         after :meth:`flush` stands in the results; with ``decimate`` > 1 also the setting and the communication
-        points taken (what :meth:`resume` needs to thin on as before)."""
+        points to drop before the next one kept (what :meth:`resume` needs to thin on as before)."""
         position: dict[str, Any] = {"samples": {name: self.sink.n_samples(name) for name, _ in self._layout or ()},
                                     "events": self.sink.n_events()}
         if self.decimate > 1:
