@@ -144,12 +144,12 @@ class Checkpointer:
         if self._next_wall != math.inf and perf_counter() >= self._next_wall:
             due = True
         if due and t != self._last:
-            self.take(run, tick)
+            self.take(run, tick, final or tick >= run.clock.end)
 
-    def take(self, run: MasterRun, tick: int) -> None:
-        """Save and write the state at *tick* now."""
+    def take(self, run: MasterRun, tick: int, final: bool = False) -> None:
+        """Save and write the state at *tick* now (*final*: the run ends there, its last sample is recorded)."""
         start = perf_counter()
-        run.recorder.flush()
+        run.recorder.flush(final=final)
         self.write(self.save(run, tick))
         self._last = run.clock.time(tick)
         self.taken += 1

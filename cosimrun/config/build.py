@@ -488,7 +488,12 @@ def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     seconds = _typed("storage.flush_seconds", cfg.get("flush_seconds", default["flush_seconds"]), float)
     if not 0 < seconds < math.inf:
         raise ConfigError("storage.flush_seconds", f"{seconds} must be a positive number of seconds")
-    return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite, seconds)
+    decimate = _typed("storage.decimate", cfg.get("decimate", default["decimate"]), int)
+    if decimate < 1:
+        raise ConfigError("storage.decimate", f"{decimate} must be >= 1 (record every N-th communication point; "
+                                              "1 records them all)")
+    return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite, seconds,
+                           decimate)
 
 
 def recorded_ports(system: System, patterns: list[str]) -> dict[str, list[str]]:

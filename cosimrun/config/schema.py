@@ -129,6 +129,9 @@ class StorageSettings:
     flush_seconds: float = DEFAULT_FLUSH_SECONDS
     """Seconds of computing after which the samples kept in memory are written, however few: a run that dies
     hard (a crash, ``os._exit``) loses at most that much."""
+    decimate: int = 1
+    """Record every N-th communication point counted from t0 (FMPy's ``output_interval`` as a multiple of the
+    step), plus the last sample and both samples at every event instant; 1 records every point."""
 
 
 @dataclass

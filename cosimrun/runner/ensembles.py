@@ -253,7 +253,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     if exp.system.analysis.loops:
         return f"connections: the algebraic loop through {', '.join(exp.system.analysis.loops[0].components)}"
     recorded = recorded_ports(exp.system, list(exp.storage.record))
-    samples = math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) + 1
+    samples = math.ceil(math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) / exp.storage.decimate) + 1  # kept ones
     group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
     for comp, ports in recorded.items():
         outputs = exp.system.components[comp].outputs
@@ -316,7 +316,8 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     exp = prepare(plain)
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
-    result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record)
+    result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record,
+                         record_every=exp.storage.decimate)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
                    attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys))})

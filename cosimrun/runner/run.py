@@ -32,7 +32,7 @@ from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, wr
 from cosimrun.storage.hdf5 import partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
-from cosimrun.system.recorder import port_layout
+from cosimrun.system.recorder import check_resumable, port_layout
 
 Progress = Callable[[float], None]
 
@@ -153,6 +153,7 @@ def run_experiment(
                 "tf": exp.run.tf,
                 "dt": exp.run.dt,
                 "master": exp.master.name,
+                "decimate": exp.storage.decimate,
                 **(parent.attrs if parent is not None else {}),
             },
             compression=exp.storage.compression,
@@ -175,6 +176,7 @@ def _parent(exp: Experiment) -> Parent | None:
     key = "run.start_from" if fork else "run.restart"
     path, at = parse_reference(reference, key)
     parent = read_parent(path, at, key)
+    check_resumable(parent.state.recorder(), exp.storage.decimate)
     try:
         exp.system.restore_state(parent.state, fork=fork)
     except ConfigError as exc:
@@ -216,7 +218,8 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None, pa
         # interrupted file lists its components, with the samples it got: none then)
         sink = writer if parent is None else ContinuingSink(writer, parent)
         recorder = Recorder(sink, flush_interval=exp.storage.flush_interval,
-                            allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds)
+                            allow_nonfinite=exp.storage.allow_nonfinite, flush_seconds=exp.storage.flush_seconds,
+                            decimate=exp.storage.decimate)
         recorder.attach(system.components, exp.recorded)
         with signals.interruptible():
             quiet = contextlib.nullcontext() if exp.storage.allow_nonfinite else np.errstate(all="ignore")

@@ -12,7 +12,8 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
     stats.<name>(member)                      counts per member (ijcsa's iterations)
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
-    attributes                                format, system, master, t0, tf, dt, record_every, members,
+    attributes                                format, system, master, t0, tf, dt, record_every (and its name as
+                                              a run's setting, decimate: storage.decimate), members,
                                               master settings and statistics (JSON)
 
 Read it with ``xarray.open_dataset(path, engine="h5netcdf", group="ensemble")``. The file is written as
@@ -95,6 +96,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
         info = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
             "t0": result.t0, "tf": result.tf, "dt": result.dt, "record_every": result.record_every,
+            "decimate": result.record_every,
             "members": members, "complete": int(result.stats.complete), "failed": int(result.stats.failed),
             "master_settings": json.dumps(result.master_settings, sort_keys=True, default=str),
             "stats": json.dumps(result.stats.as_dict(), sort_keys=True), **(attrs or {}),

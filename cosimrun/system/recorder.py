@@ -16,6 +16,15 @@ infinity ends the run with :class:`~cosimrun.errors.NonFiniteValueError`
 naming the component, the port and the time of the first one, after the
 samples before it were handed over (unless the recorder allows non-finite
 values). The check is one vectorized pass per block, not a cost per step.
+
+With ``decimate=N`` (``storage.decimate``) the sink gets the samples of every N-th communication point counted
+from t0 (the sample at t0 is always one), both samples at every event instant (the one before the event, at micro
+step 0, and those after it) and the run's last sample, so jumps and final values stay as they are. Thinning costs
+a counter and a comparison per communication point: every sample is buffered as before and only the kept rows of
+a block are handed over. The watchers and the non-finite check see every sample, so the estimates a run stores
+do not depend on ``decimate``. The counter is part of :meth:`Recorder.position` and :meth:`Recorder.resume`
+restores it, so a run continued from a checkpoint thins as the uninterrupted run does (the final checkpoint's
+position holds the run's last sample: a run extended from it keeps that sample too).
 """
 
 from __future__ import annotations
@@ -120,14 +129,26 @@ class MemorySink:
         """Nothing to do: samples are in memory as soon as they are appended."""
 
 
-def _columns(block: np.ndarray | list[list[Any]], n: int) -> np.ndarray:
-    """The first *n* rows of a block, one column per port (a copy: the block is reused)."""
+def check_resumable(position: Mapping[str, Any], decimate: int) -> None:
+    """Refuse (``storage.decimate``) to continue a checkpoint's recorder *position* with another *decimate*: the
+    results would be thinned two ways in one file."""
+    theirs = int(position.get("decimate", 1))
+    if theirs != decimate:
+        raise ConfigError("storage.decimate", f"{decimate} differs from the checkpoint's {theirs}: its results record "
+                                              f"every {theirs}-th communication point; continue them with "
+                                              f"storage.decimate={theirs}")
+
+
+def _columns(block: np.ndarray | list[list[Any]], n: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """The first *n* rows of a block (of them only *rows*, when given), one column per port (a copy: the block is
+    reused)."""
     if isinstance(block, list):
-        out = np.empty((len(block[0]) if block else 0, n), dtype=object)
-        for i, row in enumerate(block[:n]):
+        picked = block[:n] if rows is None else [block[i] for i in rows]
+        out = np.empty((len(block[0]) if block else 0, len(picked)), dtype=object)
+        for i, row in enumerate(picked):
             out[:, i] = row
         return out
-    return block[:n].T.copy()
+    return block[:n].T.copy() if rows is None else block[rows].T.copy()
 
 
 class Recorder:
@@ -137,14 +158,26 @@ class Recorder:
     ``run`` does), then the master calls :meth:`sample` and :meth:`event`;
     :meth:`flush` hands over what is buffered (the master calls it at the end
     of the run, also when the run fails, so a failed run keeps what it computed).
+    *decimate* thins what is handed over (see the module).
     """
 
     def __init__(
         self, sink: Sink, flush_interval: int = DEFAULT_FLUSH_INTERVAL, *, allow_nonfinite: bool = False,
-        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS, decimate: int = 1,
     ) -> None:
         if int(flush_interval) < 1:
             raise ConfigError("flush_interval", f"must be >= 1, got {flush_interval!r}")
+        if isinstance(decimate, bool) or not isinstance(decimate, int) or decimate < 1:
+            raise ConfigError("decimate", f"must be an integer >= 1, got {decimate!r}")
+        self.decimate = decimate
+        """Hand over the samples of every *decimate*-th communication point (and those at events, and the last)."""
+        self._every = decimate - 1
+        self._skip = 0
+        """Communication points (samples at micro step 0) to drop before the next one kept."""
+        self._dropped: list[int] = []
+        """The buffered rows not handed over, in order (a sample at an event instant takes its row back out)."""
+        self._rows = max(int(flush_interval), 2)
+        """Rows of a block: a flush may keep its last row back, and a block of one row must still take the next."""
         if not 0 < flush_seconds < float("inf"):
             raise ConfigError("flush_seconds", f"must be a positive number of seconds, got {flush_seconds!r}")
         self.sink = sink
@@ -168,7 +201,7 @@ class Recorder:
         """String ports, sampled into lists of rows."""
         self._layout: list[tuple[str, list[tuple[str, int, int]]]] | None = None
         self._order: list[np.ndarray | list[list[Any]]] = []
-        self._times = np.empty(self.flush_interval)
+        self._times = np.empty(self._rows)
         self._micro: dict[int, int] = {}
         self._events: list[EventRow] = []
         self._n = 0
@@ -178,8 +211,9 @@ class Recorder:
         self._offsets: dict[str, int] = {}
         """Samples each component's sink held before the run (a memory sink may hold earlier ones)."""
         self._events_offset = 0
-        self._watched = False
-        """Whether the watchers saw the buffered block (by a flush that was interrupted afterwards)."""
+        self._seen = 0
+        """Buffered rows the watchers saw already (by a flush that was interrupted afterwards, or the row a flush
+        kept back)."""
         self._watchers: list[Callable[[np.ndarray, np.ndarray, list[tuple[str, str]]], None]] = []
 
     def attach(
@@ -216,13 +250,14 @@ class Recorder:
                 self._strings.append((rows, ports))
                 self._order.append(rows)
             else:
-                block = np.empty((self.flush_interval, len(ports)), dtype=_BLOCK_DTYPES[kind])
+                block = np.empty((self._rows, len(ports)), dtype=_BLOCK_DTYPES[kind])
                 self._blocks.append((block, ports))
                 if kind is PortType.REAL:
                     g = len(self._order)
                     self._checked.append((block, [names[(g, i)] for i in range(len(ports))]))
                 self._order.append(block)
-        self._n = 0
+        self._n = self._skip = self._seen = 0
+        self._dropped = []
         self._micro = {}
         self._handed = self._events_handed = 0
         self._restart_clock()
@@ -242,9 +277,19 @@ class Recorder:
 
     def position(self) -> dict[str, Any]:
         """How many samples of each recorded component and how many events the sink holds: where a checkpoint taken
-        after :meth:`flush` stands in the results."""
-        return {"samples": {name: self.sink.n_samples(name) for name, _ in self._layout or ()},
-                "events": self.sink.n_events()}
+        after :meth:`flush` stands in the results; with ``decimate`` > 1 also the setting and the communication
+        points to drop before the next one kept (what :meth:`resume` needs to thin on as before)."""
+        position: dict[str, Any] = {"samples": {name: self.sink.n_samples(name) for name, _ in self._layout or ()},
+                                    "events": self.sink.n_events()}
+        if self.decimate > 1:
+            position.update(decimate=self.decimate, skip=self._skip)
+        return position
+
+    def resume(self, position: Mapping[str, Any]) -> None:
+        """Go on counting communication points from a checkpoint's :meth:`position` (a run restored from it takes
+        no sample at its instant); a position thinned by another ``decimate`` is refused (:func:`check_resumable`)."""
+        check_resumable(position, self.decimate)
+        self._skip = int(position.get("skip", 0))
 
     def sample(self, t: float, micro: int = 0) -> None:
         """Read every selected port as the sample at ``(t, micro)``."""
@@ -256,10 +301,18 @@ class Recorder:
         self._times[n] = t
         if micro:
             self._micro[n] = micro
+            dropped = self._dropped
+            if dropped and dropped[-1] == n - 1:
+                dropped.pop()  # the sample before the event (a flush keeps the row before it back)
+        elif self._skip:
+            self._skip -= 1
+            self._dropped.append(n)
+        else:
+            self._skip = self._every
         n += 1
         self._n = n
-        if n == self.flush_interval:
-            self.flush()
+        if n >= self.flush_interval:
+            self.flush(final=False)
         elif n >= self._check_at:
             self._tick(n)
 
@@ -267,7 +320,7 @@ class Recorder:
         """Read the clock after *n* buffered samples: hand them over when they are due, else adapt the stride."""
         now = perf_counter()
         if now >= self._due:
-            self.flush()
+            self.flush(final=False)
             return
         if now - self._clock_read < CLOCK_CHECK_SECONDS[0]:
             self._stride = min(2 * self._stride, MAX_STRIDE)
@@ -286,17 +339,23 @@ class Recorder:
         """Note that event *name* of *component* happened at superdense time ``(t, micro)``."""
         self._events.append((DenseTime(t, micro), component, name))
         if len(self._events) >= self.flush_interval:
-            self.flush()
+            self.flush(final=False)
 
-    def flush(self) -> None:
+    def flush(self, *, final: bool = True) -> None:
         """Hand the buffered samples and events to the sink and flush it.
 
         Raises :class:`NonFiniteValueError` after handing over the samples
         before the first non-finite real value (unless ``allow_nonfinite``).
 
+        *final* (the master's call at the end of the run): the last buffered sample is the run's last, handed
+        over whatever ``decimate`` says. Otherwise (a full block, ``flush_seconds``, a checkpoint) a last sample
+        that ``decimate`` drops is kept back as the first row of the next block: an event right after it, or
+        the end of the run, may still keep it.
+
         A flush that an interrupt stopped half-way can be called again: a
         component's block (or the events) that the sink holds already is not
-        handed over twice, so a file closed after an interrupt holds each
+        handed over twice (nor the part of it a flush that kept its last row
+        back handed over), so a file closed after an interrupt holds each
         sample once, in time order.
         """
         self._restart_clock()
@@ -304,35 +363,58 @@ class Recorder:
         bad = None if self.allow_nonfinite else self._first_nonfinite(n)
         if bad is not None:
             n = bad[0]
-        if n and self._watchers and self._checked and not self._watched:
+        seen = self._seen
+        if n > seen and self._watchers and self._checked:
             block, names = self._checked[0]
             for take in self._watchers:
-                take(self._times[:n], block[:n], names)
-            self._watched = True
-        if n:
-            time = self._times[:n].copy()
+                take(self._times[seen:n], block[seen:n], names)
+            self._seen = n
+        dropped = self._dropped
+        if bad is not None:  # the rows from the non-finite one on are not handed over
+            self._dropped = dropped = [row for row in dropped if row < n]
+        last = bool(dropped) and dropped[-1] == n - 1
+        back = last and not final and bad is None  # keep the last row back for the next block
+        if last and not back:
+            dropped.pop()  # the last sample of the run (or the last one before a non-finite value)
+        hand = n - back
+        picked = None
+        if dropped:
+            keep = np.ones(hand, dtype=np.bool_)
+            keep[[row for row in dropped if row < hand]] = False
+            picked = np.flatnonzero(keep)
+        m = hand if picked is None else len(picked)
+        if m:
+            time = self._times[:hand].copy() if picked is None else self._times[picked]
             micro = None
             if self._micro:
-                micro = np.zeros(n, dtype=np.int32)
-                for row, m in self._micro.items():
-                    micro[row] = m
-            columns = [_columns(block, n) for block in self._order]
-            handed = self._handed + n
+                micro = np.zeros(hand, dtype=np.int32)
+                for row, step in self._micro.items():
+                    if row < hand:
+                        micro[row] = step
+                if picked is not None:
+                    micro = micro[picked]
+            columns = [_columns(block, hand, picked) for block in self._order]
             for name, placed in self._layout or ():
-                if self.sink.n_samples(name) - self._offsets[name] == handed:
+                done = self.sink.n_samples(name) - self._offsets[name] - self._handed
+                if done >= m:
                     continue  # taken by a flush that was interrupted after it
-                values = {port: columns[g][i] for port, g, i in placed}
-                self.sink.append(name, time, micro, values, flush=False)
+                # *done* > 0: an interrupted flush took the rows but its last one, which it kept back
+                values = {port: columns[g][i][done:] for port, g, i in placed}
+                self.sink.append(name, time[done:], None if micro is None else micro[done:], values, flush=False)
         events = self._events
         written = self._events_handed + len(events)
         if events and self.sink.n_events() - self._events_offset != written:
             self.sink.write_events(events, flush=False)
+        if back:  # the kept-back row becomes the first (a second call after an interrupt here hands nothing again)
+            for block, _ in self._blocks:
+                block[0] = block[n - 1]
+            self._times[0] = self._times[n - 1]
         # one statement without calls: an interrupt cannot land between these
-        self._n, self._handed, self._watched, self._micro, self._events, self._events_handed = (
-            0, self._handed + n, False, {}, [], written
+        self._n, self._handed, self._seen, self._micro, self._events, self._events_handed, self._dropped = (
+            int(back), self._handed + m, int(back), {}, [], written, [0] if back else []
         )
         for rows, _ in self._strings:
-            rows.clear()
+            del rows[:n - 1 if back else len(rows)]
         self.sink.flush()
         if bad is not None:
             row, component, port, value = bad

@@ -629,6 +629,7 @@ class System:
 
         def resume(run: Any) -> int:
             self._restore_components(state, changed)
+            run.recorder.resume(state.recorder())
             return run.restore_state(state.master())
 
         return resume
