@@ -39,6 +39,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: an in-process sweep
+
 # The ``cosimrun`` command, run with this interpreter.
 _CLI = "from cosimrun.cli import main; main()"
 
@@ -128,7 +130,8 @@ def warm_jobs(tmp: Path, name: str, n: int, workers: int) -> dict[str, float]:
 
     conf, key = tmp / "conf", WARM[name][1]
     args = [f"--config-dir={conf}", f"+experiment={name}", f"{key}={_sweep_values(name, n)}", "hydra/launcher=dask",
-            f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false"]
+            f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false",
+            "hydra.launcher.ensemble_size=0"]  # jobs, not ensemble members (bench_ensemble.py measures those)
     wall, info = run_sweep(tmp, f"warm_{name}", args)
     if any(s != "complete" for s in info["status"]):
         sys.exit(f"warm {name}: not every job completed")
@@ -182,6 +185,57 @@ def fmu_runs(tmp: Path, runs: int) -> dict[bool, float]:
     return out
 
 
+def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
+    """*n* jobs of experiment *name* run one after the other in this process as a warm worker runs them
+    (``worker.run_hydra_job`` on payloads the launcher's composer makes): CPU ms per job in all, in the run
+    (``run_experiment``: build, simulate, write the results file) and in its ``System.run``. CPU time, unlike wall
+    time, hardly moves with the load of a shared machine."""
+    import uuid
+
+    from hydra._internal.callbacks import Callbacks
+    from support.hydra_sweep import sweep_context  # the in-process Hydra context of the runner tests
+
+    from cosimrun.fmi.instance import keep_instances
+    from cosimrun.runner import compose, run, sweep, worker
+    from cosimrun.system import system
+
+    key = WARM[name][1]
+    ctx, master = sweep_context([f"+experiment={name}", f"hydra.sweep.dir={tmp / f'inproc_{name}'}",
+                                 f"hydra.searchpath=[file://{tmp / 'conf'}]"])
+    composer = compose.JobComposer(ctx, master)
+    values = [str(k + 1) for k in range(n + 20)] if name == "tiny" else _sweep_values(name, n + 20).split(",")
+    specs = [composer.compose([f"+experiment={name}", f"{key}={v}"], k, on_worker=True) for k, v in enumerate(values)]
+    for spec in specs:
+        spec.payload().sweep_files = True  # as the launcher sends them: the sweep's .hydra files are at its root
+    state, token = worker.worker_state(Callbacks(specs[0].payload().to_config())), uuid.uuid4().hex
+    keep_instances()
+    spent = {"run": 0.0, "sim": 0.0}
+
+    def timed(function, part):
+        def call(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[part] += time.process_time() - start
+        return call
+
+    run_experiment, system_run = run.run_experiment, system.System.run
+    run.run_experiment, system.System.run = timed(run_experiment, "run"), timed(system_run, "sim")
+    try:
+        for k, spec in enumerate(specs):
+            if k == 20:  # past the first jobs (imports, the layout's image, the FMU's extraction and loading)
+                start, spent["run"], spent["sim"] = time.process_time(), 0.0, 0.0
+            outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, token)
+            if outcome.status != "complete":
+                sys.exit(f"in-process {name}: job {k} {outcome.status}: {outcome.error}")
+        total = time.process_time() - start
+    finally:
+        run.run_experiment, system.System.run = run_experiment, system_run
+        keep_instances(False)
+    return {"job": total / n * 1e3, "run": spent["run"] / n * 1e3, "sim": spent["sim"] / n * 1e3}
+
+
 def warm_main(opts: argparse.Namespace) -> None:
     """The ``--warm`` figures (see the module)."""
     from sweep_overhead import index_cost
@@ -201,9 +255,14 @@ def warm_main(opts: argparse.Namespace) -> None:
             warm = warm_jobs(tmp, name, opts.warm_jobs, opts.workers)
             print(f"{'':14}{'warm worker':>18}{warm['job']:10.2f}{warm['sim']:10.2f}{warm['job'] - warm['sim']:14.2f}"
                   f"{warm['overhead']:19.2f}{warm['rate']:8.1f}{warm['rss']:17.0f}  {_load()}")
+            cpu = in_process_jobs(tmp, name, opts.warm_jobs)
+            print(f"{'':14}{'CPU, in process':>18}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
+                  f"{'':19}{'':8}{'':17}  {_load()}  (run_experiment {cpu['run']:.2f} ms)")
     print("job: a job's wall time on its worker (past each worker's first jobs), or the command's for a process per "
           "job; sim: the simulation's (the results file's wall_time_s); overhead/job = (workers x jobs wall time - "
-          "sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes")
+          "sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; CPU, in "
+          "process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
+          "(sim: in System.run; run_experiment: building, simulating and writing the results file)")
     print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers)")
     with tempfile.TemporaryDirectory(prefix="bench_sweep_fmu_") as tmp_name:
         runs = fmu_runs(Path(tmp_name), 200)
