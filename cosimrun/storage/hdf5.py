@@ -440,11 +440,15 @@ class HDF5Writer:
             if name != dim:
                 self._attach(self._dataset(group, name, dtype), scale)
 
+    def _open_dataset(self, path: str) -> h5py.Dataset:
+        """The dataset at the absolute *path*, opened by HDF5 directly (a few times faster than ``file[path]``)."""
+        return h5py.Dataset(h5py.h5d.open(self.file.id, path.encode("utf-8")))
+
     def _changed(self, path: str, length: int) -> h5py.Dataset:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
         entry = self._since_flush.get(path)
         if entry is None:
-            ds = self.file[path]
+            ds = self._open_dataset(path)
             entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
             itemsize = 16 if ds.dtype.kind == "O" else ds.dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
@@ -656,7 +660,7 @@ class HDF5Writer:
 
     def n_events(self) -> int:
         """How many events are in the file."""
-        return int(self.file["/events/event"].shape[0])
+        return int(self._open_dataset("/events/event").shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -832,7 +836,7 @@ class HDF5Writer:
         if not n:
             return
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
-        start = self.file[dim].shape[0]
+        start = self._open_dataset(dim).shape[0]
         with self._change():
             compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
