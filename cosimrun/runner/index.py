@@ -34,14 +34,13 @@ writes; :mod:`cosimrun.runner.load` reads them back through :func:`read_index`.
 from __future__ import annotations
 
 import functools
-import math
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cosimrun.runner.outcome import ROW_FIELDS, SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
+from cosimrun.runner.overrides import plain_override
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import (
     SweepIndex,
@@ -84,38 +83,15 @@ def _parser() -> Any:
     return OverridesParser.create()
 
 
-_SIMPLE = re.compile(r"\+{0,2}([A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)=([^=]*)")
-_INT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]*\.[0-9]+|[0-9]+\.)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "inf": math.inf, "nan": math.nan}
-"""Hydra's words for values (in any case)."""
-
-
-def _simple_value(text: str) -> tuple[bool, Any]:
-    """``(True, value)`` of an override's value that is a plain number or word, typed as Hydra types it; ``(False,
-    None)`` for anything else (Hydra's parser reads it)."""
-    if _INT.fullmatch(text):
-        return True, int(text)
-    if _FLOAT.fullmatch(text):
-        return True, float(text)
-    if _WORD.fullmatch(text):
-        return True, _WORDS.get(text.lower(), text)
-    return False, None
-
-
 def _simple_items(items: Sequence[str]) -> dict[str, Any] | None:
     """``{key: value}`` of overrides that are all ``[+|++]dotted.key=number-or-word``, without Hydra's parser (some
     ms per job, which a whole index of 10^5 jobs would spend for minutes); None when one is not."""
     out: dict[str, Any] = {}
     for item in items:
-        match = _SIMPLE.fullmatch(item)
-        if match is None:
+        simple = plain_override(item)
+        if simple is None:
             return None
-        ok, value = _simple_value(match[2])
-        if not ok:
-            return None
-        out[match[1]] = value
+        out[simple[1]] = simple[2]
     return out
 
 
