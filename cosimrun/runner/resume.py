@@ -183,9 +183,10 @@ class PreviousIndex:
         self._at: dict[int, int] = {}
         self._columns: dict[str, np.ndarray] = {}
         self._summaries: dict[str, str] = {}
-        """Summary column -> its ``comp.port``, for the columns whose values read back as they were written."""
+        """Summary column -> its ``comp.port``."""
         self._inexact: set[str] = set()
-        """Summary columns that may hold a stand-in for a missing value (NaN, ""): such a row is read from its file."""
+        """Summary columns whose values may not read back as they were written (:func:`_mixed`): their rows are
+        read from their files, as is a row whose value may stand for a missing one (NaN, "")."""
         try:
             rows = read_index_parts(index_path)
             if rows is not None:
@@ -199,12 +200,9 @@ class PreviousIndex:
         self._columns = table.columns
         self._at = {int(num): i for i, num in enumerate(table.run)}
         for column in table.summaries:
-            if not column.startswith(SUMMARY_PREFIX) or "|" in column:  # a name the index changed
-                continue
             self._summaries[column] = column[len(SUMMARY_PREFIX):]
-            values = table.columns[column]
-            if values.dtype.kind == "f" and np.isnan(values).any() and np.isin(values[~np.isnan(values)], (0, 1)).all():
-                self._inexact.add(column)  # booleans of jobs of which some lack the port, stored as 0/1/NaN
+            if not column.startswith(SUMMARY_PREFIX) or "|" in column or _mixed(table.columns[column]):
+                self._inexact.add(column)  # a name the index changed, or values of other types written as one
 
     def __len__(self) -> int:
         return len(self._rows) or len(self._at)
@@ -229,7 +227,7 @@ class PreviousIndex:
         for column, name in self._summaries.items():
             value = self._columns[column][i]
             if column in self._inexact or (isinstance(value, float) and math.isnan(value)) or value == "":
-                return None  # a missing value or a NaN, a 0/1 that was a boolean: the file says which
+                return None  # the file says what the value is, or that there is none
             out[name] = value.item() if isinstance(value, np.generic) else value
         return out
 
@@ -248,6 +246,28 @@ class PreviousIndex:
         except ValueError:
             return None
         return recorded if isinstance(recorded, dict) else None
+
+
+def _mixed(values: np.ndarray) -> bool:
+    """Whether a summary column of the index may hold values of other types than it reads back as: integers or
+    booleans of jobs of which some lack the port (a float column of whole numbers and NaN), numbers or booleans
+    written as text beside a text port's values."""
+    if values.dtype.kind == "f":
+        nan = np.isnan(values)
+        return bool(nan.any()) and bool(np.all(values[~nan] == np.round(values[~nan])))
+    if values.dtype.kind == "O":
+        return any(_reads_as_number(v) for v in values)
+    return False
+
+
+def _reads_as_number(text: str) -> bool:
+    if text in ("True", "False", "None"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _same_overrides(recorded: Any, overrides: list[str]) -> bool:

@@ -39,7 +39,7 @@ connections: [src.y -> k.u]
 storage: {{compression: null}}
 """
 """``k.y = k * amplitude * sin(2 pi t)``: each job's final value is known."""
-GAINS = (1.5, 2.0, 3.0, 4.5)
+GAINS = (1.5, 2.0, 3.0)
 
 
 def _final_y(k: float, amplitude: float = 1.0) -> float:
@@ -114,7 +114,7 @@ def _decide(tmp_path: Path, specs: list[compose.JobSpec]) -> list[tuple[resume.R
 
 @pytest.fixture
 def finished(tmp_path: Path) -> tuple[list[compose.JobSpec], list[JobOutcome]]:
-    """A sweep of the four gains, run and its index written whole."""
+    """A sweep of the three gains, run and its index written whole."""
     _experiment(tmp_path)
     specs = _specs(tmp_path)
     return specs, _run(specs)
@@ -150,7 +150,7 @@ def test_rows_of_a_sweep_whose_driver_stopped_before_closing_its_index_are_taken
     assert (tmp_path / "sweep" / PARTS_DIR).is_dir()
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path))
-    assert [reuse.ok for reuse, _ in decided] == [True] * 4
+    assert [reuse.ok for reuse, _ in decided] == [True] * 3
     assert calls.counts == {"compose": 0, "verify": 0, "read": 0}
 
 
@@ -173,7 +173,7 @@ def test_a_file_changed_since_its_job_completed_is_verified_in_full_and_a_damage
     assert os.stat(damaged).st_size == size
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path))
-    assert [reuse.ok for reuse, _ in decided] == [True, True, False, True]
+    assert [reuse.ok for reuse, _ in decided] == [True, True, False]
     assert decided[2][0].note == ("rerun: results file damaged (/components/k/y: CRC-32 mismatch (the data "
                                   "changed after it was written))")
     assert calls.counts == {"compose": 2, "verify": 2, "read": 1}  # jobs 1 and 2 checked in full; 1 read
@@ -185,21 +185,21 @@ def test_a_changed_experiment_or_changed_overrides_run_again_with_the_note(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finished: tuple[list[compose.JobSpec], list[JobOutcome]]
 ) -> None:
     jobs = _jobs()
-    jobs[3] = [*jobs[3], "run.tf=0.01"]  # another job under the same number
+    jobs[2] = [*jobs[2], "run.tf=0.01"]  # another job under the same number
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path, jobs))
-    assert [reuse for reuse, _ in decided] == [resume.Reuse(True)] * 3 + [
+    assert [reuse for reuse, _ in decided] == [resume.Reuse(True)] * 2 + [
         resume.Reuse(False, "rerun: configuration changed")]
     assert calls.counts == {"compose": 1, "verify": 0, "read": 0}
 
     _experiment(tmp_path, amplitude=2.0)  # the experiment's file changed: every job's config did
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path))
-    assert [reuse for reuse, _ in decided] == [resume.Reuse(False, "rerun: configuration changed")] * 4
-    assert calls.counts == {"compose": 4, "verify": 0, "read": 0}
+    assert [reuse for reuse, _ in decided] == [resume.Reuse(False, "rerun: configuration changed")] * 3
+    assert calls.counts == {"compose": 3, "verify": 0, "read": 0}
 
     _experiment(tmp_path, amplitude=1.0)  # back as it was: the same key, taken over again
-    assert [reuse.ok for reuse, _ in _decide(tmp_path, _specs(tmp_path))] == [True] * 4
+    assert [reuse.ok for reuse, _ in _decide(tmp_path, _specs(tmp_path))] == [True] * 3
 
 
 def test_a_key_that_cannot_decide_leaves_the_config_to_the_full_check(tmp_path: Path) -> None:
@@ -223,8 +223,8 @@ def test_an_old_sweep_without_fingerprints_is_checked_in_full(
                                       dtype=h5py.string_dtype())
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path))
-    assert [reuse.ok for reuse, _ in decided] == [True] * 4
-    assert calls.counts == {"compose": 4, "verify": 4, "read": 4}
+    assert [reuse.ok for reuse, _ in decided] == [True] * 3
+    assert calls.counts == {"compose": 3, "verify": 3, "read": 3}
     assert [outcome.summaries["k.y"] for _, outcome in decided] == pytest.approx([_final_y(k) for k in GAINS])
 
 
@@ -233,12 +233,12 @@ def test_a_summary_the_table_cannot_give_exactly_is_read_from_the_file(
 ) -> None:
     specs, outcomes = finished
     outcomes[1].summaries["k.flag"] = True  # a port of job 1 alone: the others' rows hold NaN for it
-    outcomes[3].summaries["k.y"] = math.nan
+    outcomes[2].summaries["k.y"] = math.nan
     write_index(tmp_path / "sweep" / INDEX_FILE, outcomes)
     calls = Calls(monkeypatch)
     decided = _decide(tmp_path, _specs(tmp_path))
-    assert [reuse.ok for reuse, _ in decided] == [True] * 4
-    assert calls.counts == {"compose": 0, "verify": 0, "read": 4}  # a 0/1/NaN column may be booleans: all read
+    assert [reuse.ok for reuse, _ in decided] == [True] * 3
+    assert calls.counts == {"compose": 0, "verify": 0, "read": 3}  # a 0/1/NaN column may be booleans: all read
     assert [outcome.summaries["k.y"] for _, outcome in decided] == pytest.approx([_final_y(k) for k in GAINS])
 
 
@@ -275,3 +275,20 @@ def test_a_dask_sweep_fingerprints_its_jobs_and_a_resume_reruns_what_changed(tmp
     assert list(changed["reused"]) == [False] * 3
     assert list(changed["note"]) == ["rerun: configuration changed"] * 3
     assert list(changed["final.k.y"]) == pytest.approx([_final_y(k, 2.0) for k in (1.5, 2, 3)], rel=1e-12)
+
+
+def test_rows_of_the_table_give_the_summaries_written_or_none_when_their_types_may_have_changed(
+        tmp_path: Path) -> None:
+    def row_summaries(summaries: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        outcomes = [JobOutcome(num, "complete", [f"a={num}"], path=str(tmp_path / f"{num}.h5"), summaries=s,
+                               fingerprint="{}") for num, s in enumerate(summaries)]
+        write_index(tmp_path / INDEX_FILE, outcomes)
+        previous = resume.PreviousIndex(tmp_path / INDEX_FILE)
+        return [row["summaries"] for row in map(previous.row, range(len(summaries))) if row is not None]
+
+    written = [{"a.s": "up", "b.x": 1.5, "c.n": 3, "d.on": True}, {"a.s": "down", "b.x": 2.0, "c.n": -1, "d.on": False}]
+    read = row_summaries(written)
+    assert read == written and [type(v) for v in read[0].values()] == [str, float, int, bool]
+    assert row_summaries([{"a.s": "up"}, {"a.s": 2.5}]) == [None, None]  # a number written as text
+    assert row_summaries([{"c.n": 3}, {}]) == [None, None]  # an integer beside a job without the port
+    assert row_summaries([{"b.x": 1.5}, {"b.x": math.nan}]) == [{"b.x": 1.5}, None]
