@@ -19,9 +19,9 @@ finished sweep is then resumed twice
 over: the driver's cost of a resume alone), once after the results files of
 a share ``--rerun`` of the jobs were deleted (as an interrupted sweep leaves
 them: those run again). Each resume is checked like the sweep and printed with
-its wall time, the jobs it took over and the driver's time per job taken over
-(the launch loop's time, which the launcher logs at debug level, divided by
-the jobs; the command's start-up is not in it). With ``--sweep DIR`` the sweep
+its wall time and the jobs it took over; the first also with the driver's
+time per job (the launch loop's time, which the launcher logs at debug level,
+divided by the jobs; the command's start-up is not in it). With ``--sweep DIR`` the sweep
 is kept in *DIR* (its experiment file in ``DIR.conf``) and, when *DIR* holds
 one already, not run again: a sweep made by an earlier version of cosimrun
 can be resumed by this one.
@@ -100,9 +100,11 @@ def resume(conf: Path, sweep_dir: Path, n: int, workers: int, rerun: list[int], 
                        "hydra.verbose=hydra_plugins.cosimrun_dask_launcher._core")
     check(proc, sweep_dir, n, reused=n - len(rerun))
     found = DRIVER_LINE.search(proc.stdout + proc.stderr)
-    per_job = f"{float(found[3]) / max(int(found[1]), 1) * 1e3:.3f} ms" if found else "not logged"
-    print(f"resume, {what}: {wall:.1f} s wall, {n - len(rerun)} taken over, {len(rerun)} run again; "
-          f"driver per job taken over {per_job} (wall / jobs taken over {wall / max(n - len(rerun), 1) * 1e3:.2f} ms)")
+    line = f"resume, {what}: {wall:.1f} s wall, {n - len(rerun)} taken over, {len(rerun)} run again"
+    if not rerun:  # the launch loop is then the driver's work on the jobs taken over alone
+        per_job = f"{float(found[3]) / max(int(found[1]), 1) * 1e3:.3f} ms" if found else "not logged"
+        line += f"; the driver's launch loop per job {per_job}, wall per job {wall / n * 1e3:.2f} ms"
+    print(line)
 
 
 def main() -> None:

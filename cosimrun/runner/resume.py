@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.runner.compose import JobSpec
-from cosimrun.runner.configtext import PATH_PARAMETERS, dump, resolved
+from cosimrun.runner.configtext import dump, experiment_dir, resolved
 from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_file, outcome_from_row
 from cosimrun.runner.worker import JobPayload, hydra_config
 from cosimrun.storage.hdf5 import FORMAT
@@ -122,16 +122,15 @@ def config_key(payload: JobPayload) -> str:
 
     It is the hash of the job's shared composition without the ``hydra`` node
     (as YAML text, unresolved), of that composition resolved as a job resolves
-    it (its relative component files found from the experiment's directory)
-    and of the versions of cosimrun, OmegaConf and Hydra (which type and
-    resolve the config). ``""`` when no key decides: the job is composed in
-    full on the driver, a value override holds an interpolation (resolved per
-    launch, as ``${now:...}``) or names a component's file (found from the
-    experiment's directory of each launch), or the config reads Hydra's node
-    (``${hydra:...}``, different per job) or does not resolve without the
-    job's values.
+    it, of the directory of the experiment's file (the job's relative
+    component files are found there) and of the versions of cosimrun,
+    OmegaConf and Hydra (which type and resolve the config). ``""`` when no
+    key decides: the job is composed in full on the driver, a value override
+    holds an interpolation (resolved per launch, as ``${now:...}``), or the
+    config reads Hydra's node (``${hydra:...}``, different per job) or does
+    not resolve without the job's values.
     """
-    if payload.values is None or any("${" in value or _names_file(value) for value in payload.values):
+    if payload.values is None or any("${" in value for value in payload.values):
         return ""
     key = _keys.get(payload.config)
     if key is None:
@@ -139,12 +138,6 @@ def config_key(payload: JobPayload) -> str:
             _keys.clear()
         key = _keys[payload.config] = _composition_key(payload)
     return key
-
-
-def _names_file(override: str) -> bool:
-    """Whether a value override sets a parameter naming a file, which a job resolves against its experiment's
-    directory (:func:`~cosimrun.runner.configtext.relocate_paths`)."""
-    return override.partition("=")[0].rpartition(".")[2] in PATH_PARAMETERS.values()
 
 
 def _composition_key(payload: JobPayload) -> str:
@@ -158,11 +151,12 @@ def _composition_key(payload: JobPayload) -> str:
             return ""
         with hydra_config(config):
             text = resolved(task_cfg)[1]
+        where = experiment_dir(config.hydra)
         versions = [version(name) for name in ("cosimrun", "omegaconf", "hydra-core")]
     except Exception:  # not resolvable without the job's own values, or a config of another shape
         return ""
     digest = hashlib.sha256()
-    for part in (*versions, unresolved, text):
+    for part in (*versions, str(where), unresolved, text):
         digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
     return digest.hexdigest()[:32]
 
