@@ -14,17 +14,16 @@ on 2 cores, too long for the test suite, whose sweep tests stay small.
 With ``--resume`` the jobs run as ordinary jobs (``storage.allow_nonfinite=true``
 keeps them from running as ensembles, whose members a resume takes over from
 the ensemble's file, :class:`cosimrun.runner.ensembles.Finished`), and the
-finished sweep is then resumed twice
-(``hydra.launcher.resume=true``): once with every job finished (all taken
-over: the driver's cost of a resume alone), once after the results files of
-a share ``--rerun`` of the jobs were deleted (as an interrupted sweep leaves
-them: those run again). Each resume is checked like the sweep and printed with
-its wall time and the jobs it took over; the first also with the driver's
-time per job (the launch loop's time, which the launcher logs at debug level,
-divided by the jobs; the command's start-up is not in it). With ``--sweep DIR`` the sweep
-is kept in *DIR* (its experiment file in ``DIR.conf``) and, when *DIR* holds
-one already, not run again: a sweep made by an earlier version of cosimrun
-can be resumed by this one.
+finished sweep is then resumed twice (``hydra.launcher.resume=true``): once
+with every job finished (all taken over: the driver's cost of a resume alone),
+once after the results files of a share ``--rerun`` of the jobs were deleted
+(as an interrupted sweep leaves them: those run again). Each resume is checked
+like the sweep and printed with its wall time and the jobs it took over; the
+first also with the driver's time per job (the launch loop's time, which the
+launcher logs at debug level, divided by the jobs; the command's start-up is
+not in it). With ``--sweep DIR`` the sweep is kept in *DIR* (its experiment
+file in ``DIR.conf``) and, when *DIR* holds one already, not run again: a
+sweep made by an earlier version of cosimrun can be resumed by this one.
 """
 
 from __future__ import annotations
