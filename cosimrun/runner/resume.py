@@ -198,9 +198,6 @@ class PreviousIndex:
             if not column.startswith(SUMMARY_PREFIX) or "|" in column or _mixed(table.columns[column]):
                 self._inexact.add(column)  # a name the index changed, or values of other types written as one
 
-    def __len__(self) -> int:
-        return len(self._rows) or len(self._at)
-
     def row(self, num: int) -> dict[str, Any] | None:
         """Job *num*'s row as :func:`~cosimrun.runner.outcome.outcome_row` makes it (overrides joined by spaces when
         read from the table, summaries None when the table cannot give them exactly); None without one."""
