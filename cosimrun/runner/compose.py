@@ -210,8 +210,11 @@ class JobComposer:
         """Base compositions, pickled: unpickling copies a config some ten times faster than ``deepcopy``."""
         self._loader: Any = None
         """:class:`cosimrun.runner._private.ValueOverrides` of the config loader."""
-        self._templates: dict[tuple[str, ...], Any] = {}
-        """Shared compositions unpickled, to tell where a job the worker makes writes (see :meth:`_where`)."""
+        self._templates: dict[tuple[str, ...], tuple[str, str, str, bool] | None] = {}
+        """What of a shared composition tells where a job the worker makes writes (see :meth:`_where`), per
+        composition: read once, not per job."""
+        self._groups: dict[str, bool] = {}
+        """Key -> whether it names a config group, asked once per key."""
         self._enabled = True
         self.shared = 0
         """Jobs composed from a shared composition (the others were composed in full)."""
@@ -288,28 +291,29 @@ class JobComposer:
 
         from cosimrun.runner.layout import job_subdir
 
-        template = self._templates.get(signature)
-        if template is None:
+        if signature not in self._templates:
             if len(self._templates) >= self.max_bases:
                 self._templates.pop(next(iter(self._templates)))
-            template = self._templates[signature] = pickle.loads(base)
-        try:
-            subdir = OmegaConf.to_container(template.hydra.sweep, resolve=False)["subdir"]
-            storage = template.get("storage")
-            if storage is None or OmegaConf.is_interpolation(storage, "file"):
-                return None
-            file = str(storage.file)
-        except Exception:  # a config of another shape: the driver composes the job
+            template = pickle.loads(base)
+            try:
+                subdir = OmegaConf.to_container(template.hydra.sweep, resolve=False)["subdir"]
+                storage = template.get("storage")
+                layout = None if storage is None or OmegaConf.is_interpolation(storage, "file") else (
+                    str(subdir), str(storage.file), str(template.hydra.job.name), bool(template.hydra.job.chdir))
+            except Exception:  # a config of another shape: the driver composes its jobs
+                layout = None
+            self._templates[signature] = layout
+        layout = self._templates[signature]
+        if layout is None or any(v.lstrip("+").partition("=")[0] == "storage.file" for v in values):
             return None
-        if any(v.lstrip("+").partition("=")[0] == "storage.file" for v in values):
-            return None
+        subdir, file, name, chdir = layout
         if subdir == LAYOUT_SUBDIR:
             job_dir = Path(sweep_dir) / job_subdir(sweep_dir, num)
         elif subdir == "${hydra.job.num}":
             job_dir = Path(sweep_dir) / str(num)
         else:
             return None
-        return job_dir, job_dir / file, str(template.hydra.job.name), bool(template.hydra.job.chdir)
+        return job_dir, job_dir / file, name, chdir
 
     def _split(self, overrides: list[str]) -> tuple[list[Any], list[Any], list[Any]] | None:
         """``(parsed, structural, values)`` of a job's overrides; None when they are better composed in full."""
@@ -326,15 +330,20 @@ class JobComposer:
                 and key != "hydra"
                 and not ov.is_hydra_override()
                 and isinstance(ov.value(), str | int | float | bool | type(None))
-                and not self._loader.group_exists(key)
+                and not self._group_exists(key)
             )
             (values if plain else structural).append(ov)
-        config_keys = [ov.key_or_group for ov in structural if not self._loader.group_exists(ov.key_or_group)]
+        config_keys = [ov.key_or_group for ov in structural if not self._group_exists(ov.key_or_group)]
         for ov in values:
             key = ov.key_or_group
             if any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in config_keys):
                 return None  # applied in another order than Hydra would: compose in full
         return parsed, structural, values
+
+    def _group_exists(self, key: str) -> bool:
+        if key not in self._groups:
+            self._groups[key] = self._loader.group_exists(key)
+        return self._groups[key]
 
     def _plan(self, overrides: list[str]) -> tuple[tuple[str, ...], bytes, list[str], list[str]] | None:
         """``(signature, shared composition pickled, value overrides, overrides without hydra ones)`` of a job

@@ -25,6 +25,8 @@ results file::
     note         str          what the sweep did beyond running the job: ``rerun: results file
                               damaged (...)`` / ``rerun: configuration changed`` (resume),
                               ``recovered: ...`` (its worker died after the job finished)
+    fingerprint  str          of a complete job's own results file: its stat and config key, JSON
+                              (what a resume trusts, see :mod:`cosimrun.runner.resume`)
     /runs/<run>  HDF5 external link to the job's results file (``/`` of it)
 
 :func:`write_index` makes the rows of *outcomes*, which :mod:`cosimrun.storage.sweep_index`
@@ -67,6 +69,7 @@ _BASE_COLUMNS = (
     "worker",
     "note",
     "member",
+    "fingerprint",
 )
 _RESERVED = frozenset((*_BASE_COLUMNS, "run", "runs"))
 
@@ -184,6 +187,7 @@ def _columns(rows: Sequence[JobOutcome], root: Path) -> tuple[dict[str, list[Any
         reused=[bool(o.reused) for o in rows],
         worker=[o.worker for o in rows],
         note=[o.note for o in rows],
+        fingerprint=[o.fingerprint for o in rows],
     )
     if any(o.member >= 0 for o in rows):  # a sweep that ran ensembles: the member of the ensemble file ``path``
         columns["member"] = [int(o.member) for o in rows]

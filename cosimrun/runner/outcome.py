@@ -53,6 +53,9 @@ class JobOutcome:
     member: int = -1
     """The member of the ensemble file :attr:`path` that holds this job's results (-1: ``path`` is its own
     results file)."""
+    fingerprint: str = ""
+    """Of a complete job's own results file: its ``stat`` and config key as the driver found them when the job
+    completed, JSON (:func:`cosimrun.runner.resume.fingerprint`); a resume trusts the file while they match."""
     objective: float | None = None
     """The value an optimizing sweeper (Optuna) gets: see :func:`objective_value`."""
 

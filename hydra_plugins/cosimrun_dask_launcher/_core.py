@@ -45,7 +45,7 @@ from cosimrun.runner.outcome import (
     objective_value,
     outcome_from_file,
 )
-from cosimrun.runner.resume import Reuse, check_reuse
+from cosimrun.runner.resume import PreviousIndex, Reuse, config_key, fingerprint, take_over
 from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.verify import verify_results
 from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
@@ -87,6 +87,8 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
     for _, num, overrides in jobs:  # the driver keeps each job's overrides; configs only of the jobs in flight
         ledger.add_pending(num, overrides)
     batch = _Batch(launcher, ledger, len(jobs), composer)
+    previous = _previous_index(ledger) if launcher.resume else None
+    start = time.perf_counter()
     try:
         plan = ensembles.plan(jobs, composer, launcher.ensemble_size, launcher.n_workers or os.cpu_count() or 1,
                               sweep_dir)
@@ -108,17 +110,20 @@ def launch(launcher: DaskLauncher, job_overrides: Sequence[Sequence[str]], initi
             member = None
             if finished is not None and ensemble is not None:
                 member = finished.outcome(num, overrides, ensemble.group, ensemble.group.values[pos])
-            reuse = check_reuse(spec) if launcher.resume and member is None else Reuse(False)
+            reuse, taken = take_over(spec, previous) if launcher.resume and member is None else (Reuse(False), None)
             if member is not None:
                 batch.done(pos, spec, member)
-            elif reuse.ok:
-                batch.done(pos, spec, outcome_from_file(num, overrides, spec.results_path))
+            elif taken is not None:
+                batch.done(pos, spec, taken)
             if ensemble is not None:
                 batch.arrived(ensemble, None if member is not None or reuse.ok else (pos, spec, 1), reuse.note)
             elif not reuse.ok:
                 batch.submit(pos, spec, note=reuse.note)
             batch.composed = pos + 1
             batch.drain(block=False)  # enter what finished while composing
+        if launcher.resume:
+            log.debug(f"dask: resume took over {batch.reused} of {len(jobs)} jobs; the launch loop took "
+                      f"{time.perf_counter() - start:.3f} s")
         batch.bar.start()
         ledger.flush()
         batch.drain(block=True)
@@ -187,6 +192,17 @@ class NoWorkers(RuntimeError):
     """The cluster has had no worker for ``hydra.launcher.no_worker_timeout`` seconds while jobs waited."""
 
 
+_previous: weakref.WeakKeyDictionary[SweepLedger, PreviousIndex] = weakref.WeakKeyDictionary()
+
+
+def _previous_index(ledger: SweepLedger) -> PreviousIndex:
+    """The sweep's index as the resume found it, read once per sweep: before its first launch writes the index
+    anew (an optimizing sweeper launches batches into one ledger)."""
+    if ledger not in _previous:
+        _previous[ledger] = PreviousIndex(ledger.index_path)
+    return _previous[ledger]
+
+
 def _status(path: Path) -> str:
     """The ``status`` a results file records ("" when there is none or it cannot be read)."""
     try:
@@ -214,6 +230,8 @@ class _Batch:
         self.all_composed = False
         self.tasks = 0
         """Dask tasks submitted (chunks of jobs)."""
+        self.reused = 0
+        """Jobs a resume took over."""
         self._timed = 0
         self._time_sum = 0.0
         self._threads = 0
@@ -604,6 +622,9 @@ class _Batch:
             outcome.objective = objective_value(outcome, self.launcher.objective)
         if spec.num in self.notes and not outcome.note:
             outcome.note = self.notes.pop(spec.num)
+        if outcome.ok and outcome.member < 0 and outcome.path and not outcome.fingerprint:
+            outcome.fingerprint = fingerprint(outcome.path, config_key(spec.payload()))
+        self.reused += outcome.reused
         self._returns[pos] = SweepJobReturn.of(spec, outcome, self.composer)
         self.ledger.enter(outcome)
         self.bar.finished(outcome)
