@@ -350,15 +350,30 @@ def watch_crashes(say: bool = True) -> None:
     crashsite.listener = _run_recorded
 
 
-def crash_cause(results: str | os.PathLike[str]) -> str | None:
-    """What the witness wrote of a process that died running the run of *results* (``None``: nothing)."""
-    from cosimrun.core.crashsite import CAUSE
+WITNESS_WAIT = 5.0
+"""Seconds :func:`crash_cause` waits for the witness of a process that died in a run to write what it saw."""
 
-    try:
-        with open(os.fspath(results) + CAUSE, encoding="utf-8") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+
+def crash_cause(results: str | os.PathLike[str], wait: float = WITNESS_WAIT) -> str | None:
+    """What the witness wrote of a process that died running the run of *results* (``None``: nothing).
+
+    The witness writes once the dead process's pipe closes, which may be after
+    the sweep's driver learns of the death: while the run's record (``.steps``)
+    is there without the witness's file, this waits up to *wait* seconds for it.
+    """
+    from cosimrun.core.crashsite import CAUSE, SUFFIX
+
+    cause, record = os.fspath(results) + CAUSE, os.fspath(results) + SUFFIX
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with open(cause, encoding="utf-8") as f:
+                text = f.read().strip()
+        except OSError:
+            text = ""
+        if text or not os.path.exists(record) or time.monotonic() >= deadline:  # written, or none is coming
+            return text or None
+        time.sleep(0.05)
 
 
 def _run_recorded(record: Any) -> None:
