@@ -227,8 +227,12 @@ def _parts(path: str | os.PathLike[str], generation: str) -> list[tuple[int, int
 ROW_KINDS = ("int", "float", "bool", "text", "json")
 """Kinds of the fields of the row store: int64, float64, int8 (bool), UTF-8 text, JSON of any other value."""
 _ROW_DTYPES = {"int": np.int64, "float": np.float64, "bool": np.int8}
-_ROWS_CHUNK = 4096
-_BYTES_CHUNK = 1 << 16
+_ROWS_CHUNK = 512
+_BYTES_CHUNK = 1 << 13
+"""Chunks of the row store: a chunk is written whole once a row lands in it, so a store of a few rows takes some
+100 kB with these, not the megabyte that 4096 rows and 64 kB per chunk took (under a file-size limit on the
+sweep's processes that was the driver's own file failing); appends of a hundred rows stay a chunk or two per
+field."""
 
 
 def rows_file(path: str | os.PathLike[str], generation: str) -> Path:
