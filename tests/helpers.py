@@ -9,6 +9,8 @@ imports them when called.
 from __future__ import annotations
 
 import math
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -384,3 +386,29 @@ def replay_master(times: tuple[float, ...] | list[float], **settings: Any) -> An
             return ReplayRun(self, system)
 
     return Replay(times=tuple(times), **settings)
+
+
+def experiment_config(name: str, master: dict[str, Any], tf: float, storage: dict[str, Any] | None = None,
+                      **run: Any) -> dict[str, Any]:
+    """The shipped experiment *name* (``experiments/<name>.yaml``) as a plain config for ``run_experiment``, under
+    *master*, run to *tf* with the other *run* settings, and with *storage* when given."""
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments" / f"{name}.yaml").read_text())
+    cfg.pop("defaults")
+    cfg["master"] = master
+    cfg["run"].update(tf=tf, **run)
+    if storage is not None:
+        cfg["storage"] = storage
+    return cfg
+
+
+def simulate(cfg: dict[str, Any], out: Path) -> Path:
+    """Run *cfg* into *out* (warnings silenced), asserting it completes; its results file."""
+    from cosimrun.runner.run import run_experiment
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome = run_experiment(cfg, out)
+    assert outcome.ok, outcome.error
+    return outcome.path

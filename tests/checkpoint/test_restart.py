@@ -17,7 +17,8 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-import yaml
+from helpers import experiment_config as config
+from helpers import simulate
 from support import forkserver
 
 from cosimrun.checkpoint import SystemState
@@ -34,22 +35,6 @@ ATTRS_OF_THE_RUN = {"started", "finished", "wall_time_s", "parent_path", "parent
                     "data_crc32", "overrides", "config_yaml"}
 """Root attributes that differ between two runs of one experiment (when, how long, how it was asked for); the
 dimension scales' object references differ between any two files too."""
-
-
-def config(name: str, master: dict[str, Any], tf: float, **run: Any) -> dict[str, Any]:
-    cfg = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
-    cfg.pop("defaults")
-    cfg["master"] = master
-    cfg["run"].update(tf=tf, **run)
-    return cfg
-
-
-def simulate(cfg: dict[str, Any], out: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outcome = run_experiment(cfg, out)
-    assert outcome.ok, outcome.error
-    return outcome.path
 
 
 def contents(path: Path) -> dict[str, Any]:

@@ -6,42 +6,19 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from helpers import Ramp
-from test_interrupted_flush import BLOCK, TIMES, WHERE, Stop, inject
+from test_interrupted_flush import BLOCK, TIMES, WHERE, record_until_interrupted
 
-from cosimrun.masters import Jacobi
-from cosimrun.storage import HDF5Writer, load_results, verify_results
-from cosimrun.system import Recorder, System
+from cosimrun.storage import load_results, verify_results
 
 DECIMATE = 3
 
 
 @pytest.mark.parametrize("where", WHERE)
 def test_an_interrupted_flush_keeps_the_decimated_samples_once(tmp_path, where):
-    system = System("s")
-    system.add_component(Ramp("a", slope=1.0))
-    system.add_component(Ramp("b", slope=2.0))
-    system.initialize(0.0, Jacobi())
     path = tmp_path / "r.h5"
-    writer = HDF5Writer(path, experiment="e")
-    recorder = Recorder(writer, flush_interval=BLOCK, decimate=DECIMATE)
-    recorder.attach(system.components)
-    inject(writer, where)
-    interrupted_at = None
-    for k, t in enumerate(TIMES):
-        for comp in system.components.values():
-            comp.refresh_outputs(t)
-        if k % BLOCK in (0, 2):
-            recorder.event(t, 0, "a", "tick")
-        try:
-            recorder.sample(t)
-        except Stop:
-            interrupted_at = k
-            break
+    interrupted_at = record_until_interrupted(path, where, decimate=DECIMATE)
     # the first flush (at k=4) keeps k=4 back, so the second block is full at k=8, which is kept back in turn
     assert interrupted_at == 2 * BLOCK - 2
-    recorder.flush()
-    writer.close("interrupted", "interrupted by the user")
 
     kept = TIMES[[0, 3, 6, 8]]  # every third point from t0, and the last one taken
     res = load_results(path)

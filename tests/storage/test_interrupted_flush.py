@@ -81,31 +81,39 @@ WHERE = [
 ]
 
 
-@pytest.mark.parametrize("where", WHERE)
-def test_an_interrupted_flush_stores_each_sample_once_in_time_order(tmp_path, where):
+def record_until_interrupted(path, where: str, **recorder_settings) -> int | None:
+    """Two ramps recorded into *path* (two events a block: fewer than a flush interval) until the interrupt
+    injected *where* lands; then the flush the master does as the run ends, the interrupt propagating, and the
+    close. The sample at which the interrupt landed (None: it did not)."""
     system = System("s")
     system.add_component(Ramp("a", slope=1.0))
     system.add_component(Ramp("b", slope=2.0))
     system.initialize(0.0, Jacobi())
-    path = tmp_path / "r.h5"
     writer = HDF5Writer(path, experiment="e")
-    recorder = Recorder(writer, flush_interval=BLOCK)
+    recorder = Recorder(writer, flush_interval=BLOCK, **recorder_settings)
     recorder.attach(system.components)
     inject(writer, where)
     interrupted_at = None
     for k, t in enumerate(TIMES):
         for comp in system.components.values():
             comp.refresh_outputs(t)
-        if k % BLOCK in (0, 2):  # two events a block: fewer than a flush interval
+        if k % BLOCK in (0, 2):
             recorder.event(t, 0, "a", "tick")
         try:
             recorder.sample(t)
         except Stop:
             interrupted_at = k
             break
-    assert interrupted_at == 2 * BLOCK - 1  # the second block's flush
-    recorder.flush()  # what the master does as the run ends, the interrupt propagating
+    recorder.flush()
     writer.close("interrupted", "interrupted by the user")
+    return interrupted_at
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_an_interrupted_flush_stores_each_sample_once_in_time_order(tmp_path, where):
+    path = tmp_path / "r.h5"
+    interrupted_at = record_until_interrupted(path, where)
+    assert interrupted_at == 2 * BLOCK - 1  # the second block's flush
 
     kept = TIMES[: interrupted_at + 1]
     res = load_results(path)

@@ -8,14 +8,14 @@ are the ones the rule selects from it (the rule applied to its ``micro`` column)
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 import pytest
-import yaml
+from helpers import experiment_config as config
+from helpers import simulate
 from test_recorder import Mixed, empty_history
 
 from cosimrun import cli
@@ -31,25 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_ATTRS = {"started", "finished", "wall_time_s", "parent_path", "parent_time", "parent_fingerprint", "data_crc32",
              "overrides", "config_yaml"}
 """Root attributes that differ between two runs of one experiment."""
-
-
-def config(name: str, master: dict[str, Any], tf: float, storage: dict[str, Any] | None = None,
-           **run: Any) -> dict[str, Any]:
-    cfg = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
-    cfg.pop("defaults")
-    cfg["master"] = master
-    cfg["run"].update(tf=tf, **run)
-    if storage is not None:
-        cfg["storage"] = storage
-    return cfg
-
-
-def simulate(cfg: dict[str, Any], out: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outcome = run_experiment(cfg, out)
-    assert outcome.ok, outcome.error
-    return outcome.path
 
 
 def contents(path: Path, *, components: bool = True) -> dict[str, Any]:
