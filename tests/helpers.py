@@ -412,3 +412,31 @@ def simulate(cfg: dict[str, Any], out: Path) -> Path:
         outcome = run_experiment(cfg, out)
     assert outcome.ok, outcome.error
     return outcome.path
+
+
+ATTRS_OF_THE_RUN = frozenset({"started", "finished", "wall_time_s", "parent_path", "parent_time", "parent_fingerprint",
+                              "data_crc32", "overrides", "config_yaml"})
+"""Root attributes that differ between two runs of one experiment (when, how long, how it was asked for); the
+dimension scales' object references differ between any two files too."""
+
+
+def results_contents(path: Path, *, components: bool = True) -> dict[str, Any]:
+    """Every dataset and attribute of a results file but the run's own root attributes (and, unless *components*,
+    the recorded histories): what two runs of one experiment that should agree agree on."""
+    import h5py
+
+    out: dict[str, Any] = {}
+    with h5py.File(path, "r") as f:
+        out.update({f"@{k}": v for k, v in f.attrs.items() if k not in ATTRS_OF_THE_RUN})
+
+        def visit(name: str, obj: Any) -> None:
+            if not components and name.startswith("components"):
+                return
+            if isinstance(obj, h5py.Dataset):
+                out[name] = obj[()]
+            for key, value in obj.attrs.items():
+                if key not in ("DIMENSION_LIST", "REFERENCE_LIST") and (name != "stats" or key != "wall_time_s"):
+                    out[f"{name}@{key}"] = value
+
+        f.visititems(visit)
+    return out

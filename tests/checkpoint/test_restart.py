@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 import pytest
 from helpers import experiment_config as config
+from helpers import results_contents as contents
 from helpers import simulate
 from support import forkserver
 
@@ -31,27 +32,6 @@ from cosimrun.storage.verify import verify_results
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CLI = ROOT / "tests" / "support" / "run_cli.py"
-ATTRS_OF_THE_RUN = {"started", "finished", "wall_time_s", "parent_path", "parent_time", "parent_fingerprint",
-                    "data_crc32", "overrides", "config_yaml"}
-"""Root attributes that differ between two runs of one experiment (when, how long, how it was asked for); the
-dimension scales' object references differ between any two files too."""
-
-
-def contents(path: Path) -> dict[str, Any]:
-    """Every dataset and attribute of a results file but the run's own root attributes."""
-    out: dict[str, Any] = {}
-    with h5py.File(path, "r") as f:
-        out.update({f"@{k}": v for k, v in f.attrs.items() if k not in ATTRS_OF_THE_RUN})
-
-        def visit(name: str, obj: Any) -> None:
-            if isinstance(obj, h5py.Dataset):
-                out[name] = obj[()]
-            for key, value in obj.attrs.items():
-                if key not in ("DIMENSION_LIST", "REFERENCE_LIST") and (name != "stats" or key != "wall_time_s"):
-                    out[f"{name}@{key}"] = value
-
-        f.visititems(visit)
-    return out
 
 
 def assert_same_file(a: Path, b: Path) -> None:

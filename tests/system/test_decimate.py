@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 from helpers import experiment_config as config
+from helpers import results_contents as contents
 from helpers import simulate
 from test_recorder import Mixed, empty_history
 
@@ -28,29 +29,6 @@ from cosimrun.system import MemorySink, System
 from cosimrun.system.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_ATTRS = {"started", "finished", "wall_time_s", "parent_path", "parent_time", "parent_fingerprint", "data_crc32",
-             "overrides", "config_yaml"}
-"""Root attributes that differ between two runs of one experiment."""
-
-
-def contents(path: Path, *, components: bool = True) -> dict[str, Any]:
-    """Every dataset and attribute of a results file but the run's own root attributes (and, unless
-    *components*, the recorded histories)."""
-    out: dict[str, Any] = {}
-    with h5py.File(path, "r") as f:
-        out.update({f"@{k}": v for k, v in f.attrs.items() if k not in RUN_ATTRS})
-
-        def visit(name: str, obj: Any) -> None:
-            if not components and name.startswith("components"):
-                return
-            if isinstance(obj, h5py.Dataset):
-                out[name] = obj[()]
-            for key, value in obj.attrs.items():
-                if key not in ("DIMENSION_LIST", "REFERENCE_LIST") and (name != "stats" or key != "wall_time_s"):
-                    out[f"{name}@{key}"] = value
-
-        f.visititems(visit)
-    return out
 
 
 def assert_same(left: dict[str, Any], right: dict[str, Any]) -> None:
