@@ -107,7 +107,7 @@ def _stat(path: str | os.PathLike[str]) -> dict[str, int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
+    return {name: getattr(st, f"st_{name}") for name in _STAT_FIELDS}
 
 
 def fingerprint(path: str | os.PathLike[str], config: str) -> str:

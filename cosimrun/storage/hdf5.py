@@ -194,6 +194,13 @@ def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in converted.items() if value is not None}
 
 
+
+def _port_layout(ports: Mapping[str, tuple[str | None, Any]]) -> dict[str, tuple[str | None, str]]:
+    """*ports* (``{port: (unit or None, port type or its name)}``) with units as text and types by name: how a
+    layout declared up front is kept and compared with the ports :meth:`HDF5Writer.add_component` is given."""
+    return {port: (None if unit is None else str(unit), str(getattr(kind, "value", kind)))
+            for port, (unit, kind) in ports.items()}
+
 def _signature(value: Any) -> tuple[Any, ...]:
     """What an attribute's stored type depends on: equal signatures, equal HDF5 types and shapes."""
     if isinstance(value, str):
@@ -379,8 +386,7 @@ class HDF5Writer:
         them one by one. :meth:`add_component` then only checks that it names a component as declared.
         """
         root = {"experiment": str(experiment), "started": _now(), **_root_attrs(attrs)}
-        declared = {name: {port: (None if unit is None else str(unit), str(getattr(kind, "value", kind)))
-                           for port, (unit, kind) in ports.items()} for name, ports in components.items()}
+        declared = {name: _port_layout(ports) for name, ports in components.items()}
         key = (tuple((name, _signature(value)) for name, value in root.items()), tuple(sorted(self._filters.items())),
                self.chunk_size, tuple((name, tuple(ports.items())) for name, ports in declared.items()))
         image, self._dimid = _layout_image(key, {name: _placeholder(value) for name, value in root.items()},
@@ -616,8 +622,7 @@ class HDF5Writer:
                 raise UnknownNameError("port type", kind, PORT_TYPES, f"of port {name}.{port}")
             specs[port] = kind
         declared = self._declared.get(name)
-        if declared is not None and declared != {port: (None if unit is None else str(unit), specs[port])
-                                                 for port, (unit, _) in ports.items()}:
+        if declared is not None and declared != _port_layout(ports):
             raise ResultsStateError(f"component {name!r} was declared with other ports when "
                                     f"{self.partial_path.name} was made", path=str(self.partial_path))
         with self._change():
