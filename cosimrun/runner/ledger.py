@@ -14,11 +14,12 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from cosimrun.errors import ResultsWriteError
 from cosimrun.runner import signals
 from cosimrun.runner.index import status_counts, write_index, write_index_rows
 from cosimrun.runner.lock import release_all
@@ -60,6 +61,10 @@ class SweepLedger:
         """Jobs entered since the last write."""
         self._appends = 0
         """Appends to the index's row store in this generation."""
+        self._appending = True
+        """Whether changed rows are appended to the row store; false once an append failed (a full disk)."""
+        self.write_error: ResultsWriteError | None = None
+        """Why the last write of the index failed (it then holds what was written before); None after a write."""
 
     def add_pending(self, num: int, overrides: Sequence[str]) -> None:
         """Enter a job as submitted, not finished yet."""
@@ -101,38 +106,67 @@ class SweepLedger:
         self._generation = ""
 
     def flush(self) -> None:
-        """Write what changed since the last write: the whole index the first time, then the changed rows appended."""
+        """Write what changed since the last write: the whole index the first time, then the changed rows appended
+        (the whole index each time once an append failed)."""
         if not self._dirty or not self.outcomes:
             return
-        first = not self._generation
         with signals.shielded():  # not half-written by an interrupt (raised once it is written)
-            self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            if first:
-                generation = uuid.uuid4().hex
-                write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
-                remove_index_parts(self.index_path)  # an earlier launch's, of another generation
-                self._generation, self._appends = generation, 0
-                changed = self.outcomes.values()  # the store's first rows are all: readers take rows from it
-            else:
-                changed = [self.outcomes[num] for num in sorted(self._changed)]
-            start = time.monotonic()  # the whole file, written once, does not put off the appends after it
-            write_index_rows(self.index_path, self._generation, self._appends, changed)
-            self._appends += 1
-            self._changed.clear()
+            start = time.monotonic()
+            try:
+                start = self._write()
+                self.write_error = None
+            except ResultsWriteError as exc:
+                self.write_error = exc
         end = time.monotonic()
         self._next_write = end + max(self.min_interval, (end - start) / self.write_share)
-        self._dirty = False
+        self._dirty = self.write_error is not None
+
+    def _write(self) -> float:
+        """Write the index (see :meth:`flush`); when the part that counts against :attr:`write_share` began."""
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        if not self._appending:
+            self._write_whole()
+            return start
+        if not self._generation:
+            generation = uuid.uuid4().hex
+            write_index(self.index_path, self.outcomes.values(), self.attrs(), generation=generation)
+            remove_index_parts(self.index_path)  # an earlier launch's, of another generation
+            self._generation, self._appends = generation, 0
+            changed: Iterable[JobOutcome] = self.outcomes.values()  # the store's first rows are all of them
+            start = time.monotonic()  # the whole file, written once, does not put off the appends after it
+        else:
+            changed = [self.outcomes[num] for num in sorted(self._changed)]
+        try:
+            write_index_rows(self.index_path, self._generation, self._appends, changed)
+        except ResultsWriteError:
+            self._appending = False  # the store keeps the rows before; the index is written whole from now on
+            self._write_whole()
+            return start
+        self._appends += 1
+        self._changed.clear()
+        return start
+
+    def _write_whole(self) -> None:
+        write_index(self.index_path, self.outcomes.values(), self.attrs())
+        remove_index_parts(self.index_path)
+        self._generation = ""
+        self._changed.clear()
 
     def close(self) -> None:
-        """Write the index whole (its rows and attributes as a table, without parts), if anything was entered."""
+        """Write the index whole (its rows and attributes as a table, without parts), if anything was entered;
+        a write that fails leaves :attr:`write_error` set and the index as it was."""
         if not self.outcomes or (not self._dirty and not self._generation):
             return
         with signals.shielded():
-            self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            write_index(self.index_path, self.outcomes.values(), self.attrs())
-            remove_index_parts(self.index_path)
-        self._generation, self._dirty = "", False
-        self._changed.clear()
+            try:
+                self.sweep_dir.mkdir(parents=True, exist_ok=True)
+                self._write_whole()
+                self.write_error = None
+            except ResultsWriteError as exc:
+                self.write_error = exc
+                return
+        self._dirty = False
 
     @property
     def jobs_wall_time_s(self) -> float:
@@ -162,8 +196,13 @@ class SweepLedger:
             if o.status == "failed":
                 lines.append(f"  #{o.num} failed: {' '.join(_task_overrides(o.overrides))}: {o.error}")
         lines += [f"  #{o.num} {o.note}" for _, o in sorted(self.outcomes.items()) if o.note and not o.failed]
-        lines.append(f"index: {self.index_path}")
-        if c["n_interrupted"] or c["n_pending"]:
+        if self.write_error is None:
+            lines.append(f"index: {self.index_path}")
+        elif self.index_path.exists():
+            lines.append(f"index: {self.index_path} lacks the jobs entered last: {self.write_error}")
+        else:
+            lines.append(f"index: not written: {self.write_error}")
+        if c["n_interrupted"] or c["n_pending"] or self.write_error is not None:
             lines.append(
                 f"to finish it, run the same command with hydra.sweep.dir={self.sweep_dir} hydra.launcher.resume=true"
             )
@@ -186,7 +225,8 @@ def ledger_for(sweep_dir: str | os.PathLike[str]) -> SweepLedger:
 
 
 def finish(stream: TextIO | None = None) -> int:
-    """End of the command: flush every index, release the sweep locks, print each summary; 1 if a job failed.
+    """End of the command: flush every index, release the sweep locks, print each summary; 1 if a job failed or
+    an index could not be written.
 
     Called by ``cosimrun``'s ``main()`` after Hydra returns, also after
     Ctrl-C, SIGTERM or an error (nothing happens when no sweep ran).
@@ -199,7 +239,7 @@ def finish(stream: TextIO | None = None) -> int:
             if not ledger.outcomes:
                 continue
             ledger.close()
-            failed = bool(ledger.failed)
+            failed = bool(ledger.failed) or ledger.write_error is not None
             print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
             code = code or int(failed)
     return code

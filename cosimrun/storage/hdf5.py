@@ -99,6 +99,73 @@ _CLOSE_BASE = 8 * 1024
 _ERRNO = re.compile(r"errno = (\d+)")
 
 
+def write_error(path: str | os.PathLike[str], exc: BaseException | int) -> ResultsWriteError:
+    """A :class:`ResultsWriteError` for writing *path*: *exc* is an h5py error (whose message names the OS
+    error), an ``OSError`` or an errno."""
+    if isinstance(exc, int):
+        code: int | None = exc
+        reason = ""
+    else:
+        found = _ERRNO.search(str(exc))
+        code = int(found.group(1)) if found else getattr(exc, "errno", None)
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+    if code:
+        reason = f"[Errno {code}] {os.strerror(code)}"
+    return ResultsWriteError(str(path), reason, code)
+
+
+def abandon_file(f: h5py.File) -> None:
+    """Release *f* without writing anything more: HDF5's writes go to the null device.
+
+    After a failed write HDF5 cannot flush its cache, so closing the file (or the
+    library's clean-up at exit, which crashes on it) would only fail again. What
+    the file held at its last successful flush stays on disk.
+    """
+    with contextlib.suppress(Exception):
+        fd = f.id.get_vfd_handle()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, fd)
+        os.close(null)
+    with contextlib.suppress(Exception):
+        f.close()
+
+
+def check_room(f: h5py.File, path: str | os.PathLike[str], nbytes: int) -> None:
+    """Raise :class:`ResultsWriteError` for *path* (writing nothing) unless *nbytes* more fit in the open file *f*
+    under the file-size limit and in the free space of the file system: HDF5 does not recover from a failed
+    write."""
+    if resource is not None:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and f.id.get_filesize() + nbytes > limit:
+            raise write_error(path, _errno.EFBIG)
+    fs = os.statvfs(Path(path).parent)
+    if nbytes > fs.f_bavail * fs.f_frsize:
+        raise write_error(path, _errno.ENOSPC)
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str], mode: str, **kwargs: Any) -> Iterator[h5py.File]:
+    """``h5py.File(path, mode, **kwargs)`` closed at the end of the block; a write error in the block or at
+    closing releases the file (:func:`abandon_file`) and raises :class:`ResultsWriteError` instead of h5py's
+    ``RuntimeError`` and a crash at exit."""
+    try:
+        f = h5py.File(path, mode, **kwargs)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    try:
+        yield f
+    except BaseException as exc:
+        abandon_file(f)
+        if isinstance(exc, OSError | RuntimeError) and not isinstance(exc, ResultsWriteError):
+            raise write_error(path, exc) from exc
+        raise
+    try:
+        f.close()
+    except (OSError, RuntimeError) as exc:
+        abandon_file(f)
+        raise write_error(path, exc) from exc
+
+
 TABLE_DIMENSIONS = {"events": "event", "mode_switches": "switch", "coupling_error": "connection", "steps": "attempt",
                     "global_error": "output"}
 """The dimension of each table group."""
@@ -501,28 +568,10 @@ class HDF5Writer:
             self._undo = {}
 
     def _write_error(self, exc: BaseException | int) -> ResultsWriteError:
-        """A :class:`ResultsWriteError` for *exc* (an h5py error, whose message names the OS error) or an errno."""
-        if isinstance(exc, int):
-            code: int | None = exc
-            reason = ""
-        else:
-            found = _ERRNO.search(str(exc))
-            code = int(found.group(1)) if found else getattr(exc, "errno", None)
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-        if code:
-            reason = f"[Errno {code}] {os.strerror(code)}"
-        return ResultsWriteError(str(self.partial_path), reason, code)
+        return write_error(self.partial_path, exc)
 
     def _check_room(self, nbytes: int) -> None:
-        """Raise :class:`ResultsWriteError` (writing nothing) unless *nbytes* more fit under the
-        file-size limit and in the free space of the file system."""
-        if resource is not None:
-            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-            if limit != resource.RLIM_INFINITY and self.file.id.get_filesize() + nbytes > limit:
-                raise self._write_error(_errno.EFBIG)
-        fs = os.statvfs(self.partial_path.parent)
-        if nbytes > fs.f_bavail * fs.f_frsize:
-            raise self._write_error(_errno.ENOSPC)
+        check_room(self.file, self.partial_path, nbytes)
 
     def _check_before(self, nbytes: int) -> bool:
         """Check that adding *nbytes* (raw) leaves room for the next flush and for closing; when only
@@ -575,22 +624,12 @@ class HDF5Writer:
             self._failed = self._failed or self._write_error(exc)
 
     def _abandon(self) -> None:
-        """Release the file without writing anything more: HDF5's writes go to the null device.
-
-        After a failed write HDF5 cannot flush its cache, so closing (or the
-        library's clean-up at exit, which crashes on it) would only fail again.
-        """
+        """Release the file without writing anything more (:func:`abandon_file`)."""
         HDF5Writer._open.discard(self)
         f, self._file = self._file, None
         self._left = self.partial_path
         if f is not None:
-            with contextlib.suppress(Exception):
-                fd = f.id.get_vfd_handle()
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, fd)
-                os.close(null)
-            with contextlib.suppress(Exception):
-                f.close()
+            abandon_file(f)
         self._since_flush = {}
 
     # ------------------------------------------------------------------ attributes

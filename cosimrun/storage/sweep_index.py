@@ -14,8 +14,9 @@ HDF5 dataset per field that grows by rows (text as UTF-8 bytes with each row's
 end offset), and ``count``, the rows written whole, set last. The store is
 written in HDF5's single-writer/multiple-reader mode (SWMR), so a reader in
 another process sees a consistent file while rows are appended and after the
-driver was killed in the middle of an append; appending N rows costs O(N) in
-all. At the sweep's end the file is written whole again and the store removed.
+driver was killed in the middle of an append, or failed to write one (a full
+disk: :class:`~cosimrun.errors.ResultsWriteError`, the rows before it kept);
+appending N rows costs O(N) in all. At the sweep's end the file is written whole again and the store removed.
 A reader takes the rows from the store while there is one
 (:func:`read_index_parts`), so an index is readable at any moment. Sweep
 directories of earlier versions may hold JSON-lines parts instead, which are
@@ -41,6 +42,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
+from cosimrun.storage.hdf5 import check_room, write_error, writing
 from cosimrun.storage.results import read_column
 
 INDEX_FILE = "index.h5"
@@ -91,7 +93,11 @@ def write_sweep_index(
     links: Mapping[int, str],
     generation: str = "",
 ) -> Path:
-    """Write a sweep index to *path* (atomically: a temporary file renamed over it).
+    """Write a sweep index to *path* (atomically: a temporary file renamed over it), or raise
+    :class:`~cosimrun.errors.ResultsWriteError` leaving *path* as it was.
+
+    The file is made in memory and written out in one piece, so a full disk fails
+    an ordinary write, not one of HDF5's, whose failures it cannot recover from.
 
     *run* holds the job numbers, *columns* one list of Python values per column
     (aligned with *run*; ``None``: missing), *attrs* the root attributes to set,
@@ -102,8 +108,7 @@ def write_sweep_index(
     started, and :func:`read_index_parts` reads the rows.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with h5py.File(tmp, "w", track_order=True, locking=False) as f:
+    with h5py.File(path, "w", driver="core", backing_store=False, track_order=True) as f:
         _write_table(f, run, columns, attrs, params, summaries)
         if generation:
             f.attrs[GENERATION_ATTR] = generation
@@ -111,7 +116,16 @@ def write_sweep_index(
         for num in run:
             if links.get(num):
                 group[str(num)] = h5py.ExternalLink(links[num], "/")
-    os.replace(tmp, path)
+        f.flush()
+        image = f.id.get_file_image()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            out.write(image)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(path, exc) from exc
     return path
 
 
@@ -252,27 +266,34 @@ def append_index_rows(
         raise ValueError(f"a row store needs an int field 'num' and fields of the kinds {ROW_KINDS}: {dict(schema)}")
     file = rows_file(path, generation)
     file.parent.mkdir(exist_ok=True)
-    with h5py.File(file, "w" if seq == 0 else "a", libver="latest", locking=False) as f:
+    with writing(file, "w" if seq == 0 else "a", libver="latest", locking=False) as f:
         if seq == 0:
             _create_store(f, generation, schema)
         f.swmr_mode = True
         stored = json.loads(_text(f.attrs["schema"]))
         count = f["count"]
         n, k = int(count[0]), len(rows)
+        columns: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]] = {}
         for name, kind in stored.items():
             values = [row.get(name) for row in rows]
             if kind in _ROW_DTYPES:
-                ds = f[name]
-                ds.resize((n + k,))
-                ds[n:] = np.array([_number(v, kind) for v in values], dtype=_ROW_DTYPES[kind])
-                ds.flush()
+                columns[name] = np.array([_number(v, kind) for v in values], dtype=_ROW_DTYPES[kind])
                 continue
             encoded = [(v if kind == "text" else json.dumps(v, default=json_value, ensure_ascii=False))
                        .encode("utf-8") for v in ("" if v is None and kind == "text" else v for v in values)]
+            lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=k)
+            columns[name] = (lengths, np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        check_room(f, file, _append_size(columns, k))
+        for name, column in columns.items():
+            if isinstance(column, np.ndarray):
+                ds = f[name]
+                ds.resize((n + k,))
+                ds[n:] = column
+                ds.flush()
+                continue
+            lengths, blob = column
             ends, data = f[f"{name}.end"], f[f"{name}.bytes"]
             base = int(ends[n - 1]) if n else 0
-            lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=k)
-            blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
             data.resize((base + len(blob),))
             if len(blob):
                 data[base:] = blob
@@ -283,6 +304,22 @@ def append_index_rows(
         count[0] = n + k  # last: a reader sees the new rows once they are all there
         count.flush()
     return file
+
+
+_APPEND_SLACK = 1 << 16
+"""Bytes an append may add to a row store beyond its rows and new chunks: HDF5's indexes and metadata."""
+
+
+def _append_size(columns: Mapping[str, np.ndarray | tuple[np.ndarray, np.ndarray]], k: int) -> int:
+    """An upper bound of the bytes appending *k* rows of *columns* adds to a row store: each dataset's new
+    chunks, one more for the partly filled one, and :data:`_APPEND_SLACK`."""
+    size = _APPEND_SLACK
+    for column in columns.values():
+        if isinstance(column, np.ndarray):
+            size += (k // _ROWS_CHUNK + 1) * _ROWS_CHUNK * column.itemsize
+        else:
+            size += (k // _ROWS_CHUNK + 1) * _ROWS_CHUNK * 8 + (len(column[1]) // _BYTES_CHUNK + 1) * _BYTES_CHUNK
+    return size
 
 
 def _create_store(f: h5py.File, generation: str, schema: Mapping[str, str]) -> None:

@@ -9,6 +9,7 @@ error and the samples it keeps.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import subprocess
@@ -210,3 +211,90 @@ def test_in_a_sweep_a_write_error_fails_the_job_and_the_sweep_goes_on(tmp_path, 
     assert list(index["status"]) == ["failed", "complete"]
     assert index["error"][0] == error
     assert load_results(job).status == "failed" and load_results(sweep / "1" / "results.h5").status == "complete"
+
+
+# ---------------------------------------------------------------------- the sweep index
+DRIVER = """
+import io, json, sys
+from cosimrun.runner import ledger as ledgers
+from cosimrun.runner.outcome import JobOutcome
+from cosimrun.storage.sweep_index import index_generation
+sweep = sys.argv[1]
+ledger = ledgers.ledger_for(sweep)
+ledger.min_interval = 0.0
+for num in range(int(sys.argv[2])):
+    ledger.enter(JobOutcome(num, "failed", ["+experiment=x", f"a.k={num}"], error=f"E{num}:" + "x" * 5000,
+                            attempts=1))
+    ledger.flush()
+    print(json.dumps([num, str(ledger.write_error or ""), index_generation(ledger.index_path)]))
+out = io.StringIO()
+print(json.dumps(["finish", ledgers.finish(out), out.getvalue()]))
+"""
+
+
+def drive_ledger(sweep: Path, jobs: int, limit: int) -> tuple[list[list], subprocess.CompletedProcess[str]]:
+    """Run a driver's ledger under a file-size limit: a job of 5 kB of error text entered and flushed at a time."""
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(sweep), str(jobs)], capture_output=True, text=True,
+                          timeout=60, preexec_fn=limited(limit))
+    return [json.loads(line) for line in proc.stdout.splitlines()], proc
+
+
+def phases(steps: list[list]) -> list[str]:
+    """Each flush's outcome: ``append`` (rows appended to the store), ``whole`` (the index written whole), ``error``."""
+    return ["error" if error else "append" if generation else "whole" for _, error, generation in steps]
+
+
+def test_when_the_index_store_cannot_grow_the_index_is_written_whole_and_then_kept_as_it_was(tmp_path) -> None:
+    """Under a 250 kB limit the row store (about 120 kB made, 5 kB a job) fills first: the ledger writes the index
+    whole from then on, until that no longer fits either. No crash, one error, the last whole index kept."""
+    sweep = tmp_path / "sweep"
+    steps, proc = drive_ledger(sweep, 60, 250_000)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    *steps, (_, code, summary) = steps
+    seen = phases(steps)
+    first_whole, first_error = seen.index("whole"), seen.index("error")
+    assert 0 < first_whole < first_error
+    assert seen == ["append"] * first_whole + ["whole"] * (first_error - first_whole) + ["error"] * (60 - first_error)
+    index = sweep / "index.h5"
+    error = f"cannot write results to {index}: [Errno 27] File too large"
+    assert {e for _, e, _ in steps[first_error:]} == {error}
+    assert code == 1
+    assert summary.splitlines()[-2:] == [
+        f"index: {index} lacks the jobs entered last: {error}",
+        f"to finish it, run the same command with hydra.sweep.dir={sweep} hydra.launcher.resume=true",
+    ]
+    assert sorted(p.name for p in sweep.iterdir()) == ["index.h5"]  # no store, no temporary file
+    table = load_sweep(sweep)  # the last index that was written whole: every job up to it
+    assert list(table.index) == list(range(first_error))
+    assert list(table["error"]) == [f"E{num}:" + "x" * 5000 for num in range(first_error)]
+    assert set(table["status"]) == {"failed"}
+
+
+def test_an_index_that_never_fits_is_reported_and_nothing_is_left(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    steps, proc = drive_ledger(sweep, 3, 20_000)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    *steps, (_, code, summary) = steps
+    assert phases(steps) == ["error"] * 3
+    error = f"cannot write results to {sweep / 'index.h5'}: [Errno 27] File too large"
+    assert code == 1 and summary.splitlines()[-2] == f"index: not written: {error}"
+    assert list(sweep.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_index_store_does_not_fit_writes_its_index_whole(tmp_path) -> None:
+    """A limit of 112 kB: each job's results file fits, the index's row store (about 120 kB) does not. The sweep
+    completes with a whole index, as without the limit."""
+    sweep = tmp_path / "sweep"
+    proc = cosimrun(tmp_path, "-m", "+experiment=coupled_oscillators", "run.tf=0.5",
+                    "components.mass1.params.mass=1.0,2.0", "hydra/launcher=basic", f"hydra.sweep.dir={sweep}",
+                    limit=112_000)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Segmentation" not in proc.stderr, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["sweep: 2 jobs, 2 complete, 0 failed", f"index: {sweep / 'index.h5'}"]
+    assert not (sweep / "index.parts").exists()
+    table = load_sweep(sweep)
+    assert list(table["status"]) == ["complete", "complete"]
+    assert list(table["components.mass1.params.mass"]) == [1.0, 2.0]
+    for num in (0, 1):
+        assert load_results(sweep / str(num) / "results.h5").status == "complete"
