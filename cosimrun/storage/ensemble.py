@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_name, partial_path, to_attr
+from cosimrun.storage.hdf5 import check_name, in_memory, partial_path, to_attr, write_image
 from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
 from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
@@ -54,6 +54,10 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
                    overrides: Sequence[str] | None = None) -> Path:
     """Write *result* to the group *group* of a new file *path* (replaced if it exists); returns *path*.
 
+    The file is made in memory and written out in one piece: a full disk raises
+    :class:`~cosimrun.errors.ResultsWriteError` and leaves no file
+    (:func:`~cosimrun.storage.hdf5.write_image`).
+
     *attrs* are extra attributes of the group (an experiment's name, a sweep's id); a sweep's ensemble also gives
     each member's job number (*jobs*, the variable ``job``) and overrides (*overrides*, ``overrides``).
     """
@@ -62,7 +66,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
     partial = partial_path(path)
     partial.unlink(missing_ok=True)
     members = result.members
-    with h5netcdf.File(partial, "w") as f:
+    with in_memory(path) as image, h5netcdf.File(image, "w") as f:
         g = f.create_group(group)
         g.dimensions = {"member": members, "time": len(result.time)}
         g.create_variable("member", ("member",), data=np.arange(members, dtype=np.int64))
@@ -105,7 +109,8 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             stored = to_attr(value)
             if stored is not None:
                 g.attrs[name] = stored
-    os.replace(partial, path)
+        f.flush()
+        write_image(image, path, partial)
     return path
 
 

@@ -143,6 +143,30 @@ def check_room(f: h5py.File, path: str | os.PathLike[str], nbytes: int) -> None:
         raise write_error(path, _errno.ENOSPC)
 
 
+def in_memory(name: str | os.PathLike[str]) -> h5py.File:
+    """A new HDF5 file that lives in memory (*name* only names it), for :func:`write_image`."""
+    return h5py.File(name, "w", driver="core", backing_store=False, track_order=True)
+
+
+def write_image(f: h5py.File, path: str | os.PathLike[str], tmp: str | os.PathLike[str]) -> None:
+    """Write the in-memory file *f* (:func:`in_memory`) to *tmp* in one piece and rename it to *path*.
+
+    A full disk or a file-size limit then fails an ordinary write, which raises
+    :class:`ResultsWriteError` and leaves *path* as it was, instead of one of HDF5's,
+    which it cannot recover from.
+    """
+    f.flush()
+    image = f.id.get_file_image()
+    tmp = Path(tmp)
+    try:
+        with open(tmp, "wb") as out:
+            out.write(image)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(path, exc) from exc
+
+
 @contextlib.contextmanager
 def writing(path: str | os.PathLike[str], mode: str, **kwargs: Any) -> Iterator[h5py.File]:
     """``h5py.File(path, mode, **kwargs)`` closed at the end of the block; a write error in the block or at

@@ -42,7 +42,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_room, write_error, writing
+from cosimrun.storage.hdf5 import check_room, in_memory, write_image, writing
 from cosimrun.storage.results import read_column
 
 INDEX_FILE = "index.h5"
@@ -96,8 +96,7 @@ def write_sweep_index(
     """Write a sweep index to *path* (atomically: a temporary file renamed over it), or raise
     :class:`~cosimrun.errors.ResultsWriteError` leaving *path* as it was.
 
-    The file is made in memory and written out in one piece, so a full disk fails
-    an ordinary write, not one of HDF5's, whose failures it cannot recover from.
+    The file is made in memory and written out in one piece (:func:`~cosimrun.storage.hdf5.write_image`).
 
     *run* holds the job numbers, *columns* one list of Python values per column
     (aligned with *run*; ``None``: missing), *attrs* the root attributes to set,
@@ -108,7 +107,7 @@ def write_sweep_index(
     started, and :func:`read_index_parts` reads the rows.
     """
     path = Path(path)
-    with h5py.File(path, "w", driver="core", backing_store=False, track_order=True) as f:
+    with in_memory(path) as f:
         _write_table(f, run, columns, attrs, params, summaries)
         if generation:
             f.attrs[GENERATION_ATTR] = generation
@@ -116,16 +115,7 @@ def write_sweep_index(
         for num in run:
             if links.get(num):
                 group[str(num)] = h5py.ExternalLink(links[num], "/")
-        f.flush()
-        image = f.id.get_file_image()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            out.write(image)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise write_error(path, exc) from exc
+        write_image(f, path, path.with_name(f".{path.name}.{os.getpid()}.tmp"))
     return path
 
 

@@ -81,3 +81,32 @@ def test_counts_per_member_are_stored(tmp_path: Path) -> None:
         for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
             np.testing.assert_array_equal(ds[f"stats.{name}"].values, result.member_stats[name])
         assert ds["stats.step_iterations"].values.tolist() == [10, 20]  # at rest: converged at once; moving: twice
+
+
+WRITER = """
+import resource, sys
+import numpy as np
+from test_ensemble import DT, MASTERS, T0, TWO_MASS, build
+from cosimrun.ensemble import run_ensemble
+from cosimrun.errors import ResultsWriteError
+from cosimrun.storage.ensemble import write_ensemble
+exp = build(TWO_MASS, MASTERS["gauss_seidel"])
+result = run_ensemble(exp.system, exp.master, {"mass1.stiffness": list(np.linspace(1.0, 10.0, 2000))}, t0=T0,
+                      tf=0.1, dt=DT)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    write_ensemble(sys.argv[1], result)
+except ResultsWriteError as exc:
+    print(exc)
+"""
+
+
+def test_a_file_that_does_not_fit_raises_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    """Under a 200 kB file-size limit a 2000-member file (about 1.5 MB) fails as an ordinary write: no crash at
+    exit, nothing on disk."""
+    path = tmp_path / "e.h5"
+    proc = subprocess.run([sys.executable, "-c", WRITER, str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [f"cannot write results to {path}: [Errno 27] File too large"]
+    assert list(tmp_path.iterdir()) == []
