@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_name, in_memory, partial_path, to_attr, write_image
+from cosimrun.storage.hdf5 import check_name, partial_path, to_attr, written_whole
 from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
 from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
@@ -56,7 +56,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
 
     The file is made in memory and written out in one piece: a full disk raises
     :class:`~cosimrun.errors.ResultsWriteError` and leaves no file
-    (:func:`~cosimrun.storage.hdf5.write_image`).
+    (:func:`~cosimrun.storage.hdf5.written_whole`).
 
     *attrs* are extra attributes of the group (an experiment's name, a sweep's id); a sweep's ensemble also gives
     each member's job number (*jobs*, the variable ``job``) and overrides (*overrides*, ``overrides``).
@@ -66,7 +66,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
     partial = partial_path(path)
     partial.unlink(missing_ok=True)
     members = result.members
-    with in_memory(path) as image, h5netcdf.File(image, "w") as f:
+    with written_whole(path, partial) as image, h5netcdf.File(image, "w") as f:
         g = f.create_group(group)
         g.dimensions = {"member": members, "time": len(result.time)}
         g.create_variable("member", ("member",), data=np.arange(members, dtype=np.int64))
@@ -109,8 +109,6 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             stored = to_attr(value)
             if stored is not None:
                 g.attrs[name] = stored
-        f.flush()
-        write_image(image, path, partial)
     return path
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as _errno
+import io
 import json
 import os
 import re
@@ -143,24 +144,23 @@ def check_room(f: h5py.File, path: str | os.PathLike[str], nbytes: int) -> None:
         raise write_error(path, _errno.ENOSPC)
 
 
-def in_memory(name: str | os.PathLike[str]) -> h5py.File:
-    """A new HDF5 file that lives in memory (*name* only names it), for :func:`write_image`."""
-    return h5py.File(name, "w", driver="core", backing_store=False, track_order=True)
-
-
-def write_image(f: h5py.File, path: str | os.PathLike[str], tmp: str | os.PathLike[str]) -> None:
-    """Write the in-memory file *f* (:func:`in_memory`) to *tmp* in one piece and rename it to *path*.
+@contextlib.contextmanager
+def written_whole(path: str | os.PathLike[str], tmp: str | os.PathLike[str]) -> Iterator[h5py.File]:
+    """A new HDF5 file made in memory; at the end of the block it is written to *tmp* in one piece and renamed to
+    *path*.
 
     A full disk or a file-size limit then fails an ordinary write, which raises
-    :class:`ResultsWriteError` and leaves *path* as it was, instead of one of HDF5's,
-    which it cannot recover from.
+    :class:`ResultsWriteError` and leaves *path* as it was (and no *tmp*), instead
+    of one of HDF5's, which it cannot recover from. The file's image is held once,
+    in a growing buffer (HDF5's in-memory driver would need a second copy to write it).
     """
-    f.flush()
-    image = f.id.get_file_image()
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w", track_order=True) as f:
+        yield f
     tmp = Path(tmp)
     try:
         with open(tmp, "wb") as out:
-            out.write(image)
+            out.write(buffer.getbuffer())
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -42,7 +42,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_room, in_memory, write_image, writing
+from cosimrun.storage.hdf5 import check_room, writing, written_whole
 from cosimrun.storage.results import read_column
 
 INDEX_FILE = "index.h5"
@@ -96,7 +96,7 @@ def write_sweep_index(
     """Write a sweep index to *path* (atomically: a temporary file renamed over it), or raise
     :class:`~cosimrun.errors.ResultsWriteError` leaving *path* as it was.
 
-    The file is made in memory and written out in one piece (:func:`~cosimrun.storage.hdf5.write_image`).
+    The file is made in memory and written out in one piece (:func:`~cosimrun.storage.hdf5.written_whole`).
 
     *run* holds the job numbers, *columns* one list of Python values per column
     (aligned with *run*; ``None``: missing), *attrs* the root attributes to set,
@@ -107,7 +107,7 @@ def write_sweep_index(
     started, and :func:`read_index_parts` reads the rows.
     """
     path = Path(path)
-    with in_memory(path) as f:
+    with written_whole(path, path.with_name(f".{path.name}.{os.getpid()}.tmp")) as f:
         _write_table(f, run, columns, attrs, params, summaries)
         if generation:
             f.attrs[GENERATION_ATTR] = generation
@@ -115,7 +115,6 @@ def write_sweep_index(
         for num in run:
             if links.get(num):
                 group[str(num)] = h5py.ExternalLink(links[num], "/")
-        write_image(f, path, path.with_name(f".{path.name}.{os.getpid()}.tmp"))
     return path
 
 
