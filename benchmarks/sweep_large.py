@@ -8,7 +8,7 @@ on the dask launcher) and checks what the issue of sweeps at scale asks of it:
 every job complete, each final value the gain times the same sine value (one
 rounding), job folders sharded by thousands (no directory with more than about
 a thousand entries), and the index read back by ``load_sweep`` in order. It
-prints the wall time, jobs per second and the load average. This runs minutes
+prints the wall time, jobs per second, the driver's peak RSS and the load average. This runs minutes
 on 2 cores, too long for the test suite, whose sweep tests stay small.
 
 With ``--resume`` the jobs run as ordinary jobs (``storage.allow_nonfinite=true``
@@ -29,6 +29,7 @@ sweep made by an earlier version of cosimrun can be resumed by this one.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
@@ -53,17 +54,34 @@ DRIVER_LINE = re.compile(r"resume took over (\d+) of (\d+) jobs; the launch loop
 """The launcher's debug line after a resumed launch (``hydra_plugins/cosimrun_dask_launcher/_core.py``)."""
 
 
+DRIVER = """
+import atexit, os, resource, sys
+atexit.register(lambda: open(os.environ["COSIMRUN_BENCH_RSS"], "w").write(
+    str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+from cosimrun.cli import main
+sys.argv = ["cosimrun", *sys.argv[1:]]
+main()
+"""
+"""``cosimrun`` that writes its peak RSS (kB) to the file ``COSIMRUN_BENCH_RSS`` names when it exits: the
+driver's alone, not its workers'."""
+
+
 def sweep(conf: Path, sweep_dir: Path, n: int, workers: int, *extra: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                                     float]:
-    """Run the sweep of *n* jobs into *sweep_dir* (with *extra* arguments); ``(process, wall time)``."""
+                                                                                     float, float]:
+    """Run the sweep of *n* jobs into *sweep_dir* (with *extra* arguments); ``(process, wall time, the driver's
+    peak RSS in MB)``."""
+    rss = sweep_dir.with_name(f"{sweep_dir.name}.rss")
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "cosimrun", "-m", f"--config-dir={conf}", "+experiment=tiny",
+        [sys.executable, "-c", DRIVER, "-m", f"--config-dir={conf}", "+experiment=tiny",
          f"components.k.params.k=range(1,{n + 1})", "hydra/launcher=dask",
          f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false", f"hydra.sweep.dir={sweep_dir}",
          *extra],
-        capture_output=True, text=True, check=False)
-    return proc, time.perf_counter() - start
+        capture_output=True, text=True, check=False, env={**os.environ, "COSIMRUN_BENCH_RSS": str(rss)})
+    wall = time.perf_counter() - start
+    peak = int(rss.read_text()) / 1024 if rss.exists() else math.nan
+    rss.unlink(missing_ok=True)
+    return proc, wall, peak
 
 
 def check(proc: subprocess.CompletedProcess[str], sweep_dir: Path, n: int, reused: int | None = None) -> int:
@@ -95,11 +113,12 @@ def resume(conf: Path, sweep_dir: Path, n: int, workers: int, rerun: list[int], 
     df = load_sweep(sweep_dir)
     for num in rerun:
         (sweep_dir / str(df["path"].iloc[num])).unlink()
-    proc, wall = sweep(conf, sweep_dir, n, workers, *extra, "hydra.launcher.resume=true",
-                       "hydra.verbose=hydra_plugins.cosimrun_dask_launcher._core")
+    proc, wall, peak = sweep(conf, sweep_dir, n, workers, *extra, "hydra.launcher.resume=true",
+                             "hydra.verbose=hydra_plugins.cosimrun_dask_launcher._core")
     check(proc, sweep_dir, n, reused=n - len(rerun))
     found = DRIVER_LINE.search(proc.stdout + proc.stderr)
-    line = f"resume, {what}: {wall:.1f} s wall, {n - len(rerun)} taken over, {len(rerun)} run again"
+    line = (f"resume, {what}: {wall:.1f} s wall, driver peak RSS {peak:.0f} MB, {n - len(rerun)} taken over, "
+            f"{len(rerun)} run again")
     if not rerun:  # the launch loop is then the driver's work on the jobs taken over alone
         per_job = f"{float(found[3]) / max(int(found[1]), 1) * 1e3:.3f} ms" if found else "not logged"
         line += f"; the driver's launch loop per job {per_job}, wall per job {wall / n * 1e3:.2f} ms"
@@ -125,10 +144,11 @@ def main() -> None:
         # jobs that cannot run as ensembles: a resume takes an ensemble's members over from its file instead
         jobs = ["storage.allow_nonfinite=true"] if opts.resume else []
         if not (sweep_dir / "index.h5").exists():
-            proc, wall = sweep(conf, sweep_dir, n, opts.workers, *jobs)
+            proc, wall, peak = sweep(conf, sweep_dir, n, opts.workers, *jobs)
             entries = check(proc, sweep_dir, n)
             print(f"{n} jobs on {opts.workers} workers: {wall:.1f} s wall, {n / wall:.1f} jobs/s, "
-                  f"largest directory {entries} entries, load {os.getloadavg()[0]:.1f}")
+                  f"driver peak RSS {peak:.0f} MB, largest directory {entries} entries, "
+                  f"load {os.getloadavg()[0]:.1f}")
             print("checked: every job complete with its value, folders sharded, index in order")
         if opts.resume:
             resume(conf, sweep_dir, n, opts.workers, [], "every job finished", *jobs)

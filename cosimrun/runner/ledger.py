@@ -66,9 +66,9 @@ class SweepLedger:
         self.write_error: ResultsWriteError | None = None
         """Why the last write of the index failed (it then holds what was written before); None after a write."""
 
-    def add_pending(self, num: int, overrides: Sequence[str]) -> None:
-        """Enter a job as submitted, not finished yet."""
-        self.outcomes[num] = JobOutcome(num, "pending", list(overrides), attempts=0)
+    def add_pending(self, num: int, overrides: list[str]) -> None:
+        """Enter a job as submitted, not finished yet; its outcomes share the list *overrides* (not copied)."""
+        self.outcomes[num] = JobOutcome(num, "pending", overrides, attempts=0)
         self._changed.add(num)
         self._dirty = True
 
@@ -78,6 +78,7 @@ class SweepLedger:
         if not outcome.reused and not math.isnan(outcome.job_time_s):
             self._first_start = min(self._first_start, now - outcome.job_time_s)
             self._last_end = now
+        _share(outcome, self.outcomes.get(outcome.num))
         self.outcomes[outcome.num] = outcome
         self._changed.add(outcome.num)
         self._dirty = True
@@ -207,6 +208,19 @@ class SweepLedger:
                 f"to finish it, run the same command with hydra.sweep.dir={self.sweep_dir} hydra.launcher.resume=true"
             )
         return "\n".join(lines)
+
+
+def _share(outcome: JobOutcome, previous: JobOutcome | None) -> None:
+    """Make *outcome*, as it came back from a worker, share what the driver holds already: the overrides list of
+    the job's *previous* outcome and one copy of each status, worker, path and summary name (a sweep's driver
+    keeps every job's outcome: 10^5 of them)."""
+    if previous is not None and previous.overrides == outcome.overrides:
+        outcome.overrides = previous.overrides
+    outcome.status = sys.intern(outcome.status)
+    outcome.worker = sys.intern(outcome.worker)
+    outcome.path = sys.intern(outcome.path)
+    if outcome.summaries:
+        outcome.summaries = {sys.intern(name): value for name, value in outcome.summaries.items()}
 
 
 def _task_overrides(overrides: Sequence[str]) -> list[str]:

@@ -24,7 +24,7 @@ SUMMARY_PREFIX = "final."
 FAILED_STATUSES = frozenset({"failed", "interrupted"})
 
 
-@dataclass
+@dataclass(slots=True)
 class JobOutcome:
     """What one job of a sweep left behind; the return value of a sweep job."""
 

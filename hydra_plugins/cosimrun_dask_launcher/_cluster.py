@@ -53,9 +53,11 @@ def connect(launcher: DaskLauncher) -> Any:
     """The launcher's client: to ``cluster`` (instantiated), to ``address``, or to a new ``LocalCluster``."""
     if launcher.client is not None:
         return launcher.client
+    import dask
     from distributed import Client
 
     _quiet_dask()
+    dask.config.set(SHORT_MESSAGE_LOGS)  # read as each connection opens, workers' restarts included
 
     cluster = None
     if launcher.cluster_config:
@@ -76,7 +78,6 @@ def connect(launcher: DaskLauncher) -> Any:
             ) from exc
         where = launcher.address
     else:
-        import dask
         from dask.system import CPU_COUNT  # cores available to this process (affinity, cgroup limits)
 
         _fast_worker_start()
@@ -120,6 +121,11 @@ def _quiet_workers(launcher: DaskLauncher) -> dict[str, Any]:
     """
     return dict(QUIET_WORKERS) if launcher.quiet_workers else {}
 
+
+SHORT_MESSAGE_LOGS = {"distributed.admin.low-level-log-length": 16}
+"""dask keeps the last messages of each connection for debugging, by default 1000, each below 1 MB: on the
+driver those are the chunks of jobs sent, every job's config and overrides (the local cluster's scheduler runs
+in the driver). A sweep of 10^5 jobs kept some 40 MB of them; 16 keep what a debugger needs."""
 
 KEEP_NANNIES = {"distributed.deploy.lost-worker-timeout": "36500d"}
 """A local cluster's nannies restart their workers; the cluster must not close them for good.

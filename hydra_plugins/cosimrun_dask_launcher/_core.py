@@ -625,8 +625,8 @@ class _Batch:
         if outcome.ok and outcome.member < 0 and outcome.path and not outcome.fingerprint:
             outcome.fingerprint = fingerprint(outcome.path, config_key(spec.payload()))
         self.reused += outcome.reused
+        self.ledger.enter(outcome)  # first: the outcome then shares the ledger's list of the job's overrides
         self._returns[pos] = SweepJobReturn.of(spec, outcome, self.composer)
-        self.ledger.enter(outcome)
         self.bar.finished(outcome)
 
     def cancel(self) -> None:

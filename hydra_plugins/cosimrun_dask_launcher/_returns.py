@@ -5,6 +5,7 @@ Imported when a sweep is launched (dask only inside the functions that need it).
 
 from __future__ import annotations
 
+import sys
 import traceback as _traceback
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,10 @@ class SweepJobReturn(JobReturn):
 
     @classmethod
     def of(cls, spec: JobSpec, outcome: JobOutcome, composer: JobComposer | None = None) -> SweepJobReturn:
-        """The return of job *spec* whose outcome is *outcome*."""
+        """The return of job *spec* whose outcome is *outcome* (whose list of overrides it shares)."""
         ret = cls(
-            overrides=list(spec.overrides),
-            working_dir=str(spec.job_dir) if spec.chdir else str(Path.cwd()),
+            overrides=outcome.overrides,
+            working_dir=str(spec.job_dir) if spec.chdir else sys.intern(str(Path.cwd())),
             task_name=spec.task_name,
             status=JobStatus.COMPLETED,
         )
