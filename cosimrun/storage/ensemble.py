@@ -49,6 +49,11 @@ DEFAULT_GROUP = "ensemble"
 _STR = h5py.string_dtype("utf-8")
 
 
+HISTORY_FILTERS = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+"""Filters of the histories: deflate at its fastest after the byte shuffle, as in a run's file
+(:mod:`cosimrun.storage.hdf5`): grouped by significance, the bytes of floats compress smaller and faster."""
+
+
 def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, group: str = DEFAULT_GROUP,
                    attrs: dict[str, object] | None = None, jobs: Sequence[int] | None = None,
                    overrides: Sequence[str] | None = None) -> Path:
@@ -95,7 +100,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             _unit(var, result.units.get(key))
         for key, values in result.history.items():
             var = g.create_variable(key, ("time", "member"), data=np.asarray(values, dtype=float),
-                                    chunks=_chunks(values.shape), compression="gzip", compression_opts=1)
+                                    chunks=_chunks(values.shape), **HISTORY_FILTERS)
             _unit(var, result.units.get(key))
         info = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,

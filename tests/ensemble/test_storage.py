@@ -110,3 +110,13 @@ def test_a_file_that_does_not_fit_raises_one_error_and_leaves_nothing(tmp_path: 
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.splitlines() == [f"cannot write results to {path}: [Errno 27] File too large"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_histories_are_shuffled_and_deflated_as_a_runs_are(result, tmp_path: Path) -> None:
+    import h5py
+
+    path = write_ensemble(tmp_path / "e.h5", result)
+    with h5py.File(path, "r") as f:
+        for key in result.history:
+            ds = f["ensemble"][key]
+            assert (ds.compression, ds.compression_opts, ds.shuffle) == ("gzip", 1, True), key
