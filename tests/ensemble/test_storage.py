@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import xarray as xr
@@ -113,8 +114,6 @@ def test_a_file_that_does_not_fit_raises_one_error_and_leaves_nothing(tmp_path: 
 
 
 def test_histories_are_shuffled_and_deflated_as_a_runs_are(result, tmp_path: Path) -> None:
-    import h5py
-
     path = write_ensemble(tmp_path / "e.h5", result)
     with h5py.File(path, "r") as f:
         for key in result.history:
