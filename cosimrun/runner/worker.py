@@ -34,6 +34,7 @@ from hydra.core.utils import JobReturn
 from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
 from cosimrun.runner.configtext import dump, task_overrides
+from cosimrun.runner.joblog import configure_job_log
 from cosimrun.runner.layout import register_resolver
 from cosimrun.runner.outcome import JobOutcome, describe_exception
 
@@ -211,7 +212,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     for ``HydraConfig.get()`` and ``${hydra:...}``, the other, without its
     ``hydra`` node, is the task's.
     """
-    from hydra.core.utils import JobRuntime, JobStatus, configure_log, env_override
+    from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
     task_cfg, config = payload.configs()
@@ -230,7 +231,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             if chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
-            configure_log(hydra.job_logging, hydra.verbose)
+            configure_job_log(hydra.job_logging, hydra.verbose)
             if hydra.output_subdir is not None:
                 files = Path(output_dir) / str(hydra.output_subdir)
                 files.mkdir(parents=True, exist_ok=True)
