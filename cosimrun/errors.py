@@ -382,7 +382,7 @@ class StepDiscarded(FMUError, StepEndedEarly):
 
 
 class ResultsWriteError(CosimrunError, OSError):
-    """A results file could not be written (disk full, file-size limit, I/O error).
+    """A results file, an ensemble's file or a sweep index could not be written (disk full, file-size limit, I/O error).
 
     ``path`` is the file, ``reason`` the operating system's error (``[Errno 27] File too
     large``); ``errno`` is set when known. Also an ``OSError``, so code catching I/O errors
