@@ -21,11 +21,13 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, stepper
+from cosimrun.ensemble.events import LocatedEvents
+from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.extrapolation import Extrapolation
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.hybrid import Hybrid
 from cosimrun.masters.ijcsa import IJCSA
 from cosimrun.masters.jacobi import Jacobi
 from cosimrun.masters.stepsize import Clock
@@ -110,7 +112,17 @@ class EnsembleResult:
     master_settings: dict[str, Any] = field(default_factory=dict)
     member_stats: dict[str, np.ndarray] = field(default_factory=dict)
     """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
-    ``unconverged_steps``)."""
+    ``unconverged_steps``; ``hybrid``: ``macro_steps``, ``trial_steps``, ``rollbacks``, ``events``)."""
+    events: dict[str, np.ndarray] = field(default_factory=dict)
+    """Under the hybrid master, every state event handled, one row per event ordered by member, time and micro
+    step: ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
+
+    def member_events(self, index: int) -> dict[str, np.ndarray]:
+        """Member *index*'s events: ``time``, ``micro``, ``component``, ``event`` (empty without events)."""
+        if not self.events:
+            return {}
+        rows = self.events["member"] == index
+        return {key: values[rows] for key, values in self.events.items() if key != "member"}
 
     def member(self, index: int) -> dict[str, Any]:
         """Member *index* as one row: status, parameters, final values and the failure's cause (if any)."""
@@ -145,13 +157,13 @@ def run_members(system: System, master: Master, rows: Sequence[Mapping[str, Any]
 
 def check_master(master: Master) -> None:
     """Refuse a master (or a setting of it) that ensembles do not run, keyed by the setting."""
-    if type(master) not in (Jacobi, GaussSeidel, IJCSA):
-        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel and ijcsa masters "
-                                         "only (with fixed steps)")
-    if master.step_control != "fixed":
+    if type(master) not in (Jacobi, GaussSeidel, IJCSA, Hybrid):
+        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel, ijcsa and hybrid "
+                                         "masters only (with fixed steps)")
+    if getattr(master, "step_control", "fixed") != "fixed":
         raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
                                                  "(a step size per member is not supported yet)")
-    if master.sweeps != 1:
+    if getattr(master, "sweeps", 1) != 1:
         raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
 
 
@@ -203,7 +215,15 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
                           joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
                           joined("history"), first.units, joined("final"), stats, first.master_settings,
-                          joined("member_stats"))
+                          joined("member_stats"), _joined_events(blocks, offsets))
+
+
+def _joined_events(blocks: list[EnsembleResult], offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """The chunks' events tables as one, each chunk's members numbered in the whole ensemble."""
+    if not blocks[0].events:
+        return {}
+    parts = [{**b.events, "member": b.events["member"] + int(off)} for b, off in zip(blocks, offsets, strict=False)]
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
 def _run_block(system: System, master: Master, parameters: dict[str, Any], count: int, first: int, t0: float,
@@ -264,6 +284,8 @@ class _EnsembleRun:
                 comp.parameters[name] = values
             if varying:
                 refresh_parameters(comp)
+            if isinstance(st, OdeMember):
+                start_member_state(st)
             self.steppers[comp.name] = st
         links_from: dict[str, list[Link]] = {c.name: [] for c in self.order}
         for lk in system.links:
@@ -318,9 +340,13 @@ class _EnsembleRun:
         for st in self.steppers.values():
             st.refresh(t0)
         self.settle(t0)
-        plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
-                                                    interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
-        order = master.extrapolation  # type: ignore[attr-defined]
+        located = LocatedEvents(self, master, clock) if isinstance(master, Hybrid) else None
+        if located is not None:
+            plan, lagging, order = located.plan, [], 0
+        else:
+            plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
+                                                        interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
+            order = master.extrapolation  # type: ignore[attr-defined]
         implicit = isinstance(master, IJCSA) and master.iterate_steps
         if implicit:
             self._start_implicit()
@@ -331,10 +357,12 @@ class _EnsembleRun:
         odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
         start_up = order == 2 and bool(lagging) and all(
             isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
-        watched = [st for st in odes if st.events]
+        watched = [st for st in odes if st.events] if located is None else []
         sign_tol = master.sign_tolerance
         for st in watched:
             st.arm(t0, sign_tol)
+        if located is not None:
+            located.begin(t0)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
         previous = {key: samples[key][0] for key in self.outputs}
@@ -350,7 +378,9 @@ class _EnsembleRun:
                 h = t1 - t
                 for st in odes:
                     np.copyto(x_prev[st.comp.name], st.x)
-                if implicit:
+                if located is not None:
+                    located.advance(a, b, (t, t1, x_prev, frozen, previous))
+                elif implicit:
                     self._implicit_step(t, t1, x_prev, frozen, previous)
                 else:
                     if lagging:
@@ -397,7 +427,7 @@ class _EnsembleRun:
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
-                              dict(self.member_stats))
+                              dict(self.member_stats), located.table() if located is not None else {})
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs
