@@ -179,9 +179,14 @@ class BouncingBall(OdeBlock):
         self.resting = (x[0] <= 0.0) & (x[1] == 0.0)
 
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        if np.ndim(self.resting):
-            slope = np.array([x[1], np.broadcast_to(-self.parameters["g"], x[1].shape)])
-            return np.where(self.resting, 0.0, slope)
+        resting = self.resting
+        if np.ndim(resting):
+            slope = np.empty(x.shape)
+            slope[0] = x[1]
+            slope[1] = -self.parameters["g"]
+            if resting.any():
+                slope[:, resting] = 0.0
+            return slope
         if self.resting:
             return np.zeros(2)
         return np.array([x[1], -self.parameters["g"]])

@@ -220,19 +220,24 @@ class OdeMember(Member):
         """The scalar integrator's tracking of each state event over one substep, per member
         (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint."""
         shape = (self.members,)
-        t_new = np.broadcast_to(t, shape)
+        t_new = t if np.ndim(t) else np.full(shape, t)
         for (_, direction, func), g, t_g, hinted, (t_before, t_after), after in zip(
                 self.events, self._tracked, self._tracked_t, self.hinted, self.hint_times, self.hint_after,
                 strict=True):
-            g_new = np.broadcast_to(np.asarray(func(t, x, u), dtype=float), shape)
+            g_new = func(t, x, u)
+            if not (isinstance(g_new, np.ndarray) and g_new.shape == shape and g_new.dtype == float):
+                g_new = np.broadcast_to(np.asarray(g_new, dtype=float), shape)
             open_ = hinted == 0.0
-            hit = open_ & crossed_members(g, g_new, direction, 0.0)
+            hit = crossed_members(g, g_new, direction, 0.0)
+            hit &= open_
             if hit.any():
                 hinted[hit] = g[hit]
                 t_before[hit], t_after[hit], after[hit] = t_g[hit], t_new[hit], g_new[hit]
-            move = open_ & ~hit & ((np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0))
-            g[move] = g_new[move]
-            t_g[move] = t_new[move]
+                open_ &= ~hit
+            move = (np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0)
+            move &= open_
+            np.copyto(g, g_new, where=move)
+            np.copyto(t_g, t_new, where=move)
 
     def arm(self, t: float, tol: float) -> None:
         """Arm every indicator with its side at the accepted instant *t* (a value on the surface keeps the side)."""
@@ -291,12 +296,11 @@ def arm_members(armed: np.ndarray, g: np.ndarray, tol: float) -> None:
 def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: float) -> np.ndarray:
     """Which members' indicators crossed zero from *before* to *after*: :func:`cosimrun.core.events.crossed`
     for each member (a strictly signed value to one strictly past zero, values within *tol* counting as zero)."""
-    s0 = np.where(before > tol, 1, np.where(before < -tol, -1, 0))
-    s1 = np.where(after > tol, 1, np.where(after < -tol, -1, 0))
-    hit = (s0 != 0) & (s1 == -s0)
-    if direction:
-        hit &= (s0 < 0) if direction > 0 else (s0 > 0)
-    return hit
+    rising = (before < -tol) & (after > tol)
+    if direction > 0:
+        return rising
+    falling = (before > tol) & (after < -tol)
+    return falling if direction < 0 else rising | falling
 
 
 def start_member_state(st: OdeMember) -> None:
