@@ -12,8 +12,8 @@ steps to; a member that crosses again in that step is localized again, alone wit
 event rolls back and re-steps only its own sub-ensemble. The arithmetic of every trial is the scalar run's, so
 every member takes the trial steps, the event instants, the statistics and the samples of its scalar run.
 
-What the scalar master refuses or does not reach here is refused (:func:`refuse_located`): components other than
-ODE components, more than one event indicator, time events and ``max_step``, ``max_substep``, event subscriptions.
+What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
+more than one event indicator, time events and ``max_step``, ``max_substep``, event subscriptions.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.members import OdeMember, arm_members, crossed_members, refresh_parameters
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
@@ -34,32 +35,32 @@ if TYPE_CHECKING:
     from cosimrun.ensemble.run import _EnsembleRun
     from cosimrun.masters.hybrid import Hybrid
     from cosimrun.masters.stepsize import Clock
+    from cosimrun.system.system import System
 
 COUNTS = ("macro_steps", "trial_steps", "rollbacks", "events")
 """The hybrid master's statistics kept per member (``member_stats``), counted as its scalar run counts them."""
 
 
-def refuse_located(run: _EnsembleRun) -> None:
-    """Refuse, keyed by the component at fault, a system whose events an ensemble cannot locate per member."""
-    sources = []
-    for name, st in run.steppers.items():
+def refuse_located(system: System) -> None:
+    """Refuse, keyed by what is at fault, a system whose events an ensemble cannot locate per member under the
+    hybrid master (the components are vectorizable, see :func:`~cosimrun.ensemble.members.refuse`)."""
+    indicators = []
+    for name, comp in system.components.items():
         key = f"components.{name}"
-        if not isinstance(st, OdeMember):
-            raise ConfigError(key, f"component {name!r} ({type(st.comp).__name__}) is not an ODE component; under "
+        if not isinstance(comp, OdeComponent):
+            raise ConfigError(key, f"component {name!r} ({type(comp).__name__}) is not an ODE component; under "
                                    "the hybrid master ensembles step ODE components only")
-        if st.comp.parameters["max_substep"] is not None:
+        if comp.parameters["max_substep"] is not None:
             raise ConfigError(f"{key}.params.max_substep", "ensembles under the hybrid master take the configured "
                                                            "substeps (max_substep is not supported)")
-        if st.comp.max_step is not None or st.comp.has_time_events:
+        if comp.max_step is not None or comp.has_time_events:
             raise ConfigError(key, f"component {name!r} limits steps or has time events, which ensembles under "
                                    "the hybrid master do not run")
-        if st.events:
-            sources.append(st)
-    if sum(len(st.events) for st in sources) > 1:
+        indicators += [f"{name}.{event}" for event in comp.state_events]
+    if len(indicators) > 1:
         raise ConfigError("components", "ensembles under the hybrid master locate one state event indicator per "
-                                        "system (this one has "
-                                        f"{', '.join(f'{st.comp.name}.{e[0]}' for st in sources for e in st.events)})")
-    if run.system.event_connections:
+                                        f"system (this one has {', '.join(indicators)})")
+    if system.event_connections:
         raise ConfigError("events", "ensembles under the hybrid master do not run event subscriptions")
 
 
@@ -67,7 +68,7 @@ class LocatedEvents:
     """One ensemble run's state events under the hybrid master: armed sides, Zeno runs, counts, the events log."""
 
     def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
-        refuse_located(run)
+        refuse_located(run.system)
         self.run, self.master, self.clock = run, master, clock
         if clock.end >= 2**62:
             raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")

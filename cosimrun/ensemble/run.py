@@ -21,7 +21,7 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.events import LocatedEvents
+from cosimrun.ensemble.events import LocatedEvents, refuse_located
 from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
@@ -186,6 +186,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
             raise ConfigError(key, f"must be an integer >= 1, got {value!r}")
     for comp in system.components.values():
         refuse(comp)
+    if isinstance(master, Hybrid):
+        refuse_located(system)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -304,7 +306,10 @@ class _EnsembleRun:
         if record is None:
             return ports
         chosen = {}
+        events = {f"{c.name}.{n}" for c in self.order for n, p in c.outputs.items() if p.spec.type is PortType.EVENT}
         for key in record:
+            if key in events:  # an event port's instants are the events table (a run's final values leave it out)
+                continue
             if key not in ports:
                 raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
             chosen[key] = ports[key]
