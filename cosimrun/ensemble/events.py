@@ -175,10 +175,15 @@ class LocatedEvents:
             p.value = v.copy() if isinstance(v, np.ndarray) else v
 
     # ------------------------------------------------------------------ trials
-    def trial(self, t: Any, t1: Any) -> np.ndarray:
+    def trial(self, t: Any, t1: Any, hints: bool = False) -> np.ndarray:
         """Step the current members from *t* to *t1* (floats or one per member) as ``HybridRun._trial``; the
-        indicator at *t1*."""
+        indicator at *t1*. With *hints*, the source's integrator tracks its indicator over the substeps (a step's
+        trial: its hints start the localization); the other trials' hints are dropped unread, as the scalar
+        master drops them."""
         run = self.run
+        source = self.source
+        if source is not None:
+            source.tracking = hints
         run.step_plan(self.plan, t, t1 - t)
         run.settle(t1)
         return self.indicator(t1)
@@ -229,7 +234,7 @@ class LocatedEvents:
             run.settle(t1)
             return
         start = self.snapshot()
-        g_b = self.trial(start_t, t1)
+        g_b = self.trial(start_t, t1, hints=True)
         hints = self.hints()
         src = self.source
         ref = src.reference(self.tol)[0]
@@ -275,7 +280,7 @@ class LocatedEvents:
         self.count("trial_steps")
         start = self.snapshot()
         t_a = self.times(a_m)
-        g_b = self.trial(t_a, self.clock.time(b))
+        g_b = self.trial(t_a, self.clock.time(b), hints=True)
         hints = self.hints()
         src = self.source
         assert src is not None

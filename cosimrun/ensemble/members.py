@@ -118,6 +118,9 @@ class OdeMember(Member):
         """Per member, the indicator's value at the substep's end past that crossing."""
         self._tracked: list[np.ndarray] = []
         self._tracked_t: list[np.ndarray] = []
+        self.tracking = True
+        """Whether steps track the indicators over their substeps (the internal hints); a trial whose hints nobody
+        reads (locating an event, probing its departure) need not."""
         self.member_state: tuple[str, ...] = tuple(getattr(type(comp), "member_state", ()))
         """The component's discrete state per member (attributes holding ``(M,)`` arrays), see
         :func:`start_member_state`."""
@@ -199,7 +202,7 @@ class OdeMember(Member):
         u = self.gather()
         u_at = self._input_polynomial(t, u)
         track = None
-        if self.events:
+        if self.events and self.tracking:
             shape = (self.members,)
             self._tracked = [np.array(np.broadcast_to(np.asarray(f(t, self.x, u), dtype=float), shape))
                              for _, _, f in self.events]
