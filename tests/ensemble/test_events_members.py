@@ -240,3 +240,25 @@ def test_a_bouncing_ball_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_
         for port in ("h", "v"):
             series, theirs = member.history("ball")[port], job.history("ball")[port]
             np.testing.assert_array_equal(series.values, on_grid(theirs.time, theirs.values, series.time))
+
+
+def test_a_member_whose_event_falls_just_before_a_point_skips_it_as_its_scalar_run() -> None:
+    """An impact 3e-10 s before the point t = 0.45 is located within ``clock.snap`` of it: the scalar run takes its
+    next step from the impact to t = 0.46, with no sample at 0.45; the member does the same (the others take 0.45),
+    and its sample at 0.45 is its value after the event."""
+    t_impact = 0.45 - 3e-10
+    params = {"ball.h0": np.array([9.81 / 2 * t_impact * t_impact, 1.0]), "ball.e": np.array([0.8, 0.7])}
+    exp = build()
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=1.0, dt=DT)
+    reference = scalar({k: float(v[0]) for k, v in params.items()}, tf=1.0)
+    time, values, _ = reference["samples"]["h"]
+    skipped = [t for t in result.time.tolist() if t not in set(time.tolist())]
+    assert skipped == [0.45]
+    (t_e, _), = reference["events"][:1]
+    assert 0.45 - 6e-10 < t_e < 0.45
+    np.testing.assert_array_equal(result.member_events(0)["time"], [t for t, _ in reference["events"]])
+    assert {k: int(result.member_stats[k][0]) for k in COUNTS} == {k: getattr(reference["stats"], k) for k in COUNTS}
+    kept = result.time != 0.45
+    np.testing.assert_array_equal(result.history["ball.h"][kept, 0], on_grid(time, values, result.time[kept]))
+    assert result.history["ball.h"][~kept, 0] == values[time == t_e][-1]
+    assert_member_equals_scalar(result, 1, params, tf=1.0)
