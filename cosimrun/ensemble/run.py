@@ -1,12 +1,14 @@
-"""Run M members of one system at once under a fixed-step Jacobi or Gauss-Seidel master.
+"""Run M members of one system at once under a fixed-step Jacobi, Gauss-Seidel or IJCSA master, or the hybrid one.
 
 The run repeats, over arrays of members, what :class:`~cosimrun.masters.explicit.ExplicitRun` does for one
 system with fixed communication steps: the same communication points (the master run's ``next_point``: grid,
 time events, ``max_step``), the same stepping plan and fresh links (Gauss-Seidel), the same extrapolation of
 lagging inputs (:class:`~cosimrun.masters.extrapolation.Extrapolation`, which works on arrays), the same exchange
 and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosimrun.ensemble.members`. A
-member whose state or outputs go non-finite, or whose state event fires (events are not handled in ensembles
-yet), is marked ``failed`` with its cause and frozen; the others run on.
+member whose state or outputs go non-finite, or whose state event fires (masters without localization do not
+handle events in ensembles), is marked ``failed`` with its cause and frozen; the others run on. Under the hybrid
+master each step is :class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled
+on its own.
 """
 
 from __future__ import annotations
