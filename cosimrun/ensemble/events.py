@@ -1,16 +1,16 @@
-"""State events located per member under the hybrid master.
+"""State events located per member under the hybrid master, each member on its own clock.
 
-The members step the communication grid together. After each step, the members whose indicator crossed zero
-against its armed side (:meth:`~cosimrun.ensemble.members.OdeMember.reference`) are narrowed to a sub-ensemble
-(their states, discrete state, parameters and port values taken out as arrays of their own), rolled back to the
-step's start and localized there, each member with its own bracket and its own trial instants: the scalar
-:class:`~cosimrun.masters.hybrid.HybridRun`'s root finder (internal hints, Illinois secant points within
-bisection's pace, bisection), repeated elementwise over integer ticks. Each member's event is then handled at its
-own instant in micro steps (the component's ``update`` on the sub-ensemble), its indicator re-armed by departure
-probes, its Zeno run counted, and the member steps on from its event instant to the next point its scalar run
-steps to; a member that crosses again in that step is localized again, alone with the others that do. A member's
-event rolls back and re-steps only its own sub-ensemble. The arithmetic of every trial is the scalar run's, so
-every member takes the trial steps, the event instants, the statistics and the samples of its scalar run.
+Every member runs its scalar :class:`~cosimrun.masters.hybrid.HybridRun`'s sequence of trial steps: its
+communication step (the indicator compared with its armed side, ``OdeMember.reference``), when that crosses
+zero the points of the event's bracket (internal hints, Illinois secant points
+within bisection's pace, bisection, over integer ticks) and the bracket's end again if its last point fell below
+the event, then its event handled in micro steps at its own instant (the component's ``update``, on those members
+alone), its departure probes, and its next step from the event to the point its scalar run steps to. Members do
+not wait for each other: each round takes one trial step of every member at once, each from its own accepted
+state to its own instant (an array of starts and steps), so the ensemble takes as many rounds as its busiest
+member takes trial steps, and a member's event rolls back no other member. The arithmetic of every trial is the
+scalar run's: every member takes the trial steps, the event instants, the statistics and the samples of its
+scalar run. Each member writes its samples at the communication points as it passes them.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
 more than one event indicator, time events and ``max_step``, ``max_substep``, event subscriptions.
@@ -18,6 +18,7 @@ more than one event indicator, time events and ``max_step``, ``max_substep``, ev
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -32,13 +33,16 @@ from cosimrun.masters.events import PROBE_GROWTH
 from cosimrun.masters.hybrid import SLACK_STEPS
 
 if TYPE_CHECKING:
-    from cosimrun.ensemble.run import _EnsembleRun
+    from cosimrun.ensemble.run import EnsembleResult, _EnsembleRun
     from cosimrun.masters.hybrid import Hybrid
     from cosimrun.masters.stepsize import Clock
     from cosimrun.system.system import System
 
 COUNTS = ("macro_steps", "trial_steps", "rollbacks", "events")
 """The hybrid master's statistics kept per member (``member_stats``), counted as its scalar run counts them."""
+STEP, LOC, RETRY, PROBE, DONE, DEAD = range(6)
+"""What a member's next trial step is: its communication step, a point of its event's bracket, the bracket's end
+again (its last point fell below the event), a departure probe; or none (done at the end, failed)."""
 
 
 def refuse_located(system: System) -> None:
@@ -64,8 +68,49 @@ def refuse_located(system: System) -> None:
         raise ConfigError("events", "ensembles under the hybrid master do not run event subscriptions")
 
 
+class Saved:
+    """One copy per member of what a trial changes: the ODE states, their discrete state and the real port values
+    (a member's accepted state, or its state at its event's bracket end), saved and loaded member by member."""
+
+    def __init__(self, events: LocatedEvents) -> None:
+        self.odes, self.ports = events.odes, events.ports
+        self.x = [st.x.copy() for st in self.odes]
+        self.state = [[np.array(getattr(st.comp, a)) for a in st.member_state] for st in self.odes]
+        self.values = [np.array(p.value, dtype=float) for p in self.ports]
+
+    def save(self, mask: np.ndarray) -> None:
+        """Keep the live values of the members *mask*."""
+        for st, x, state in zip(self.odes, self.x, self.state, strict=True):
+            x[:, mask] = st.x[:, mask]
+            for name, values in zip(st.member_state, state, strict=True):
+                values[mask] = getattr(st.comp, name)[mask]
+        for p, values in zip(self.ports, self.values, strict=True):
+            values[mask] = np.broadcast_to(p.value, values.shape)[mask]
+
+    def load(self, mask: np.ndarray | None = None) -> None:
+        """Make the kept values of the members *mask* (all by default) the live ones."""
+        for st, x, state in zip(self.odes, self.x, self.state, strict=True):
+            if mask is None:
+                np.copyto(st.x, x)
+            else:
+                st.x[:, mask] = x[:, mask]
+            for name, values in zip(st.member_state, state, strict=True):
+                if mask is None:
+                    setattr(st.comp, name, values.copy())
+                else:
+                    getattr(st.comp, name)[mask] = values[mask]
+        for p, values in zip(self.ports, self.values, strict=True):
+            if mask is None:
+                p.value = values.copy()
+            else:
+                live = np.array(np.broadcast_to(p.value, values.shape), dtype=float)
+                live[mask] = values[mask]
+                p.value = live
+
+
 class LocatedEvents:
-    """One ensemble run's state events under the hybrid master: armed sides, Zeno runs, counts, the events log."""
+    """One ensemble run under the hybrid master: each member's phase, clock (its accepted tick) and event bracket,
+    its armed side, Zeno run and counts, the samples and the events log."""
 
     def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
         refuse_located(run.system)
@@ -94,7 +139,6 @@ class LocatedEvents:
         marks = clock.marks()
         self._marks = [(int(k) * clock.resolution + int(r), float(t))
                        for k, r, t in zip(marks["grid"], marks["rest"], marks["time"], strict=True)]
-        self._step: tuple[float, float, Any, Any, Any] | None = None
 
     # ------------------------------------------------------------------ ticks
     def times(self, ticks: np.ndarray) -> np.ndarray:
@@ -162,18 +206,6 @@ class LocatedEvents:
             for st, saved in reversed(states):
                 st.widen(saved, idx)
 
-    def snapshot(self) -> tuple[list[Any], list[Any]]:
-        """The current members' states, discrete state and port values (a rollback point)."""
-        return ([st.state_copy() for st in self.odes],
-                [v.copy() if isinstance(v, np.ndarray) else v for v in (p.value for p in self.ports)])
-
-    def restore(self, snap: tuple[list[Any], list[Any]]) -> None:
-        states, values = snap
-        for st, saved in zip(self.odes, states, strict=True):
-            st.restore(saved)
-        for p, v in zip(self.ports, values, strict=True):
-            p.value = v.copy() if isinstance(v, np.ndarray) else v
-
     # ------------------------------------------------------------------ trials
     def trial(self, t: Any, t1: Any, hints: bool = False) -> np.ndarray:
         """Step the current members from *t* to *t1* (floats or one per member) as ``HybridRun._trial``; the
@@ -198,175 +230,261 @@ class LocatedEvents:
         assert src is not None
         return src.hinted[0].copy(), src.hint_times[0][0].copy(), src.hint_times[0][1].copy(), src.hint_after[0].copy()
 
-    def count(self, name: str, mask: np.ndarray | None = None, by: int = 1) -> None:
-        ids = self.ids if mask is None else self.ids[mask]
-        self.counts[name][ids] += by
+    def count(self, name: str, mask: np.ndarray) -> None:
+        """Count one more *name* for the current members *mask*."""
+        self.counts[name][self.ids[mask]] += 1
 
     # ------------------------------------------------------------------ the run
+    def execute(self, t0: float, start: float) -> EnsembleResult:
+        """Run every member from *t0* to the end, each through its own sequence of trial steps, one array step of
+        all members per round, and return the ensemble's result."""
+        from cosimrun.ensemble.run import COMPLETE, FAILED, EnsembleResult, EnsembleStats
+
+        run, clock, members = self.run, self.clock, self.run.members
+        for p in self.ports:
+            p.value = np.array(np.broadcast_to(np.asarray(p.value, dtype=float), (members,)))
+        points = [0]
+        while points[-1] < clock.end:
+            points.append(run.scalar.next_point(clock, points[-1]))  # type: ignore[union-attr]
+        steps = len(points) - 1
+        kept = [i for i in range(len(points)) if i % run.record_every == 0 or i == steps]
+        self.points = np.array(points, dtype=np.int64)
+        self.kept = np.array([points[i] for i in kept], dtype=np.int64)
+        self.history = {key: np.full((len(kept), members), np.nan) for key in run.outputs}
+        self.last = {key: np.full(members, np.nan) for key in run.outputs}
+        self.last_tick = np.zeros(members, dtype=np.int64)
+        self.acc = Saved(self)
+        self.at_hi_state = Saved(self)
+        self.port_index = {id(p): i for i, p in enumerate(self.ports)}
+        self.record(np.ones(members, dtype=bool))
+        loop_start = time.perf_counter()
+        with np.errstate(all="ignore"):
+            self.begin(t0)
+            while True:
+                active = self.phase < DONE
+                if not active.any():
+                    break
+                self.round(active)
+        loop_time = time.perf_counter() - loop_start
+        alive = run.alive
+        status = np.where(alive, COMPLETE, FAILED).astype(object)
+        failed = int((~alive).sum())
+        stats = EnsembleStats(members, members - failed, failed, steps, len(kept), time.perf_counter() - start,
+                              loop_time)
+        units = {key: port.spec.unit_name for key, port in run.outputs.items()}
+        return EnsembleResult(run.system.name, self.master.name, clock.t0, clock.time(clock.end), clock.dt,
+                              run.record_every, members, dict(run.checked.given), status,
+                              dict(sorted(run.failures.items())), self.times(self.kept), self.history, units,
+                              {key: values.copy() for key, values in self.last.items()}, stats,
+                              self.master.settings(), dict(run.member_stats), self.table())
+
     def begin(self, t0: float) -> None:
-        """Arm the indicators at *t0*, probing those on their surface (``HybridRun.begin``)."""
+        """Arm the indicators at *t0*; those on their surface probe first (``HybridRun.begin``), the others step."""
+        members = self.run.members
+        self.phase = np.full(members, STEP, dtype=np.int8)
+        self.next = self.next_points(self.pos)
+        k = members
+        self.lo, self.hi, self.target = (np.zeros(k, dtype=np.int64) for _ in range(3))
+        self.g_a, self.g_lo, self.g_hi, self.f_lo, self.f_hi, self.shift = (np.zeros(k) for _ in range(6))
+        self.used, self.retained, self.steps, self.width0 = (np.zeros(k, dtype=np.int64) for _ in range(4))
+        self.at_hi, self.flat = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
+        self.guess, self.valid = np.zeros((k, 4), dtype=np.int64), np.zeros((k, 4), dtype=bool)
+        self.length, self.g_now, self.probe = np.zeros(k), np.zeros(k), np.zeros(k)
         if self.source is None:
             return
         g = self.indicator(t0)
         arm_members(self.source.armed[0], g, self.tol)
         on = np.abs(g) <= self.tol
-        if on.any():
-            idx = np.flatnonzero(on)
-            with self.narrowed(idx):
-                self.depart(np.full(len(idx), t0), g[idx], np.zeros(len(idx), dtype=bool))
+        self.start_probe(on, g)
 
-    def advance(self, a: int, b: int, step: tuple[float, float, Any, Any, Any]) -> None:
-        """Take the communication step from tick *a* to *b* for every member: a trial, then each member's events
-        located and handled in the step, each member ending at *b* (or where its scalar run's step ends).
-        *step* is the step's times and the run's step-start states and sound values (for a failing member)."""
-        self._step = step
-        t, t1 = step[0], step[1]
-        run = self.run
-        alive = run.alive
-        self.count("macro_steps", alive)
-        self.count("trial_steps", alive)
-        late = alive & (self.pos != a)
-        a_all = np.where(late, self.pos, a) if late.any() else None
-        start_t: Any = t if a_all is None else self.times(a_all)
-        self.pos[alive] = b
+    def start_probe(self, mask: np.ndarray, g_now: np.ndarray) -> None:
+        """Members *mask* depart from their accepted instant (``StateEvents.depart``): armed with their signed
+        values *g_now*, probing forwards from ``time_tolerance`` on."""
+        arm_members(self.source.armed[0], np.where(mask, g_now, 0.0), self.tol)  # type: ignore[union-attr]
+        self.phase[mask] = PROBE
+        self.length[mask] = self.master.time_tolerance
+        self.g_now[mask] = g_now[mask]
+
+    def round(self, active: np.ndarray) -> None:
+        """One trial step of every active member, each from its accepted state to its own target, and what each
+        member's phase does with it."""
+        phase = self.phase.copy()
+        step, loc, retry, probe = (active & (phase == code) for code in (STEP, LOC, RETRY, PROBE))
+        self.acc.load()
+        pos_t = self.times(self.pos)
+        target = np.where(step, self.next, np.where(loc, self.target, np.where(retry, self.hi, self.pos)))
+        t_to = np.where(probe, pos_t + self.length, self.times(target))
+        self.counts["trial_steps"][active] += 1
+        self.counts["macro_steps"][step] += 1
+        self.counts["rollbacks"][loc | retry | probe] += 1
         if self.source is None:
-            run.step_plan(self.plan, start_t, t1 - start_t)
-            run.settle(t1)
+            self.run.step_plan(self.plan, pos_t, t_to - pos_t)
+            self.run.settle(t_to)
+            self.accept(step)
             return
-        start = self.snapshot()
-        g_b = self.trial(start_t, t1, hints=True)
-        hints = self.hints()
+        g = self.trial(pos_t, t_to, hints=True)
         src = self.source
         ref = src.reference(self.tol)[0]
-        hit = alive & crossed_members(ref, g_b, src.events[0][1], self.tol)
-        quiet = alive & ~hit
-        armed = src.armed[0]
-        signed = quiet & (np.abs(g_b) > self.tol)
-        armed[signed] = g_b[signed]
-        if not hit.any():
-            return
-        idx = np.flatnonzero(hit)
-        with self.narrowed(idx):
-            self.restore((
-                [(x[:, idx], [s[idx] for s in state]) for x, state in start[0]],
-                [v[idx] if isinstance(v, np.ndarray) and v.shape == (run.members,) else v for v in start[1]]))
-            a_m = np.full(len(idx), a, dtype=np.int64) if a_all is None else a_all[idx]
-            self.events(a_m, b, ref[idx], g_b[idx], tuple(h[idx] for h in hints))  # type: ignore[arg-type]
+        hit = step & crossed_members(ref, g, src.events[0][1], self.tol)
+        quiet = step & ~hit
+        signed = quiet & (np.abs(g) > self.tol)
+        src.armed[0][signed] = g[signed]
+        if hit.any():
+            self.start_locating(hit, ref, g, self.hints())
+        if loc.any():
+            self.narrow_bracket(loc, g)
+        if retry.any():
+            self.at_hi_state.save(retry)
+        if probe.any():
+            self.probed(probe, g)
+        self.accept(quiet)
+        located = self.phase == LOC
+        closed = located & (self.hi - self.lo <= self.tol_ticks)
+        handle = (closed & self.at_hi) | retry
+        self.phase[closed & ~self.at_hi] = RETRY
+        self.choose(located & ~closed)
+        if handle.any():
+            self.handle_at_hi(handle)
 
-    def events(self, a_m: np.ndarray, b: int, g_a: np.ndarray, g_b: np.ndarray,
-               hints: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
-        """The current members crossed in their step from *a_m* to *b*: locate, handle, depart, step on (again
-        while they cross)."""
-        start = self.snapshot()
-        hi = self.localize(a_m, b, g_a, g_b, hints, start)
-        t_e = self.times(hi)
-        live = self.handle(t_e)
-        g_now = self.indicator(t_e)
-        self.depart(t_e, g_now, ~live)
-        on = live & (self.next_points(hi) == b)
-        wait = live & ~on  # at b already, or skipping it (an event within clock.snap before it): steps on from hi
-        self.pos[self.ids[wait]] = hi[wait]
+    def accept(self, mask: np.ndarray) -> None:
+        """Members *mask* accept their step: their state at its end becomes their accepted state."""
+        if not mask.any():
+            return
+        self.pos[mask] = self.next[mask]
+        self.acc.save(mask)
+        self.check_finite(mask)
+        self.record(mask)
+        self.go_on(mask & self.run.alive)
+
+    def go_on(self, mask: np.ndarray) -> None:
+        """Members *mask* take their next step (its end ``MasterRun.next_point``), or are done at the end."""
+        done = mask & (self.pos >= self.clock.end)
+        self.phase[done] = DONE
+        on = mask & ~done
         if not on.any():
             return
-        idx = np.flatnonzero(on)
-        with self.narrowed(idx):
-            self.step_on(hi[idx], b)
+        self.phase[on] = STEP
+        self.next[on] = self.next_points(self.pos[on])
+        # a member whose event fell within clock.snap before a point steps past it, as its scalar run: its sample
+        # there is its value at the event
+        i = np.searchsorted(self.points, self.pos, side="right")
+        skips = on & (i < len(self.points))
+        skips &= self.next > self.points[np.minimum(i, len(self.points) - 1)]
+        if skips.any():
+            self.record(skips, self.points[i[skips]])
 
-    def step_on(self, a_m: np.ndarray, b: int) -> None:
-        """The current members step from their event ticks *a_m* to *b* (a new macro step each); those that cross
-        again are located again."""
-        self.pos[self.ids] = b
-        self.count("macro_steps")
-        self.count("trial_steps")
-        start = self.snapshot()
-        t_a = self.times(a_m)
-        g_b = self.trial(t_a, self.clock.time(b), hints=True)
-        hints = self.hints()
-        src = self.source
-        assert src is not None
-        ref = src.reference(self.tol)[0]
-        hit = crossed_members(ref, g_b, src.events[0][1], self.tol)
-        signed = ~hit & (np.abs(g_b) > self.tol)
-        src.armed[0][signed] = g_b[signed]
-        if not hit.any():
+    def record(self, mask: np.ndarray, ticks: np.ndarray | None = None) -> None:
+        """The samples of members *mask* at the communication points they reached (their ticks, or *ticks*): their
+        accepted values."""
+        ids = np.flatnonzero(mask)
+        at = self.pos[ids] if ticks is None else ticks
+        point = np.searchsorted(self.points, at)
+        on = (point < len(self.points)) & (self.points[np.minimum(point, len(self.points) - 1)] == at)
+        if not on.any():
             return
-        idx = np.flatnonzero(hit)
-        with self.narrowed(idx):
-            self.restore(([(x[:, idx], [s[idx] for s in state]) for x, state in start[0]],
-                          [v[idx] if isinstance(v, np.ndarray) and v.shape == (len(hit),) else v
-                           for v in start[1]]))
-            self.events(a_m[idx], b, ref[idx], g_b[idx], tuple(h[idx] for h in hints))  # type: ignore[arg-type]
+        ids, at = ids[on], at[on]
+        row = np.searchsorted(self.kept, at)
+        keep = (row < len(self.kept)) & (self.kept[np.minimum(row, len(self.kept) - 1)] == at)
+        self.last_tick[ids] = at
+        kept_values = self.acc.values
+        for key, port in self.run.outputs.items():
+            values = kept_values[self.port_index[id(port)]][ids]
+            self.last[key][ids] = values
+            self.history[key][row[keep], ids[keep]] = values[keep]
+
+    def check_finite(self, mask: np.ndarray) -> None:
+        """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
+        run = self.run
+        sound = np.ones(run.members, dtype=bool)
+        for st in self.odes:
+            sound &= np.isfinite(st.x).all(axis=0)
+        for port in run.outputs.values():
+            if isinstance(port.value, np.ndarray):
+                sound &= np.isfinite(port.value)
+        for m in np.flatnonzero(mask & ~sound).tolist():
+            comp, variable = run._culprit(m, self.odes)
+            self.fail_member(m, float(self.times(self.pos[m:m + 1])[0]), comp, variable, "non-finite value")
+
+    def fail_member(self, m: int, t: float, comp: str, variable: str, cause: str) -> None:
+        """Member *m* stops at *t* with *cause*; its values stay those of the last point it passed."""
+        from cosimrun.ensemble.run import MemberFailure
+
+        run = self.run
+        run.alive[m] = False
+        self.phase[m] = DEAD
+        run.failures[m] = MemberFailure(m, t, comp, variable, cause, float(self.times(self.last_tick[m:m + 1])[0]))
+
+    def fail(self, i: int, t_e: float, name: str, cause: str) -> None:
+        """Current member *i* stops at its event instant *t_e* with *cause*, as its scalar run does."""
+        assert self.source is not None
+        self.fail_member(int(self.ids[i]), t_e, self.source.comp.name, name, cause)
 
     # ------------------------------------------------------------------ localization
-    def localize(self, a_m: np.ndarray, b: int, g_a: np.ndarray, g_b: np.ndarray,
-                 hints: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], start: Any) -> np.ndarray:
-        """``HybridRun._localize`` for every current member at once: the tick of each member's event; the members
-        are left at it (their last trial's end, or a trial taken again up to it)."""
-        master, k = self.master, len(a_m)
-        t_a = self.times(a_m)
-        lo, hi = a_m.copy(), np.full(k, b, dtype=np.int64)
-        g_lo, g_hi = g_a.copy(), g_b.copy()
-        shift = np.copysign(np.full(k, self.tol), g_lo)
-        f_lo, f_hi = g_lo - shift, g_hi - shift
-        guesses, valid = self.guesses(hints) if master.use_hints else (np.zeros((k, 0), np.int64),
-                                                                        np.zeros((k, 0), bool))
-        used = np.zeros(k, dtype=np.int64)
-        retained = np.zeros(k, dtype=np.int64)
-        at_hi = np.ones(k, dtype=bool)
-        width0, steps, flat = hi - lo, np.zeros(k, dtype=np.int64), np.zeros(k, dtype=bool)
+    def start_locating(self, hit: np.ndarray, ref: np.ndarray, g: np.ndarray,
+                       hints: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Members *hit* crossed in their step: bracket the crossing (``HybridRun._localize``'s start)."""
+        self.phase[hit] = LOC
+        self.lo[hit], self.hi[hit] = self.pos[hit], self.next[hit]
+        self.g_a[hit], self.g_lo[hit], self.g_hi[hit] = ref[hit], ref[hit], g[hit]
+        shift = np.copysign(np.full(len(ref), self.tol), ref)
+        self.shift[hit] = shift[hit]
+        self.f_lo[hit], self.f_hi[hit] = ref[hit] - shift[hit], g[hit] - shift[hit]
+        self.width0[hit] = self.hi[hit] - self.lo[hit]
+        self.used[hit], self.retained[hit], self.steps[hit] = 0, 0, 0
+        self.at_hi[hit], self.flat[hit] = True, False
+        if self.master.use_hints:
+            guess, valid = self.guesses(hints)
+            self.guess[hit], self.valid[hit] = guess[hit], valid[hit]
+        else:
+            self.valid[hit] = False
+        self.at_hi_state.save(hit)
+
+    def narrow_bracket(self, loc: np.ndarray, g: np.ndarray) -> None:
+        """Members *loc* tried their bracket's point ``target``: the bracket's side it falls on moves there."""
         direction = self.source.events[0][1]  # type: ignore[union-attr]
-        tol_ticks = self.tol_ticks
-        secant = master.root_finder != "bisection"
-        open_ = hi - lo > tol_ticks
-        while open_.any():
-            width = hi - lo
-            budget = open_ & ~flat & (width * np.exp2(np.maximum(0, steps + 1 - SLACK_STEPS)) <= width0)
-            tau = np.zeros(k, dtype=np.int64)
-            chosen = np.zeros(k, dtype=bool)
-            for j in range(guesses.shape[1]):
-                take = budget & ~chosen & valid[:, j] & (used <= j)
-                inside = take & (lo < guesses[:, j]) & (guesses[:, j] < hi)
-                tau[inside] = guesses[inside, j]
-                chosen |= inside
-                used[take] = j + 1
-            if secant:
-                sec = budget & ~chosen & (f_lo != f_hi) & (f_lo * f_hi <= 0)
-                if sec.any():
-                    tau[sec] = lo[sec] + np.rint(width[sec] * (f_lo[sec] / (f_lo[sec] - f_hi[sec]))).astype(np.int64)
-                    chosen |= sec
-            bis = ~chosen
-            tau[bis] = lo[bis] + width[bis] // 2
-            tau = np.minimum(np.maximum(tau, lo + 1), hi - 1)
-            steps[open_] += 1
-            closing = ~open_ & ~at_hi  # the scalar run's trial again up to hi, once its bracket closed below it
-            counted = open_ | closing
-            self.count("rollbacks", counted)
-            self.count("trial_steps", counted)
-            at_hi |= closing
-            self.restore(start)
-            g_tau = self.trial(t_a, self.times(np.where(open_, tau, hi)))
-            found = open_ & crossed_members(g_a, g_tau, direction, self.tol)
-            flat |= open_ & ((g_tau == g_lo) | (g_tau == g_hi))
-            if found.any():
-                hi[found], g_hi[found], at_hi[found] = tau[found], g_tau[found], True
-                f_hi[found] = g_tau[found] - shift[found]
-                halve = found & (retained < 0)
-                f_lo[halve] *= 0.5
-                retained[found] = -1
-            low = open_ & ~found
-            if low.any():
-                lo[low], g_lo[low], at_hi[low] = tau[low], g_tau[low], False
-                f_lo[low] = g_tau[low] - shift[low]
-                halve = low & (retained > 0)
-                f_hi[halve] *= 0.5
-                retained[low] = 1
-            open_ = hi - lo > tol_ticks
-        if not at_hi.all():
-            self.count("rollbacks", ~at_hi)
-            self.count("trial_steps", ~at_hi)
-            self.restore(start)
-            self.trial(t_a, self.times(hi))
-        return hi
+        found = loc & crossed_members(self.g_a, g, direction, self.tol)
+        self.flat |= loc & ((g == self.g_lo) | (g == self.g_hi))
+        if found.any():
+            self.hi[found], self.g_hi[found], self.at_hi[found] = self.target[found], g[found], True
+            self.f_hi[found] = g[found] - self.shift[found]
+            self.f_lo[found & (self.retained < 0)] *= 0.5
+            self.retained[found] = -1
+            self.at_hi_state.save(found)
+        low = loc & ~found
+        if low.any():
+            self.lo[low], self.g_lo[low], self.at_hi[low] = self.target[low], g[low], False
+            self.f_lo[low] = g[low] - self.shift[low]
+            self.f_hi[low & (self.retained > 0)] *= 0.5
+            self.retained[low] = 1
+
+    def choose(self, open_: np.ndarray) -> None:
+        """The next trial point of members *open_* inside their bracket: a hint's guess, an Illinois secant
+        point (within bisection's pace, while nothing is flat), else the midpoint (``HybridRun._localize``)."""
+        if not open_.any():
+            return
+        lo, hi = self.lo, self.hi
+        width = hi - lo
+        budget = open_ & ~self.flat & (width * np.exp2(np.maximum(0, self.steps + 1 - SLACK_STEPS)) <= self.width0)
+        tau = np.zeros(len(lo), dtype=np.int64)
+        chosen = np.zeros(len(lo), dtype=bool)
+        guess, valid, used = self.guess, self.valid, self.used
+        for j in range(guess.shape[1]):
+            take = budget & ~chosen & valid[:, j] & (used <= j)
+            inside = take & (lo < guess[:, j]) & (guess[:, j] < hi)
+            tau[inside] = guess[inside, j]
+            chosen |= inside
+            used[take] = j + 1
+        if self.master.root_finder != "bisection":
+            f_lo, f_hi = self.f_lo, self.f_hi
+            sec = budget & ~chosen & (f_lo != f_hi) & (f_lo * f_hi <= 0)
+            if sec.any():
+                tau[sec] = lo[sec] + np.rint(width[sec] * (f_lo[sec] / (f_lo[sec] - f_hi[sec]))).astype(np.int64)
+                chosen |= sec
+        bis = ~chosen
+        tau[bis] = lo[bis] + width[bis] // 2
+        tau = np.minimum(np.maximum(tau, lo + 1), hi - 1)
+        self.target[open_] = tau[open_]
+        self.steps[open_] += 1
 
     def guesses(self, hints: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """``HybridRun._hint_guesses`` per member: up to four ticks (and which are given)."""
@@ -449,38 +567,36 @@ class LocatedEvents:
             np.copyto(src.x, np.asarray(new, dtype=float))
         src.refresh(t_e)
 
-    def fail(self, i: int, t_e: float, name: str, cause: str) -> None:
-        """Current member *i* stops with *cause* at *t_e*, as its scalar run does."""
-        assert self._step is not None and self.source is not None
-        t, _, x_prev, frozen, previous = self._step
-        self.run._fail(np.array([self.ids[i]]), t, t_e, self.source.comp.name, name, cause, x_prev, frozen,
-                       previous)
-
-    def depart(self, t: np.ndarray, g_now: np.ndarray, skip: np.ndarray) -> None:
-        """``StateEvents.depart`` for the current members at their instants *t* (those in *skip* failed): arm
-        the indicator, probing forwards from *t* (``time_tolerance``, growing) and rolling back."""
-        src, master = self.source, self.master
-        assert src is not None
-        direction = src.events[0][1]
-        armed = src.armed[0]
-        arm_members(armed, g_now, self.tol)
-        k = len(t)
-        snap = self.snapshot()
-        length = np.full(k, master.time_tolerance)
+    def probed(self, probe: np.ndarray, g: np.ndarray) -> None:
+        """Members *probe* took a departure probe: done once their indicator is signed at its end or the probe is
+        ``dt`` long (armed then with the side they depart towards), else probing again, longer."""
+        self.probe[probe] = g[probe]
         longest = self.clock.dt
-        probing = ~skip
-        probe = np.zeros(k)
-        while probing.any():
-            self.count("trial_steps", probing)
-            self.count("rollbacks", probing)
-            g = self.trial(t, t + length)
-            self.restore(snap)
-            probe[probing] = g[probing]
-            done = probing & ((length >= longest) | (np.abs(g) > self.tol))
-            probing &= ~done
-            length[probing] = np.minimum(longest, length[probing] * PROBE_GROWTH)
-        keys = ~skip
-        armed[keys] = self.departure(g_now, probe, length, master.event_interval, direction)[keys]
+        done = probe & ((self.length >= longest) | (np.abs(g) > self.tol))
+        grow = probe & ~done
+        self.length[grow] = np.minimum(longest, self.length[grow] * PROBE_GROWTH)
+        if done.any():
+            src = self.source
+            assert src is not None
+            side = self.departure(self.g_now, self.probe, self.length, self.master.event_interval, src.events[0][1])
+            src.armed[0][done] = side[done]
+            self.go_on(done)
+
+    def handle_at_hi(self, mask: np.ndarray) -> None:
+        """Members *mask* located their event at ``hi``: handled there, accepted after it, then probing."""
+        self.at_hi_state.load(mask)
+        self.pos[mask] = self.hi[mask]
+        idx = np.flatnonzero(mask)
+        t_e = self.times(self.hi[idx])
+        with self.narrowed(idx):
+            live = self.handle(t_e)
+            g_now = self.indicator(t_e)
+        members = self.run.members
+        ok, g = np.zeros(members, dtype=bool), np.zeros(members)
+        ok[idx], g[idx] = live, g_now
+        self.acc.save(mask)
+        self.record(ok)
+        self.start_probe(ok, g)
 
     def departure(self, now: np.ndarray, probe: np.ndarray, length: np.ndarray, window: float,
                   direction: int) -> np.ndarray:

@@ -156,17 +156,6 @@ class OdeMember(Member):
         self.x, self.u, self.members, self.armed = x, u, members, armed
         self._transient(members)
 
-    def state_copy(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        """A copy of the states and the discrete state of every member (a rollback point)."""
-        return self.x.copy(), [np.array(getattr(self.comp, a)) for a in self.member_state]
-
-    def restore(self, saved: tuple[np.ndarray, list[np.ndarray]]) -> None:
-        """Go back to :meth:`state_copy`'s *saved*."""
-        x, state = saved
-        np.copyto(self.x, x)
-        for name, values in zip(self.member_state, state, strict=True):
-            setattr(self.comp, name, values.copy())
-
     def _transient(self, k: int) -> None:
         """Fresh per-step tracking arrays for *k* members."""
         self.hinted = [np.zeros(k) for _ in self.events]

@@ -347,13 +347,11 @@ class _EnsembleRun:
         for st in self.steppers.values():
             st.refresh(t0)
         self.settle(t0)
-        located = LocatedEvents(self, master, clock) if isinstance(master, Hybrid) else None
-        if located is not None:
-            plan, lagging, order = located.plan, [], 0
-        else:
-            plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
-                                                        interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
-            order = master.extrapolation  # type: ignore[attr-defined]
+        if isinstance(master, Hybrid):
+            return LocatedEvents(self, master, clock).execute(t0, start)
+        plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
+                                                    interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
+        order = master.extrapolation  # type: ignore[attr-defined]
         implicit = isinstance(master, IJCSA) and master.iterate_steps
         if implicit:
             self._start_implicit()
@@ -364,12 +362,10 @@ class _EnsembleRun:
         odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
         start_up = order == 2 and bool(lagging) and all(
             isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
-        watched = [st for st in odes if st.events] if located is None else []
+        watched = [st for st in odes if st.events]
         sign_tol = master.sign_tolerance
         for st in watched:
             st.arm(t0, sign_tol)
-        if located is not None:
-            located.begin(t0)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
         previous = {key: samples[key][0] for key in self.outputs}
@@ -385,9 +381,7 @@ class _EnsembleRun:
                 h = t1 - t
                 for st in odes:
                     np.copyto(x_prev[st.comp.name], st.x)
-                if located is not None:
-                    located.advance(a, b, (t, t1, x_prev, frozen, previous))
-                elif implicit:
+                if implicit:
                     self._implicit_step(t, t1, x_prev, frozen, previous)
                 else:
                     if lagging:
@@ -434,7 +428,7 @@ class _EnsembleRun:
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
-                              dict(self.member_stats), located.table() if located is not None else {})
+                              dict(self.member_stats))
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs
