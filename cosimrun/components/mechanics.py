@@ -185,7 +185,7 @@ class BouncingBall(OdeBlock):
             slope[0] = x[1]
             slope[1] = -self.parameters["g"]
             if resting.any():
-                slope[:, resting] = 0.0
+                np.copyto(slope, 0.0, where=resting)
             return slope
         if self.resting:
             return np.zeros(2)
