@@ -353,8 +353,9 @@ class LocatedEvents:
         self.pos[mask] = self.next[mask]
         self.acc.save(mask)
         self.check_finite(mask)
-        self.record(mask)
-        self.go_on(mask & self.run.alive)
+        sound = mask & self.run.alive
+        self.record(sound)
+        self.go_on(sound)
 
     def go_on(self, mask: np.ndarray) -> None:
         """Members *mask* take their next step (its end ``MasterRun.next_point``), or are done at the end."""

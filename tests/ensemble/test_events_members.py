@@ -17,7 +17,7 @@ import pytest
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
-from cosimrun.errors import ConfigError, ZenoError
+from cosimrun.errors import ConfigError, NonFiniteValueError, ZenoError
 from cosimrun.runner.load import load_run, load_sweep
 from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
 from cosimrun.storage.results import Results
@@ -262,3 +262,23 @@ def test_a_member_whose_event_falls_just_before_a_point_skips_it_as_its_scalar_r
     np.testing.assert_array_equal(result.history["ball.h"][kept, 0], on_grid(time, values, result.time[kept]))
     assert result.history["ball.h"][~kept, 0] == values[time == t_e][-1]
     assert_member_equals_scalar(result, 1, params, tf=1.0)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the scalar run's arithmetic
+def test_a_member_whose_state_overflows_fails_alone_where_its_scalar_run_stops() -> None:
+    """A ball thrown up from near the largest float: its height overflows in the first step, where its scalar run
+    stops with a NonFiniteValueError; the member fails there with its values of t0, the others run on."""
+    params = {"ball.h0": np.array([1.0, 1.7976e308, 0.5]), "ball.v0": np.array([0.0, 1e307, 0.0])}
+    exp = build()
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=1.0, dt=DT)
+    assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
+    one = build()
+    one.system.components["ball"].set_parameters(h0=float(params["ball.h0"][1]), v0=1e307)
+    with pytest.raises(NonFiniteValueError) as info:
+        one.system.run(T0, 1.0, DT, one.master)
+    failure = result.failures[1]
+    assert failure.time == info.value.time == DT and failure.last_time == T0
+    assert (failure.component, failure.cause) == ("ball", "non-finite value")
+    assert result.final["ball.h"][1] == params["ball.h0"][1] and np.isnan(result.history["ball.h"][1:, 1]).all()
+    for m in (0, 2):
+        assert_member_equals_scalar(result, m, params, tf=1.0)
