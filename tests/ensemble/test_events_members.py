@@ -16,11 +16,14 @@ import pandas as pd
 import pytest
 
 from cosimrun.config.build import build_experiment
+from cosimrun.core.ode import OdeComponent
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
-from cosimrun.errors import ConfigError, NonFiniteValueError, ZenoError
+from cosimrun.errors import ConfigError, EventLocalizationError, NonFiniteValueError, ZenoError
+from cosimrun.masters import Hybrid
 from cosimrun.runner.load import load_run, load_sweep
 from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
 from cosimrun.storage.results import Results
+from cosimrun.system import System
 
 T0, TF, DT = 0.0, 3.0, 0.01
 TIME_TOLERANCE = 1e-10
@@ -282,3 +285,54 @@ def test_a_member_whose_state_overflows_fails_alone_where_its_scalar_run_stops()
     assert result.final["ball.h"][1] == params["ball.h0"][1] and np.isnan(result.history["ball.h"][1:, 1]).all()
     for m in (0, 2):
         assert_member_equals_scalar(result, m, params, tf=1.0)
+
+
+class Flip(OdeComponent):
+    """x' = -1 until x crosses zero; the event reflects x (micro step 1), then lifts it by 1 (micro step 2,
+    no crossing). With ``endless`` on it reflects x at every micro step: a cascade that never settles."""
+
+    vectorizable = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.parameters["endless"] = 0.0
+        self.add_state("x", initial=0.25)
+        self.add_state_event("zero", lambda t, x, u: x[0], update=self._flip)
+
+    def derivatives(self, t: Any, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return -np.ones_like(x)
+
+    def _flip(self, t: Any, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        endless = self.parameters["endless"]
+        return np.where(endless > 0, -x, np.where(x < 0, -x, x + 1.0))
+
+
+def flip_system() -> tuple[System, Hybrid]:
+    system = System("flip")
+    system.add_component(Flip("f"))
+    return system, Hybrid(max_micro_steps=20)
+
+
+def test_events_that_cascade_take_each_members_micro_steps_and_an_endless_one_fails_alone() -> None:
+    """Members 0 and 1 reach zero at the same instant, handled together: from micro step 2 on only member 1's
+    event goes on (the others' sub-ensemble narrowed to it) until it fails, alone."""
+    params = {"f.x0": np.array([0.25, 0.25, 0.4]), "f.endless": np.array([0.0, 1.0, 0.0])}
+    system, master = flip_system()
+    result = run_ensemble(system, master, params, t0=T0, tf=1.5, dt=DT)
+    assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
+    for m in range(3):
+        single, master = flip_system()
+        single.components["f"].set_parameters(**{k.split(".")[1]: float(v[m]) for k, v in params.items()})
+        if m == 1:
+            with pytest.raises(EventLocalizationError) as info:
+                single.run(T0, 1.5, DT, master)
+            assert result.failures[1].cause == str(info.value) and result.failures[1].time == info.value.time
+            continue
+        stats = single.run(T0, 1.5, DT, master).stats
+        history = single.components["f"].history.get_all_histories()["x"]
+        events = [(t, k - 1) for t, k in zip(history.time.tolist(), history.micro.tolist(), strict=True) if k > 0]
+        mine = result.member_events(m)
+        assert [k for _, k in events] == [0, 1, 0, 1] == list(mine["micro"])  # two events, two micro steps each
+        np.testing.assert_array_equal(mine["time"], [t for t, _ in events])
+        assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(stats, k) for k in COUNTS}
+        np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(history.time, history.values, result.time))
