@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 
 COUNTS = ("macro_steps", "trial_steps", "rollbacks", "events")
 """The hybrid master's statistics kept per member (``member_stats``), counted as its scalar run counts them."""
+PER_MEMBER = ("phase", "pos", "next", "lo", "hi", "target", "g_a", "g_lo", "g_hi", "f_lo", "f_hi", "shift", "used",
+              "retained", "steps", "width0", "at_hi", "flat", "guess", "valid", "length", "g_now", "probe")
+"""The run's arrays over the members it steps (shrunk by :meth:`LocatedEvents.compact`)."""
+COMPACT = 256
+"""Fewest members an ensemble shrinks to those still stepping (once at most half of them do)."""
 STEP, LOC, RETRY, PROBE, DONE, DEAD = range(6)
 """What a member's next trial step is: its communication step, a point of its event's bracket, the bracket's end
 again (its last point fell below the event), a departure probe; or none (done at the end, failed)."""
@@ -262,8 +267,12 @@ class LocatedEvents:
             self.begin(t0)
             while True:
                 active = self.phase < DONE
-                if not active.any():
+                busy = int(active.sum())
+                if not busy:
                     break
+                if busy <= len(active) // 2 and len(active) >= COMPACT:
+                    self.compact(active)
+                    active = self.phase < DONE
                 self.round(active)
         loop_time = time.perf_counter() - loop_start
         alive = run.alive
@@ -297,6 +306,28 @@ class LocatedEvents:
         on = np.abs(g) <= self.tol
         self.start_probe(on, g)
 
+    def compact(self, keep: np.ndarray) -> None:
+        """Go on with the members *keep* alone (the others are done or failed): every per-member array, the
+        steppers, the parameters and the ports shrink to them, so that a round steps only members that step."""
+        idx = np.flatnonzero(keep)
+        for name in PER_MEMBER:
+            setattr(self, name, getattr(self, name)[idx])
+        for saved in (self.acc, self.at_hi_state):
+            saved.x = [x[:, idx] for x in saved.x]
+            saved.state = [[values[idx] for values in state] for state in saved.state]
+            saved.values = [values[idx] for values in saved.values]
+        for st in self.odes:
+            st.narrow(idx)
+            comp = st.comp
+            names = list(self.run.checked.varying[comp.name])
+            for n in names:
+                comp.parameters[n] = comp.parameters[n][idx]
+            if names:
+                refresh_parameters(comp)
+        for p in self.ports:
+            p.value = np.asarray(p.value)[idx] if np.ndim(p.value) else p.value
+        self.ids = self.ids[idx]
+
     def start_probe(self, mask: np.ndarray, g_now: np.ndarray) -> None:
         """Members *mask* depart from their accepted instant (``StateEvents.depart``): armed with their signed
         values *g_now*, probing forwards from ``time_tolerance`` on."""
@@ -314,9 +345,9 @@ class LocatedEvents:
         pos_t = self.times(self.pos)
         target = np.where(step, self.next, np.where(loc, self.target, np.where(retry, self.hi, self.pos)))
         t_to = np.where(probe, pos_t + self.length, self.times(target))
-        self.counts["trial_steps"][active] += 1
-        self.counts["macro_steps"][step] += 1
-        self.counts["rollbacks"][loc | retry | probe] += 1
+        self.count("trial_steps", active)
+        self.count("macro_steps", step)
+        self.count("rollbacks", loc | retry | probe)
         if self.source is None:
             self.run.step_plan(self.plan, pos_t, t_to - pos_t)
             self.run.settle(t_to)
@@ -353,7 +384,7 @@ class LocatedEvents:
         self.pos[mask] = self.next[mask]
         self.acc.save(mask)
         self.check_finite(mask)
-        sound = mask & self.run.alive
+        sound = mask & self.run.alive[self.ids]
         self.record(sound)
         self.go_on(sound)
 
@@ -377,42 +408,45 @@ class LocatedEvents:
     def record(self, mask: np.ndarray, ticks: np.ndarray | None = None) -> None:
         """The samples of members *mask* at the communication points they reached (their ticks, or *ticks*): their
         accepted values."""
-        ids = np.flatnonzero(mask)
-        at = self.pos[ids] if ticks is None else ticks
+        local = np.flatnonzero(mask)
+        at = self.pos[local] if ticks is None else ticks
         point = np.searchsorted(self.points, at)
         on = (point < len(self.points)) & (self.points[np.minimum(point, len(self.points) - 1)] == at)
         if not on.any():
             return
-        ids, at = ids[on], at[on]
+        local, at = local[on], at[on]
+        ids = self.ids[local]
         row = np.searchsorted(self.kept, at)
         keep = (row < len(self.kept)) & (self.kept[np.minimum(row, len(self.kept) - 1)] == at)
         self.last_tick[ids] = at
         kept_values = self.acc.values
         for key, port in self.run.outputs.items():
-            values = kept_values[self.port_index[id(port)]][ids]
+            values = kept_values[self.port_index[id(port)]][local]
             self.last[key][ids] = values
             self.history[key][row[keep], ids[keep]] = values[keep]
 
     def check_finite(self, mask: np.ndarray) -> None:
         """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
         run = self.run
-        sound = np.ones(run.members, dtype=bool)
+        sound = np.ones(len(self.ids), dtype=bool)
         for st in self.odes:
             sound &= np.isfinite(st.x).all(axis=0)
         for port in run.outputs.values():
             if isinstance(port.value, np.ndarray):
                 sound &= np.isfinite(port.value)
-        for m in np.flatnonzero(mask & ~sound).tolist():
-            comp, variable = run._culprit(m, self.odes)
-            self.fail_member(m, float(self.times(self.pos[m:m + 1])[0]), comp, variable, "non-finite value")
+        for i in np.flatnonzero(mask & ~sound).tolist():
+            comp, variable = run._culprit(i, self.odes)
+            self.fail_member(int(self.ids[i]), float(self.times(self.pos[i:i + 1])[0]), comp, variable,
+                             "non-finite value")
+            self.phase[i] = DEAD
 
     def fail_member(self, m: int, t: float, comp: str, variable: str, cause: str) -> None:
-        """Member *m* stops at *t* with *cause*; its values stay those of the last point it passed."""
+        """Member *m* (of the ensemble) stops at *t* with *cause*; its values stay those of the last point it
+        passed."""
         from cosimrun.ensemble.run import MemberFailure
 
         run = self.run
         run.alive[m] = False
-        self.phase[m] = DEAD
         run.failures[m] = MemberFailure(m, t, comp, variable, cause, float(self.times(self.last_tick[m:m + 1])[0]))
 
     def fail(self, i: int, t_e: float, name: str, cause: str) -> None:
@@ -592,9 +626,10 @@ class LocatedEvents:
         with self.narrowed(idx):
             live = self.handle(t_e)
             g_now = self.indicator(t_e)
-        members = self.run.members
-        ok, g = np.zeros(members, dtype=bool), np.zeros(members)
+        width = len(self.ids)
+        ok, g = np.zeros(width, dtype=bool), np.zeros(width)
         ok[idx], g[idx] = live, g_now
+        self.phase[idx[~live]] = DEAD
         self.acc.save(mask)
         self.record(ok)
         self.start_probe(ok, g)

@@ -18,6 +18,7 @@ import pytest
 from cosimrun.config.build import build_experiment
 from cosimrun.core.ode import OdeComponent
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
+from cosimrun.ensemble import events as located
 from cosimrun.errors import ConfigError, EventLocalizationError, NonFiniteValueError, ZenoError
 from cosimrun.masters import Hybrid
 from cosimrun.runner.load import load_run, load_sweep
@@ -92,9 +93,13 @@ def assert_member_equals_scalar(result: Any, m: int, params: dict[str, np.ndarra
     return reference
 
 
-def test_each_member_locates_its_own_events_as_its_scalar_run() -> None:
+@pytest.mark.parametrize("compact", [False, True])
+def test_each_member_locates_its_own_events_as_its_scalar_run(compact: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Restitution, drop height and throw vary; some members start on the floor (one at rest), others rest early
-    (a large ``v_rest``): each member's events, counts and samples are its scalar run's."""
+    (a large ``v_rest``): each member's events, counts and samples are its scalar run's. With *compact* the run
+    shrinks its arrays to the members still stepping as soon as half of them are done (as a large ensemble does)."""
+    if compact:
+        monkeypatch.setattr(located, "COMPACT", 2)
     rng = np.random.default_rng(25)
     m = 40
     params = {"ball.e": rng.uniform(0.3, 0.95, m), "ball.h0": rng.uniform(0.0, 2.0, m),
@@ -115,11 +120,12 @@ def test_each_member_locates_its_own_events_as_its_scalar_run() -> None:
     assert resting >= 2  # members that came to rest before the end (and the one at rest from the start)
 
 
-def test_a_zeno_member_fails_alone_with_its_scalar_runs_error() -> None:
+def test_a_zeno_member_fails_alone_with_its_scalar_runs_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a rest state (``v_rest = 0``) the ball's bounces accumulate: its scalar run stops with a ZenoError,
     so the member fails with that error at that instant; the others run on, as their scalar runs."""
     params = {"ball.e": np.array([0.8, 0.5, 0.7]), "ball.v_rest": np.array([1e-3, 0.0, 1e-3]),
               "ball.h0": np.array([1.0, 0.5, 1.5])}
+    monkeypatch.setattr(located, "COMPACT", 2)  # the failed member is left out of the rounds after it failed
     exp = build()
     result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
     assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
