@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 from cosimrun.config.build import build_experiment
 from cosimrun.core.ode import OdeComponent
@@ -211,6 +212,10 @@ def test_the_file_holds_each_members_events_and_counts(tmp_path: Path) -> None:
                                  "event": np.array(["bounce"] * len(reference["events"]), dtype=object)})
         pd.testing.assert_frame_equal(member.events, expected)
         assert {k: member.stats[k] for k in COUNTS} == {k: getattr(reference["stats"], k) for k in COUNTS}
+    with xr.open_dataset(path, engine="h5netcdf", group="ensemble") as ds:  # without cosimrun
+        np.testing.assert_array_equal(ds["event.member"].values, result.events["member"])
+        np.testing.assert_array_equal(ds["event.time"].values, result.events["time"])
+        assert set(ds["event.name"].values) == {"bounce"} and ds["stats.events"].values.sum() == ds.sizes["event"]
 
 
 @pytest.mark.slow
