@@ -347,3 +347,15 @@ def test_events_that_cascade_take_each_members_micro_steps_and_an_endless_one_fa
         np.testing.assert_array_equal(mine["time"], [t for t, _ in events])
         assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(stats, k) for k in COUNTS}
         np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(history.time, history.values, result.time))
+
+
+@pytest.mark.parametrize("settings", [{"root_finder": "bisection"}, {"use_hints": False},
+                                      {"sign_tolerance": 1e-9, "time_tolerance": 1e-8}])
+def test_the_masters_root_finder_settings_locate_each_member_as_its_scalar_run(settings: dict[str, Any]) -> None:
+    cfg = copy.deepcopy(BALL)
+    cfg["master"].update(settings)
+    params = {"ball.e": np.array([0.8, 0.6, 0.9]), "ball.h0": np.array([1.0, 0.3, 1.7])}
+    exp = build(cfg)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=2.0, dt=DT)
+    for m in range(3):
+        assert_member_equals_scalar(result, m, params, cfg, tf=2.0)
