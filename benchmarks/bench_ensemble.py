@@ -1,7 +1,7 @@
 """Ensemble throughput: coupled_oscillators members run one by one (scalar) and as one ensemble of arrays.
 
     python benchmarks/bench_ensemble.py [--members 10000] [--tf 0.5] [--scalar-tf 1.0] [--record-every 100]
-                                        [--sweep 20]
+                                        [--sweep 20] [--bouncing-ball 10000 [--ball-tf 5]]
 
 For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
 member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
@@ -10,6 +10,10 @@ side with the ratio; the target is <= 2 us per member per step on one core. With
 scalar sweep of N jobs through the ``cosimrun -m`` command (basic launcher, end to end) and reports its time per
 member per step. The ensemble's members are checked against scalar runs of the same parameters (bitwise or not,
 the largest relative difference is printed). Peak RSS of this process is printed at the end.
+
+With ``--bouncing-ball N`` it times the shipped ``bouncing_ball`` experiment (hybrid master, state events located
+per member) instead: ``System.run`` of a few members against one ensemble of N members of random restitution and
+drop height, per member per communication step, and checks the sampled members' event instants.
 
 With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
 launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
@@ -118,6 +122,44 @@ def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: in
           "ensembles, per member per step")
 
 
+def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
+    """Print the hybrid master's bouncing ball: scalar runs of *sample* members against an ensemble of *members*."""
+    cfg = yaml.safe_load((ROOT / "conf" / "experiment" / "bouncing_ball.yaml").read_text())
+    cfg.pop("defaults", None)
+    cfg["master"] = yaml.safe_load((ROOT / "conf" / "master" / "hybrid.yaml").read_text())
+    cfg["run"]["tf"] = tf
+    rng = np.random.default_rng(0)
+    params = {"ball.e": rng.uniform(0.5, 0.95, members), "ball.h0": rng.uniform(0.2, 2.0, members)}
+    exp = build_experiment(cfg)
+    result = run_ensemble(exp.system, exp.master, params, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
+                          record_every=10)
+    steps = result.stats.macro_steps
+    us_ensemble = result.stats.us_per_member_step
+    walls, worst = [], 0.0
+    for m in np.linspace(0, members - 1, sample).astype(int).tolist():
+        one = build_experiment(cfg)
+        one.system.components["ball"].set_parameters(**{k.split(".")[1]: float(v[m]) for k, v in params.items()})
+        start = time.perf_counter()
+        one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master)
+        walls.append(time.perf_counter() - start)
+        h = one.system.components["ball"].history.get_all_histories()["h"]
+        mine = result.member_events(m)["time"]
+        theirs = h.time[h.micro == 1]
+        if len(mine) != len(theirs):
+            sys.exit(f"member {m}: {len(mine)} events, its scalar run {len(theirs)}")
+        worst = max(worst, float(np.max(np.abs(mine - theirs), initial=0.0)))
+    us_scalar = 1e6 * float(np.mean(walls)) / steps
+    events = result.member_stats["events"]
+    print(f"bouncing_ball (hybrid, time_tolerance {exp.master.time_tolerance:g} s), {members} members, tf={tf:g} s, "
+          f"{steps} communication steps; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(f"{'us per member per communication step':40}{'scalar run':>12}{'ensemble':>10}{'ratio':>8}"
+          f"{'events per member':>19}{'max |event time diff| [s]':>27}")
+    print(f"{'':40}{us_scalar:12.1f}{us_ensemble:10.2f}{us_scalar / us_ensemble:7.1f}x"
+          f"{float(events.mean()):19.1f}{worst:27.1e}")
+    print(f"scalar run: the mean of {sample} members; peak RSS of this process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=10_000)
@@ -130,7 +172,12 @@ def main() -> None:
     parser.add_argument("--dask-tf", type=float, default=1.0, help="simulated seconds of the dask sweeps")
     parser.add_argument("--ensemble-size", type=int, action="append", help="ensemble_size (repeatable)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--bouncing-ball", type=int, default=0, help="time the bouncing ball of N members instead")
+    parser.add_argument("--ball-tf", type=float, default=5.0, help="simulated seconds of the bouncing ball")
     opts = parser.parse_args()
+    if opts.bouncing_ball:
+        bouncing_ball(opts.bouncing_ball, opts.ball_tf)
+        return
     if opts.dask_sweep:
         dask_table(opts.dask_sweep, opts.dask_jobs, opts.dask_tf, opts.ensemble_size or [1000], opts.workers)
         return

@@ -141,8 +141,13 @@ class BouncingBall(OdeBlock):
     later bounce. When the rebound speed is below ``v_rest`` the ball comes to rest
     on the floor (its rest state, ending the Zeno accumulation of ever shorter
     bounces; with ``v_rest = 0`` the hybrid master stops the run with a
-    ``ZenoError`` instead).
+    ``ZenoError`` instead). Vectorizable: in an ensemble ``resting`` holds one
+    flag per member (``member_state``).
     """
+
+    vectorizable = True
+    member_state = ("resting",)
+    """Discrete state an ensemble keeps per member, beside the states (see ``docs/how-to/ensembles.md``)."""
 
     PARAMETERS = {
         "g": Parameter(float, unit="m/s**2", default=9.81, gt=0, doc="gravitational acceleration"),
@@ -169,12 +174,26 @@ class BouncingBall(OdeBlock):
         super()._initialize_component(t0)
         self.resting = self.parameters["h0"] == 0 and self.parameters["v0"] == 0
 
+    def start_members(self, x: np.ndarray) -> None:
+        """An ensemble's start from the members' states *x* ``(2, M)``: a member starting on the floor at rest rests."""
+        self.resting = (x[0] <= 0.0) & (x[1] == 0.0)
+
     def derivatives(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        resting = self.resting
+        if np.ndim(resting):
+            slope = np.empty(x.shape)
+            slope[0] = x[1]
+            slope[1] = -self.parameters["g"]
+            if resting.any():
+                np.copyto(slope, 0.0, where=resting)
+            return slope
         if self.resting:
             return np.zeros(2)
         return np.array([x[1], -self.parameters["g"]])
 
     def _bounce(self, t: float, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        if np.ndim(x) == 2:
+            return self._bounce_members(x)
         g = self.parameters["g"]
         h, v = float(x[0]), float(x[1])
         v_impact = -math.sqrt(max(v * v + 2.0 * g * min(h, 0.0), 0.0))
@@ -189,6 +208,32 @@ class BouncingBall(OdeBlock):
                 return np.array([v_rebound * late - 0.5 * g * late * late, v_rebound - g * late])
             late -= flight
             v_impact = -v_rebound
+
+    def _bounce_members(self, x: np.ndarray) -> np.ndarray:
+        """:meth:`_bounce` for the members' states *x* ``(2, M)``, each member's column as its scalar call gives it."""
+        p = self.parameters
+        g, e, v_rest = (np.broadcast_to(p[name], x[0].shape) for name in ("g", "e", "v_rest"))
+        h, v = x[0], x[1]
+        v_impact = -np.sqrt(np.maximum(v * v + 2.0 * g * np.minimum(h, 0.0), 0.0))
+        late = np.maximum((v_impact - v) / g, 0.0)
+        out = np.empty_like(x)
+        resting = np.array(self.resting, dtype=bool)
+        open_ = np.ones(x.shape[1], dtype=bool)
+        while open_.any():
+            v_rebound = -e * v_impact
+            rest = open_ & (v_rebound <= v_rest)
+            resting |= rest
+            out[:, rest] = 0.0
+            open_ &= ~rest
+            flight = 2.0 * v_rebound / g
+            land = open_ & (flight >= late)
+            out[0, land] = (v_rebound * late - 0.5 * g * late * late)[land]
+            out[1, land] = (v_rebound - g * late)[land]
+            open_ &= ~land
+            late = np.where(open_, late - flight, late)
+            v_impact = np.where(open_, -v_rebound, v_impact)
+        self.resting = resting
+        return out
 
     def _snapshot_extra(self) -> Any:
         return self.resting

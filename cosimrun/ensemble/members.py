@@ -10,6 +10,7 @@ integrator's arithmetic. Any other vectorizable component is stepped by its own 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -106,14 +107,60 @@ class OdeMember(Member):
         p = comp.parameters
         self.rk4 = VectorRK4(comp.name, self.states, p["substeps"], p["max_substep"], self.x.shape)
         self.events = [(name, ev.direction, ev.function) for name, ev in comp.state_events.items()]
+        self.updates = [ev.update for ev in comp.state_events.values()]
         self.armed = [np.zeros(members) for _ in self.events]
-        """Each indicator's armed side per member: the sign of its last nonzero value at a communication point."""
+        """Each indicator's armed side per member: its last signed value at an accepted instant (0: no side)."""
         self.hinted = [np.zeros(members) for _ in self.events]
         """Per member, the signed value before a crossing the integrator saw inside the last step (0: none)."""
+        self.hint_times = [(np.zeros(members), np.zeros(members)) for _ in self.events]
+        """Per member, the substep's ends around that crossing (the scalar integrator's hint bracket)."""
+        self.hint_after = [np.zeros(members) for _ in self.events]
+        """Per member, the indicator's value at the substep's end past that crossing."""
         self._tracked: list[np.ndarray] = []
+        self._tracked_t: list[np.ndarray] = []
+        self.tracking = True
+        """Whether steps track the indicators over their substeps (the internal hints); a trial whose hints nobody
+        reads (locating an event, probing its departure) need not."""
+        self.member_state: tuple[str, ...] = tuple(getattr(type(comp), "member_state", ()))
+        """The component's discrete state per member (attributes holding ``(M,)`` arrays), see
+        :func:`start_member_state`."""
 
     def set_initial(self, index: int, values: np.ndarray) -> None:
         self.x[index] = values
+
+    def narrow(self, idx: np.ndarray) -> tuple[Any, ...]:
+        """Become the stepper of the members *idx* alone (a sub-ensemble): their states, armed sides and discrete
+        state; the component's parameters are narrowed by the caller. Returns what :meth:`widen` puts back."""
+        comp = self.comp
+        saved = (self.x, self.u, self.members, self.armed, [getattr(comp, a) for a in self.member_state])
+        k = len(idx)
+        self.x = self.x[:, idx]
+        self.u = np.empty((len(self.in_ports), k))
+        self.members = k
+        self.armed = [armed[idx] for armed in self.armed]
+        for name, values in zip(self.member_state, saved[4], strict=True):
+            setattr(comp, name, values[idx])
+        self._transient(k)
+        return saved
+
+    def widen(self, saved: tuple[Any, ...], idx: np.ndarray) -> None:
+        """Write the sub-ensemble's members back into the ensemble :meth:`narrow` saved, and become its stepper."""
+        x, u, members, armed, state = saved
+        x[:, idx] = self.x
+        for whole, part in zip(armed, self.armed, strict=True):
+            whole[idx] = part
+        comp = self.comp
+        for name, whole in zip(self.member_state, state, strict=True):
+            whole[idx] = getattr(comp, name)
+            setattr(comp, name, whole)
+        self.x, self.u, self.members, self.armed = x, u, members, armed
+        self._transient(members)
+
+    def _transient(self, k: int) -> None:
+        """Fresh per-step tracking arrays for *k* members."""
+        self.hinted = [np.zeros(k) for _ in self.events]
+        self.hint_times = [(np.zeros(k), np.zeros(k)) for _ in self.events]
+        self.hint_after = [np.zeros(k) for _ in self.events]
 
     def gather(self) -> np.ndarray:
         u = self.u
@@ -144,10 +191,11 @@ class OdeMember(Member):
         u = self.gather()
         u_at = self._input_polynomial(t, u)
         track = None
-        if self.events:
+        if self.events and self.tracking:
             shape = (self.members,)
             self._tracked = [np.array(np.broadcast_to(np.asarray(f(t, self.x, u), dtype=float), shape))
                              for _, _, f in self.events]
+            self._tracked_t = [np.array(np.broadcast_to(t, shape), dtype=float) for _ in self.events]
             for hinted in self.hinted:
                 hinted[:] = 0.0
             track = self._track
@@ -164,32 +212,47 @@ class OdeMember(Member):
         """The scalar integrator's tracking of each state event over one substep, per member
         (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint."""
         shape = (self.members,)
-        for (_, direction, func), g, hinted in zip(self.events, self._tracked, self.hinted, strict=True):
-            g_new = np.broadcast_to(np.asarray(func(t, x, u), dtype=float), shape)
+        t_new = t if np.ndim(t) else np.full(shape, t)
+        for (_, direction, func), g, t_g, hinted, (t_before, t_after), after in zip(
+                self.events, self._tracked, self._tracked_t, self.hinted, self.hint_times, self.hint_after,
+                strict=True):
+            g_new = func(t, x, u)
+            if not (isinstance(g_new, np.ndarray) and g_new.shape == shape and g_new.dtype == float):
+                g_new = np.broadcast_to(np.asarray(g_new, dtype=float), shape)
             open_ = hinted == 0.0
-            hit = open_ & crossed_members(g, g_new, direction, 0.0)
-            hinted[hit] = g[hit]
-            move = open_ & ~hit & ((np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0))
-            g[move] = g_new[move]
+            hit = crossed_members(g, g_new, direction, 0.0)
+            hit &= open_
+            if hit.any():
+                hinted[hit] = g[hit]
+                t_before[hit], t_after[hit], after[hit] = t_g[hit], t_new[hit], g_new[hit]
+                open_ &= ~hit
+            move = (np.abs(g_new) > 0.0) | (np.abs(g) <= 0.0)
+            move &= open_
+            np.copyto(g, g_new, where=move)
+            np.copyto(t_g, t_new, where=move)
 
     def arm(self, t: float, tol: float) -> None:
         """Arm every indicator with its side at the accepted instant *t* (a value on the surface keeps the side)."""
         for (_, g), armed in zip(self.indicators(t), self.armed, strict=True):
-            signed = np.abs(g) > tol
-            armed[signed] = np.sign(g[signed])
+            arm_members(armed, g, tol)
 
     def crossings(self, t: float, tol: float) -> list[tuple[str, np.ndarray]]:
         """Per state event, which members' indicators crossed zero over the step ending at *t*, as the masters
         without localization see it (``StateEvents.reference`` and ``crossings``): strictly past zero from the
         armed side, or for an indicator without a side from the side the integrator saw it leave; then re-armed."""
         out = []
-        for (name, g), armed, hinted, (_, direction, _) in zip(self.indicators(t), self.armed, self.hinted,
-                                                               self.events, strict=True):
-            side = np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
+        for (name, g), armed, side, (_, direction, _) in zip(self.indicators(t), self.armed, self.reference(tol),
+                                                             self.events, strict=True):
             out.append((name, crossed_members(side, g, direction, tol)))
-            signed = np.abs(g) > tol
-            armed[signed] = np.sign(g[signed])
+            arm_members(armed, g, tol)
         return out
+
+    def reference(self, tol: float) -> list[np.ndarray]:
+        """Per state event, the side each member's indicator is compared against after a step
+        (``StateEvents.reference``): its armed side, or, for one without a side, the signed value before a crossing
+        the integrator saw inside the step."""
+        return [np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
+                for armed, hinted in zip(self.armed, self.hinted, strict=True)]
 
     def refresh(self, t: float) -> None:
         x = self.x
@@ -216,15 +279,31 @@ class OdeMember(Member):
                 for name, _, func in self.events]
 
 
+def arm_members(armed: np.ndarray, g: np.ndarray, tol: float) -> None:
+    """Arm each member's indicator with its value *g* where it is signed (``StateEvents.arm``)."""
+    signed = np.abs(g) > tol
+    armed[signed] = g[signed]
+
+
 def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: float) -> np.ndarray:
     """Which members' indicators crossed zero from *before* to *after*: :func:`cosimrun.core.events.crossed`
     for each member (a strictly signed value to one strictly past zero, values within *tol* counting as zero)."""
-    s0 = np.where(before > tol, 1, np.where(before < -tol, -1, 0))
-    s1 = np.where(after > tol, 1, np.where(after < -tol, -1, 0))
-    hit = (s0 != 0) & (s1 == -s0)
-    if direction:
-        hit &= (s0 < 0) if direction > 0 else (s0 > 0)
-    return hit
+    rising = (before < -tol) & (after > tol)
+    if direction > 0:
+        return rising
+    falling = (before > tol) & (after < -tol)
+    return falling if direction < 0 else rising | falling
+
+
+def start_member_state(st: OdeMember) -> None:
+    """Give the component's discrete state its value per member at the start (its ``start_members(x)`` hook, from
+    the members' initial states), each attribute named in ``member_state`` as an ``(M,)`` array."""
+    comp = st.comp
+    start = getattr(comp, "start_members", None)
+    if callable(start):
+        start(st.x)
+    for name in st.member_state:
+        setattr(comp, name, np.array(np.broadcast_to(getattr(comp, name), (st.members,))))
 
 
 def real_outputs(comp: CoSimComponent) -> list[str]:
@@ -237,4 +316,5 @@ def stepper(comp: CoSimComponent, members: int) -> Member:
     return OdeMember(comp, members) if isinstance(comp, OdeComponent) else Member(comp, members)
 
 
-__all__ = ["Member", "OdeMember", "crossed_members", "real_outputs", "refresh_parameters", "refuse", "stepper"]
+__all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "real_outputs", "refresh_parameters", "refuse",
+           "start_member_state", "stepper"]

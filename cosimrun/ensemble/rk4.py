@@ -31,13 +31,29 @@ class VectorRK4:
         self.substeps = substeps
         self.max_substep = math.inf if max_substep is None else max_substep
         self.buffers = [np.empty(shape) for _ in range(5)]
+        self._spare: dict[tuple[int, ...], list[np.ndarray]] = {}
+        """Buffers of other shapes used lately (the whole ensemble's, while a sub-ensemble steps)."""
         self._h = math.nan
         self._factors: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.array(0.0),) * 3
 
-    def integrate(self, f: Derivatives, t: float, dt: float, x: np.ndarray, u: np.ndarray,
+    def integrate(self, f: Derivatives, t: float | np.ndarray, dt: float | np.ndarray, x: np.ndarray, u: np.ndarray,
                   u_at: InputAt | None, track: Track | None = None) -> None:
         """Advance *x* in place from *t* to ``t + dt``; *u* held, or the inputs *u_at* gives at each stage time;
-        *track* sees every substep's end (as the scalar integrator's event trackers)."""
+        *track* sees every substep's end (as the scalar integrator's event trackers).
+
+        *t* and *dt* may be arrays ``(M,)``, one start and one step per member (the hybrid master's trial steps
+        to each member's own instants): each member then takes ``substeps`` substeps of its own ``dt / substeps``
+        (``max_substep`` is refused for such ensembles, so the count is the same for all)."""
+        if self.buffers[0].shape != x.shape:  # a sub-ensemble (see cosimrun.ensemble.events)
+            self._spare[self.buffers[0].shape] = self.buffers
+            self.buffers = self._spare.pop(x.shape, None) or [np.empty(x.shape) for _ in range(5)]
+            if len(self._spare) > 8:
+                self._spare.clear()
+        if np.ndim(dt):
+            h = dt / self.substeps
+            k1 = self._first(f, t, x, u)
+            rk4_substeps(f, t, dt, self.substeps, h, (h, 0.5 * h, h / 6.0), x, u, u_at, k1, self.buffers, track)
+            return
         n_sub = self.substeps
         if dt > n_sub * self.max_substep:
             n_sub = math.ceil(dt / self.max_substep)
@@ -45,10 +61,15 @@ class VectorRK4:
         h2, h6 = 0.5 * h, h / 6.0
         if h != self._h:
             self._h, self._factors = h, (np.array(h), np.array(h2), np.array(h6))
+        k1 = self._first(f, t, x, u)
+        rk4_substeps(f, t, dt, n_sub, h, self._factors, x, u, u_at, k1, self.buffers, track)
+
+    def _first(self, f: Derivatives, t: float | np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The derivatives at the step's start, checked for their shape."""
         k1 = f(t, x, u)
         if np.shape(k1) != x.shape:
             raise ModelOutputError(f"component {self.name!r}: derivatives returned shape {np.shape(k1)} for an "
                                    f"ensemble, expected {x.shape} (states {list(self.state_names)} by members)",
-                                   component=self.name, time=t, function="derivatives", expected=x.shape,
-                                   got=np.shape(k1))
-        rk4_substeps(f, t, dt, n_sub, h, self._factors, x, u, u_at, k1, self.buffers, track)
+                                   component=self.name, time=float(np.min(t)), function="derivatives",
+                                   expected=x.shape, got=np.shape(k1))
+        return k1

@@ -1,12 +1,14 @@
-"""Run M members of one system at once under a fixed-step Jacobi or Gauss-Seidel master.
+"""Run M members of one system at once under a fixed-step Jacobi, Gauss-Seidel or IJCSA master, or the hybrid one.
 
 The run repeats, over arrays of members, what :class:`~cosimrun.masters.explicit.ExplicitRun` does for one
 system with fixed communication steps: the same communication points (the master run's ``next_point``: grid,
 time events, ``max_step``), the same stepping plan and fresh links (Gauss-Seidel), the same extrapolation of
 lagging inputs (:class:`~cosimrun.masters.extrapolation.Extrapolation`, which works on arrays), the same exchange
 and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosimrun.ensemble.members`. A
-member whose state or outputs go non-finite, or whose state event fires (events are not handled in ensembles
-yet), is marked ``failed`` with its cause and frozen; the others run on.
+member whose state or outputs go non-finite, or whose state event fires (masters without localization do not
+handle events in ensembles), is marked ``failed`` with its cause and frozen; the others run on. Under the hybrid
+master each step is :class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled
+on its own.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, stepper
+from cosimrun.ensemble.events import LocatedEvents, refuse_located
+from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.extrapolation import Extrapolation
 from cosimrun.masters.gauss_seidel import GaussSeidel
+from cosimrun.masters.hybrid import Hybrid
 from cosimrun.masters.ijcsa import IJCSA
 from cosimrun.masters.jacobi import Jacobi
 from cosimrun.masters.stepsize import Clock
@@ -110,7 +114,17 @@ class EnsembleResult:
     master_settings: dict[str, Any] = field(default_factory=dict)
     member_stats: dict[str, np.ndarray] = field(default_factory=dict)
     """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
-    ``unconverged_steps``)."""
+    ``unconverged_steps``; ``hybrid``: ``macro_steps``, ``trial_steps``, ``rollbacks``, ``events``)."""
+    events: dict[str, np.ndarray] = field(default_factory=dict)
+    """Under the hybrid master, every state event handled, one row per event ordered by member, time and micro
+    step: ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
+
+    def member_events(self, index: int) -> dict[str, np.ndarray]:
+        """Member *index*'s events: ``time``, ``micro``, ``component``, ``event`` (empty without events)."""
+        if not self.events:
+            return {}
+        rows = self.events["member"] == index
+        return {key: values[rows] for key, values in self.events.items() if key != "member"}
 
     def member(self, index: int) -> dict[str, Any]:
         """Member *index* as one row: status, parameters, final values and the failure's cause (if any)."""
@@ -145,13 +159,13 @@ def run_members(system: System, master: Master, rows: Sequence[Mapping[str, Any]
 
 def check_master(master: Master) -> None:
     """Refuse a master (or a setting of it) that ensembles do not run, keyed by the setting."""
-    if type(master) not in (Jacobi, GaussSeidel, IJCSA):
-        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel and ijcsa masters "
-                                         "only (with fixed steps)")
-    if master.step_control != "fixed":
+    if type(master) not in (Jacobi, GaussSeidel, IJCSA, Hybrid):
+        raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel, ijcsa and hybrid "
+                                         "masters only (with fixed steps)")
+    if getattr(master, "step_control", "fixed") != "fixed":
         raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
                                                  "(a step size per member is not supported yet)")
-    if master.sweeps != 1:
+    if getattr(master, "sweeps", 1) != 1:
         raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
 
 
@@ -174,6 +188,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
             raise ConfigError(key, f"must be an integer >= 1, got {value!r}")
     for comp in system.components.values():
         refuse(comp)
+    if isinstance(master, Hybrid):
+        refuse_located(system)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -203,7 +219,15 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
                           joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
                           joined("history"), first.units, joined("final"), stats, first.master_settings,
-                          joined("member_stats"))
+                          joined("member_stats"), _joined_events(blocks, offsets))
+
+
+def _joined_events(blocks: list[EnsembleResult], offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """The chunks' events tables as one, each chunk's members numbered in the whole ensemble."""
+    if not blocks[0].events:
+        return {}
+    parts = [{**b.events, "member": b.events["member"] + int(off)} for b, off in zip(blocks, offsets, strict=False)]
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
 def _run_block(system: System, master: Master, parameters: dict[str, Any], count: int, first: int, t0: float,
@@ -264,6 +288,8 @@ class _EnsembleRun:
                 comp.parameters[name] = values
             if varying:
                 refresh_parameters(comp)
+            if isinstance(st, OdeMember):
+                start_member_state(st)
             self.steppers[comp.name] = st
         links_from: dict[str, list[Link]] = {c.name: [] for c in self.order}
         for lk in system.links:
@@ -282,7 +308,10 @@ class _EnsembleRun:
         if record is None:
             return ports
         chosen = {}
+        events = {f"{c.name}.{n}" for c in self.order for n, p in c.outputs.items() if p.spec.type is PortType.EVENT}
         for key in record:
+            if key in events:  # an event port's instants are the events table (a run's final values leave it out)
+                continue
             if key not in ports:
                 raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
             chosen[key] = ports[key]
@@ -318,6 +347,8 @@ class _EnsembleRun:
         for st in self.steppers.values():
             st.refresh(t0)
         self.settle(t0)
+        if isinstance(master, Hybrid):
+            return LocatedEvents(self, master, clock).execute(t0, start)
         plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
                                                     interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
         order = master.extrapolation  # type: ignore[attr-defined]

@@ -4,9 +4,10 @@
 The dask launcher groups jobs whose overrides differ only in numbers given to component parameters
 (``components.<c>.params.<p>=<number>``) and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
-(:func:`cosimrun.ensemble.check_master`, every component vectorizable, no algebraic loop, every recorded port a
-real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else
-of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
+(:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
+:func:`cosimrun.ensemble.events.refuse_located` allows, no algebraic loop, every recorded port a real output, no
+checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
+resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
 once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
@@ -235,6 +236,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
     from cosimrun.ensemble import check_master
+    from cosimrun.ensemble.events import refuse_located
     from cosimrun.ensemble.members import refuse
 
     if exp.action != "run":
@@ -248,6 +250,8 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     check_master(exp.master)
     for comp in exp.system.components.values():
         refuse(comp)
+    if exp.master.locates_events:
+        refuse_located(exp.system)
     exp.system.initialize(exp.run.t0, exp.master)
     assert exp.system.analysis is not None
     if exp.system.analysis.loops:
@@ -258,7 +262,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     for comp, ports in recorded.items():
         outputs = exp.system.components[comp].outputs
         for port in ports:
-            if port not in outputs or outputs[port].spec.type is not PortType.REAL:
+            if port not in outputs or outputs[port].spec.type not in (PortType.REAL, PortType.EVENT):
                 return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
     return ""
 

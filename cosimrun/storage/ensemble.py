@@ -10,7 +10,10 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     failure(member), failure_time(member)     the cause ("" when complete) and the instant (NaN)
     parameter.<component>.<name>(member)      every given parameter, one value per member
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
-    stats.<name>(member)                      counts per member (ijcsa's iterations)
+    stats.<name>(member)                      counts per member (ijcsa's iterations; hybrid: macro and trial steps,
+                                              rollbacks, events)
+    event.member, .time, .micro, .component,  under the hybrid master, every event a member handled (dimension
+    .name (event)                             event), as a run's events table with its member
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
     attributes                                format, system, master, t0, tf, dt, record_every (and its name as
                                               a run's setting, decimate: storage.decimate), members,
@@ -95,6 +98,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
                                   data=np.array([str(v) for v in values], dtype=object))
         for key, values in result.member_stats.items():
             g.create_variable(f"stats.{key}", ("member",), data=np.asarray(values, dtype=np.int64))
+        _write_events(g, result)
         for key, values in result.final.items():
             var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
             _unit(var, result.units.get(key))
@@ -115,6 +119,36 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             if stored is not None:
                 g.attrs[name] = stored
     return path
+
+
+def _write_events(g: h5netcdf.Group, result: EnsembleResult) -> None:
+    """The events every member handled (the hybrid master), one row each over the dimension ``event``:
+    ``event.member``, ``event.time``, ``event.micro``, ``event.component``, ``event.name``."""
+    events = result.events
+    if not events:
+        return
+    g.dimensions["event"] = len(events["member"])
+    g.create_variable("event.member", ("event",), data=np.asarray(events["member"], dtype=np.int64))
+    g.create_variable("event.time", ("event",), data=np.asarray(events["time"], dtype=float)).attrs["units"] = "s"
+    g.create_variable("event.micro", ("event",), data=np.asarray(events["micro"], dtype=np.int32))
+    for column, name in (("component", "event.component"), ("event", "event.name")):
+        g.create_variable(name, ("event",), dtype=_STR, data=np.asarray(events[column], dtype=object))
+
+
+def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
+    """Member *member*'s rows of the events table of an ensemble file (none when it holds no events)."""
+    import pandas as pd
+
+    with h5py.File(path, "r") as f:
+        g = f[group]
+        if "event.member" not in g:
+            return _empty("events")
+        rows = np.flatnonzero(np.asarray(g["event.member"][...]) == member)
+        return pd.DataFrame({
+            "time": np.asarray(g["event.time"][...], dtype=np.float64)[rows],
+            "micro": np.asarray(g["event.micro"][...], dtype=np.int32)[rows],
+            "component": np.array([_text(v) for v in g["event.component"][...][rows]], dtype=object),
+            "event": np.array([_text(v) for v in g["event.name"][...][rows]], dtype=object)})
 
 
 def _unit(var: h5netcdf.Variable, unit: str | None) -> None:
@@ -188,8 +222,8 @@ def _text(value: Any) -> str:
 class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
     status, error, attributes and statistics, the components recorded, each component's histories as
-    :class:`PortSeries` (and frames), trajectories, and the tables (events, mode switches, coupling-error
-    estimates, steps), empty since ensembles run fixed-step masters without events and estimates. The post
+    :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), and mode
+    switches, coupling-error estimates and steps, empty since ensembles run fixed steps without estimates. The post
     commands read it as they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
@@ -303,8 +337,9 @@ class EnsembleMember:
 
     @property
     def events(self) -> pd.DataFrame:
-        """Columns ``time, micro, component, event``: none (ensembles run without events)."""
-        return _empty("events")
+        """Columns ``time, micro, component, event``: the state events this member handled (under the hybrid
+        master; none under the others), as its run's events table."""
+        return _read_events(self.path, self.group, self.member)
 
     @property
     def mode_switches(self) -> pd.DataFrame:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 QUICK = ["+experiment=bouncing_ball", "run.tf=0.5"]
 CLI = "from cosimrun.cli import main; main()"  # the console script's entry point, as tests/conftest.py runs it
-DASK = [*QUICK, "hydra.launcher.progress=false"]
+DASK = [*QUICK, "hydra.launcher.progress=false", "hydra.launcher.ensemble_size=0"]  # jobs, not an ensemble
 
 
 def _status(path: Path) -> str:

@@ -27,6 +27,7 @@ def test_sweep_on_an_existing_cluster(dask_cluster, cosimrun, tmp_path: Path) ->
         "components.ball.params.e=0.5,0.7,0.9",
         "hydra/launcher=dask",
         f"hydra.launcher.address={dask_cluster.address}",
+        "hydra.launcher.ensemble_size=0",  # one results file per job
         f"hydra.sweep.dir={sweep_dir}",
     )
     assert proc.returncode == 0, proc.stderr

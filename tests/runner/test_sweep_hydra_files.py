@@ -13,7 +13,8 @@ from cosimrun.runner.load import load_sweep
 from cosimrun.storage.results import load_results
 
 ARGS = ["-m", "+experiment=bouncing_ball", "run.tf=0.5", "components.ball.params.e=0.5,0.7,0.9",
-        "run.dt=0.01,0.02", "hydra/launcher=dask", "hydra.launcher.n_workers=1"]
+        "run.dt=0.01,0.02", "hydra/launcher=dask", "hydra.launcher.n_workers=1",
+        "hydra.launcher.ensemble_size=0"]  # each job in its folder, not as members of an ensemble
 
 
 def _yaml(path: Path) -> object:
