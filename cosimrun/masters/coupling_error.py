@@ -32,7 +32,7 @@ divides by; a connection whose producer's port is not recorded
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +66,15 @@ class CouplingError:
     @property
     def relative(self) -> float:
         """``max`` relative to the input's range (``max`` itself for an input that never changed)."""
-        return self.max / self.range if self.range > 0.0 else self.max
+        return float(relative_error(self.max, self.range))
 
+
+def relative_error(largest: Any, span: Any) -> Any:
+    """*largest* relative to the range *span* (*largest* itself where the range is 0); floats or arrays."""
+    if np.ndim(largest) == 0 and np.ndim(span) == 0:
+        return largest / span if span > 0.0 else largest
+    positive = np.asarray(span) > 0.0
+    return np.where(positive, np.divide(largest, np.where(positive, span, 1.0)), largest)
 
 
 def largest_relative(errors: Iterable[CouplingError]) -> float:
@@ -195,14 +202,9 @@ class CouplingErrorEstimate:
         rows = len(self._t) if rows is None else rows
         new = np.arange(max(self._done, 1), rows)
         if len(new):
-            e = self._estimates(self._t, self._start, self._end, new)
+            e = step_estimates(self._t, self._start, self._end, new, self._kinds, self.order, self._base)
             self._count += len(new)
-            self._sumsq += np.einsum("ij,ij->j", e, e)
-            best = np.argmax(e, axis=0)
-            worst = e[best, np.arange(e.shape[1])]
-            larger = worst > self._max
-            self._max = np.where(larger, worst, self._max)
-            self._at = np.where(larger, self._t[new][best], self._at)
+            self._max, self._at = fold(e, self._t[new], self._max, self._at, self._sumsq)
         self._done = rows
         drop = max(0, rows - CONTEXT)
         if drop:
@@ -210,33 +212,49 @@ class CouplingErrorEstimate:
             self._done -= drop
             self._base += drop
 
-    def _estimates(self, t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """Estimates of the steps ending at rows *k* (each > 0), one column per link."""
-        h = (t[k] - t[k - 1])[:, None]
-        y0, y1 = start[k - 1], end[k]
-        held = np.abs(y1 - y0)
-        out = held.copy()
-        kinds = self._kinds
-        known = self._base + k  # samples at or before each step's start
-        if np.any(kinds == "taylor") or np.any(kinds == "mean"):
-            p = np.minimum(self.order, known - 1)[:, None]
-            slope = _slope(t, start, k - 1, k - 2)
-            d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3)
-            tb = t[np.maximum(k - 2, 0)][:, None]
-            tc = t[k - 1][:, None]
+
+def step_estimates(t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndarray, kinds: np.ndarray, order: int,
+                   base: int) -> np.ndarray:
+    """The estimates of the steps ending at rows *k* (each > 0) of the communication points *t*, one column per
+    input: *start* and *end* hold per point the inputs' values after and before events there, *kinds* each
+    column's kind (or one kind for all: an array of one), *order* the extrapolation's degree and *base* the index
+    over the run of row 0 (how many points precede it). Each figure depends on its own column only, so estimating
+    a subset of the columns gives the same numbers."""
+    h = (t[k] - t[k - 1])[:, None]
+    y0, y1 = start[k - 1], end[k]
+    out = np.abs(y1 - y0)
+    known = base + k  # samples at or before each step's start
+    taylor, mean = kinds == "taylor", kinds == "mean"
+    if taylor.any() or mean.any():
+        p = np.minimum(order, known - 1)[:, None]
+        slope = _slope(t, start, k - 1, k - 2)
+        d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3)
+        tb = t[np.maximum(k - 2, 0)][:, None]
+        if taylor.any():
             end_value = y0 + np.where(p >= 1, slope * h, 0.0) + np.where(p >= 2, d2 * h * (t[k][:, None] - tb), 0.0)
-            mean = y0 + np.where(p >= 1, slope * h / 2, 0.0) \
+            out = np.where(taylor, np.abs(end_value - y1), out)
+        if mean.any():
+            tc = t[k - 1][:, None]
+            value = y0 + np.where(p >= 1, slope * h / 2, 0.0) \
                 + np.where(p >= 2, d2 * (0.5 * h * (tc - tb) + h * h / 3.0), 0.0)
-            taylor = np.abs(end_value - y1)
-            held_mean = np.maximum(np.abs(mean - y0), np.abs(mean - y1))
-            out = np.where(kinds == "taylor", taylor, out)
-            out = np.where(kinds == "mean", held_mean, out)
-        if np.any(kinds == "line"):
-            h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
-            error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
-            line = np.where((known >= 2)[:, None], error, 0.0)
-            out = np.where(kinds == "line", line, out)
-        return np.where(np.isfinite(out), out, math.inf)
+            out = np.where(mean, np.maximum(np.abs(value - y0), np.abs(value - y1)), out)
+    line = kinds == "line"
+    if line.any():
+        h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
+        error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
+        out = np.where(line, np.where((known >= 2)[:, None], error, 0.0), out)
+    return np.where(np.isfinite(out), out, math.inf)
+
+
+def fold(e: np.ndarray, times: np.ndarray, largest: np.ndarray, at: np.ndarray,
+         sumsq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fold the estimates *e* (rows: steps ending at *times*, one column per input) into the running figures:
+    *sumsq* in place; returns the new largest estimates and their times (the earliest of equal ones)."""
+    sumsq += np.einsum("ij,ij->j", e, e)
+    best = np.argmax(e, axis=0)
+    worst = e[best, np.arange(e.shape[1])]
+    larger = worst > largest
+    return np.where(larger, worst, largest), np.where(larger, times[best], at)
 
 
 def line_error(h: Any, h_prev: Any, slope_before: Any, y0: Any, y1: Any) -> Any:
@@ -256,6 +274,176 @@ def _slope(t: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.nda
     """Divided difference ``(y[a] - y[b]) / (t[a] - t[b])`` per row, 0 where *b* is before the first row."""
     ok = (b >= 0)[:, None]
     return np.where(ok, (y[a] - y[np.maximum(b, 0)]) / _span(t, a, b), 0.0)
+
+
+# ---------------------------------------------------------------------------- members: an ensemble's estimates
+MEMBER_BUFFER = 1 << 18
+"""Values an ensemble's estimate buffers at most (rows x sources x members) before it folds them: about 2 MiB."""
+
+
+@dataclass(frozen=True)
+class MemberCouplingErrors:
+    """The estimates of an ensemble: per connection (rows, in link order) and member (columns) what
+    :class:`CouplingError` holds for one run; NaN for a member without estimates (a failed one)."""
+
+    connections: list[str]
+    units: list[str | None]
+    max: np.ndarray
+    rms: np.ndarray
+    time_of_max: np.ndarray
+    range: np.ndarray
+
+    @property
+    def relative(self) -> np.ndarray:
+        """:attr:`CouplingError.relative` per connection and member."""
+        return relative_error(self.max, self.range)
+
+    @property
+    def members(self) -> int:
+        return self.max.shape[1]
+
+    def largest_relative(self) -> np.ndarray:
+        """:func:`largest_relative` of each member (NaN for a member without estimates, and for all without
+        connections)."""
+        if not self.connections:
+            return np.full(self.members, math.nan)
+        return np.max(self.relative, axis=0)
+
+    def member(self, m: int) -> list[CouplingError]:
+        """Member *m*'s estimates, in link order (as :meth:`CouplingErrorEstimate.result` gives a run's), none for
+        a member without estimates."""
+        if not self.connections or np.isnan(self.max[:, m]).any():
+            return []
+        return [CouplingError(c, u, float(self.max[i, m]), float(self.rms[i, m]), float(self.time_of_max[i, m]),
+                              float(self.range[i, m])) for i, (c, u) in enumerate(zip(self.connections, self.units,
+                                                                                      strict=True))]
+
+    def only(self, keep: np.ndarray) -> MemberCouplingErrors:
+        """These estimates with NaN for the members not in the boolean mask *keep*."""
+        def masked(a: np.ndarray) -> np.ndarray:
+            return np.where(keep, a, math.nan)
+        return MemberCouplingErrors(self.connections, self.units, masked(self.max), masked(self.rms),
+                                    masked(self.time_of_max), masked(self.range))
+
+    @staticmethod
+    def join(parts: list[MemberCouplingErrors]) -> MemberCouplingErrors:
+        """The estimates of consecutive chunks of members as one (members in order)."""
+        first = parts[0]
+
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts], axis=1)
+        return MemberCouplingErrors(first.connections, first.units, joined("max"), joined("rms"),
+                                    joined("time_of_max"), joined("range"))
+
+
+@dataclass
+class _Group:
+    """The links of one kind in a members' estimate: their rows among the links and columns among the sources,
+    their unit conversion, and their running figures (flat, link-major: ``link * members + member``)."""
+
+    kind: np.ndarray
+    links: np.ndarray
+    sources: np.ndarray
+    scale: np.ndarray
+    offset: np.ndarray
+    max: np.ndarray
+    at: np.ndarray
+    sumsq: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+class MemberCouplingEstimate:
+    """:class:`CouplingErrorEstimate` of M members at once, from one sample per communication point.
+
+    An ensemble runs fixed steps without events: each communication point has one sample, the values of the
+    producers' ports for every member (``(M,)`` arrays). :meth:`take` buffers a point; every few points the
+    buffered steps are estimated by :func:`step_estimates` and folded (:func:`fold`) into running figures per
+    link and member, keeping only the points the next step's estimate needs, so memory does not grow with the
+    run. The numbers are those of each member's own run (the estimate of a run sums its steps in other pieces:
+    its RMS may differ in the last bits). *recorded* names the ports recorded (``component.port``): as in a
+    run, a link whose producer's port is not recorded is not estimated.
+    """
+
+    def __init__(self, links: list[Link], kinds: list[str], order: int, members: int,
+                 recorded: Collection[str]) -> None:
+        keys = [f"{lk.connection.src_component}.{lk.connection.src_port}" for lk in links]
+        kept = [i for i, key in enumerate(keys) if key in recorded]
+        self.links = [links[i] for i in kept]
+        self.order = order
+        self.members = members
+        self.sources = list(dict.fromkeys(keys[i] for i in kept))
+        """The ports :meth:`take` reads, ``component.port``."""
+        column = {key: i for i, key in enumerate(self.sources)}
+        self._groups = []
+        for kind in KINDS:
+            mine = [j for j, i in enumerate(kept) if kinds[i] == kind]
+            if mine:
+                size = len(mine) * members
+                self._groups.append(_Group(
+                    np.array([kind]), np.array(mine), np.array([column[keys[kept[j]]] for j in mine]),
+                    np.array([self.links[j].conversion.scale for j in mine])[:, None],
+                    np.array([self.links[j].conversion.offset for j in mine])[:, None],
+                    np.zeros(size), np.zeros(size), np.zeros(size), np.full(size, np.inf), np.full(size, -np.inf)))
+        rows = max(4 * CONTEXT, min(CHUNK, MEMBER_BUFFER // max(1, len(self.sources) * members)))
+        self._t = np.empty(rows)
+        self._values = np.empty((rows, len(self.sources), members))
+        self._n = 0
+        """Points buffered."""
+        self._done = 0
+        """Buffered points whose step is estimated (those kept for the next steps' estimates)."""
+        self._base = 0
+        """Index over the run of the first buffered point."""
+        self._count = 0
+
+    def take(self, t: float, samples: Mapping[str, np.ndarray]) -> None:
+        """The point at *t*: *samples* maps ``component.port`` to every member's value (at least :attr:`sources`)."""
+        n = self._n
+        self._t[n] = t
+        row = self._values[n]
+        for i, key in enumerate(self.sources):
+            row[i] = samples[key]
+        self._n = n + 1
+        if self._n == len(self._t):
+            self._fold()
+
+    def _fold(self) -> None:
+        """Estimate the buffered steps not estimated yet and keep the last :data:`CONTEXT` points."""
+        n, done = self._n, self._done
+        t = self._t[:n]
+        new = np.arange(max(done, 1), n)
+        for g in self._groups:
+            v = (self._values[:n, g.sources] * g.scale + g.offset).reshape(n, -1)
+            np.minimum(g.lo, v[done:].min(axis=0), out=g.lo)
+            np.maximum(g.hi, v[done:].max(axis=0), out=g.hi)
+            if len(new):
+                e = step_estimates(t, v, v, new, g.kind, self.order, self._base)
+                g.max, g.at = fold(e, t[new], g.max, g.at, g.sumsq)
+        self._count += len(new)
+        keep = min(CONTEXT, n)
+        if n > keep:
+            self._values[:keep] = self._values[n - keep:n].copy()
+            self._t[:keep] = t[n - keep:n].copy()
+            self._base += n - keep
+        self._n = self._done = keep
+
+    def result(self) -> MemberCouplingErrors:
+        """The estimates over the points taken so far (no connection before any step)."""
+        self._fold()
+        shape = (len(self.links), self.members)
+        figures = {name: np.zeros(shape) for name in ("max", "rms", "time_of_max", "range")}
+        for g in self._groups:
+            rows = g.links
+            width = len(rows)
+            figures["max"][rows] = g.max.reshape(width, -1)
+            figures["rms"][rows] = np.sqrt(g.sumsq / max(self._count, 1)).reshape(width, -1)
+            figures["time_of_max"][rows] = g.at.reshape(width, -1)
+            figures["range"][rows] = (g.hi - g.lo).reshape(width, -1)
+        links = self.links if self._count else []
+        if not self._count:
+            figures = {name: value[:0] for name, value in figures.items()}
+        return MemberCouplingErrors([str(lk.connection) for lk in links], [lk.dst.spec.unit_name for lk in links],
+                                    **figures)
 
 
 # ---------------------------------------------------------------------------- the summary
