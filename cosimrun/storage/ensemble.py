@@ -12,6 +12,11 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
     stats.<name>(member)                      counts per member (ijcsa's iterations)
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
+    connection(connection)                    the connections into real inputs whose coupling error is estimated
+    coupling_error.unit(connection)           the input's unit ("" for none)
+    coupling_error.<figure>(connection, member)  max, rms, time_of_max, range, relative of each member's
+                                              estimate, as a run's ``/coupling_error`` holds them (NaN for a
+                                              failed member)
     attributes                                format, system, master, t0, tf, dt, record_every (and its name as
                                               a run's setting, decimate: storage.decimate), members,
                                               master settings and statistics (JSON)
@@ -34,7 +39,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_name, in_memory, partial_path, to_attr, write_image
+from cosimrun.storage.hdf5 import COUPLING_NUMBERS, check_name, in_memory, partial_path, to_attr, write_image
 from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
 from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
@@ -46,6 +51,8 @@ if TYPE_CHECKING:
 FORMAT = "cosimrun-ensemble"
 FORMAT_VERSION = 1
 DEFAULT_GROUP = "ensemble"
+COUPLING_PREFIX = "coupling_error."
+"""The coupling-error figures' variables are named ``coupling_error.<figure>``."""
 _STR = h5py.string_dtype("utf-8")
 
 
@@ -97,6 +104,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             var = g.create_variable(key, ("time", "member"), data=np.asarray(values, dtype=float),
                                     chunks=_chunks(values.shape), compression="gzip", compression_opts=1)
             _unit(var, result.units.get(key))
+        _write_coupling_error(g, result)
         info = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
             "t0": result.t0, "tf": result.tf, "dt": result.dt, "record_every": result.record_every,
@@ -112,6 +120,22 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
         f.flush()
         write_image(image, path, partial)
     return path
+
+
+def _write_coupling_error(g: h5netcdf.Group, result: EnsembleResult) -> None:
+    """The coupling-error estimates over the dimensions ``connection`` and ``member`` (none without any)."""
+    errors = result.coupling_error
+    if errors is None or not errors.connections:
+        return
+    g.dimensions["connection"] = len(errors.connections)
+    g.create_variable("connection", ("connection",), dtype=_STR, data=np.array(errors.connections, dtype=object))
+    g.create_variable(f"{COUPLING_PREFIX}unit", ("connection",), dtype=_STR,
+                      data=np.array([unit or "" for unit in errors.units], dtype=object))
+    for name in COUPLING_NUMBERS:
+        var = g.create_variable(f"{COUPLING_PREFIX}{name}", ("connection", "member"),
+                                data=np.asarray(getattr(errors, name), dtype=float))
+        if name == "time_of_max":
+            var.attrs["units"] = "s"
 
 
 def _unit(var: h5netcdf.Variable, unit: str | None) -> None:
@@ -151,13 +175,15 @@ def attr_value(value: Any) -> Any:
 @dataclass(frozen=True)
 class EnsembleSummary:
     """What a sweep's resume reads of an ensemble file: its group's attributes, each member's job number and status,
-    the parameters by name (``comp.param``) and the final values by port (``comp.port``), one entry per member."""
+    the parameters by name (``comp.param``), the final values by port (``comp.port``) and the largest relative
+    coupling error (NaN without estimates), one entry per member."""
 
     attrs: dict[str, Any]
     jobs: list[int]
     status: list[str]
     parameters: dict[str, np.ndarray]
     finals: dict[str, np.ndarray]
+    coupling_error_max: np.ndarray
 
 
 def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> EnsembleSummary | None:
@@ -173,9 +199,19 @@ def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> En
                 {name[len("parameter."):]: np.asarray(g[name][...], dtype=float)
                  for name in g if name.startswith("parameter.")},
                 {name[len("final."):]: np.asarray(g[name][...], dtype=float)
-                 for name in g if name.startswith("final.")})
+                 for name in g if name.startswith("final.")},
+                _largest_relative(g))
     except (OSError, KeyError, ValueError):
         return None
+
+
+def _largest_relative(g: h5py.Group) -> np.ndarray:
+    """Each member's largest ``coupling_error.relative`` (a run's ``coupling_error_max``; NaN without estimates)."""
+    members = int(attr_value(g.attrs["members"]))
+    relative = g.get(f"{COUPLING_PREFIX}relative")
+    if relative is None or not relative.shape[0]:
+        return np.full(members, np.nan)
+    return np.max(np.asarray(relative[...], dtype=float), axis=0)
 
 
 def _text(value: Any) -> str:
@@ -185,9 +221,10 @@ def _text(value: Any) -> str:
 class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
     status, error, attributes and statistics, the components recorded, each component's histories as
-    :class:`PortSeries` (and frames), trajectories, and the tables (events, mode switches, coupling-error
-    estimates, steps), empty since ensembles run fixed-step masters without events and estimates. The post
-    commands read it as they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
+    :class:`PortSeries` (and frames), trajectories, and the tables: the coupling-error estimates as the member's
+    own run has them, and events, mode switches and steps, empty since ensembles run fixed-step masters without
+    events. The post commands read it as they read a run (``cosimrun plot|report|compare|export <sweep
+    dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
         self.path = Path(path)
@@ -221,7 +258,7 @@ class EnsembleMember:
                 self.attrs["failure_time"] = float(g["failure_time"][self.member])
             self._ports: dict[str, dict[str, str | None]] = {}
             for name, ds in g.items():
-                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.")):
+                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.", COUPLING_PREFIX)):
                     comp, _, port = name.partition(".")
                     unit = ds.attrs.get("units")
                     self._ports.setdefault(comp, {})[port] = None if unit is None else _text(unit)
@@ -310,8 +347,25 @@ class EnsembleMember:
 
     @property
     def coupling_error(self) -> pd.DataFrame:
-        """The coupling-error table's columns, no rows: ensembles do not estimate coupling errors."""
-        return _empty("coupling_error")
+        """The estimated coupling error per connection into a real input, as the member's own run stores it
+        (:attr:`Results.coupling_error <cosimrun.storage.results.Results.coupling_error>`: largest relative first;
+        no rows for a failed member)."""
+        import pandas as pd
+
+        with h5py.File(self.path, "r") as f:
+            g = f[self.group]
+            if f"{COUPLING_PREFIX}max" not in g:
+                return _empty("coupling_error")
+            numbers = {name: np.asarray(g[f"{COUPLING_PREFIX}{name}"][:, self.member], dtype=float)
+                       for name in COUPLING_NUMBERS}
+            connections = g["connection"].asstr()[...]
+            units = g[f"{COUPLING_PREFIX}unit"].asstr()[...]
+        if np.isnan(numbers["max"]).any():
+            return _empty("coupling_error")
+        order = np.argsort(-numbers["relative"], kind="stable")  # as a run sorts its estimates
+        columns = {"connection": connections, "unit": units, **numbers}
+        return pd.DataFrame({name: np.asarray(values, dtype=object if name in TEXT_COLUMNS else float)[order]
+                             for name, values in columns.items()}, columns=list(TABLE_COLUMNS["coupling_error"]))
 
     @property
     def global_error(self) -> pd.DataFrame:
