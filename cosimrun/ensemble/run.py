@@ -208,8 +208,8 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
                           joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
                           joined("history"), first.units, joined("final"), stats, first.master_settings,
-                          joined("member_stats"), None if first.coupling_error is None else
-                          MemberCouplingErrors.join([b.coupling_error for b in blocks]))  # type: ignore[misc]
+                          joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
+                              [b.coupling_error for b in blocks if b.coupling_error is not None]))
 
 
 def _run_block(system: System, master: Master, parameters: dict[str, Any], count: int, first: int, t0: float,

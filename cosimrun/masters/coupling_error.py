@@ -204,7 +204,8 @@ class CouplingErrorEstimate:
         if len(new):
             e = step_estimates(self._t, self._start, self._end, new, self._kinds, self.order, self._base)
             self._count += len(new)
-            self._max, self._at = fold(e, self._t[new], self._max, self._at, self._sumsq)
+            self._max, self._at = self._max.copy(), self._at.copy()  # a saved state keeps its own
+            fold(e, self._t[new], self._max, self._at, self._sumsq)
         self._done = rows
         drop = max(0, rows - CONTEXT)
         if drop:
@@ -217,44 +218,57 @@ def step_estimates(t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndar
                    base: int) -> np.ndarray:
     """The estimates of the steps ending at rows *k* (each > 0) of the communication points *t*, one column per
     input: *start* and *end* hold per point the inputs' values after and before events there, *kinds* each
-    column's kind (or one kind for all: an array of one), *order* the extrapolation's degree and *base* the index
-    over the run of row 0 (how many points precede it). Each figure depends on its own column only, so estimating
-    a subset of the columns gives the same numbers."""
+    column's kind (or one kind for all: an array of one; ``held`` where none is given), *order* the
+    extrapolation's degree and *base* the index over the run of row 0 (how many points precede it). Each figure
+    depends on its own column only, so estimating a subset of the columns gives the same numbers; a term that is
+    0 for every row (a degree above *order*) is not computed."""
     h = (t[k] - t[k - 1])[:, None]
-    y0, y1 = start[k - 1], end[k]
-    out = np.abs(y1 - y0)
+    y0, y1 = _rows(start, k - 1), _rows(end, k)
     known = base + k  # samples at or before each step's start
-    taylor, mean = kinds == "taylor", kinds == "mean"
+    taylor, mean, line = kinds == "taylor", kinds == "mean", kinds == "line"
+    out = np.abs(y1 - y0) if not kinds.size or not (taylor | mean | line).all() else None
     if taylor.any() or mean.any():
         p = np.minimum(order, known - 1)[:, None]
-        slope = _slope(t, start, k - 1, k - 2)
-        d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3)
+        slope = _slope(t, start, k - 1, k - 2) if order >= 1 else 0.0
+        d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3) if order >= 2 else 0.0
         tb = t[np.maximum(k - 2, 0)][:, None]
         if taylor.any():
-            end_value = y0 + np.where(p >= 1, slope * h, 0.0) + np.where(p >= 2, d2 * h * (t[k][:, None] - tb), 0.0)
-            out = np.where(taylor, np.abs(end_value - y1), out)
+            end_value = y0 + _where(p >= 1, slope * h, 0.0) + (
+                _where(p >= 2, d2 * h * (t[k][:, None] - tb), 0.0) if order >= 2 else 0.0)
+            out = _merge(out, taylor, np.abs(end_value - y1))
         if mean.any():
             tc = t[k - 1][:, None]
-            value = y0 + np.where(p >= 1, slope * h / 2, 0.0) \
-                + np.where(p >= 2, d2 * (0.5 * h * (tc - tb) + h * h / 3.0), 0.0)
-            out = np.where(mean, np.maximum(np.abs(value - y0), np.abs(value - y1)), out)
-    line = kinds == "line"
+            value = y0 + _where(p >= 1, slope * h / 2, 0.0) + (
+                _where(p >= 2, d2 * (0.5 * h * (tc - tb) + h * h / 3.0), 0.0) if order >= 2 else 0.0)
+            out = _merge(out, mean, np.maximum(np.abs(value - y0), np.abs(value - y1)))
     if line.any():
         h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
         error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
-        out = np.where(line, np.where((known >= 2)[:, None], error, 0.0), out)
-    return np.where(np.isfinite(out), out, math.inf)
+        out = _merge(out, line, _where((known >= 2)[:, None], error, 0.0))
+    assert out is not None
+    return _where(np.isfinite(out), out, math.inf)
 
 
-def fold(e: np.ndarray, times: np.ndarray, largest: np.ndarray, at: np.ndarray,
-         sumsq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fold the estimates *e* (rows: steps ending at *times*, one column per input) into the running figures:
-    *sumsq* in place; returns the new largest estimates and their times (the earliest of equal ones)."""
+def _merge(out: np.ndarray | None, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """*values* in the columns of *mask*, *out* in the others (*out* ``None``: no column has a value yet)."""
+    return _where(mask, values, 0.0 if out is None else out)
+
+
+def _where(mask: np.ndarray, values: Any, other: Any) -> Any:
+    """``np.where(mask, values, other)``, *values* itself when *mask* holds everywhere."""
+    return values if mask.all() else np.where(mask, values, other)
+
+
+def fold(e: np.ndarray, times: np.ndarray, largest: np.ndarray, at: np.ndarray, sumsq: np.ndarray) -> None:
+    """Fold the estimates *e* (rows: steps ending at *times*, one column per input) into the running figures, in
+    place: the sum of squares *sumsq*, the largest estimates *largest* and their times *at* (the earliest of
+    equal ones)."""
     sumsq += np.einsum("ij,ij->j", e, e)
-    best = np.argmax(e, axis=0)
-    worst = e[best, np.arange(e.shape[1])]
-    larger = worst > largest
-    return np.where(larger, worst, largest), np.where(larger, times[best], at)
+    worst = e.max(axis=0)
+    larger = np.flatnonzero(worst > largest)
+    if len(larger):
+        largest[larger] = worst[larger]
+        at[larger] = times[np.argmax(e[:, larger] == worst[larger], axis=0)]
 
 
 def line_error(h: Any, h_prev: Any, slope_before: Any, y0: Any, y1: Any) -> Any:
@@ -272,13 +286,19 @@ def _span(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _slope(t: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Divided difference ``(y[a] - y[b]) / (t[a] - t[b])`` per row, 0 where *b* is before the first row."""
-    ok = (b >= 0)[:, None]
-    return np.where(ok, (y[a] - y[np.maximum(b, 0)]) / _span(t, a, b), 0.0)
+    return _where((b >= 0)[:, None], (_rows(y, a) - _rows(y, np.maximum(b, 0))) / _span(t, a, b), 0.0)
+
+
+def _rows(y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``y[rows]``: a view when *rows* are consecutive (the steps estimated at once are), a copy otherwise."""
+    if len(rows) and rows[0] >= 0 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+        return y[rows[0]:rows[-1] + 1]
+    return y[rows]
 
 
 # ---------------------------------------------------------------------------- members: an ensemble's estimates
 MEMBER_BUFFER = 1 << 18
-"""Values an ensemble's estimate buffers at most (rows x sources x members) before it folds them: about 2 MiB."""
+"""Values an ensemble's estimate buffers at most (points x links x members, 2 MiB) before it folds them."""
 
 
 @dataclass(frozen=True)
@@ -338,14 +358,12 @@ class MemberCouplingErrors:
 
 @dataclass
 class _Group:
-    """The links of one kind in a members' estimate: their rows among the links and columns among the sources,
-    their unit conversion, and their running figures (flat, link-major: ``link * members + member``)."""
+    """The links of one kind in a members' estimate: their rows among the links, their values (converted to the
+    inputs' units) per buffered point and their running figures (flat, link-major: ``link * members + member``)."""
 
     kind: np.ndarray
     links: np.ndarray
-    sources: np.ndarray
-    scale: np.ndarray
-    offset: np.ndarray
+    values: np.ndarray
     max: np.ndarray
     at: np.ndarray
     sumsq: np.ndarray
@@ -360,9 +378,10 @@ class MemberCouplingEstimate:
     producers' ports for every member (``(M,)`` arrays). :meth:`take` buffers a point; every few points the
     buffered steps are estimated by :func:`step_estimates` and folded (:func:`fold`) into running figures per
     link and member, keeping only the points the next step's estimate needs, so memory does not grow with the
-    run. The numbers are those of each member's own run (the estimate of a run sums its steps in other pieces:
-    its RMS may differ in the last bits). *recorded* names the ports recorded (``component.port``): as in a
-    run, a link whose producer's port is not recorded is not estimated.
+    run and the buffers stay in the processor's caches. The numbers are those of each member's own run (the
+    estimate of a run sums its steps in other pieces: its RMS may differ in the last bits). *recorded* names the
+    ports recorded (``component.port``): as in a run, a link whose producer's port is not recorded is not
+    estimated.
     """
 
     def __init__(self, links: list[Link], kinds: list[str], order: int, members: int,
@@ -374,20 +393,20 @@ class MemberCouplingEstimate:
         self.members = members
         self.sources = list(dict.fromkeys(keys[i] for i in kept))
         """The ports :meth:`take` reads, ``component.port``."""
-        column = {key: i for i, key in enumerate(self.sources)}
+        rows = max(CONTEXT + 1, min(CHUNK, MEMBER_BUFFER // max(1, len(kept) * members)))
         self._groups = []
         for kind in KINDS:
             mine = [j for j, i in enumerate(kept) if kinds[i] == kind]
             if mine:
                 size = len(mine) * members
                 self._groups.append(_Group(
-                    np.array([kind]), np.array(mine), np.array([column[keys[kept[j]]] for j in mine]),
-                    np.array([self.links[j].conversion.scale for j in mine])[:, None],
-                    np.array([self.links[j].conversion.offset for j in mine])[:, None],
+                    np.array([kind]), np.array(mine), np.empty((rows, size)),
                     np.zeros(size), np.zeros(size), np.zeros(size), np.full(size, np.inf), np.full(size, -np.inf)))
-        rows = max(4 * CONTEXT, min(CHUNK, MEMBER_BUFFER // max(1, len(self.sources) * members)))
+        self._convert = [(keys[kept[j]], self.links[j].conversion.scale, self.links[j].conversion.offset,
+                          g.values[:, i * members:(i + 1) * members])
+                         for g in self._groups for i, j in enumerate(g.links.tolist())]
+        """Per link: its source, its conversion and its columns of its group's values."""
         self._t = np.empty(rows)
-        self._values = np.empty((rows, len(self.sources), members))
         self._n = 0
         """Points buffered."""
         self._done = 0
@@ -400,9 +419,8 @@ class MemberCouplingEstimate:
         """The point at *t*: *samples* maps ``component.port`` to every member's value (at least :attr:`sources`)."""
         n = self._n
         self._t[n] = t
-        row = self._values[n]
-        for i, key in enumerate(self.sources):
-            row[i] = samples[key]
+        for key, scale, offset, values in self._convert:
+            np.add(np.multiply(samples[key], scale, out=values[n]), offset, out=values[n])  # as a run converts
         self._n = n + 1
         if self._n == len(self._t):
             self._fold()
@@ -410,20 +428,23 @@ class MemberCouplingEstimate:
     def _fold(self) -> None:
         """Estimate the buffered steps not estimated yet and keep the last :data:`CONTEXT` points."""
         n, done = self._n, self._done
+        if n == done:
+            return
         t = self._t[:n]
         new = np.arange(max(done, 1), n)
-        for g in self._groups:
-            v = (self._values[:n, g.sources] * g.scale + g.offset).reshape(n, -1)
-            np.minimum(g.lo, v[done:].min(axis=0), out=g.lo)
-            np.maximum(g.hi, v[done:].max(axis=0), out=g.hi)
-            if len(new):
-                e = step_estimates(t, v, v, new, g.kind, self.order, self._base)
-                g.max, g.at = fold(e, t[new], g.max, g.at, g.sumsq)
-        self._count += len(new)
         keep = min(CONTEXT, n)
+        for g in self._groups:
+            for row in g.values[done:n]:
+                np.minimum(g.lo, row, out=g.lo)
+                np.maximum(g.hi, row, out=g.hi)
+            v = g.values[:n]
+            if len(new):
+                fold(step_estimates(t, v, v, new, g.kind, self.order, self._base), t[new], g.max, g.at, g.sumsq)
+            if n > keep:
+                g.values[:keep] = v[n - keep:].copy()
+        self._count += len(new)
         if n > keep:
-            self._values[:keep] = self._values[n - keep:n].copy()
-            self._t[:keep] = t[n - keep:n].copy()
+            self._t[:keep] = t[n - keep:].copy()
             self._base += n - keep
         self._n = self._done = keep
 
