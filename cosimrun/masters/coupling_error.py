@@ -382,11 +382,11 @@ class MemberCouplingEstimate:
     An ensemble runs fixed steps without events: each communication point has one sample, the values of the
     producers' ports for every member (``(M,)`` arrays). :meth:`take` buffers a point; every few points the
     buffered steps are estimated by :func:`step_estimates` and folded (:func:`fold`) into running figures per
-    link and member, keeping only the points the next step's estimate needs, so memory does not grow with the
-    run and the buffers stay in the processor's caches. The numbers are those of each member's own run (the
-    estimate of a run sums its steps in other pieces: its RMS may differ in the last bits). *recorded* names the
-    ports recorded (``component.port``): as in a run, a link whose producer's port is not recorded is not
-    estimated.
+    link and member (a batch of :data:`MEMBER_BATCH` values at a time, small enough for the processor's caches),
+    keeping only the points the next step's estimate needs, so memory does not grow with the run. The numbers
+    are those of each member's own run (the estimate of a run sums its steps in other pieces: its RMS may differ
+    in the last bits). *recorded* names the ports recorded (``component.port``): as in a run, a link whose
+    producer's port is not recorded is not estimated.
     """
 
     def __init__(self, links: list[Link], kinds: list[str], order: int, members: int,
