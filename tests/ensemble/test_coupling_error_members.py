@@ -146,15 +146,19 @@ def test_each_members_estimates_equal_its_scalar_runs_table(tmp_path: Path, expe
     cfg = config(experiment, MASTERS[master])
     result = ensemble(cfg, params)
     path = write_ensemble(tmp_path / "ensemble.h5", result)
-    monkeypatch.setattr(coupling_error, "MEMBER_BUFFER", 1)  # folds every few points
+    monkeypatch.setattr(coupling_error, "MEMBER_BUFFER", 1)  # folds every point, moved to the front each time
     folded = ensemble(cfg, params, chunk=4)  # and three chunks of members
-    assert folded.coupling_error.connections == result.coupling_error.connections
+    monkeypatch.setattr(coupling_error, "MEMBER_BUFFER", 1 << 9)  # folds a few points, moved now and then
+    monkeypatch.setattr(coupling_error, "MEMBER_BATCH", 1 << 6)
+    batched = ensemble(cfg, params, chunk=4)
+    assert folded.coupling_error.connections == batched.coupling_error.connections == result.coupling_error.connections
     sample = sorted(np.random.default_rng(members).choice(members, size=3, replace=False).tolist())
     for m in sample:
         expected = scalar_table(config(experiment, MASTERS[master], {k: float(v[m]) for k, v in params.items()}),
                                 tmp_path / str(m))
         assert_tables_equal(table_of(result, m), expected, f"member {m}")
-        assert_tables_equal(table_of(folded, m), expected, f"member {m}, folded in pieces, in chunks")
+        assert_tables_equal(table_of(folded, m), expected, f"member {m}, folded point by point, in chunks")
+        assert_tables_equal(table_of(batched, m), expected, f"member {m}, folded in batches, in chunks")
         assert_tables_equal(EnsembleMember(path, m).coupling_error, expected, f"member {m} read from its file")
         assert result.coupling_error.largest_relative()[m] == pytest.approx(expected["relative"].max(), rel=RTOL)
 
