@@ -285,7 +285,7 @@ class LocatedEvents:
                               run.record_every, members, dict(run.checked.given), status,
                               dict(sorted(run.failures.items())), self.times(self.kept), self.history, units,
                               {key: values.copy() for key, values in self.last.items()}, stats,
-                              self.master.settings(), dict(run.member_stats), self.table())
+                              self.master.settings(), dict(run.member_stats), events=self.table())
 
     def begin(self, t0: float) -> None:
         """Arm the indicators at *t0*; those on their surface probe first (``HybridRun.begin``), the others step."""

@@ -23,10 +23,12 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
+from cosimrun.ensemble.coupling import member_estimate
 from cosimrun.ensemble.events import LocatedEvents, refuse_located
 from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
+from cosimrun.masters.coupling_error import MemberCouplingErrors
 from cosimrun.masters.extrapolation import Extrapolation
 from cosimrun.masters.gauss_seidel import GaussSeidel
 from cosimrun.masters.hybrid import Hybrid
@@ -115,6 +117,9 @@ class EnsembleResult:
     member_stats: dict[str, np.ndarray] = field(default_factory=dict)
     """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
     ``unconverged_steps``; ``hybrid``: ``macro_steps``, ``trial_steps``, ``rollbacks``, ``events``)."""
+    coupling_error: MemberCouplingErrors | None = None
+    """The coupling-error estimates per connection and member, each member's as its own run gives them (NaN for
+    a failed member; ``None`` without links into real inputs)."""
     events: dict[str, np.ndarray] = field(default_factory=dict)
     """Under the hybrid master, every state event handled, one row per event ordered by member, time and micro
     step: ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
@@ -219,7 +224,9 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
                           joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
                           joined("history"), first.units, joined("final"), stats, first.master_settings,
-                          joined("member_stats"), _joined_events(blocks, offsets))
+                          joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
+                              [b.coupling_error for b in blocks if b.coupling_error is not None]),
+                          _joined_events(blocks, offsets))
 
 
 def _joined_events(blocks: list[EnsembleResult], offsets: np.ndarray) -> dict[str, np.ndarray]:
@@ -368,6 +375,9 @@ class _EnsembleRun:
             st.arm(t0, sign_tol)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
+        coupling = member_estimate(self.scalar, plan, lagging, extrapolation, order, members, self.outputs)
+        if coupling is not None:
+            coupling.take(t0, {key: values[0] for key, values in samples.items()})
         previous = {key: samples[key][0] for key in self.outputs}
         frozen = {st.comp.name: np.empty_like(st.x) for st in odes}
         x_prev = {st.comp.name: np.empty_like(st.x) for st in odes}
@@ -405,6 +415,8 @@ class _EnsembleRun:
                     for st in odes:
                         st.x[:, dead] = frozen[st.comp.name][:, dead]
                 current = {key: self._sample(port) for key, port in self.outputs.items()}
+                if coupling is not None:
+                    coupling.take(t1, current)
                 if steps % self.record_every == 0 or a >= end:
                     times.append(t1)
                     for key, values in current.items():
@@ -428,7 +440,8 @@ class _EnsembleRun:
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
-                              dict(self.member_stats))
+                              dict(self.member_stats),
+                              None if coupling is None else coupling.result().only(self.alive))
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs

@@ -32,7 +32,7 @@ divides by; a connection whose producer's port is not recorded
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +66,15 @@ class CouplingError:
     @property
     def relative(self) -> float:
         """``max`` relative to the input's range (``max`` itself for an input that never changed)."""
-        return self.max / self.range if self.range > 0.0 else self.max
+        return float(relative_error(self.max, self.range))
 
+
+def relative_error(largest: Any, span: Any) -> Any:
+    """*largest* relative to the range *span* (*largest* itself where the range is 0); floats or arrays."""
+    if np.ndim(largest) == 0 and np.ndim(span) == 0:
+        return largest / span if span > 0.0 else largest
+    positive = np.asarray(span) > 0.0
+    return np.where(positive, np.divide(largest, np.where(positive, span, 1.0)), largest)
 
 
 def largest_relative(errors: Iterable[CouplingError]) -> float:
@@ -195,14 +202,10 @@ class CouplingErrorEstimate:
         rows = len(self._t) if rows is None else rows
         new = np.arange(max(self._done, 1), rows)
         if len(new):
-            e = self._estimates(self._t, self._start, self._end, new)
+            e = step_estimates(self._t, self._start, self._end, new, self._kinds, self.order, self._base)
             self._count += len(new)
-            self._sumsq += np.einsum("ij,ij->j", e, e)
-            best = np.argmax(e, axis=0)
-            worst = e[best, np.arange(e.shape[1])]
-            larger = worst > self._max
-            self._max = np.where(larger, worst, self._max)
-            self._at = np.where(larger, self._t[new][best], self._at)
+            self._max, self._at = self._max.copy(), self._at.copy()  # a saved state keeps its own
+            fold(e, self._t[new], self._max, self._at, self._sumsq)
         self._done = rows
         drop = max(0, rows - CONTEXT)
         if drop:
@@ -210,33 +213,62 @@ class CouplingErrorEstimate:
             self._done -= drop
             self._base += drop
 
-    def _estimates(self, t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """Estimates of the steps ending at rows *k* (each > 0), one column per link."""
-        h = (t[k] - t[k - 1])[:, None]
-        y0, y1 = start[k - 1], end[k]
-        held = np.abs(y1 - y0)
-        out = held.copy()
-        kinds = self._kinds
-        known = self._base + k  # samples at or before each step's start
-        if np.any(kinds == "taylor") or np.any(kinds == "mean"):
-            p = np.minimum(self.order, known - 1)[:, None]
-            slope = _slope(t, start, k - 1, k - 2)
-            d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3)
-            tb = t[np.maximum(k - 2, 0)][:, None]
+
+def step_estimates(t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndarray, kinds: np.ndarray, order: int,
+                   base: int) -> np.ndarray:
+    """The estimates of the steps ending at rows *k* (each > 0) of the communication points *t*, one column per
+    input: *start* and *end* hold per point the inputs' values after and before events there, *kinds* each
+    column's kind (or one kind for all: an array of one; ``held`` where none is given), *order* the
+    extrapolation's degree and *base* the index over the run of row 0 (how many points precede it). Each figure
+    depends on its own column only, so estimating a subset of the columns gives the same numbers; a term that is
+    0 for every row (a degree above *order*) is not computed."""
+    h = (t[k] - t[k - 1])[:, None]
+    y0, y1 = _rows(start, k - 1), _rows(end, k)
+    known = base + k  # samples at or before each step's start
+    taylor, mean, line = kinds == "taylor", kinds == "mean", kinds == "line"
+    out = np.abs(y1 - y0) if not kinds.size or not (taylor | mean | line).all() else None
+    if taylor.any() or mean.any():
+        p = np.minimum(order, known - 1)[:, None]
+        slope = _slope(t, start, k - 1, k - 2) if order >= 1 else 0.0
+        d2 = (slope - _slope(t, start, k - 2, k - 3)) / _span(t, k - 1, k - 3) if order >= 2 else 0.0
+        tb = t[np.maximum(k - 2, 0)][:, None]
+        if taylor.any():
+            end_value = y0 + _where(p >= 1, slope * h, 0.0) + (
+                _where(p >= 2, d2 * h * (t[k][:, None] - tb), 0.0) if order >= 2 else 0.0)
+            out = _merge(out, taylor, np.abs(end_value - y1))
+        if mean.any():
             tc = t[k - 1][:, None]
-            end_value = y0 + np.where(p >= 1, slope * h, 0.0) + np.where(p >= 2, d2 * h * (t[k][:, None] - tb), 0.0)
-            mean = y0 + np.where(p >= 1, slope * h / 2, 0.0) \
-                + np.where(p >= 2, d2 * (0.5 * h * (tc - tb) + h * h / 3.0), 0.0)
-            taylor = np.abs(end_value - y1)
-            held_mean = np.maximum(np.abs(mean - y0), np.abs(mean - y1))
-            out = np.where(kinds == "taylor", taylor, out)
-            out = np.where(kinds == "mean", held_mean, out)
-        if np.any(kinds == "line"):
-            h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
-            error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
-            line = np.where((known >= 2)[:, None], error, 0.0)
-            out = np.where(kinds == "line", line, out)
-        return np.where(np.isfinite(out), out, math.inf)
+            value = y0 + _where(p >= 1, slope * h / 2, 0.0) + (
+                _where(p >= 2, d2 * (0.5 * h * (tc - tb) + h * h / 3.0), 0.0) if order >= 2 else 0.0)
+            out = _merge(out, mean, np.maximum(np.abs(value - y0), np.abs(value - y1)))
+    if line.any():
+        h_prev = (t[k - 1] - t[np.maximum(k - 2, 0)])[:, None]
+        error = line_error(h, np.where(h_prev > 0, h_prev, h), _slope(t, start, k - 1, k - 2), y0, y1)
+        out = _merge(out, line, _where((known >= 2)[:, None], error, 0.0))
+    assert out is not None
+    return _where(np.isfinite(out), out, math.inf)
+
+
+def _merge(out: np.ndarray | None, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """*values* in the columns of *mask*, *out* in the others (*out* ``None``: no column has a value yet)."""
+    return _where(mask, values, 0.0 if out is None else out)
+
+
+def _where(mask: np.ndarray, values: Any, other: Any) -> Any:
+    """``np.where(mask, values, other)``, *values* itself when *mask* holds everywhere."""
+    return values if mask.all() else np.where(mask, values, other)
+
+
+def fold(e: np.ndarray, times: np.ndarray, largest: np.ndarray, at: np.ndarray, sumsq: np.ndarray) -> None:
+    """Fold the estimates *e* (rows: steps ending at *times*, one column per input) into the running figures, in
+    place: the sum of squares *sumsq*, the largest estimates *largest* and their times *at* (the earliest of
+    equal ones)."""
+    sumsq += np.einsum("ij,ij->j", e, e)
+    worst = e.max(axis=0)
+    larger = np.flatnonzero(worst > largest)
+    if len(larger):
+        largest[larger] = worst[larger]
+        at[larger] = times[np.argmax(e[:, larger] == worst[larger], axis=0)]
 
 
 def line_error(h: Any, h_prev: Any, slope_before: Any, y0: Any, y1: Any) -> Any:
@@ -254,8 +286,195 @@ def _span(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _slope(t: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Divided difference ``(y[a] - y[b]) / (t[a] - t[b])`` per row, 0 where *b* is before the first row."""
-    ok = (b >= 0)[:, None]
-    return np.where(ok, (y[a] - y[np.maximum(b, 0)]) / _span(t, a, b), 0.0)
+    return _where((b >= 0)[:, None], (_rows(y, a) - _rows(y, np.maximum(b, 0))) / _span(t, a, b), 0.0)
+
+
+def _rows(y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``y[rows]``: a view when *rows* are consecutive (the steps estimated at once are), a copy otherwise."""
+    if len(rows) and rows[0] >= 0 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+        return y[rows[0]:rows[-1] + 1]
+    return y[rows]
+
+
+# ---------------------------------------------------------------------------- members: an ensemble's estimates
+MEMBER_BUFFER = 1 << 20
+"""Values an ensemble's estimate buffers at most (points x links x members, 8 MiB): the last points are moved to
+the front when it is full."""
+MEMBER_BATCH = 1 << 18
+"""Values of the points an ensemble's estimate folds at once (at least one point): fewer make the calls per
+point cost, more make its temporary arrays too large for the processor's caches (measured on the two-mass
+system, 10^3 and 8192 members: 2^18 costs the least)."""
+
+
+@dataclass(frozen=True)
+class MemberCouplingErrors:
+    """The estimates of an ensemble: per connection (rows, in link order) and member (columns) what
+    :class:`CouplingError` holds for one run; NaN for a member without estimates (a failed one)."""
+
+    connections: list[str]
+    units: list[str | None]
+    max: np.ndarray
+    rms: np.ndarray
+    time_of_max: np.ndarray
+    range: np.ndarray
+
+    @property
+    def relative(self) -> np.ndarray:
+        """:attr:`CouplingError.relative` per connection and member."""
+        return relative_error(self.max, self.range)
+
+    @property
+    def members(self) -> int:
+        return self.max.shape[1]
+
+    def largest_relative(self) -> np.ndarray:
+        """:func:`largest_relative` of each member (NaN for a member without estimates, and for all without
+        connections)."""
+        if not self.connections:
+            return np.full(self.members, math.nan)
+        return np.max(self.relative, axis=0)
+
+    def member(self, m: int) -> list[CouplingError]:
+        """Member *m*'s estimates, in link order (as :meth:`CouplingErrorEstimate.result` gives a run's), none for
+        a member without estimates."""
+        if not self.connections or np.isnan(self.max[:, m]).any():
+            return []
+        return [CouplingError(c, u, float(self.max[i, m]), float(self.rms[i, m]), float(self.time_of_max[i, m]),
+                              float(self.range[i, m])) for i, (c, u) in enumerate(zip(self.connections, self.units,
+                                                                                      strict=True))]
+
+    def only(self, keep: np.ndarray) -> MemberCouplingErrors:
+        """These estimates with NaN for the members not in the boolean mask *keep*."""
+        def masked(a: np.ndarray) -> np.ndarray:
+            return np.where(keep, a, math.nan)
+        return MemberCouplingErrors(self.connections, self.units, masked(self.max), masked(self.rms),
+                                    masked(self.time_of_max), masked(self.range))
+
+    @staticmethod
+    def join(parts: list[MemberCouplingErrors]) -> MemberCouplingErrors:
+        """The estimates of consecutive chunks of members as one (members in order)."""
+        first = parts[0]
+
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts], axis=1)
+        return MemberCouplingErrors(first.connections, first.units, joined("max"), joined("rms"),
+                                    joined("time_of_max"), joined("range"))
+
+
+@dataclass
+class _Group:
+    """The links of one kind in a members' estimate: their rows among the links, their values (converted to the
+    inputs' units) per buffered point and their running figures (flat, link-major: ``link * members + member``)."""
+
+    kind: np.ndarray
+    links: np.ndarray
+    values: np.ndarray
+    max: np.ndarray
+    at: np.ndarray
+    sumsq: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+class MemberCouplingEstimate:
+    """:class:`CouplingErrorEstimate` of M members at once, from one sample per communication point.
+
+    An ensemble runs fixed steps without events: each communication point has one sample, the values of the
+    producers' ports for every member (``(M,)`` arrays). :meth:`take` buffers a point; every few points the
+    buffered steps are estimated by :func:`step_estimates` and folded (:func:`fold`) into running figures per
+    link and member (a batch of :data:`MEMBER_BATCH` values at a time, small enough for the processor's caches),
+    keeping only the points the next step's estimate needs, so memory does not grow with the run. The numbers
+    are those of each member's own run (the estimate of a run sums its steps in other pieces: its RMS may differ
+    in the last bits). *recorded* names the ports recorded (``component.port``): as in a run, a link whose
+    producer's port is not recorded is not estimated.
+    """
+
+    def __init__(self, links: list[Link], kinds: list[str], order: int, members: int,
+                 recorded: Collection[str]) -> None:
+        keys = [f"{lk.connection.src_component}.{lk.connection.src_port}" for lk in links]
+        kept = [i for i, key in enumerate(keys) if key in recorded]
+        self.links = [links[i] for i in kept]
+        self.order = order
+        self.members = members
+        self.sources = list(dict.fromkeys(keys[i] for i in kept))
+        """The ports :meth:`take` reads, ``component.port``."""
+        width = max(1, len(kept) * members)
+        rows = max(CONTEXT + 1, MEMBER_BUFFER // width)
+        self._batch = max(1, min(rows - CONTEXT, MEMBER_BATCH // width))
+        """Points folded at once."""
+        self._groups = []
+        for kind in KINDS:
+            mine = [j for j, i in enumerate(kept) if kinds[i] == kind]
+            if mine:
+                size = len(mine) * members
+                self._groups.append(_Group(
+                    np.array([kind]), np.array(mine), np.empty((rows, size)),
+                    np.zeros(size), np.zeros(size), np.zeros(size), np.full(size, np.inf), np.full(size, -np.inf)))
+        self._convert = [(keys[kept[j]], self.links[j].conversion.scale, self.links[j].conversion.offset,
+                          g.values[:, i * members:(i + 1) * members])
+                         for g in self._groups for i, j in enumerate(g.links.tolist())]
+        """Per link: its source, its conversion and its columns of its group's values."""
+        self._t = np.empty(rows)
+        self._n = 0
+        """Points buffered."""
+        self._done = 0
+        """Buffered points whose step is estimated (those kept for the next steps' estimates)."""
+        self._base = 0
+        """Index over the run of the first buffered point."""
+        self._count = 0
+
+    def take(self, t: float, samples: Mapping[str, np.ndarray]) -> None:
+        """The point at *t*: *samples* maps ``component.port`` to every member's value (at least :attr:`sources`)."""
+        n = self._n
+        self._t[n] = t
+        for key, scale, offset, values in self._convert:
+            np.add(np.multiply(samples[key], scale, out=values[n]), offset, out=values[n])  # as a run converts
+        self._n = n = n + 1
+        if n - self._done >= self._batch or n == len(self._t):
+            self._fold()
+
+    def _fold(self) -> None:
+        """Estimate the buffered steps not estimated yet; with the buffer full, move its last :data:`CONTEXT`
+        points (what the next steps' estimates need) to its front."""
+        n, done = self._n, self._done
+        if n == done:
+            return
+        t = self._t[:n]
+        new = np.arange(max(done, 1), n)
+        for g in self._groups:
+            for row in g.values[done:n]:
+                np.minimum(g.lo, row, out=g.lo)
+                np.maximum(g.hi, row, out=g.hi)
+            if len(new):
+                v = g.values[:n]
+                fold(step_estimates(t, v, v, new, g.kind, self.order, self._base), t[new], g.max, g.at, g.sumsq)
+        self._count += len(new)
+        self._done = n
+        if n == len(self._t):
+            keep = min(CONTEXT, n)
+            for g in self._groups:
+                g.values[:keep] = g.values[n - keep:n].copy()
+            self._t[:keep] = t[n - keep:].copy()
+            self._base += n - keep
+            self._n = self._done = keep
+
+    def result(self) -> MemberCouplingErrors:
+        """The estimates over the points taken so far (no connection before any step)."""
+        self._fold()
+        shape = (len(self.links), self.members)
+        figures = {name: np.zeros(shape) for name in ("max", "rms", "time_of_max", "range")}
+        for g in self._groups:
+            rows = g.links
+            width = len(rows)
+            figures["max"][rows] = g.max.reshape(width, -1)
+            figures["rms"][rows] = np.sqrt(g.sumsq / max(self._count, 1)).reshape(width, -1)
+            figures["time_of_max"][rows] = g.at.reshape(width, -1)
+            figures["range"][rows] = (g.hi - g.lo).reshape(width, -1)
+        links = self.links if self._count else []
+        if not self._count:
+            figures = {name: value[:0] for name, value in figures.items()}
+        return MemberCouplingErrors([str(lk.connection) for lk in links], [lk.dst.spec.unit_name for lk in links],
+                                    **figures)
 
 
 # ---------------------------------------------------------------------------- the summary

@@ -326,12 +326,14 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
                    attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys))})
     share = result.stats.wall_time_s / result.members
+    coupling = None if result.coupling_error is None else result.coupling_error.largest_relative()
     outcomes: list[JobOutcome | None] = []
     for m, payload in enumerate(payloads):
         failure = result.failures.get(m)
         outcomes.append(JobOutcome(
             payload.num, "complete" if failure is None else "failed", list(payload.overrides), path=str(path),
             error="" if failure is None else str(failure), wall_time_s=share,
+            coupling_error_max=math.nan if coupling is None else float(coupling[m]),
             summaries={k: float(v[m]) for k, v in result.final.items()}, member=m))
     return outcomes
 
@@ -347,7 +349,8 @@ def complete_members(path: Path, jobs: Sequence[tuple[int, list[str], int]]) -> 
         return {}
     members = {num: m for m, num in enumerate(summary.jobs) if summary.status[m] == "complete"}
     return {num: JobOutcome(num, "complete", list(overrides), path=str(path), attempts=attempt, member=members[num],
-                            summaries={k: float(v[members[num]]) for k, v in summary.finals.items()})
+                            summaries={k: float(v[members[num]]) for k, v in summary.finals.items()},
+                            coupling_error_max=float(summary.coupling_error_max[members[num]]))
             for num, overrides, attempt in jobs if num in members}
 
 
@@ -358,7 +361,8 @@ class Finished:
     """The complete members of a sweep's earlier ensembles, by job number, for a resume to take over."""
 
     def __init__(self, sweep_dir: Path) -> None:
-        self.by_job: dict[int, list[tuple[Path, int, str, dict[str, float], tuple[float, ...], tuple[str, ...]]]] = {}
+        self.by_job: dict[int, list[tuple[Path, int, str, dict[str, float], tuple[float, ...], tuple[str, ...],
+                                          float]]] = {}
         folder = sweep_dir / ENSEMBLE_DIR
         if not folder.is_dir():
             return
@@ -380,15 +384,15 @@ class Finished:
             if summary.status[m] == "complete":
                 self.by_job.setdefault(num, []).append(
                     (path, m, str(summary.attrs[CONFIG_KEY]), {k: float(v[m]) for k, v in summary.finals.items()},
-                     tuple(float(p[m]) for p in params), keys))
+                     tuple(float(p[m]) for p in params), keys, float(summary.coupling_error_max[m])))
 
     def outcome(self, num: int, overrides: list[str], group: Group, values: tuple[float, ...]) -> JobOutcome | None:
         """Job *num*'s outcome from the newest ensemble file where it is complete, made from the same config and
         values (None: it runs)."""
-        for path, member, key, finals, stored, keys in reversed(self.by_job.get(num, [])):
+        for path, member, key, finals, stored, keys, coupling in reversed(self.by_job.get(num, [])):
             if key == group.config_key and keys == group.keys and stored == tuple(float(v) for v in values):
                 return JobOutcome(num, "complete", list(overrides), path=str(path), summaries=dict(finals),
-                                  attempts=0, reused=True, member=member)
+                                  attempts=0, reused=True, member=member, coupling_error_max=coupling)
         return None
 
 

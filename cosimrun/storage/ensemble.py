@@ -15,6 +15,11 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     event.member, .time, .micro, .component,  under the hybrid master, every event a member handled (dimension
     .name (event)                             event), as a run's events table with its member
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
+    connection(connection)                    the connections into real inputs whose coupling error is estimated
+    coupling_error.unit(connection)           the input's unit ("" for none)
+    coupling_error.<figure>(connection, member)  max, rms, time_of_max, range, relative of each member's
+                                              estimate, as a run's ``/coupling_error`` holds them (NaN for a
+                                              failed member)
     attributes                                format, system, master, t0, tf, dt, record_every (and its name as
                                               a run's setting, decimate: storage.decimate), members,
                                               master settings and statistics (JSON)
@@ -37,7 +42,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import check_name, partial_path, to_attr, written_whole
+from cosimrun.storage.hdf5 import COUPLING_NUMBERS, check_name, partial_path, to_attr, written_whole
 from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
 from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
@@ -49,6 +54,8 @@ if TYPE_CHECKING:
 FORMAT = "cosimrun-ensemble"
 FORMAT_VERSION = 1
 DEFAULT_GROUP = "ensemble"
+COUPLING_PREFIX = "coupling_error."
+"""The coupling-error figures' variables are named ``coupling_error.<figure>``."""
 _STR = h5py.string_dtype("utf-8")
 
 
@@ -106,6 +113,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
             var = g.create_variable(key, ("time", "member"), data=np.asarray(values, dtype=float),
                                     chunks=_chunks(values.shape), **HISTORY_FILTERS)
             _unit(var, result.units.get(key))
+        _write_coupling_error(g, result)
         info = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
             "t0": result.t0, "tf": result.tf, "dt": result.dt, "record_every": result.record_every,
@@ -151,6 +159,22 @@ def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
             "event": np.array([_text(v) for v in g["event.name"][...][rows]], dtype=object)})
 
 
+def _write_coupling_error(g: h5netcdf.Group, result: EnsembleResult) -> None:
+    """The coupling-error estimates over the dimensions ``connection`` and ``member`` (none without any)."""
+    errors = result.coupling_error
+    if errors is None or not errors.connections:
+        return
+    g.dimensions["connection"] = len(errors.connections)
+    g.create_variable("connection", ("connection",), dtype=_STR, data=np.array(errors.connections, dtype=object))
+    g.create_variable(f"{COUPLING_PREFIX}unit", ("connection",), dtype=_STR,
+                      data=np.array([unit or "" for unit in errors.units], dtype=object))
+    for name in COUPLING_NUMBERS:
+        var = g.create_variable(f"{COUPLING_PREFIX}{name}", ("connection", "member"),
+                                data=np.asarray(getattr(errors, name), dtype=float))
+        if name == "time_of_max":
+            var.attrs["units"] = "s"
+
+
 def _unit(var: h5netcdf.Variable, unit: str | None) -> None:
     if unit:
         var.attrs["units"] = unit
@@ -188,13 +212,15 @@ def attr_value(value: Any) -> Any:
 @dataclass(frozen=True)
 class EnsembleSummary:
     """What a sweep's resume reads of an ensemble file: its group's attributes, each member's job number and status,
-    the parameters by name (``comp.param``) and the final values by port (``comp.port``), one entry per member."""
+    the parameters by name (``comp.param``), the final values by port (``comp.port``) and the largest relative
+    coupling error (NaN without estimates), one entry per member."""
 
     attrs: dict[str, Any]
     jobs: list[int]
     status: list[str]
     parameters: dict[str, np.ndarray]
     finals: dict[str, np.ndarray]
+    coupling_error_max: np.ndarray
 
 
 def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> EnsembleSummary | None:
@@ -210,9 +236,19 @@ def read_summary(path: str | os.PathLike[str], group: str = DEFAULT_GROUP) -> En
                 {name[len("parameter."):]: np.asarray(g[name][...], dtype=float)
                  for name in g if name.startswith("parameter.")},
                 {name[len("final."):]: np.asarray(g[name][...], dtype=float)
-                 for name in g if name.startswith("final.")})
+                 for name in g if name.startswith("final.")},
+                _largest_relative(g))
     except (OSError, KeyError, ValueError):
         return None
+
+
+def _largest_relative(g: h5py.Group) -> np.ndarray:
+    """Each member's largest ``coupling_error.relative`` (a run's ``coupling_error_max``; NaN without estimates)."""
+    members = int(attr_value(g.attrs["members"]))
+    relative = g.get(f"{COUPLING_PREFIX}relative")
+    if relative is None or not relative.shape[0]:
+        return np.full(members, np.nan)
+    return np.max(np.asarray(relative[...], dtype=float), axis=0)
 
 
 def _text(value: Any) -> str:
@@ -222,9 +258,10 @@ def _text(value: Any) -> str:
 class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
     status, error, attributes and statistics, the components recorded, each component's histories as
-    :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), and mode
-    switches, coupling-error estimates and steps, empty since ensembles run fixed steps without estimates. The post
-    commands read it as they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
+    :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), the
+    coupling-error estimates as the member's own run has them (under the fixed-step masters), and mode switches and
+    steps, empty since ensembles run no mode switching or step control. The post commands read it as they read a
+    run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
         self.path = Path(path)
@@ -258,7 +295,7 @@ class EnsembleMember:
                 self.attrs["failure_time"] = float(g["failure_time"][self.member])
             self._ports: dict[str, dict[str, str | None]] = {}
             for name, ds in g.items():
-                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.")):
+                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.", COUPLING_PREFIX)):
                     comp, _, port = name.partition(".")
                     unit = ds.attrs.get("units")
                     self._ports.setdefault(comp, {})[port] = None if unit is None else _text(unit)
@@ -348,8 +385,25 @@ class EnsembleMember:
 
     @property
     def coupling_error(self) -> pd.DataFrame:
-        """The coupling-error table's columns, no rows: ensembles do not estimate coupling errors."""
-        return _empty("coupling_error")
+        """The estimated coupling error per connection into a real input, as the member's own run stores it
+        (:attr:`Results.coupling_error <cosimrun.storage.results.Results.coupling_error>`: largest relative first;
+        no rows for a failed member)."""
+        import pandas as pd
+
+        with h5py.File(self.path, "r") as f:
+            g = f[self.group]
+            if f"{COUPLING_PREFIX}max" not in g:
+                return _empty("coupling_error")
+            numbers = {name: np.asarray(g[f"{COUPLING_PREFIX}{name}"][:, self.member], dtype=float)
+                       for name in COUPLING_NUMBERS}
+            connections = g["connection"].asstr()[...]
+            units = g[f"{COUPLING_PREFIX}unit"].asstr()[...]
+        if np.isnan(numbers["max"]).any():
+            return _empty("coupling_error")
+        order = np.argsort(-numbers["relative"], kind="stable")  # as a run sorts its estimates
+        columns = {"connection": connections, "unit": units, **numbers}
+        return pd.DataFrame({name: np.asarray(values, dtype=object if name in TEXT_COLUMNS else float)[order]
+                             for name, values in columns.items()}, columns=list(TABLE_COLUMNS["coupling_error"]))
 
     @property
     def global_error(self) -> pd.DataFrame:

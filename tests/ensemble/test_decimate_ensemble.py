@@ -91,7 +91,8 @@ def test_a_sweep_over_decimate_groups_each_value_apart_and_equals_one_job_per_me
         with xr.open_dataset(path, engine="h5netcdf", group="ensemble") as ds:
             decimate = int(ds.attrs["decimate"])
             assert all(f"storage.decimate={decimate}" in o for o in ds["overrides"].values.tolist())
-            assert ds.sizes == {"member": 3, "time": 201 if decimate == 1 else 68}  # 200 steps: 0, 3, ..., 198, 200
+            # 200 steps: 0, 3, ..., 198, 200; the three connections' coupling-error estimates
+            assert ds.sizes == {"member": 3, "time": 201 if decimate == 1 else 68, "connection": 3}
             seen.add(decimate)
     assert seen == {1, 3}
     for run in range(6):

@@ -45,7 +45,7 @@ def test_the_file_is_read_by_xarray_without_cosimrun(result, tmp_path: Path) -> 
     out = subprocess.run([sys.executable, "-c", READER, str(path)], capture_output=True, text=True, check=True)
     got = json.loads(out.stdout)
     assert not got["cosimrun_loaded"]
-    assert got["dims"] == {"member": 3, "time": len(result.time)}
+    assert got["dims"] == {"member": 3, "time": len(result.time), "connection": 3}
     assert got["status"] == ["complete", "failed", "complete"]
     assert got["failure"][0] == "" and got["failure"][1] == str(result.failures[1])
     assert got["stiffness"] == [10.0, 1e12, 5.0]
