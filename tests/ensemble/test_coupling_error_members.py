@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
+from test_ensemble import CONTROL_LOOP
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import run_ensemble
@@ -42,26 +43,12 @@ def oscillators() -> dict[str, Any]:
 
 
 def control_loop() -> dict[str, Any]:
-    """Sources, blocks, a PID and two ODEs: with extrapolation every kind of link (held, taylor, mean, line),
-    a time event (the step) and a unit conversion (``wave`` in mm into ``total`` in m)."""
-    return {
-        "name": "control_loop",
-        "components": {
-            "ref": {"type": "step", "params": {"initial": 0.0, "final": 1.0, "step_time": 0.05, "unit": "m"}},
-            "wave": {"type": "sine", "params": {"amplitude": 100.0, "frequency": 5.0, "unit": "mm"}},
-            "total": {"type": "sum", "params": {"signs": "++", "unit": "m"}},
-            "pid": {"type": "pid", "params": {"kp": 20.0, "ki": 5.0, "kd": 1.0, "u_max": 30.0, "u_min": -30.0,
-                                              "input_unit": "m"}},
-            "amp": {"type": "gain", "params": {"k": 2.0, "output_unit": "N"}},
-            "limit": {"type": "saturation", "params": {"lower": -40.0, "upper": 40.0, "unit": "N"}},
-            "plant": {"type": "mass_spring_damper", "params": {"mass": 1.0, "stiffness": 4.0, "damping": 0.5}},
-            "sensor": {"type": "first_order_lag", "params": {"time_constant": 0.01, "unit": "m"}},
-            "meter": {"type": "integrator", "params": {"k": 1.0, "input_unit": "m"}},
-        },
-        "connections": ["ref.y -> total.u1", "wave.y -> total.u2", "total.y -> pid.r", "sensor.y -> pid.y",
-                        "pid.u -> amp.u", "amp.y -> limit.u", "limit.y -> plant.force", "plant.x -> sensor.u",
-                        "plant.x -> meter.u"],
-    }
+    """Sources, blocks, a PID and two ODEs (``test_ensemble``'s control loop): with extrapolation every kind of
+    link (held, taylor, mean, line), a time event (the step) and, with ``wave`` in mm into ``total`` in m, a unit
+    conversion."""
+    cfg = copy.deepcopy({key: value for key, value in CONTROL_LOOP.items() if key != "run"})
+    cfg["components"]["wave"]["params"].update(amplitude=100.0, unit="mm")
+    return cfg
 
 
 EXPERIMENTS = {
