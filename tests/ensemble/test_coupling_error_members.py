@@ -121,8 +121,11 @@ def table_of(result: Any, m: int) -> pd.DataFrame:
 
 
 CASES = [pytest.param(experiment, master, id=f"{experiment}-{master}",
-                      marks=[pytest.mark.slow] if (experiment, master) == ("control_loop", "ijcsa-iterate") else [])
-         for experiment in EXPERIMENTS for master in MASTERS]
+                      marks=[pytest.mark.slow] if master == "ijcsa-iterate" else [])
+         for experiment in EXPERIMENTS for master in MASTERS
+         if experiment == "coupled_oscillators" or master in ("jacobi-2", "gauss_seidel-0", "gauss_seidel-1", "ijcsa")]
+"""Every master on the oscillators; on the control loop, those that give its links every kind of estimate (taylor
+and mean: ``jacobi`` with extrapolation 2; held: ``gauss_seidel`` with 0; line: with 1) and ``ijcsa``."""
 
 
 @pytest.mark.parametrize(("experiment", "master"), CASES)
@@ -139,7 +142,7 @@ def test_each_members_estimates_equal_its_scalar_runs_table(tmp_path: Path, expe
     monkeypatch.setattr(coupling_error, "MEMBER_BATCH", 1 << 6)
     batched = ensemble(cfg, params, chunk=4)
     assert folded.coupling_error.connections == batched.coupling_error.connections == result.coupling_error.connections
-    sample = sorted(np.random.default_rng(members).choice(members, size=3, replace=False).tolist())
+    sample = sorted(np.random.default_rng(members).choice(members, size=2, replace=False).tolist())
     for m in sample:
         expected = scalar_table(config(experiment, MASTERS[master], {k: float(v[m]) for k, v in params.items()}),
                                 tmp_path / str(m))
@@ -227,20 +230,21 @@ LAUNCHER = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher
 
 @pytest.mark.slow
 def test_a_sweeps_members_have_the_coupling_error_of_their_jobs(tmp_path: Path, cosimrun) -> None:
-    for name, size in (("jobs", ["hydra.launcher.ensemble_size=0"]), ("ens", []), ("thin", ["storage.decimate=9"])):
-        proc = cosimrun(*SWEEP, *LAUNCHER, *size, f"hydra.sweep.dir={tmp_path / name}")
+    for name, launcher in (("jobs", ["hydra/launcher=basic"]), ("ens", [*LAUNCHER, "storage.decimate=9"])):
+        proc = cosimrun(*SWEEP, *launcher, f"hydra.sweep.dir={tmp_path / name}")
         assert proc.returncode == 0, proc.stderr
-    jobs, ens, thin = (load_sweep(tmp_path / name) for name in ("jobs", "ens", "thin"))
-    assert (ens["member"] >= 0).all() and (thin["member"] >= 0).all()  # the default ensemble_size groups them
+    jobs, ens = (load_sweep(tmp_path / name) for name in ("jobs", "ens"))
+    assert (ens["member"] >= 0).all()  # the default ensemble_size groups them
     assert jobs["coupling_error_max"].notna().all()
-    for other in (ens, thin):  # decimated or not, the estimate is the undecimated run's
-        np.testing.assert_allclose(other["coupling_error_max"], jobs["coupling_error_max"], rtol=RTOL, atol=0.0)
+    # decimated, the estimate is the undecimated run's
+    np.testing.assert_allclose(ens["coupling_error_max"], jobs["coupling_error_max"], rtol=RTOL, atol=0.0)
     for run in range(6):
         member, job = load_run(tmp_path / "ens", run), load_run(tmp_path / "jobs", run)
         assert isinstance(member, EnsembleMember) and isinstance(job, Results)
         assert_tables_equal(member.coupling_error, job.coupling_error, f"run {run}")
     # a resume takes the members over with their estimate
-    proc = cosimrun(*SWEEP, *LAUNCHER, "hydra.launcher.resume=true", f"hydra.sweep.dir={tmp_path / 'ens'}")
+    proc = cosimrun(*SWEEP, *LAUNCHER, "storage.decimate=9", "hydra.launcher.resume=true",
+                    f"hydra.sweep.dir={tmp_path / 'ens'}")
     assert proc.returncode == 0, proc.stderr
     again = load_sweep(tmp_path / "ens")
     assert again["reused"].all()

@@ -225,12 +225,12 @@ def test_a_bouncing_ball_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_
     a Zeno accumulation within the run (each runs again alone, as a job). Every row, and every complete member's
     events, counts and samples equal the sweep run one job per member."""
     sweep = ["-m", "+experiment=bouncing_ball", "run.tf=3", "+components.ball.params.v_rest=0",
-             "components.ball.params.e=0.5,0.7,0.9", "components.ball.params.h0=0.5,1", "hydra/launcher=dask",
-             "hydra.launcher.n_workers=1", "hydra.launcher.progress=false"]
+             "components.ball.params.e=0.5,0.7,0.9", "components.ball.params.h0=0.5,1"]
     frames = {}
-    for name, size in (("jobs", 0), ("ens", 100)):
-        proc = cosimrun(*sweep, f"hydra.launcher.ensemble_size={size}", f"hydra.sweep.dir={tmp_path / name}",
-                        timeout=300)
+    dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
+            "hydra.launcher.ensemble_size=100"]
+    for name, launcher in (("jobs", ["hydra/launcher=basic"]), ("ens", dask)):  # one job per member; ensembles
+        proc = cosimrun(*sweep, *launcher, f"hydra.sweep.dir={tmp_path / name}", timeout=300)
         assert proc.returncode == 1, proc.stderr  # the Zeno members fail, as jobs
         assert "not as ensembles" not in proc.stdout
         frames[name] = load_sweep(tmp_path / name)
