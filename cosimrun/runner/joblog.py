@@ -62,7 +62,7 @@ class _Configured:
     """Logging as :func:`configure_job_log` last configured it in full."""
 
     key: str
-    """The resolved logging config without its file names, and the verbosity."""
+    """The resolved logging config without its file names, the handlers that have one, and the verbosity."""
     files: dict[logging.FileHandler, str]
     """The file handlers it made -> the handler's name in the config."""
     handlers: dict[str, list[logging.Handler]]
@@ -91,7 +91,7 @@ def configure_job_log(log_config: Any, verbose: Any) -> None:
     conf = OmegaConf.to_container(log_config, resolve=True)
     names = {name: h.pop("filename") for name, h in conf.get("handlers", {}).items()
              if isinstance(h, dict) and "filename" in h}
-    key = repr((conf, OmegaConf.to_container(verbose) if OmegaConf.is_config(verbose) else verbose))
+    key = repr((conf, sorted(names), OmegaConf.to_container(verbose) if OmegaConf.is_config(verbose) else verbose))
     last = _configured
     if (last is not None and last.key == key and _handlers(conf) == last.handlers
             and all(h.name == name and not getattr(h, "_closed", False) for h, name in last.files.items())):

@@ -285,12 +285,12 @@ def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in converted.items() if value is not None}
 
 
-
 def _port_layout(ports: Mapping[str, tuple[str | None, Any]]) -> dict[str, tuple[str | None, str]]:
     """*ports* (``{port: (unit or None, port type or its name)}``) with units as text and types by name: how a
     layout declared up front is kept and compared with the ports :meth:`HDF5Writer.add_component` is given."""
     return {port: (None if unit is None else str(unit), str(getattr(kind, "value", kind)))
             for port, (unit, kind) in ports.items()}
+
 
 def _signature(value: Any) -> tuple[Any, ...]:
     """What an attribute's stored type depends on: equal signatures, equal HDF5 types and shapes."""
