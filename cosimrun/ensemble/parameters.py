@@ -18,6 +18,7 @@ import numpy as np
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ode import ContinuousComponent
 from cosimrun.core.parameters import declared_parameters
+from cosimrun.ensemble.modes import parameter_owners
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
 _CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.params\.(?P<parameter>[^.]+)")
@@ -36,10 +37,16 @@ def split_key(key: str, components: Mapping[str, CoSimComponent]) -> tuple[str, 
         raise ConfigError(str(key), "an ensemble parameter is named 'component.parameter'")
     if comp not in components:
         raise UnknownNameError("component", comp, components, "in the ensemble's parameters", key=str(key))
-    if param not in components[comp].parameters:
-        raise UnknownNameError("parameter", param, components[comp].parameters, f"of component {comp!r}",
-                               key=str(key))
+    if not parameter_owners(components[comp], param):
+        known = set().union(*(o.parameters for o in _all_owners(components[comp])))
+        raise UnknownNameError("parameter", param, known, f"of component {comp!r}", key=str(key))
     return comp, param
+
+
+def _all_owners(comp: CoSimComponent) -> list[CoSimComponent]:
+    """*comp*, or the modes of a multi component (which hold its parameters)."""
+    models = getattr(comp, "models", None)
+    return [comp, *models.values()] if isinstance(models, Mapping) else [comp]
 
 
 def member_count(parameters: Mapping[str, Any], members: int | None) -> int:
@@ -109,6 +116,7 @@ class MemberParameters:
 
     @staticmethod
     def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
+        comp = parameter_owners(comp, param)[0]
         if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
             raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
                                    "steps them all)")
@@ -127,19 +135,21 @@ class MemberParameters:
     def _check_members(self, comp: CoSimComponent) -> None:
         """Run *comp*'s checks across parameters for every member (its scalar values set one member at a time)."""
         varying = self.varying[comp.name]
-        saved = {p: comp.parameters[p] for p in varying}
+        owners = [(owner, p) for p in varying for owner in parameter_owners(comp, p)]
+        saved = [(owner, p, owner.parameters[p]) for owner, p in owners]
         columns = {p: arr.tolist() for p, arr in varying.items()}
         try:
             for i in range(self.members):
-                for p, col in columns.items():
-                    comp.parameters[p] = col[i]
+                for owner, p in owners:
+                    owner.parameters[p] = columns[p][i]
                 try:
                     comp.check_parameters()  # type: ignore[attr-defined]
                 except ConfigError as exc:
                     raise ConfigError(exc.key if exc.key else comp.name,
                                       f"member {self.first + i}: {exc.message}") from None
         finally:
-            comp.parameters.update(saved)
+            for owner, p, value in saved:
+                owner.parameters[p] = value
 
     def member(self, component: str, index: int) -> dict[str, Any]:
         """The parameters of member *index* of *component* (shared and varying), as scalars."""
@@ -153,7 +163,8 @@ def _check(comp: CoSimComponent, key: str, param: str, value: Any, index: int) -
     if isinstance(value, np.generic):
         value = value.item()
     try:
-        return comp._validate_parameter(param, value)
+        checked = [owner._validate_parameter(param, value) for owner in parameter_owners(comp, param)]
+        return checked[0]
     except ConfigError as exc:
         raise ConfigError(key, f"member {index}: {exc.message}") from None
     except ValueError as exc:
