@@ -182,11 +182,9 @@ def test_coupled_components_without_events_step_as_the_hybrid_master_steps_them(
 
 
 @pytest.mark.parametrize(("change", "key", "text"), [
-    (lambda cfg: cfg["components"].update(src={"type": "sine"}), "components.src", "ODE components only"),
+    (lambda cfg: cfg["components"].update(src={"type": "step"}), "components.src", "has time events"),
     (lambda cfg: cfg["components"]["ball"]["params"].update(max_substep=1e-3), "components.ball.params.max_substep",
      "max_substep is not supported"),
-    (lambda cfg: cfg["components"].update(other={"type": "bouncing_ball"}), "components",
-     "one state event indicator per system (this one has ball.bounce, other.bounce)"),
 ])
 def test_what_the_hybrid_ensemble_does_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
                                                                             text: str) -> None:
