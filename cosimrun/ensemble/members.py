@@ -146,7 +146,6 @@ class OdeMember(Member):
     def narrow(self, idx: np.ndarray) -> tuple[Any, ...]:
         """Become the stepper of the members *idx* alone (a sub-ensemble): their states, armed sides and discrete
         state; the component's parameters are narrowed by the caller. Returns what :meth:`widen` puts back."""
-        comp = self.comp
         holder = self.holder
         saved = (self.x, self.u, self.members, self.armed, [getattr(holder, a) for a in self.member_state])
         k = len(idx)

@@ -292,8 +292,8 @@ class EnsembleMember:
     status, error, attributes and statistics, the components recorded, each component's histories as
     :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), the
     coupling-error estimates as the member's own run has them (under the fixed-step masters), its mode switches
-    (under the hybrid master), and steps, empty since ensembles run no step control. The post commands read it as they read a
-    run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
+    (under the hybrid master), and steps, empty since ensembles run no step control. The post commands read it as
+    they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
         self.path = Path(path)
