@@ -170,14 +170,13 @@ class LocatedEvents:
         self.dirs = np.array([c.direction for c in self.columns], dtype=np.int64)
         self.plan, _ = run.schedule.stepping_plan(run.order, True)
         self.ports = [p for p in run.schedule.ports if p.spec.type is PortType.REAL]
-        self.varying: list[tuple[Any, list[str]]] = []
-        """Every component holding parameters that differ between members, with their names."""
         owners: dict[int, tuple[Any, list[str]]] = {}
         for comp in run.order:
             for name in run.checked.varying[comp.name]:
                 for owner in parameter_owners(comp, name):
                     owners.setdefault(id(owner), (owner, []))[1].append(name)
         self.varying = list(owners.values())
+        """Every component holding parameters that differ between members, with their names."""
         self.tol = master.sign_tolerance
         self.tol_ticks = max(1, int(master.time_tolerance / clock.tick))
         self.ids = np.arange(members)

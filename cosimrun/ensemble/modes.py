@@ -32,7 +32,7 @@ from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.regions import IRRELEVANT
 from cosimrun.core.switching import _TIME_EPS
-from cosimrun.ensemble.members import Member, OdeMember, not_vectorized
+from cosimrun.ensemble.members import Member, OdeMember, not_vectorized, refuse
 from cosimrun.ensemble.rk4 import VectorRK4
 from cosimrun.errors import ConfigError, CosimrunError
 
@@ -85,8 +85,6 @@ def refuse_multi(comp: MultiComponent) -> None:
         if not isinstance(model, OdeComponent) or not getattr(type(model), "vectorizable", False):
             raise ConfigError(where, f"mode {mode!r} of component {comp.name!r} ({type(model).__name__}) is not a "
                                      "vectorizable ODE model, which ensembles switch between per member")
-        from cosimrun.ensemble.members import refuse
-
         refuse(model)
         same = (model.state_names == first.state_names
                 and [s.unit for s in model._state_specs] == [s.unit for s in first._state_specs]
@@ -134,7 +132,7 @@ class MultiMember(OdeMember):
 
     member_state = ("mode", "region", "last_switch")
 
-    def __init__(self, comp: MultiComponent, members: int) -> None:  # noqa: PLR0915 (one setup)
+    def __init__(self, comp: MultiComponent, members: int) -> None:
         Member.__init__(self, comp, members)
         self.multi = comp
         self.mode_names = list(comp.models)
