@@ -65,7 +65,7 @@ def parameter_owners(comp: CoSimComponent, name: str) -> list[CoSimComponent]:
     multi component that have it (its ``set_parameters`` forwards the value to each)."""
     if isinstance(comp, MultiComponent) and name not in comp.parameters:
         return [m for m in comp.models.values() if name in m.parameters]
-    return [comp]
+    return [comp] if name in comp.parameters else []
 
 
 def is_multi(comp: CoSimComponent) -> bool:
