@@ -173,8 +173,8 @@ class LocatedEvents:
         owners: dict[int, tuple[Any, list[str]]] = {}
         for comp in run.order:
             for name in run.checked.varying[comp.name]:
-                for owner in parameter_owners(comp, name):
-                    owners.setdefault(id(owner), (owner, []))[1].append(name)
+                for owner, own in parameter_owners(comp, name):
+                    owners.setdefault(id(owner), (owner, []))[1].append(own)
         self.varying = list(owners.values())
         """Every component holding parameters that differ between members, with their names."""
         self.tol = master.sign_tolerance

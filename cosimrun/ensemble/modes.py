@@ -60,12 +60,17 @@ def array_update(model: OdeComponent, update: Callable[..., Any] | None) -> Call
     return lambda t, x, u: members(model, t, x, u)
 
 
-def parameter_owners(comp: CoSimComponent, name: str) -> list[CoSimComponent]:
-    """The components whose ``parameters`` hold *comp*'s parameter *name*: *comp* itself, or the modes of a
-    multi component that have it (its ``set_parameters`` forwards the value to each)."""
+def parameter_owners(comp: CoSimComponent, name: str) -> list[tuple[CoSimComponent, str]]:
+    """The components whose ``parameters`` hold *comp*'s parameter *name*, each with its name there: *comp*
+    itself; for a multi component every mode that has it (its ``set_parameters`` forwards the value to each), or,
+    named ``mode.parameter``, that mode's (a config's ``components.<name>.modes.<mode>.params.<parameter>``)."""
     if isinstance(comp, MultiComponent) and name not in comp.parameters:
-        return [m for m in comp.models.values() if name in m.parameters]
-    return [comp] if name in comp.parameters else []
+        mode, dot, own = name.partition(".")
+        if dot:
+            model = comp.models.get(mode)
+            return [(model, own)] if model is not None and own in model.parameters else []
+        return [(m, name) for m in comp.models.values() if name in m.parameters]
+    return [(comp, name)] if name in comp.parameters else []
 
 
 def is_multi(comp: CoSimComponent) -> bool:

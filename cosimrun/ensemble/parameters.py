@@ -21,8 +21,9 @@ from cosimrun.core.parameters import declared_parameters
 from cosimrun.ensemble.modes import parameter_owners
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
-_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.params\.(?P<parameter>[^.]+)")
-"""A parameter's path in an experiment config."""
+_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.(?:modes\.(?P<mode>[^.]+)\.)?params\."
+                          r"(?P<parameter>[^.]+)")
+"""A parameter's path in an experiment config (of a multi component's mode: ``mode.parameter``)."""
 SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
 """Parameters of continuous components that every member shares (one integrator steps them all)."""
 
@@ -32,7 +33,12 @@ def split_key(key: str, components: Mapping[str, CoSimComponent]) -> tuple[str, 
     -> ``("mass1", "stiffness")``, both names checked (with "did you mean")."""
     text = str(key)
     match = _CONFIG_PATH.fullmatch(text)
-    comp, dot, param = (match["component"], ".", match["parameter"]) if match else text.partition(".")
+    if match:
+        comp, dot, param = match["component"], ".", match["parameter"]
+        if match["mode"] is not None:
+            param = f"{match['mode']}.{param}"
+    else:
+        comp, dot, param = text.partition(".")
     if not dot or not param:
         raise ConfigError(str(key), "an ensemble parameter is named 'component.parameter'")
     if comp not in components:
@@ -116,7 +122,7 @@ class MemberParameters:
 
     @staticmethod
     def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
-        comp = parameter_owners(comp, param)[0]
+        comp, param = parameter_owners(comp, param)[0]
         if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
             raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
                                    "steps them all)")
@@ -135,13 +141,13 @@ class MemberParameters:
     def _check_members(self, comp: CoSimComponent) -> None:
         """Run *comp*'s checks across parameters for every member (its scalar values set one member at a time)."""
         varying = self.varying[comp.name]
-        owners = [(owner, p) for p in varying for owner in parameter_owners(comp, p)]
-        saved = [(owner, p, owner.parameters[p]) for owner, p in owners]
+        owners = [(owner, own, p) for p in varying for owner, own in parameter_owners(comp, p)]
+        saved = [(owner, own, owner.parameters[own]) for owner, own, _ in owners]
         columns = {p: arr.tolist() for p, arr in varying.items()}
         try:
             for i in range(self.members):
-                for owner, p in owners:
-                    owner.parameters[p] = columns[p][i]
+                for owner, own, p in owners:
+                    owner.parameters[own] = columns[p][i]
                 try:
                     comp.check_parameters()  # type: ignore[attr-defined]
                 except ConfigError as exc:
@@ -163,7 +169,7 @@ def _check(comp: CoSimComponent, key: str, param: str, value: Any, index: int) -
     if isinstance(value, np.generic):
         value = value.item()
     try:
-        checked = [owner._validate_parameter(param, value) for owner in parameter_owners(comp, param)]
+        checked = [owner._validate_parameter(own, value) for owner, own in parameter_owners(comp, param)]
         return checked[0]
     except ConfigError as exc:
         raise ConfigError(key, f"member {index}: {exc.message}") from None

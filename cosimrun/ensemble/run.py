@@ -231,13 +231,13 @@ def refuse_modes(system: System) -> None:
                                                     "member under the hybrid master only (master=hybrid)")
 
 
-def _owners(comp: Any, names: Any) -> list[tuple[Any, list[str]]]:
+def _owners(comp: Any, names: Any) -> list[tuple[Any, list[tuple[str, str]]]]:
     """The components holding *comp*'s parameters *names* (:func:`~cosimrun.ensemble.modes.parameter_owners`),
-    each with the names it holds."""
-    out: dict[int, tuple[Any, list[str]]] = {}
+    each with the names it holds: ``(name given, its name there)``."""
+    out: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
     for name in names:
-        for owner in parameter_owners(comp, name):
-            out.setdefault(id(owner), (owner, []))[1].append(name)
+        for owner, own in parameter_owners(comp, name):
+            out.setdefault(id(owner), (owner, []))[1].append((name, own))
     return list(out.values())
 
 
@@ -279,13 +279,15 @@ def _run_block(system: System, master: Master, parameters: dict[str, Any], count
     :func:`run_ensemble`)."""
     components = system.components
     checked = MemberParameters(components, parameters, count, first)
-    saved = [(owner, {p: owner.parameters[p] for p in names}) for name, comp in components.items()
+    saved = [(owner, {own: owner.parameters[own] for _, own in names}) for name, comp in components.items()
              for owner, names in _owners(comp, [*checked.shared[name], *checked.varying[name]])]
     initialized = False
     try:
         for name, comp in components.items():
             if checked.shared[name] or checked.varying[name]:
-                comp.set_parameters(**checked.member(name, 0))
+                values = checked.member(name, 0)
+                for owner, names in _owners(comp, values):
+                    owner.set_parameters(**{own: values[key] for key, own in names})
                 refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
         system.initialize(t0, master)
         initialized = True
@@ -323,12 +325,14 @@ class _EnsembleRun:
             st = stepper(comp, members)
             varying = checked.varying[comp.name]
             if isinstance(st, OdeMember):
+                initial = f"{comp.initial_mode}." if is_multi(comp) else ""  # type: ignore[attr-defined]
                 for i, state in enumerate(st.states):
-                    if f"{state}0" in varying:
-                        st.set_initial(i, varying[f"{state}0"])
+                    for key in (f"{state}0", f"{initial}{state}0"):
+                        if key in varying:
+                            st.set_initial(i, varying[key])
             for owner, names in _owners(comp, varying):
-                for name in names:
-                    owner.parameters[name] = varying[name]
+                for key, own in names:
+                    owner.parameters[own] = varying[key]
                 refresh_parameters(owner)
             if isinstance(st, OdeMember):
                 start_member_state(st)

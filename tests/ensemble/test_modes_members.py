@@ -20,7 +20,7 @@ import pytest
 import xarray as xr
 
 from cosimrun.config.build import build_experiment
-from cosimrun.ensemble import COMPLETE, run_ensemble
+from cosimrun.ensemble import COMPLETE, run_ensemble, run_members
 from cosimrun.ensemble import events as located
 from cosimrun.errors import ConfigError
 from cosimrun.runner.load import load_run, load_sweep
@@ -170,6 +170,28 @@ def test_the_file_holds_each_members_switches(ensemble: Any, tmp_path: Path) -> 
         assert ds.sizes["switch"] == ds["stats.mode_switches"].values.sum()
 
 
+def test_a_modes_own_parameters_differ_between_members_as_a_sweep_names_them() -> None:
+    """A multi component's parameter named by its mode (``components.pendulum.modes.M.params.P``) is that mode's
+    alone: here the initial (linear) mode's initial angle and the nonlinear mode's damping."""
+    rows = [{"components.pendulum.modes.linear.params.q0": 0.3, "pendulum.nonlinear.damping": 0.9},
+            {"components.pendulum.modes.linear.params.q0": -0.1, "pendulum.nonlinear.damping": 0.05}]
+    exp = build()
+    result = run_members(exp.system, exp.master, rows, t0=T0, tf=1.0, dt=DT)
+    for m, row in enumerate(rows):
+        cfg = copy.deepcopy(SWITCH)
+        modes = cfg["components"]["pendulum"]["modes"]
+        modes["linear"]["params"]["q0"] = row["components.pendulum.modes.linear.params.q0"]
+        modes["nonlinear"]["params"]["damping"] = row["pendulum.nonlinear.damping"]
+        single = build(cfg)
+        report = single.system.run(T0, 1.0, DT, single.master)
+        switches = result.member_switches(m)
+        assert list(switches["to_mode"]) == [s.to_mode for s in report.mode_switches] and len(switches["time"])
+        np.testing.assert_array_equal(switches["time"], [s.time for s in report.mode_switches])
+        assert result.final["pendulum.q"][m] == single.system.components["pendulum"].outputs["q"].value
+    models = exp.system.components["pendulum"].models  # the system keeps its own parameters
+    assert [(m.parameters["q0"], m.parameters["damping"]) for m in models.values()] == [(0.5, 0.2), (0.5, 0.2)]
+
+
 def _substeps(cfg: dict[str, Any]) -> None:
     cfg["components"]["pendulum"]["modes"]["nonlinear"]["params"]["substeps"] = 5
 
@@ -195,10 +217,11 @@ def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(c
 @pytest.mark.slow
 def test_a_pendulum_switch_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_member(tmp_path: Path,
                                                                                         cosimrun) -> None:
-    """The sweep of the experiment groups its members into one ensemble; every row equals the sweep run one job
-    per member (as with ``ensemble_size=0``), and so do each member's switches, events and samples."""
+    """The sweep of the experiment groups its members into one ensemble (a controller gain and a parameter of the
+    pendulum's initial mode swept); every row equals the sweep run one job per member (as with
+    ``ensemble_size=0``), and so do each member's switches, events and samples."""
     sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.7", "components.ctrl.params.kp=30,60",
-             "components.ref.params.amplitude=10,40"]
+             "components.pendulum.modes.linear.params.q0=0.3,0.5"]
     frames = {}
     dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
             "hydra.launcher.ensemble_size=100"]
