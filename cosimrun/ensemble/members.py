@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.core.component import CoSimComponent
+from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortState, PortType
 from cosimrun.ensemble.rk4 import VectorRK4
@@ -25,10 +26,10 @@ def refuse(comp: CoSimComponent) -> None:
     """Raise a :class:`ConfigError` keyed by the component when the ensemble cannot step *comp*."""
     cls = type(comp)
     key = f"components.{comp.name}"
-    if _is_multi(comp):
-        from cosimrun.ensemble.modes import refuse_multi
+    if isinstance(comp, MultiComponent):
+        from cosimrun.ensemble.modes import refuse_multi  # it steps the modes as this module steps models
 
-        refuse_multi(comp)  # type: ignore[arg-type]
+        refuse_multi(comp)
         return
     if not getattr(cls, "vectorizable", False):
         raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable, so it cannot run "
@@ -48,12 +49,6 @@ def refuse(comp: CoSimComponent) -> None:
             if getattr(cls, hook) is not getattr(ContinuousComponent, hook):
                 raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) overrides {hook}, which ensembles "
                                        "do not call")
-
-
-def _is_multi(comp: CoSimComponent) -> bool:
-    from cosimrun.ensemble.modes import is_multi
-
-    return is_multi(comp)
 
 
 def refresh_parameters(comp: CoSimComponent) -> None:
@@ -328,10 +323,10 @@ def real_outputs(comp: CoSimComponent) -> list[str]:
 
 def stepper(comp: CoSimComponent, members: int) -> Member:
     """The ensemble's stepper of *comp* (checked by :func:`refuse`)."""
-    from cosimrun.ensemble.modes import MultiMember, TimedMember, is_multi, timed_ok
+    from cosimrun.ensemble.modes import MultiMember, TimedMember, timed_ok
 
-    if is_multi(comp):
-        return MultiMember(comp, members)  # type: ignore[arg-type]
+    if isinstance(comp, MultiComponent):
+        return MultiMember(comp, members)
     if isinstance(comp, OdeComponent):
         return OdeMember(comp, members)
     return TimedMember(comp, members) if timed_ok(comp) else Member(comp, members)
