@@ -34,7 +34,7 @@ import numpy as np
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.members import OdeMember, refresh_parameters
-from cosimrun.ensemble.modes import MultiMember, array_update, is_multi, parameter_owners, refuse_multi, timed_ok
+from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
 from cosimrun.masters.events import PROBE_GROWTH
 from cosimrun.masters.hybrid import SLACK_STEPS
@@ -165,8 +165,6 @@ class LocatedEvents:
                     self.columns.append(Column(st, name, 1, None, j))
         self.sources = list(dict.fromkeys(c.st for c in self.columns))
         self.spans = {id(st): [k for k, c in enumerate(self.columns) if c.st is st] for st in self.sources}
-        self.updates = {id(st): [array_update(st.ode, u) if not isinstance(st, MultiMember) else u
-                                 for u in st.updates] for st in self.sources}
         self.dirs = np.array([c.direction for c in self.columns], dtype=np.int64)
         self.plan, _ = run.schedule.stepping_plan(run.order, True)
         self.ports = [p for p in run.schedule.ports if p.spec.type is PortType.REAL]
@@ -802,7 +800,7 @@ class LocatedEvents:
         rows = crossing.any(axis=1)
         if not rows.any():
             return
-        updates = self.updates[id(st)]
+        updates = st.updates
         for j, update in enumerate(updates):
             on = crossing[:, j]
             if update is None or not on.any():

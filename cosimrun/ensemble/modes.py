@@ -14,8 +14,7 @@ dwell window that holds back a switch (:meth:`MultiMember.dwell_end`). A switch 
 (the modes share their states: the scalar transfer's ``get_state``/``set_state`` in the same units).
 
 :class:`TimedMember` steps a memoryless component (a source, a block) at each member's own instant, as the
-hybrid master's members keep their own clocks. :func:`array_update` gives a state event's update on members'
-arrays where the model's scalar update does not take them (the pendulum's end stop).
+hybrid master's members keep their own clocks.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from cosimrun.components._base import StatelessComponent
-from cosimrun.components.mechanics import Pendulum
 from cosimrun.core.component import NO_EVENTS, CoSimComponent
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import OdeComponent
@@ -35,29 +33,6 @@ from cosimrun.core.switching import _TIME_EPS
 from cosimrun.ensemble.members import Member, OdeMember, not_vectorized, refuse
 from cosimrun.ensemble.rk4 import VectorRK4
 from cosimrun.errors import ConfigError, CosimrunError
-
-
-def _end_stop_members(model: Any, t: Any, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """:meth:`Pendulum._end_stop_update` on members' columns: ``q`` on the stop, ``omega -> -restitution *
-    omega`` (``math.copysign`` and the product, per member)."""
-    p = model.parameters
-    if p["q_max"] is None:
-        return x
-    return np.array([np.copysign(p["q_max"], x[0]), -p["restitution"] * x[1]])
-
-
-ARRAY_UPDATES: dict[Callable[..., Any], Callable[..., Any]] = {Pendulum._end_stop_update: _end_stop_members}
-"""State event updates whose scalar code takes one member -> their version on members' arrays."""
-
-
-def array_update(model: OdeComponent, update: Callable[..., Any] | None) -> Callable[..., Any] | None:
-    """*update* (a state event's, of *model*) as it applies to members' columns ``(t, x (n, k), u (n_in, k))``."""
-    if update is None:
-        return None
-    members = ARRAY_UPDATES.get(getattr(update, "__func__", update))
-    if members is None:
-        return update
-    return lambda t, x, u: members(model, t, x, u)
 
 
 def parameter_owners(comp: CoSimComponent, name: str) -> list[tuple[CoSimComponent, str]]:
@@ -238,7 +213,7 @@ class MultiMember(OdeMember):
         return indicator
 
     def _event_update(self, name: str) -> Callable[..., Any] | None:
-        updates = [array_update(model, model.state_events[name].update) for model in self.models]
+        updates = [model.state_events[name].update for model in self.models]
         if all(update is None for update in updates):
             return None
 
@@ -432,5 +407,4 @@ def _nearest_region(region_mode: np.ndarray, mode: np.ndarray, target: np.ndarra
     return best
 
 
-__all__ = ["ARRAY_UPDATES", "MultiMember", "TimedMember", "array_update", "is_multi", "parameter_owners",
-           "refuse_multi", "timed_ok"]
+__all__ = ["MultiMember", "TimedMember", "is_multi", "parameter_owners", "refuse_multi", "timed_ok"]
