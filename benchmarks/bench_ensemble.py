@@ -2,6 +2,8 @@
 
     python benchmarks/bench_ensemble.py [--members 10000] [--tf 0.5] [--scalar-tf 1.0] [--record-every 100]
                                         [--sweep 20] [--bouncing-ball 10000 [--ball-tf 5]]
+                                        [--pendulum-switch 10000 [--switch-tf 2]]
+                                        [--dask-sweep 10000 [--dask-experiment pendulum_switch]]
 
 For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
 member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
@@ -15,10 +17,17 @@ With ``--bouncing-ball N`` it times the shipped ``bouncing_ball`` experiment (hy
 per member) instead: ``System.run`` of a few members against one ensemble of N members of random restitution and
 drop height, per member per communication step, and checks the sampled members' event instants.
 
+With ``--pendulum-switch N`` it times the shipped ``pendulum_switch`` experiment (hybrid master, every member in
+its own mode: the end stop and the switch regions' boundaries located per member, the dwell time per member) the
+same way: ``System.run`` of a few members against one ensemble of N members of random controller gains, reference
+amplitude, initial state and damping, and checks the sampled members' mode switches and event instants.
+
 With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
 launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
 ``--ensemble-size``) against the same sweep one job per member (``ensemble_size=0``) on ``--dask-jobs`` of its
-members, and prints microseconds per member per macro step of each and their ratio.
+members, and prints microseconds per member per macro step of each and their ratio. The sweep is of
+``coupled_oscillators`` (the stiffness of mass 1), or with ``--dask-experiment pendulum_switch`` of
+``pendulum_switch`` (the controller's gain ``kp``).
 """
 
 from __future__ import annotations
@@ -85,13 +94,20 @@ def sweep(jobs: int, master: str, tf: float) -> float:
     return wall
 
 
-def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int) -> tuple[float, int, float]:
-    """``(wall time, dask tasks, peak RSS of a child in MiB)`` of ``cosimrun -m`` of *members* stiffnesses on the
-    dask launcher with *ensemble_size*, end to end."""
-    values = ",".join(f"{5.0 + 10.0 * k / members:.6g}" for k in range(members))
+SWEPT = {"coupled_oscillators": (["master=gauss_seidel"], "components.mass1.params.stiffness", 5.0, 10.0, 1e-3),
+         "pendulum_switch": ([], "components.ctrl.params.kp", 20.0, 60.0, 1e-2)}
+"""Experiment of ``--dask-experiment`` -> (other overrides, the swept parameter, its lowest value and range, run.dt)."""
+
+
+def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int,
+               experiment: str = "coupled_oscillators") -> tuple[float, int, float]:
+    """``(wall time, dask tasks, peak RSS of a child in MiB)`` of ``cosimrun -m`` of *members* values of the swept
+    parameter of *experiment* (:data:`SWEPT`) on the dask launcher with *ensemble_size*, end to end."""
+    others, key, low, span, _ = SWEPT[experiment]
+    values = ",".join(f"{low + span * k / members:.6g}" for k in range(members))
     with tempfile.TemporaryDirectory(prefix="bench_ensemble_") as tmp:
-        cmd = [sys.executable, "-c", _CLI, "-m", "+experiment=coupled_oscillators", "master=gauss_seidel",
-               f"run.tf={tf}", f"components.mass1.params.stiffness={values}", "hydra/launcher=dask",
+        cmd = [sys.executable, "-c", _CLI, "-m", f"+experiment={experiment}", *others,
+               f"run.tf={tf}", f"{key}={values}", "hydra/launcher=dask",
                f"hydra.launcher.n_workers={workers}", f"hydra.launcher.ensemble_size={ensemble_size}",
                "hydra.launcher.progress=false", f"hydra.sweep.dir={tmp}/sweep"]
         start = time.perf_counter()
@@ -104,17 +120,19 @@ def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int) -> tup
     return wall, tasks, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: int) -> None:
+def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: int,
+               experiment: str = "coupled_oscillators") -> None:
     """Print the end-to-end dask sweep with ensembles of each size in *sizes* against *jobs* ordinary jobs."""
-    steps = round(tf / 1e-3)
-    print(f"cosimrun -m coupled_oscillators (gauss_seidel, tf={tf:g} s, {steps} steps), dask launcher, "
-          f"{workers} workers, end to end; load {os.getloadavg()[0]:.2f}")
+    others, key, _, _, dt = SWEPT[experiment]
+    steps = round(tf / dt)
+    print(f"cosimrun -m {experiment} ({' '.join(others) or 'its master'}, {key}, tf={tf:g} s, {steps} steps), dask "
+          f"launcher, {workers} workers, end to end; load {os.getloadavg()[0]:.2f}")
     print(f"{'sweep':34}{'members':>9}{'tasks':>7}{'wall [s]':>10}{'us/member-step':>16}{'ratio':>8}")
-    wall, tasks, _ = dask_sweep(jobs, tf, 0, workers)
+    wall, tasks, _ = dask_sweep(jobs, tf, 0, workers, experiment)
     us_jobs = 1e6 * wall / (jobs * steps)
     print(f"{'one job per member':34}{jobs:9d}{tasks:7d}{wall:10.2f}{us_jobs:16.2f}{1:7.0f}x")
     for size in sizes:
-        wall, tasks, rss = dask_sweep(members, tf, size, workers)
+        wall, tasks, rss = dask_sweep(members, tf, size, workers, experiment)
         us = 1e6 * wall / (members * steps)
         print(f"{f'ensembles, ensemble_size={size}':34}{members:9d}{tasks:7d}{wall:10.2f}{us:16.3f}"
               f"{us_jobs / us:7.0f}x")
@@ -160,6 +178,52 @@ def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
+def pendulum_switch(members: int, tf: float, sample: int = 5) -> None:
+    """Print the hybrid master's ``pendulum_switch``, every member in its own mode: scalar runs of *sample* members
+    against an ensemble of *members*."""
+    cfg = yaml.safe_load((ROOT / "conf" / "experiment" / "pendulum_switch.yaml").read_text())
+    cfg.pop("defaults", None)
+    cfg["master"] = yaml.safe_load((ROOT / "conf" / "master" / "hybrid.yaml").read_text())
+    cfg["run"]["tf"] = tf
+    rng = np.random.default_rng(0)
+    params = {"ctrl.kp": rng.uniform(20, 80, members), "ctrl.kd": rng.uniform(2, 10, members),
+              "ref.amplitude": rng.uniform(5, 45, members), "pendulum.q0": rng.uniform(-0.6, 0.6, members),
+              "pendulum.omega0": rng.uniform(-6, 6, members), "pendulum.damping": rng.uniform(0.05, 1.0, members)}
+    exp = build_experiment(cfg)
+    result = run_ensemble(exp.system, exp.master, params, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
+                          record_every=10)
+    steps = result.stats.macro_steps
+    walls, worst = [], 0.0
+    for m in np.linspace(0, members - 1, sample).astype(int).tolist():
+        one = build_experiment(cfg)
+        for key, values in params.items():
+            comp, _, name = key.partition(".")
+            one.system.components[comp].set_parameters(**{name: float(values[m])})
+        start = time.perf_counter()
+        report = one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master)
+        walls.append(time.perf_counter() - start)
+        mine, theirs = result.member_switches(m), report.mode_switches
+        if list(mine["to_mode"]) != [s.to_mode for s in theirs]:
+            sys.exit(f"member {m}: switches to {list(mine['to_mode'])}, its scalar run to "
+                     f"{[s.to_mode for s in theirs]}")
+        events = result.member_events(m)
+        if list(events["event"]) != [name for _, _, name in report.events]:
+            sys.exit(f"member {m}: other events than its scalar run's")
+        worst = max(worst, float(np.max(np.abs(mine["time"] - [s.time for s in theirs]), initial=0.0)),
+                    float(np.max(np.abs(events["time"] - [d.t for d, _, _ in report.events]), initial=0.0)))
+    us_scalar = 1e6 * float(np.mean(walls)) / steps
+    us_ensemble = result.stats.us_per_member_step
+    switches, events = result.member_stats["mode_switches"], result.member_stats["events"]
+    print(f"pendulum_switch (hybrid, time_tolerance {exp.master.time_tolerance:g} s), {members} members, tf={tf:g} s, "
+          f"{steps} communication steps; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(f"{'us per member per communication step':40}{'scalar run':>12}{'ensemble':>10}{'ratio':>8}"
+          f"{'switches/member':>17}{'events/member':>15}{'max |time diff| [s]':>21}")
+    print(f"{'':40}{us_scalar:12.1f}{us_ensemble:10.2f}{us_scalar / us_ensemble:7.1f}x"
+          f"{float(switches.mean()):17.1f}{float(events.mean()):15.1f}{worst:21.1e}")
+    print(f"scalar run: the mean of {sample} members (their switches and events checked); peak RSS of this process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=10_000)
@@ -174,12 +238,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--bouncing-ball", type=int, default=0, help="time the bouncing ball of N members instead")
     parser.add_argument("--ball-tf", type=float, default=5.0, help="simulated seconds of the bouncing ball")
+    parser.add_argument("--pendulum-switch", type=int, default=0, help="time pendulum_switch of N members instead")
+    parser.add_argument("--switch-tf", type=float, default=2.0, help="simulated seconds of pendulum_switch")
+    parser.add_argument("--dask-experiment", choices=sorted(SWEPT), default="coupled_oscillators",
+                        help="the experiment of --dask-sweep")
     opts = parser.parse_args()
     if opts.bouncing_ball:
         bouncing_ball(opts.bouncing_ball, opts.ball_tf)
         return
+    if opts.pendulum_switch:
+        pendulum_switch(opts.pendulum_switch, opts.switch_tf)
+        return
     if opts.dask_sweep:
-        dask_table(opts.dask_sweep, opts.dask_jobs, opts.dask_tf, opts.ensemble_size or [1000], opts.workers)
+        dask_table(opts.dask_sweep, opts.dask_jobs, opts.dask_tf, opts.ensemble_size or [1000], opts.workers,
+                   opts.dask_experiment)
         return
     rng = np.random.default_rng(0)
     stiffness = rng.uniform(5.0, 20.0, opts.members)

@@ -34,8 +34,10 @@ def end_stop_distance(q_max: float | None, q: float) -> float:
     return -1.0 if q_max is None else abs(q) - q_max
 
 
-def end_stop_rebound(parameters: Mapping[str, Any], q: float, omega: float) -> tuple[float, float]:
-    """The end stop's impact: ``q`` on the stop, ``omega -> -restitution * omega``."""
+def end_stop_rebound(parameters: Mapping[str, Any], q: Any, omega: Any) -> tuple[Any, Any]:
+    """The end stop's impact: ``q`` on the stop, ``omega -> -restitution * omega`` (of each member for arrays)."""
+    if isinstance(q, np.ndarray):
+        return np.copysign(parameters["q_max"], q), -parameters["restitution"] * omega
     return math.copysign(parameters["q_max"], q), -parameters["restitution"] * omega
 
 

@@ -1,19 +1,24 @@
 """State events located per member under the hybrid master, each member on its own clock.
 
 Every member runs its scalar :class:`~cosimrun.masters.hybrid.HybridRun`'s sequence of trial steps: its
-communication step (the indicator compared with its armed side, ``OdeMember.reference``), when that crosses
-zero the points of the event's bracket (internal hints, Illinois secant points
-within bisection's pace, bisection, over integer ticks) and the bracket's end again if its last point fell below
-the event, then its event handled in micro steps at its own instant (the component's ``update``, on those members
-alone), its departure probes, and its next step from the event to the point its scalar run steps to. Members do
-not wait for each other: each round takes one trial step of every member at once, each from its own accepted
-state to its own instant (an array of starts and steps), so the ensemble takes as many rounds as its busiest
-member takes trial steps, and a member's event rolls back no other member. The arithmetic of every trial is the
-scalar run's: every member takes the trial steps, the event instants, the statistics and the samples of its
-scalar run. Each member writes its samples at the communication points as it passes them.
+communication step (every indicator compared with its armed side, ``StateEvents.reference``), when one crosses
+zero the points of the bracket of its earliest crossing (``HybridRun._earliest``: internal hints, Illinois secant
+points within bisection's pace, bisection, over integer ticks; a trial that finds other indicators crossed, but
+not the one it chased, chases the earliest of those) and the bracket's end again if its last point fell below the
+event, then its events handled in micro steps at its own instant (the components' updates and a ``multi``
+component's boundary switches, on those members alone), its departure probes, and its next step from the event to
+the point its scalar run steps to. Members do not wait for each other: each round takes one trial step of every
+member at once, each from its own accepted state to its own instant (an array of starts and steps), so the
+ensemble takes as many rounds as its busiest member takes trial steps, and a member's event rolls back no other
+member. Mode switches (:mod:`cosimrun.ensemble.modes`) happen per member where its scalar run switches: at its
+start, at every instant it accepts, at its boundary events; a dwell window that holds a switch back ends in a
+communication point of that member's own. The arithmetic of every trial is the scalar run's: every member takes
+the trial steps, the event instants, the switches, the statistics and the samples of its scalar run. Each member
+writes its samples at the communication points as it passes them.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
-more than one event indicator, time events and ``max_step``, ``max_substep``, event subscriptions.
+memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, event
+subscriptions.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.members import OdeMember, arm_members, crossed_members, refresh_parameters
+from cosimrun.ensemble.members import OdeMember, refresh_parameters
+from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
 from cosimrun.masters.events import PROBE_GROWTH
 from cosimrun.masters.hybrid import SLACK_STEPS
@@ -40,9 +47,12 @@ if TYPE_CHECKING:
 
 COUNTS = ("macro_steps", "trial_steps", "rollbacks", "events")
 """The hybrid master's statistics kept per member (``member_stats``), counted as its scalar run counts them."""
+SWITCH_COUNT = "mode_switches"
+"""The count of mode switches per member (``member_stats``), with a ``multi`` component."""
 PER_MEMBER = ("phase", "pos", "next", "lo", "hi", "target", "g_a", "g_lo", "g_hi", "f_lo", "f_hi", "shift", "used",
-              "retained", "steps", "width0", "at_hi", "flat", "guess", "valid", "length", "g_now", "probe")
-"""The run's arrays over the members it steps (shrunk by :meth:`LocatedEvents.compact`)."""
+              "retained", "steps", "width0", "at_hi", "flat", "guess", "valid", "length", "g_now", "probe", "armed",
+              "chase", "cross", "keys", "mark_tick", "mark_time")
+"""The run's arrays over the members it steps, members first (shrunk by :meth:`LocatedEvents.compact`)."""
 COMPACT = 256
 """Fewest members an ensemble shrinks to those still stepping (once at most half of them do)."""
 STEP, LOC, RETRY, PROBE, DONE, DEAD = range(6)
@@ -53,24 +63,41 @@ again (its last point fell below the event), a departure probe; or none (done at
 def refuse_located(system: System) -> None:
     """Refuse, keyed by what is at fault, a system whose events an ensemble cannot locate per member under the
     hybrid master (the components are vectorizable, see :func:`~cosimrun.ensemble.members.refuse`)."""
-    indicators = []
     for name, comp in system.components.items():
         key = f"components.{name}"
-        if not isinstance(comp, OdeComponent):
-            raise ConfigError(key, f"component {name!r} ({type(comp).__name__}) is not an ODE component; under "
-                                   "the hybrid master ensembles step ODE components only")
-        if comp.parameters["max_substep"] is not None:
-            raise ConfigError(f"{key}.params.max_substep", "ensembles under the hybrid master take the configured "
-                                                           "substeps (max_substep is not supported)")
-        if comp.max_step is not None or comp.has_time_events:
+        if is_multi(comp):
+            refuse_multi(comp)  # type: ignore[arg-type]
+            models = list(comp.models.values())  # type: ignore[attr-defined]
+        elif isinstance(comp, OdeComponent):
+            models = [comp]
+        elif timed_ok(comp):
+            models = []
+        else:
+            raise ConfigError(key, f"component {name!r} ({type(comp).__name__}) is neither an ODE component nor "
+                                   "memoryless; under the hybrid master ensembles step ODE components, memoryless "
+                                   "ones and multi components of ODE modes only")
+        for model in models:
+            if model.parameters["max_substep"] is not None:
+                raise ConfigError(f"{key}.params.max_substep", "ensembles under the hybrid master take the "
+                                                               "configured substeps (max_substep is not supported)")
+        if comp.max_step is not None or (comp.has_time_events and not is_multi(comp)) or any(
+                m.max_step is not None or m.has_time_events for m in models):
             raise ConfigError(key, f"component {name!r} limits steps or has time events, which ensembles under "
                                    "the hybrid master do not run")
-        indicators += [f"{name}.{event}" for event in comp.state_events]
-    if len(indicators) > 1:
-        raise ConfigError("components", "ensembles under the hybrid master locate one state event indicator per "
-                                        f"system (this one has {', '.join(indicators)})")
     if system.event_connections:
         raise ConfigError("events", "ensembles under the hybrid master do not run event subscriptions")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One event indicator of the system: its stepper, its name and direction, and either its place among the
+    stepper's state events (``event``) or among a multi component's boundary indicators (``boundary``)."""
+
+    st: OdeMember
+    name: str
+    direction: int
+    event: int | None
+    boundary: int | None
 
 
 class Saved:
@@ -80,7 +107,7 @@ class Saved:
     def __init__(self, events: LocatedEvents) -> None:
         self.odes, self.ports = events.odes, events.ports
         self.x = [st.x.copy() for st in self.odes]
-        self.state = [[np.array(getattr(st.comp, a)) for a in st.member_state] for st in self.odes]
+        self.state = [[np.array(getattr(st.holder, a)) for a in st.member_state] for st in self.odes]
         self.values = [np.array(p.value, dtype=float) for p in self.ports]
 
     def save(self, mask: np.ndarray) -> None:
@@ -88,7 +115,7 @@ class Saved:
         for st, x, state in zip(self.odes, self.x, self.state, strict=True):
             x[:, mask] = st.x[:, mask]
             for name, values in zip(st.member_state, state, strict=True):
-                values[mask] = getattr(st.comp, name)[mask]
+                values[mask] = getattr(st.holder, name)[mask]
         for p, values in zip(self.ports, self.values, strict=True):
             values[mask] = np.broadcast_to(p.value, values.shape)[mask]
 
@@ -101,9 +128,9 @@ class Saved:
                 st.x[:, mask] = x[:, mask]
             for name, values in zip(st.member_state, state, strict=True):
                 if mask is None:
-                    setattr(st.comp, name, values.copy())
+                    setattr(st.holder, name, values.copy())
                 else:
-                    getattr(st.comp, name)[mask] = values[mask]
+                    getattr(st.holder, name)[mask] = values[mask]
         for p, values in zip(self.ports, self.values, strict=True):
             if mask is None:
                 p.value = values.copy()
@@ -115,7 +142,8 @@ class Saved:
 
 class LocatedEvents:
     """One ensemble run under the hybrid master: each member's phase, clock (its accepted tick) and event bracket,
-    its armed side, Zeno run and counts, the samples and the events log."""
+    its indicators' armed sides, Zeno runs and counts, its modes, the samples and the logs of events and
+    switches."""
 
     def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
         refuse_located(run.system)
@@ -124,23 +152,46 @@ class LocatedEvents:
             raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")
         members = run.members
         self.odes = [st for st in run.steppers.values() if isinstance(st, OdeMember)]
-        sources = [st for st in self.odes if st.events]
-        self.source: OdeMember | None = sources[0] if sources else None
+        self.multis = [st for st in self.odes if isinstance(st, MultiMember)]
+        self.columns: list[Column] = []
+        for comp in run.order:  # the scalar master's sources, in its order; each one's indicators in its order
+            st = run.steppers[comp.name]
+            if not isinstance(st, OdeMember):
+                continue
+            for j, (name, direction, _) in enumerate(st.events):
+                self.columns.append(Column(st, name, direction, j, None))
+            if isinstance(st, MultiMember):
+                for j, (name, _) in enumerate(st.boundaries):
+                    self.columns.append(Column(st, name, 1, None, j))
+        self.sources = list(dict.fromkeys(c.st for c in self.columns))
+        self.spans = {id(st): [k for k, c in enumerate(self.columns) if c.st is st] for st in self.sources}
+        self.dirs = np.array([c.direction for c in self.columns], dtype=np.int64)
         self.plan, _ = run.schedule.stepping_plan(run.order, True)
         self.ports = [p for p in run.schedule.ports if p.spec.type is PortType.REAL]
+        owners: dict[int, tuple[Any, list[str]]] = {}
+        for comp in run.order:
+            for name in run.checked.varying[comp.name]:
+                for owner, own in parameter_owners(comp, name):
+                    owners.setdefault(id(owner), (owner, []))[1].append(own)
+        self.varying = list(owners.values())
+        """Every component holding parameters that differ between members, with their names."""
         self.tol = master.sign_tolerance
         self.tol_ticks = max(1, int(master.time_tolerance / clock.tick))
         self.ids = np.arange(members)
         """The members (of the whole ensemble) at the current narrowing."""
         self.pos = np.zeros(members, dtype=np.int64)
         """Each member's tick: the shared one, except a member whose event fell within ``clock.snap`` of the grid
-        point it then skipped (as its scalar run does)."""
-        self.zeno_t = np.full(members, np.nan)
-        self.zeno_n = np.zeros(members, dtype=np.int64)
+        point it then skipped (as its scalar run does), or that stopped at the end of a dwell window."""
+        k = len(self.columns)
+        self.zeno_t = np.full((members, k), np.nan)
+        self.zeno_n = np.zeros((members, k), dtype=np.int64)
         for name in COUNTS:
             run.member_stats[name] = np.zeros(members, dtype=np.int64)
+        if self.multis:
+            run.member_stats[SWITCH_COUNT] = np.zeros(members, dtype=np.int64)
         self.counts = run.member_stats
-        self.log: list[tuple[np.ndarray, np.ndarray, int]] = []
+        self.log: list[tuple[np.ndarray, np.ndarray, int, int]] = []
+        self.switch_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
         marks = clock.marks()
         self._marks = [(int(k) * clock.resolution + int(r), float(t))
                        for k, r, t in zip(marks["grid"], marks["rest"], marks["time"], strict=True)]
@@ -156,6 +207,15 @@ class LocatedEvents:
             t[ticks == tick] = exact
         return t
 
+    def mtimes(self, ticks: np.ndarray) -> np.ndarray:
+        """:meth:`times` of one tick per current member, a member's marked tick (the end of its dwell window,
+        ``Clock.mark``) at its exact instant."""
+        t = self.times(ticks)
+        marked = ticks == self.mark_tick
+        if marked.any():
+            t[marked] = self.mark_time[marked]
+        return t
+
     def ticks(self, t: np.ndarray) -> np.ndarray:
         """:meth:`Clock.ticks` of every time in *t*."""
         clock = self.clock
@@ -163,31 +223,40 @@ class LocatedEvents:
         k = np.floor(offset / clock.dt)
         return k.astype(np.int64) * clock.resolution + np.rint((offset - k * clock.dt) / clock.tick).astype(np.int64)
 
-    def next_points(self, ticks: np.ndarray) -> np.ndarray:
-        """``MasterRun.next_point`` from each of *ticks* (grid and end; no time events here)."""
+    def next_points(self, ticks: np.ndarray, event: np.ndarray | None = None) -> np.ndarray:
+        """``MasterRun.next_point`` from each of *ticks*: grid and end, and a member's own time event *event* (its
+        tick, -1 for none: the end of a dwell window)."""
         clock = self.clock
         res, snap, end = clock.resolution, clock.snap, clock.end
         grid = (ticks // res + 1) * res
         grid = np.where(grid - ticks <= snap, grid + res, grid)
         b = np.minimum(grid, end)
-        return np.where((b < end) & (end <= b + snap), end, b)
+        if event is None:
+            return np.where((b < end) & (end <= b + snap), end, b)
+        timed = (event >= 0) & (ticks + snap < event) & (event < end)
+        b = np.where(timed, np.minimum(b, event), b)
+        late_end = (b < end) & (end <= b + snap)
+        late_event = timed & (b < event) & (event <= b + snap)
+        return np.where(late_end & late_event, np.maximum(end, event),
+                        np.where(late_end, end, np.where(late_event, event, b)))
 
     # ------------------------------------------------------------------ sub-ensembles
+    def _narrow_parameters(self, idx: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
+        """The varying parameters of the members *idx* alone; returns the whole arrays to put back."""
+        saved = []
+        for owner, names in self.varying:
+            saved.append((owner, {n: owner.parameters[n] for n in names}))
+            for n in names:
+                owner.parameters[n] = owner.parameters[n][idx]
+            refresh_parameters(owner)
+        return saved
+
     @contextmanager
     def narrowed(self, idx: np.ndarray) -> Iterator[None]:
         """Step the members *idx* (of the current narrowing) alone until the block ends, then write them back."""
-        run = self.run
         k = len(self.ids)
         states = [(st, st.narrow(idx)) for st in self.odes]
-        params = []
-        for st in self.odes:
-            comp = st.comp
-            names = list(run.checked.varying[comp.name])
-            if names:
-                params.append((comp, {n: comp.parameters[n] for n in names}))
-                for n in names:
-                    comp.parameters[n] = comp.parameters[n][idx]
-                refresh_parameters(comp)
+        params = self._narrow_parameters(idx)
         ports = [(p, p.value) for p in self.ports]
         for p, value in ports:
             if isinstance(value, np.ndarray) and value.shape == (k,):
@@ -205,39 +274,88 @@ class LocatedEvents:
                     whole = np.array(np.broadcast_to(np.asarray(whole, dtype=float), (k,)))
                     whole[idx] = part
                 p.value = whole
-            for comp, values in params:
-                comp.parameters.update(values)
-                refresh_parameters(comp)
+            for owner, values in params:
+                owner.parameters.update(values)
+                refresh_parameters(owner)
             for st, saved in reversed(states):
                 st.widen(saved, idx)
 
-    # ------------------------------------------------------------------ trials
+    # ------------------------------------------------------------------ indicators
     def trial(self, t: Any, t1: Any, hints: bool = False) -> np.ndarray:
         """Step the current members from *t* to *t1* (floats or one per member) as ``HybridRun._trial``; the
-        indicator at *t1*. With *hints*, the source's integrator tracks its indicator over the substeps (a step's
-        trial: its hints start the localization); the other trials' hints are dropped unread, as the scalar
-        master drops them."""
+        indicators at *t1*. With *hints*, the sources' integrators track their indicators over the substeps (a
+        step's trial: its hints start the localization); the other trials' hints are dropped unread, as the
+        scalar master drops them."""
         run = self.run
-        source = self.source
-        if source is not None:
-            source.tracking = hints
+        for st in self.sources:
+            st.tracking = hints
         run.step_plan(self.plan, t, t1 - t)
         run.settle(t1)
         return self.indicator(t1)
 
     def indicator(self, t: Any) -> np.ndarray:
-        assert self.source is not None
-        return np.array(self.source.indicators(t)[0][1])
+        """Every indicator of every current member, ``(members, indicators)``."""
+        k = len(self.ids)
+        out = np.empty((k, len(self.columns)))
+        col = 0
+        for st in self.sources:
+            for _, g in st.indicators(t):
+                out[:, col] = g
+                col += 1
+        return out
 
     def hints(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The source's internal hints of the last trial: before value (0: none), bracket times, after value."""
-        src = self.source
-        assert src is not None
-        return src.hinted[0].copy(), src.hint_times[0][0].copy(), src.hint_times[0][1].copy(), src.hint_after[0].copy()
+        """The sources' internal hints of the last trial, ``(members, indicators)`` each: before value (0: none),
+        bracket times, after value."""
+        k = len(self.ids)
+        shape = (k, len(self.columns))
+        before, t0, t1, after = np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        for c, col in enumerate(self.columns):
+            if col.event is None:
+                continue
+            st, j = col.st, col.event
+            before[:, c], after[:, c] = st.hinted[j], st.hint_after[j]
+            t0[:, c], t1[:, c] = st.hint_times[j]
+        return before, t0, t1, after
 
-    def count(self, name: str, mask: np.ndarray) -> None:
-        """Count one more *name* for the current members *mask*."""
-        self.counts[name][self.ids[mask]] += 1
+    def crossed(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """Which indicators crossed zero from *before* to *after*, each in its direction
+        (:func:`~cosimrun.ensemble.members.crossed_members` per indicator)."""
+        tol = self.tol
+        rising = (before < -tol) & (after > tol)
+        falling = (before > tol) & (after < -tol)
+        return np.where(self.dirs > 0, rising, np.where(self.dirs < 0, falling, rising | falling))
+
+    def arm(self, mask: np.ndarray, g: np.ndarray) -> None:
+        """Arm the indicators of members *mask* with their signed values *g* (``StateEvents.arm``)."""
+        signed = mask[:, None] & (np.abs(g) > self.tol)
+        self.armed[signed] = g[signed]
+
+    def count(self, name: str, mask: np.ndarray, by: Any = 1) -> None:
+        """Count one more *name* (or *by*) for the current members *mask*."""
+        np.add.at(self.counts[name], self.ids[mask], by)
+
+    def switch_logger(self, st: MultiMember) -> Any:
+        """What :class:`MultiMember` calls with each switch: logged with the members' numbers and counted."""
+
+        def log(mask: np.ndarray, t: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
+            self.switch_log.append((self.ids[mask], np.asarray(t, dtype=float)[mask], st.comp.name, old[mask],
+                                    new[mask]))
+            self.count(SWITCH_COUNT, mask)
+
+        return log
+
+    def switch_at(self, mask: np.ndarray, t: np.ndarray, arm: bool) -> np.ndarray:
+        """``HybridRun._switch_modes`` at the accepted instants *t* of members *mask*: their mode switches; with
+        *arm*, those that switched arm their indicators afresh. Their accepted state keeps the new modes."""
+        switched = np.zeros(len(self.ids), dtype=bool)
+        for st in self.multis:
+            switched |= st.apply_switch(mask, t, self.switch_logger(st))
+        if switched.any():
+            if arm and self.columns:
+                self.arm(switched, self.indicator(t))
+            self.acc.save(switched)
+        return switched
 
     # ------------------------------------------------------------------ the run
     def execute(self, t0: float, start: float) -> EnsembleResult:
@@ -258,6 +376,8 @@ class LocatedEvents:
         self.history = {key: np.full((len(kept), members), np.nan) for key in run.outputs}
         self.last = {key: np.full(members, np.nan) for key in run.outputs}
         self.last_tick = np.zeros(members, dtype=np.int64)
+        for st in self.multis:
+            st.start()
         self.acc = Saved(self)
         self.at_hi_state = Saved(self)
         self.port_index = {id(p): i for i, p in enumerate(self.ports)}
@@ -285,26 +405,34 @@ class LocatedEvents:
                               run.record_every, members, dict(run.checked.given), status,
                               dict(sorted(run.failures.items())), self.times(self.kept), self.history, units,
                               {key: values.copy() for key, values in self.last.items()}, stats,
-                              self.master.settings(), dict(run.member_stats), events=self.table())
+                              self.master.settings(), dict(run.member_stats), events=self.table(),
+                              switches=self.switch_table())
 
     def begin(self, t0: float) -> None:
-        """Arm the indicators at *t0*; those on their surface probe first (``HybridRun.begin``), the others step."""
+        """``HybridRun.begin``: each member's mode switch at *t0*, then its indicators armed; those on their
+        surface probe first, the others step."""
         members = self.run.members
+        k, n = members, len(self.columns)
         self.phase = np.full(members, STEP, dtype=np.int8)
-        self.next = self.next_points(self.pos)
-        k = members
+        self.mark_tick = np.full(k, -1, dtype=np.int64)
+        self.mark_time = np.zeros(k)
         self.lo, self.hi, self.target = (np.zeros(k, dtype=np.int64) for _ in range(3))
-        self.g_a, self.g_lo, self.g_hi, self.f_lo, self.f_hi, self.shift = (np.zeros(k) for _ in range(6))
+        self.f_lo, self.f_hi, self.shift = (np.zeros(k) for _ in range(3))
+        self.g_a, self.g_lo, self.g_hi, self.g_now, self.probe, self.armed = (np.zeros((k, n)) for _ in range(6))
+        self.cross, self.keys = np.zeros((k, n), dtype=bool), np.zeros((k, n), dtype=bool)
+        self.next = np.zeros(k, dtype=np.int64)
+        self.chase = np.zeros(k, dtype=np.int64)
         self.used, self.retained, self.steps, self.width0 = (np.zeros(k, dtype=np.int64) for _ in range(4))
         self.at_hi, self.flat = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
         self.guess, self.valid = np.zeros((k, 4), dtype=np.int64), np.zeros((k, 4), dtype=bool)
-        self.length, self.g_now, self.probe = np.zeros(k), np.zeros(k), np.zeros(k)
-        if self.source is None:
+        self.length = np.zeros(k)
+        everyone = np.ones(k, dtype=bool)
+        t = np.full(k, t0)
+        self.switch_at(everyone, t, arm=True)
+        if not self.columns:
+            self.go_on(everyone)
             return
-        g = self.indicator(t0)
-        arm_members(self.source.armed[0], g, self.tol)
-        on = np.abs(g) <= self.tol
-        self.start_probe(on, g)
+        self.start_probe(everyone, self.indicator(t), np.zeros((k, n), dtype=bool))
 
     def compact(self, keep: np.ndarray) -> None:
         """Go on with the members *keep* alone (the others are done or failed): every per-member array, the
@@ -318,23 +446,23 @@ class LocatedEvents:
             saved.values = [values[idx] for values in saved.values]
         for st in self.odes:
             st.narrow(idx)
-            comp = st.comp
-            names = list(self.run.checked.varying[comp.name])
-            for n in names:
-                comp.parameters[n] = comp.parameters[n][idx]
-            if names:
-                refresh_parameters(comp)
+        self._narrow_parameters(idx)
         for p in self.ports:
             p.value = np.asarray(p.value)[idx] if np.ndim(p.value) else p.value
         self.ids = self.ids[idx]
 
-    def start_probe(self, mask: np.ndarray, g_now: np.ndarray) -> None:
+    def start_probe(self, mask: np.ndarray, g_now: np.ndarray, fired: np.ndarray) -> None:
         """Members *mask* depart from their accepted instant (``StateEvents.depart``): armed with their signed
-        values *g_now*, probing forwards from ``time_tolerance`` on."""
-        arm_members(self.source.armed[0], np.where(mask, g_now, 0.0), self.tol)  # type: ignore[union-attr]
-        self.phase[mask] = PROBE
-        self.length[mask] = self.master.time_tolerance
+        values *g_now*; those with an indicator that fired there (*fired*) or sits on its surface probe forwards
+        from ``time_tolerance`` on, the others take their next step."""
+        self.arm(mask, g_now)
+        keys = mask[:, None] & (fired | (np.abs(g_now) <= self.tol))
+        probing = keys.any(axis=1)
+        self.keys[mask] = keys[mask]
+        self.phase[probing] = PROBE
+        self.length[probing] = self.master.time_tolerance
         self.g_now[mask] = g_now[mask]
+        self.go_on(mask & ~probing)
 
     def round(self, active: np.ndarray) -> None:
         """One trial step of every active member, each from its accepted state to its own target, and what each
@@ -342,26 +470,26 @@ class LocatedEvents:
         phase = self.phase.copy()
         step, loc, retry, probe = (active & (phase == code) for code in (STEP, LOC, RETRY, PROBE))
         self.acc.load()
-        pos_t = self.times(self.pos)
+        pos_t = self.mtimes(self.pos)
         target = np.where(step, self.next, np.where(loc, self.target, np.where(retry, self.hi, self.pos)))
-        t_to = np.where(probe, pos_t + self.length, self.times(target))
+        t_to = np.where(probe, pos_t + self.length, self.mtimes(target))
         self.count("trial_steps", active)
         self.count("macro_steps", step)
         self.count("rollbacks", loc | retry | probe)
-        if self.source is None:
+        if not self.columns:
             self.run.step_plan(self.plan, pos_t, t_to - pos_t)
             self.run.settle(t_to)
             self.accept(step)
             return
         g = self.trial(pos_t, t_to, hints=True)
-        src = self.source
-        ref = src.reference(self.tol)[0]
-        hit = step & crossed_members(ref, g, src.events[0][1], self.tol)
+        hints = self.hints()
+        ref = np.where((self.armed == 0.0) & (np.abs(hints[0]) > self.tol), hints[0], self.armed)
+        crossing = self.crossed(ref, g) & step[:, None]
+        hit = crossing.any(axis=1)
         quiet = step & ~hit
-        signed = quiet & (np.abs(g) > self.tol)
-        src.armed[0][signed] = g[signed]
+        self.arm(quiet, g)
         if hit.any():
-            self.start_locating(hit, ref, g, self.hints())
+            self.start_locating(hit, ref, g, crossing, hints)
         if loc.any():
             self.narrow_bracket(loc, g)
         if retry.any():
@@ -378,7 +506,8 @@ class LocatedEvents:
             self.handle_at_hi(handle)
 
     def accept(self, mask: np.ndarray) -> None:
-        """Members *mask* accept their step: their state at its end becomes their accepted state."""
+        """Members *mask* accept their step: their state at its end becomes their accepted state, their modes
+        switch there (``HybridRun._switch_modes``)."""
         if not mask.any():
             return
         self.pos[mask] = self.next[mask]
@@ -386,17 +515,20 @@ class LocatedEvents:
         self.check_finite(mask)
         sound = mask & self.run.alive[self.ids]
         self.record(sound)
+        if self.multis:
+            self.switch_at(sound, self.mtimes(self.pos), arm=True)
         self.go_on(sound)
 
     def go_on(self, mask: np.ndarray) -> None:
-        """Members *mask* take their next step (its end ``MasterRun.next_point``), or are done at the end."""
+        """Members *mask* take their next step (its end ``MasterRun.next_point``, a dwell window's end among the
+        time events), or are done at the end."""
         done = mask & (self.pos >= self.clock.end)
         self.phase[done] = DONE
         on = mask & ~done
         if not on.any():
             return
         self.phase[on] = STEP
-        self.next[on] = self.next_points(self.pos[on])
+        self.next[on] = self.next_points(self.pos[on], self.dwell_ticks(on)[on] if self.multis else None)
         # a member whose event fell within clock.snap before a point steps past it, as its scalar run: its sample
         # there is its value at the event
         i = np.searchsorted(self.points, self.pos, side="right")
@@ -404,6 +536,33 @@ class LocatedEvents:
         skips &= self.next > self.points[np.minimum(i, len(self.points) - 1)]
         if skips.any():
             self.record(skips, self.points[i[skips]])
+
+    def dwell_ticks(self, mask: np.ndarray) -> np.ndarray:
+        """The tick of the time event of members *mask* at their accepted instants (-1: none): the earliest end
+        of a dwell window that holds back a switch (``MultiComponent.next_time_event``), marked at its exact
+        instant. Read from their accepted state, as the scalar master asks before its step."""
+        t = self.mtimes(self.pos)
+        te = np.full(len(self.ids), np.nan)
+        for st in self.multis:
+            o = self.odes.index(st)
+            state = dict(zip(st.member_state, self.acc.state[o], strict=True))
+            live = st.mode, st.region, st.last_switch
+            st.mode, st.region, st.last_switch = state["mode"], state["region"].copy(), state["last_switch"]
+            try:
+                value = self.acc.values[self.port_index[id(st.port)]]
+                raw = np.abs(value) if st.regions.use_abs else value
+                ends = st.dwell_end(t, raw, mask)
+                state["region"][mask] = st.region[mask]
+            finally:
+                st.mode, st.region, st.last_switch = live
+            te = np.fmin(te, ends)
+        timed = mask & ~np.isnan(te) & (te > t)
+        out = np.full(len(self.ids), -1, dtype=np.int64)
+        if timed.any():
+            ticks = self.ticks(te[timed])
+            out[timed] = ticks
+            self.mark_tick[timed], self.mark_time[timed] = ticks, te[timed]
+        return out
 
     def record(self, mask: np.ndarray, ticks: np.ndarray | None = None) -> None:
         """The samples of members *mask* at the communication points they reached (their ticks, or *ticks*): their
@@ -436,8 +595,7 @@ class LocatedEvents:
                 sound &= np.isfinite(port.value)
         for i in np.flatnonzero(mask & ~sound).tolist():
             comp, variable = run._culprit(i, self.odes)
-            self.fail_member(int(self.ids[i]), float(self.times(self.pos[i:i + 1])[0]), comp, variable,
-                             "non-finite value")
+            self.fail_member(int(self.ids[i]), float(self.mtimes(self.pos)[i]), comp, variable, "non-finite value")
             self.phase[i] = DEAD
 
     def fail_member(self, m: int, t: float, comp: str, variable: str, cause: str) -> None:
@@ -449,46 +607,82 @@ class LocatedEvents:
         run.alive[m] = False
         run.failures[m] = MemberFailure(m, t, comp, variable, cause, float(self.times(self.last_tick[m:m + 1])[0]))
 
-    def fail(self, i: int, t_e: float, name: str, cause: str) -> None:
-        """Current member *i* stops at its event instant *t_e* with *cause*, as its scalar run does."""
-        assert self.source is not None
-        self.fail_member(int(self.ids[i]), t_e, self.source.comp.name, name, cause)
+    def fail(self, i: int, t_e: float, column: int, cause: str) -> None:
+        """Current member *i* stops at its event instant *t_e* with *cause* (of indicator *column*), as its scalar
+        run does."""
+        col = self.columns[column]
+        self.fail_member(int(self.ids[i]), t_e, col.st.comp.name, col.name, cause)
 
     # ------------------------------------------------------------------ localization
-    def start_locating(self, hit: np.ndarray, ref: np.ndarray, g: np.ndarray,
+    def earliest(self, among: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndarray,
+                 hinted: np.ndarray | None, hint_t: np.ndarray | None) -> np.ndarray:
+        """``HybridRun._earliest`` per member: of the indicators *among* that crossed, the one whose estimated
+        instant comes first (its hint's start, else the secant root of its bracket; the first of equals)."""
+        best = np.zeros(len(among), dtype=np.int64)
+        best_t = np.full(len(among), np.inf)
+        for c in range(among.shape[1]):
+            g0, g1 = g_lo[:, c], g_hi[:, c]
+            est = np.where(g0 != g1, t_lo + (t_hi - t_lo) * (g0 / (g0 - g1)), t_lo)
+            if hinted is not None and hint_t is not None:
+                est = np.where(hinted[:, c] != 0.0, hint_t[:, c], est)
+            better = among[:, c] & (est < best_t)
+            best[better], best_t[better] = c, est[better]
+        return best
+
+    def start_locating(self, hit: np.ndarray, ref: np.ndarray, g: np.ndarray, crossing: np.ndarray,
                        hints: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
-        """Members *hit* crossed in their step: bracket the crossing (``HybridRun._localize``'s start)."""
+        """Members *hit* crossed in their step: bracket the earliest crossing (``HybridRun._localize``'s start)."""
         self.phase[hit] = LOC
         self.lo[hit], self.hi[hit] = self.pos[hit], self.next[hit]
         self.g_a[hit], self.g_lo[hit], self.g_hi[hit] = ref[hit], ref[hit], g[hit]
-        shift = np.copysign(np.full(len(ref), self.tol), ref)
+        self.cross[hit] = crossing[hit]
+        chase = self.earliest(crossing, self.mtimes(self.lo), self.mtimes(self.hi), ref, g, hints[0], hints[1])
+        self.chase[hit] = chase[hit]
+        rows = np.arange(len(hit))
+        g_ref = ref[rows, chase]
+        shift = np.copysign(np.full(len(hit), self.tol), g_ref)
         self.shift[hit] = shift[hit]
-        self.f_lo[hit], self.f_hi[hit] = ref[hit] - shift[hit], g[hit] - shift[hit]
+        self.f_lo[hit], self.f_hi[hit] = g_ref[hit] - shift[hit], g[rows, chase][hit] - shift[hit]
         self.width0[hit] = self.hi[hit] - self.lo[hit]
         self.used[hit], self.retained[hit], self.steps[hit] = 0, 0, 0
         self.at_hi[hit], self.flat[hit] = True, False
         if self.master.use_hints:
-            guess, valid = self.guesses(hints)
+            own = tuple(h[rows, chase] for h in hints)
+            guess, valid = self.guesses(own)  # type: ignore[arg-type]
             self.guess[hit], self.valid[hit] = guess[hit], valid[hit]
         else:
             self.valid[hit] = False
         self.at_hi_state.save(hit)
 
     def narrow_bracket(self, loc: np.ndarray, g: np.ndarray) -> None:
-        """Members *loc* tried their bracket's point ``target``: the bracket's side it falls on moves there."""
-        direction = self.source.events[0][1]  # type: ignore[union-attr]
-        found = loc & crossed_members(self.g_a, g, direction, self.tol)
-        self.flat |= loc & ((g == self.g_lo) | (g == self.g_hi))
+        """Members *loc* tried their bracket's point ``target``: the bracket's side it falls on moves there; a
+        trial that finds crossings but not the one chased chases the earliest of those."""
+        rows = np.arange(len(loc))
+        crossing = self.crossed(self.g_a, g) & loc[:, None]
+        found = crossing.any(axis=1)
+        chase = self.chase
+        value = g[rows, chase]
+        self.flat |= loc & ((value == self.g_lo[rows, chase]) | (value == self.g_hi[rows, chase]))
         if found.any():
             self.hi[found], self.g_hi[found], self.at_hi[found] = self.target[found], g[found], True
-            self.f_hi[found] = g[found] - self.shift[found]
+            self.cross[found] = crossing[found]
+            lost = found & ~crossing[rows, chase]
+            if lost.any():
+                again = self.earliest(crossing, self.mtimes(self.lo), self.mtimes(self.hi), self.g_lo, self.g_hi,
+                                      None, None)
+                chase[lost] = again[lost]
+                g_ref = self.g_lo[rows, chase]
+                self.shift[lost] = np.copysign(np.full(len(loc), self.tol), g_ref)[lost]
+                self.f_lo[lost] = (g_ref - self.shift)[lost]
+                self.retained[lost] = 0
+            self.f_hi[found] = (g[rows, chase] - self.shift)[found]
             self.f_lo[found & (self.retained < 0)] *= 0.5
             self.retained[found] = -1
             self.at_hi_state.save(found)
         low = loc & ~found
         if low.any():
             self.lo[low], self.g_lo[low], self.at_hi[low] = self.target[low], g[low], False
-            self.f_lo[low] = g[low] - self.shift[low]
+            self.f_lo[low] = (g[rows, chase] - self.shift)[low]
             self.f_hi[low & (self.retained > 0)] *= 0.5
             self.retained[low] = 1
 
@@ -545,98 +739,127 @@ class LocatedEvents:
         return out, valid
 
     # ------------------------------------------------------------------ handling
-    def handle(self, t_e: np.ndarray) -> np.ndarray:
-        """``StateEvents.handle`` at each member's instant *t_e*: the Zeno guard, then micro steps while the
-        indicator crosses again. Returns which members are still alive (a Zeno run or a cascade fails its member)."""
-        src, master = self.source, self.master
-        assert src is not None
-        name, direction, _ = src.events[0]
-        update = src.updates[0]
+    def handle(self, t_e: np.ndarray, crossing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``StateEvents.handle`` at each current member's instant *t_e* for its indicators *crossing*: the Zeno
+        guard, then micro steps while indicators cross again. Returns which members are still alive (a Zeno run or
+        a cascade fails its member) and which indicators fired."""
+        master = self.master
         ids = self.ids
-        last, run_n = self.zeno_t[ids], self.zeno_n[ids]
         interval = master.event_interval
-        n = np.where(~np.isnan(last) & (t_e - last < interval), run_n + 1, 1)
-        self.zeno_t[ids], self.zeno_n[ids] = t_e, n
         live = np.ones(len(ids), dtype=bool)
-        if master.zeno_events:
-            for i in np.flatnonzero(n >= master.zeno_events).tolist():
-                exc = ZenoError(
-                    f"component {src.comp.name!r}: event indicator {name!r} fired {n[i]} times in a row less than "
-                    f"{interval:.3g} s apart, up to t={t_e[i]:.12g} (a Zeno accumulation: give the component "
-                    "a rest state, or change master.min_event_interval or master.zeno_events)",
-                    component=src.comp.name, time=float(t_e[i]), indicator=name)
-                self.fail(i, float(t_e[i]), name, str(exc))
-                live[i] = False
-        crossing = live.copy()
+        for c in range(crossing.shape[1]):
+            on = crossing[:, c]
+            if not on.any():
+                continue
+            last, run_n = self.zeno_t[ids, c], self.zeno_n[ids, c]
+            n = np.where(~np.isnan(last) & (t_e - last < interval), run_n + 1, 1)
+            self.zeno_t[ids[on], c], self.zeno_n[ids[on], c] = t_e[on], n[on]
+            if master.zeno_events:
+                col = self.columns[c]
+                for i in np.flatnonzero(on & live & (n >= master.zeno_events)).tolist():
+                    exc = ZenoError(
+                        f"component {col.st.comp.name!r}: event indicator {col.name!r} fired {n[i]} times in a row "
+                        f"less than {interval:.3g} s apart, up to t={t_e[i]:.12g} (a Zeno accumulation: give the "
+                        "component a rest state, or change master.min_event_interval or master.zeno_events)",
+                        component=col.st.comp.name, time=float(t_e[i]), indicator=col.name)
+                    self.fail(i, float(t_e[i]), c, str(exc))
+                    live[i] = False
+        fired = crossing.copy()
+        crossing = crossing & live[:, None]
         micro = 1
         while crossing.any():
+            rows = crossing.any(axis=1)
             if micro > master.max_micro_steps:
-                for i in np.flatnonzero(crossing).tolist():
+                for i in np.flatnonzero(rows).tolist():
+                    names = ", ".join(f"{self.columns[c].st.comp.name}.{self.columns[c].name}"
+                                      for c in np.flatnonzero(crossing[i]).tolist())
                     exc = EventLocalizationError(
-                        f"more than {master.max_micro_steps} event iterations at t={t_e[i]:.12g} "
-                        f"({src.comp.name}.{name}): an event cascade that does not settle", time=float(t_e[i]))
-                    self.fail(i, float(t_e[i]), name, str(exc))
+                        f"more than {master.max_micro_steps} event iterations at t={t_e[i]:.12g} ({names}): an "
+                        "event cascade that does not settle", time=float(t_e[i]))
+                    self.fail(i, float(t_e[i]), int(np.flatnonzero(crossing[i])[0]), str(exc))
                     live[i] = False
                 break
-            self.log.append((ids[crossing], t_e[crossing], micro - 1))
-            self.count("events", crossing)
+            for c in range(crossing.shape[1]):
+                on = crossing[:, c]
+                if on.any():
+                    self.log.append((ids[on], t_e[on], micro - 1, c))
+            self.count("events", rows, crossing.sum(axis=1)[rows])
             before = self.indicator(t_e)
-            if update is not None:
-                if crossing.all():
-                    self.apply(update, t_e)
-                else:
-                    idx = np.flatnonzero(crossing)
-                    with self.narrowed(idx):
-                        self.apply(update, t_e[idx])
+            for st in self.sources:
+                self.apply(st, crossing[:, self.spans[id(st)]], t_e)
             self.run.settle(t_e)
-            crossing &= crossed_members(before, self.indicator(t_e), direction, self.tol)
+            crossing = self.crossed(before, self.indicator(t_e)) & rows[:, None]
+            fired |= crossing
             micro += 1
-        return live
+        return live, fired
 
-    def apply(self, update: Any, t_e: np.ndarray) -> None:
-        """The event's state update on the current members (``ContinuousComponent._handle_events_internal``)."""
-        src = self.source
-        assert src is not None
-        new = update(t_e, src.x, src.gather())
+    def apply(self, st: OdeMember, crossing: np.ndarray, t_e: np.ndarray) -> None:
+        """The handling of *st*'s indicators *crossing* ``(members, its indicators)`` on the current members
+        (``handle_event``): each state event's update in order (``ContinuousComponent._handle_events_internal``),
+        then a multi component's boundary switches, the outputs afresh."""
+        rows = crossing.any(axis=1)
+        if not rows.any():
+            return
+        updates = st.updates
+        for j, update in enumerate(updates):
+            on = crossing[:, j]
+            if update is None or not on.any():
+                continue
+            if on.all():
+                self._update(st, update, t_e)
+            else:
+                idx = np.flatnonzero(on)
+                with self.narrowed(idx):
+                    self._update(st, update, t_e[idx])
+        if isinstance(st, MultiMember):
+            bounds = crossing[:, len(updates):]
+            if bounds.any():
+                st.boundary_switch(bounds, t_e, self.switch_logger(st))
+
+    @staticmethod
+    def _update(st: OdeMember, update: Any, t_e: np.ndarray) -> None:
+        new = update(t_e, st.x, st.gather())
         if new is not None:
-            np.copyto(src.x, np.asarray(new, dtype=float))
-        src.refresh(t_e)
+            np.copyto(st.x, np.asarray(new, dtype=float))
+        st.refresh(t_e)
 
     def probed(self, probe: np.ndarray, g: np.ndarray) -> None:
-        """Members *probe* took a departure probe: done once their indicator is signed at its end or the probe is
-        ``dt`` long (armed then with the side they depart towards), else probing again, longer."""
+        """Members *probe* took a departure probe: done once every indicator probed is signed at its end or the
+        probe is ``dt`` long (armed then with the side each departs towards), else probing again, longer."""
         self.probe[probe] = g[probe]
         longest = self.clock.dt
-        done = probe & ((self.length >= longest) | (np.abs(g) > self.tol))
+        signed = ((np.abs(g) > self.tol) | ~self.keys).all(axis=1)
+        done = probe & ((self.length >= longest) | signed)
         grow = probe & ~done
         self.length[grow] = np.minimum(longest, self.length[grow] * PROBE_GROWTH)
         if done.any():
-            src = self.source
-            assert src is not None
-            side = self.departure(self.g_now, self.probe, self.length, self.master.event_interval, src.events[0][1])
-            src.armed[0][done] = side[done]
+            side = self.departure(self.g_now, self.probe, self.length[:, None], self.master.event_interval)
+            keys = done[:, None] & self.keys
+            self.armed[keys] = side[keys]
             self.go_on(done)
 
     def handle_at_hi(self, mask: np.ndarray) -> None:
-        """Members *mask* located their event at ``hi``: handled there, accepted after it, then probing."""
+        """Members *mask* located their event at ``hi``: handled there, accepted after it, their modes switched,
+        then probing."""
         self.at_hi_state.load(mask)
         self.pos[mask] = self.hi[mask]
         idx = np.flatnonzero(mask)
-        t_e = self.times(self.hi[idx])
+        t = self.mtimes(self.pos)
         with self.narrowed(idx):
-            live = self.handle(t_e)
-            g_now = self.indicator(t_e)
+            live, fired_idx = self.handle(t[idx], self.cross[idx])
         width = len(self.ids)
-        ok, g = np.zeros(width, dtype=bool), np.zeros(width)
-        ok[idx], g[idx] = live, g_now
+        ok = np.zeros(width, dtype=bool)
+        fired = np.zeros((width, len(self.columns)), dtype=bool)
+        ok[idx], fired[idx] = live, fired_idx
         self.phase[idx[~live]] = DEAD
         self.acc.save(mask)
         self.record(ok)
-        self.start_probe(ok, g)
+        if self.multis:
+            self.switch_at(ok, t, arm=False)
+        self.start_probe(ok, self.indicator(t), fired)
 
-    def departure(self, now: np.ndarray, probe: np.ndarray, length: np.ndarray, window: float,
-                  direction: int) -> np.ndarray:
-        """``StateEvents._departure`` per member."""
+    def departure(self, now: np.ndarray, probe: np.ndarray, length: np.ndarray, window: float) -> np.ndarray:
+        """``StateEvents._departure`` per member and indicator."""
         tol = self.tol
         s_now, s_probe = np.abs(now) > tol, np.abs(probe) > tol
         with np.errstate(all="ignore"):
@@ -644,26 +867,43 @@ class LocatedEvents:
         opposite = (now > 0) != (probe > 0)
         across = np.where(opposite, probe, -now)
         crossing_back = s_probe & (opposite | heading)
-        kept = crossed_members(now, across, direction, tol)
+        kept = self.crossed(now, across)
         side = np.where(crossing_back & ~kept, across, now)
         return np.where(~s_now, np.where(s_probe, probe, 0.0), np.where(s_probe, side, now))
 
     def table(self) -> dict[str, np.ndarray]:
-        """Every event handled, ordered by member, time and micro step: ``member, time, micro, component,
-        event``."""
-        if self.source is None or not self.log:
+        """Every event handled, ordered by member, time and micro step (in the order handled): ``member, time,
+        micro, component, event``."""
+        if not self.log:
             members, times, micro = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int32)
+            comps, names = np.zeros(0, dtype=object), np.zeros(0, dtype=object)
         else:
-            members = np.concatenate([m for m, _, _ in self.log])
-            times = np.concatenate([t for _, t, _ in self.log])
-            micro = np.concatenate([np.full(len(m), k, dtype=np.int32) for m, _, k in self.log])
+            members = np.concatenate([m for m, _, _, _ in self.log])
+            times = np.concatenate([t for _, t, _, _ in self.log])
+            micro = np.concatenate([np.full(len(m), k, dtype=np.int32) for m, _, k, _ in self.log])
+            column = np.concatenate([np.full(len(m), c, dtype=np.int64) for m, _, _, c in self.log])
             order = np.lexsort((micro, times, members))
-            members, times, micro = members[order], times[order], micro[order]
-        comp = "" if self.source is None else self.source.comp.name
-        event = "" if self.source is None else self.source.events[0][0]
-        n = len(members)
-        return {"member": members, "time": times, "micro": micro,
-                "component": np.full(n, comp, dtype=object), "event": np.full(n, event, dtype=object)}
+            members, times, micro, column = members[order], times[order], micro[order], column[order]
+            comps = np.array([c.st.comp.name for c in self.columns], dtype=object)[column]
+            names = np.array([c.name for c in self.columns], dtype=object)[column]
+        return {"member": members, "time": times, "micro": micro, "component": comps, "event": names}
+
+    def switch_table(self) -> dict[str, np.ndarray]:
+        """Every mode switch, ordered by member and time (in the order made): ``member, time, component,
+        from_mode, to_mode`` (empty without a multi component)."""
+        if not self.multis:
+            return {}
+        names = {st.comp.name: np.array(st.mode_names, dtype=object) for st in self.multis}
+        parts = [(m, t, np.full(len(m), c, dtype=object), names[c][a], names[c][b])
+                 for m, t, c, a, b in self.switch_log]
+        if not parts:
+            empty = np.zeros(0, dtype=object)
+            return {"member": np.zeros(0, np.int64), "time": np.zeros(0), "component": empty, "from_mode": empty,
+                    "to_mode": empty}
+        members, times, comps, old, new = (np.concatenate(p) for p in zip(*parts, strict=True))
+        order = np.lexsort((times, members))
+        return {"member": members[order], "time": times[order], "component": comps[order], "from_mode": old[order],
+                "to_mode": new[order]}
 
 
-__all__ = ["COUNTS", "LocatedEvents", "refuse_located"]
+__all__ = ["COUNTS", "SWITCH_COUNT", "LocatedEvents", "refuse_located"]

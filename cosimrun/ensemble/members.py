@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.core.component import CoSimComponent
+from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortState, PortType
 from cosimrun.ensemble.rk4 import VectorRK4
@@ -25,6 +26,11 @@ def refuse(comp: CoSimComponent) -> None:
     """Raise a :class:`ConfigError` keyed by the component when the ensemble cannot step *comp*."""
     cls = type(comp)
     key = f"components.{comp.name}"
+    if isinstance(comp, MultiComponent):
+        from cosimrun.ensemble.modes import refuse_multi  # it steps the modes as this module steps models
+
+        refuse_multi(comp)
+        return
     if not getattr(cls, "vectorizable", False):
         raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable, so it cannot run "
                                "as an ensemble; run its members as separate jobs (a sweep)")
@@ -94,6 +100,10 @@ class OdeMember(Member):
     def __init__(self, comp: OdeComponent, members: int) -> None:
         super().__init__(comp, members)
         self.ode = comp
+        self.holder: Any = comp
+        """What holds the discrete state per member (``member_state``): the component."""
+        self.derivatives = comp.derivatives
+        self.compute_outputs = comp.compute_outputs
         self.states = comp.state_names
         n = len(self.states)
         x0 = comp.x  # member 0's state after initialize; varying initial states are set by the caller
@@ -131,15 +141,15 @@ class OdeMember(Member):
     def narrow(self, idx: np.ndarray) -> tuple[Any, ...]:
         """Become the stepper of the members *idx* alone (a sub-ensemble): their states, armed sides and discrete
         state; the component's parameters are narrowed by the caller. Returns what :meth:`widen` puts back."""
-        comp = self.comp
-        saved = (self.x, self.u, self.members, self.armed, [getattr(comp, a) for a in self.member_state])
+        holder = self.holder
+        saved = (self.x, self.u, self.members, self.armed, [getattr(holder, a) for a in self.member_state])
         k = len(idx)
         self.x = self.x[:, idx]
         self.u = np.empty((len(self.in_ports), k))
         self.members = k
         self.armed = [armed[idx] for armed in self.armed]
         for name, values in zip(self.member_state, saved[4], strict=True):
-            setattr(comp, name, values[idx])
+            setattr(holder, name, values[idx])
         self._transient(k)
         return saved
 
@@ -149,10 +159,10 @@ class OdeMember(Member):
         x[:, idx] = self.x
         for whole, part in zip(armed, self.armed, strict=True):
             whole[idx] = part
-        comp = self.comp
+        holder = self.holder
         for name, whole in zip(self.member_state, state, strict=True):
-            whole[idx] = getattr(comp, name)
-            setattr(comp, name, whole)
+            whole[idx] = getattr(holder, name)
+            setattr(holder, name, whole)
         self.x, self.u, self.members, self.armed = x, u, members, armed
         self._transient(members)
 
@@ -201,7 +211,7 @@ class OdeMember(Member):
             track = self._track
         if len(self.x):
             try:
-                self.rk4.integrate(self.ode.derivatives, t, h, self.x, u, u_at, track)
+                self.rk4.integrate(self.derivatives, t, h, self.x, u, u_at, track)
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, CosimrunError):
                     raise
@@ -260,7 +270,7 @@ class OdeMember(Member):
             port.value = x[i].copy()
         ports = self.alg_ports
         if ports:
-            ys = self.ode.compute_outputs(t, x, self.gather())
+            ys = self.compute_outputs(t, x, self.gather())
             if (isinstance(ys, np.ndarray) and ys.ndim <= 1) or np.ndim(ys) == 0:
                 ys = (ys,)
             if len(ys) != len(ports):
@@ -298,12 +308,12 @@ def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: 
 def start_member_state(st: OdeMember) -> None:
     """Give the component's discrete state its value per member at the start (its ``start_members(x)`` hook, from
     the members' initial states), each attribute named in ``member_state`` as an ``(M,)`` array."""
-    comp = st.comp
-    start = getattr(comp, "start_members", None)
+    holder = st.holder
+    start = getattr(holder, "start_members", None)
     if callable(start):
         start(st.x)
     for name in st.member_state:
-        setattr(comp, name, np.array(np.broadcast_to(getattr(comp, name), (st.members,))))
+        setattr(holder, name, np.array(np.broadcast_to(getattr(holder, name), (st.members,))))
 
 
 def real_outputs(comp: CoSimComponent) -> list[str]:
@@ -313,7 +323,13 @@ def real_outputs(comp: CoSimComponent) -> list[str]:
 
 def stepper(comp: CoSimComponent, members: int) -> Member:
     """The ensemble's stepper of *comp* (checked by :func:`refuse`)."""
-    return OdeMember(comp, members) if isinstance(comp, OdeComponent) else Member(comp, members)
+    from cosimrun.ensemble.modes import MultiMember, TimedMember, timed_ok
+
+    if isinstance(comp, MultiComponent):
+        return MultiMember(comp, members)
+    if isinstance(comp, OdeComponent):
+        return OdeMember(comp, members)
+    return TimedMember(comp, members) if timed_ok(comp) else Member(comp, members)
 
 
 __all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "real_outputs", "refresh_parameters", "refuse",

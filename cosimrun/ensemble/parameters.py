@@ -18,10 +18,12 @@ import numpy as np
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ode import ContinuousComponent
 from cosimrun.core.parameters import declared_parameters
+from cosimrun.ensemble.modes import parameter_owners
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
-_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.params\.(?P<parameter>[^.]+)")
-"""A parameter's path in an experiment config."""
+_CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.(?:modes\.(?P<mode>[^.]+)\.)?params\."
+                          r"(?P<parameter>[^.]+)")
+"""A parameter's path in an experiment config (of a multi component's mode: ``mode.parameter``)."""
 SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
 """Parameters of continuous components that every member shares (one integrator steps them all)."""
 
@@ -31,15 +33,26 @@ def split_key(key: str, components: Mapping[str, CoSimComponent]) -> tuple[str, 
     -> ``("mass1", "stiffness")``, both names checked (with "did you mean")."""
     text = str(key)
     match = _CONFIG_PATH.fullmatch(text)
-    comp, dot, param = (match["component"], ".", match["parameter"]) if match else text.partition(".")
+    if match:
+        comp, dot, param = match["component"], ".", match["parameter"]
+        if match["mode"] is not None:
+            param = f"{match['mode']}.{param}"
+    else:
+        comp, dot, param = text.partition(".")
     if not dot or not param:
         raise ConfigError(str(key), "an ensemble parameter is named 'component.parameter'")
     if comp not in components:
         raise UnknownNameError("component", comp, components, "in the ensemble's parameters", key=str(key))
-    if param not in components[comp].parameters:
-        raise UnknownNameError("parameter", param, components[comp].parameters, f"of component {comp!r}",
-                               key=str(key))
+    if not parameter_owners(components[comp], param):
+        known = set().union(*(o.parameters for o in _all_owners(components[comp])))
+        raise UnknownNameError("parameter", param, known, f"of component {comp!r}", key=str(key))
     return comp, param
+
+
+def _all_owners(comp: CoSimComponent) -> list[CoSimComponent]:
+    """*comp*, or the modes of a multi component (which hold its parameters)."""
+    models = getattr(comp, "models", None)
+    return [comp, *models.values()] if isinstance(models, Mapping) else [comp]
 
 
 def member_count(parameters: Mapping[str, Any], members: int | None) -> int:
@@ -109,6 +122,7 @@ class MemberParameters:
 
     @staticmethod
     def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
+        comp, param = parameter_owners(comp, param)[0]
         if isinstance(comp, ContinuousComponent) and param in SOLVER_PARAMETERS:
             raise ConfigError(key, "is a solver setting, the same for all members of an ensemble (one integrator "
                                    "steps them all)")
@@ -127,19 +141,21 @@ class MemberParameters:
     def _check_members(self, comp: CoSimComponent) -> None:
         """Run *comp*'s checks across parameters for every member (its scalar values set one member at a time)."""
         varying = self.varying[comp.name]
-        saved = {p: comp.parameters[p] for p in varying}
+        owners = [(owner, own, p) for p in varying for owner, own in parameter_owners(comp, p)]
+        saved = [(owner, own, owner.parameters[own]) for owner, own, _ in owners]
         columns = {p: arr.tolist() for p, arr in varying.items()}
         try:
             for i in range(self.members):
-                for p, col in columns.items():
-                    comp.parameters[p] = col[i]
+                for owner, own, p in owners:
+                    owner.parameters[own] = columns[p][i]
                 try:
                     comp.check_parameters()  # type: ignore[attr-defined]
                 except ConfigError as exc:
                     raise ConfigError(exc.key if exc.key else comp.name,
                                       f"member {self.first + i}: {exc.message}") from None
         finally:
-            comp.parameters.update(saved)
+            for owner, p, value in saved:
+                owner.parameters[p] = value
 
     def member(self, component: str, index: int) -> dict[str, Any]:
         """The parameters of member *index* of *component* (shared and varying), as scalars."""
@@ -153,7 +169,8 @@ def _check(comp: CoSimComponent, key: str, param: str, value: Any, index: int) -
     if isinstance(value, np.generic):
         value = value.item()
     try:
-        return comp._validate_parameter(param, value)
+        checked = [owner._validate_parameter(own, value) for owner, own in parameter_owners(comp, param)]
+        return checked[0]
     except ConfigError as exc:
         raise ConfigError(key, f"member {index}: {exc.message}") from None
     except ValueError as exc:

@@ -26,6 +26,7 @@ from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import member_estimate
 from cosimrun.ensemble.events import LocatedEvents, refuse_located
 from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
+from cosimrun.ensemble.modes import is_multi, parameter_owners
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.coupling_error import MemberCouplingErrors
@@ -123,6 +124,18 @@ class EnsembleResult:
     events: dict[str, np.ndarray] = field(default_factory=dict)
     """Under the hybrid master, every state event handled, one row per event ordered by member, time and micro
     step: ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
+    switches: dict[str, np.ndarray] = field(default_factory=dict)
+    """Under the hybrid master with a ``multi`` component, every mode switch, one row per switch ordered by member
+    and time: ``member``, ``time``, ``component``, ``from_mode``, ``to_mode`` (as a run's mode switches, per
+    member)."""
+
+    def member_switches(self, index: int) -> dict[str, np.ndarray]:
+        """Member *index*'s mode switches: ``time``, ``component``, ``from_mode``, ``to_mode`` (empty without a
+        multi component)."""
+        if not self.switches:
+            return {}
+        rows = self.switches["member"] == index
+        return {key: values[rows] for key, values in self.switches.items() if key != "member"}
 
     def member_events(self, index: int) -> dict[str, np.ndarray]:
         """Member *index*'s events: ``time``, ``micro``, ``component``, ``event`` (empty without events)."""
@@ -195,6 +208,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         refuse(comp)
     if isinstance(master, Hybrid):
         refuse_located(system)
+    else:
+        refuse_modes(system)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -205,6 +220,25 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         part = {key: value[first:first + size] if np.ndim(value) == 1 else value for key, value in parameters.items()}
         blocks.append(_run_block(system, master, part, size, first, t0, tf, dt, record_every, record, start))
     return _merge(blocks, _time.perf_counter() - start)
+
+
+def refuse_modes(system: System) -> None:
+    """Refuse a multi component under a master other than the hybrid one: ensembles switch modes per member at
+    the instants the hybrid master accepts only."""
+    for name, comp in system.components.items():
+        if is_multi(comp):
+            raise ConfigError(f"components.{name}", f"component {name!r} switches modes, which ensembles run per "
+                                                    "member under the hybrid master only (master=hybrid)")
+
+
+def _owners(comp: Any, names: Any) -> list[tuple[Any, list[tuple[str, str]]]]:
+    """The components holding *comp*'s parameters *names* (:func:`~cosimrun.ensemble.modes.parameter_owners`),
+    each with the names it holds: ``(name given, its name there)``."""
+    out: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
+    for name in names:
+        for owner, own in parameter_owners(comp, name):
+            out.setdefault(id(owner), (owner, []))[1].append((name, own))
+    return list(out.values())
 
 
 def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
@@ -226,14 +260,16 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
                           joined("history"), first.units, joined("final"), stats, first.master_settings,
                           joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
                               [b.coupling_error for b in blocks if b.coupling_error is not None]),
-                          _joined_events(blocks, offsets))
+                          _joined_table(blocks, offsets, "events"), _joined_table(blocks, offsets, "switches"))
 
 
-def _joined_events(blocks: list[EnsembleResult], offsets: np.ndarray) -> dict[str, np.ndarray]:
-    """The chunks' events tables as one, each chunk's members numbered in the whole ensemble."""
-    if not blocks[0].events:
+def _joined_table(blocks: list[EnsembleResult], offsets: np.ndarray, name: str) -> dict[str, np.ndarray]:
+    """The chunks' tables *name* (``events``, ``switches``) as one, each chunk's members numbered in the whole
+    ensemble."""
+    if not getattr(blocks[0], name):
         return {}
-    parts = [{**b.events, "member": b.events["member"] + int(off)} for b, off in zip(blocks, offsets, strict=False)]
+    parts = [{**getattr(b, name), "member": getattr(b, name)["member"] + int(off)}
+             for b, off in zip(blocks, offsets, strict=False)]
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
@@ -243,12 +279,15 @@ def _run_block(system: System, master: Master, parameters: dict[str, Any], count
     :func:`run_ensemble`)."""
     components = system.components
     checked = MemberParameters(components, parameters, count, first)
-    saved = {name: dict(comp.parameters) for name, comp in components.items()}
+    saved = [(owner, {own: owner.parameters[own] for _, own in names}) for name, comp in components.items()
+             for owner, names in _owners(comp, [*checked.shared[name], *checked.varying[name]])]
     initialized = False
     try:
         for name, comp in components.items():
             if checked.shared[name] or checked.varying[name]:
-                comp.set_parameters(**checked.member(name, 0))
+                values = checked.member(name, 0)
+                for owner, names in _owners(comp, values):
+                    owner.set_parameters(**{own: values[key] for key, own in names})
                 refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
         system.initialize(t0, master)
         initialized = True
@@ -263,11 +302,9 @@ def _run_block(system: System, master: Master, parameters: dict[str, Any], count
         for comp in components.values():
             if comp.is_initialized:
                 comp.reset()
-        for name, comp in components.items():
-            given = [*checked.shared[name], *checked.varying[name]]
-            if given:
-                comp.set_parameters(**{p: saved[name][p] for p in given})
-                refresh_parameters(comp)
+        for owner, values in saved:
+            owner.set_parameters(**values)
+            refresh_parameters(owner)
         if initialized:
             system.initialize(t0, master)
 
@@ -288,13 +325,15 @@ class _EnsembleRun:
             st = stepper(comp, members)
             varying = checked.varying[comp.name]
             if isinstance(st, OdeMember):
+                initial = f"{comp.initial_mode}." if is_multi(comp) else ""  # type: ignore[attr-defined]
                 for i, state in enumerate(st.states):
-                    if f"{state}0" in varying:
-                        st.set_initial(i, varying[f"{state}0"])
-            for name, values in varying.items():
-                comp.parameters[name] = values
-            if varying:
-                refresh_parameters(comp)
+                    for key in (f"{state}0", f"{initial}{state}0"):
+                        if key in varying:
+                            st.set_initial(i, varying[key])
+            for owner, names in _owners(comp, varying):
+                for key, own in names:
+                    owner.parameters[own] = varying[key]
+                refresh_parameters(owner)
             if isinstance(st, OdeMember):
                 start_member_state(st)
             self.steppers[comp.name] = st

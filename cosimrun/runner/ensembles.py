@@ -2,10 +2,12 @@
 (:func:`run_ensemble_task`) and which members a resume takes over (:class:`Finished`).
 
 The dask launcher groups jobs whose overrides differ only in numbers given to component parameters
-(``components.<c>.params.<p>=<number>``) and whose other overrides are the same. A group runs as ensembles of at
+(``components.<c>.params.<p>=<number>``, or of a multi component's mode ``components.<c>.modes.<m>.params.<p>``)
+and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
-:func:`cosimrun.ensemble.events.refuse_located` allows, no algebraic loop, every recorded port a real output, no
+:func:`cosimrun.ensemble.events.refuse_located` allows (mode switching per member among it), under the others no
+``multi`` component, no algebraic loop, every recorded port a real output, no
 checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
 resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
 once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
@@ -47,7 +49,7 @@ MIN_SPLIT = 64
 HISTORY_BYTES = 256 << 20
 """The histories one ensemble keeps in memory at most (members x samples x recorded ports x 8 bytes): a group
 whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
-_PARAMETER = re.compile(r"components\.[^.]+\.params\.[^.]+")
+_PARAMETER = re.compile(r"components\.[^.]+\.(?:modes\.[^.]+\.)?params\.[^.]+")
 RAN_ALONE = "ran as its own job: {cause}"
 
 
@@ -189,8 +191,12 @@ def _masked(plain: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """*plain* with the swept parameters *keys* set to None (a copy)."""
     out = json.loads(json.dumps(plain, default=str))
     for key in keys:
-        _, comp, _, param = key.split(".")
-        params = out.get("components", {}).get(comp, {}).get("params", {})
+        parts = key.split(".")
+        comp, param = parts[1], parts[-1]
+        node = out.get("components", {}).get(comp, {})
+        if len(parts) == 6:  # components.<multi>.modes.<mode>.params.<parameter>
+            node = node.get("modes", {}).get(parts[3], {})
+        params = node.get("params", {})
         if param in params:
             params[param] = None
     return out
@@ -238,6 +244,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     from cosimrun.ensemble import check_master
     from cosimrun.ensemble.events import refuse_located
     from cosimrun.ensemble.members import refuse
+    from cosimrun.ensemble.run import refuse_modes
 
     if exp.action != "run":
         return f"action: {exp.action!r}"
@@ -252,6 +259,8 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
         refuse(comp)
     if exp.master.locates_events:
         refuse_located(exp.system)
+    else:
+        refuse_modes(exp.system)
     exp.system.initialize(exp.run.t0, exp.master)
     assert exp.system.analysis is not None
     if exp.system.analysis.loops:
@@ -397,6 +406,7 @@ class Finished:
 
 
 def _short(key: str) -> str:
-    """``components.mass1.params.stiffness`` -> ``mass1.stiffness`` (an ensemble file's parameter name)."""
-    _, comp, _, param = key.split(".")
-    return f"{comp}.{param}"
+    """``components.mass1.params.stiffness`` -> ``mass1.stiffness`` (an ensemble file's parameter name);
+    ``components.pendulum.modes.linear.params.q0`` -> ``pendulum.linear.q0``."""
+    parts = key.split(".")
+    return ".".join([parts[1], parts[3], parts[5]] if len(parts) == 6 else [parts[1], parts[3]])

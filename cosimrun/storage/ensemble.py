@@ -14,6 +14,8 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
                                               rollbacks, events)
     event.member, .time, .micro, .component,  under the hybrid master, every event a member handled (dimension
     .name (event)                             event), as a run's events table with its member
+    switch.member, .time, .component,         under the hybrid master with a multi component, every mode switch of
+    .from_mode, .to_mode (switch)             a member (dimension switch), as a run's mode_switches with its member
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
     connection(connection)                    the connections into real inputs whose coupling error is estimated
     coupling_error.unit(connection)           the input's unit ("" for none)
@@ -106,6 +108,7 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
         for key, values in result.member_stats.items():
             g.create_variable(f"stats.{key}", ("member",), data=np.asarray(values, dtype=np.int64))
         _write_events(g, result)
+        _write_switches(g, result)
         for key, values in result.final.items():
             var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
             _unit(var, result.units.get(key))
@@ -157,6 +160,35 @@ def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
             "micro": np.asarray(g["event.micro"][...], dtype=np.int32)[rows],
             "component": np.array([_text(v) for v in g["event.component"][...][rows]], dtype=object),
             "event": np.array([_text(v) for v in g["event.name"][...][rows]], dtype=object)})
+
+
+def _write_switches(g: h5netcdf.Group, result: EnsembleResult) -> None:
+    """The mode switches every member made (the hybrid master with a multi component), one row each over the
+    dimension ``switch``: ``switch.member``, ``switch.time``, ``switch.component``, ``switch.from_mode``,
+    ``switch.to_mode``."""
+    switches = result.switches
+    if not switches:
+        return
+    g.dimensions["switch"] = len(switches["member"])
+    g.create_variable("switch.member", ("switch",), data=np.asarray(switches["member"], dtype=np.int64))
+    g.create_variable("switch.time", ("switch",), data=np.asarray(switches["time"], dtype=float)).attrs["units"] = "s"
+    for column in ("component", "from_mode", "to_mode"):
+        g.create_variable(f"switch.{column}", ("switch",), dtype=_STR, data=np.asarray(switches[column], dtype=object))
+
+
+def _read_switches(path: Path, group: str, member: int) -> pd.DataFrame:
+    """Member *member*'s rows of the mode switches of an ensemble file (none when it holds none)."""
+    import pandas as pd
+
+    with h5py.File(path, "r") as f:
+        g = f[group]
+        if "switch.member" not in g:
+            return _empty("mode_switches")
+        rows = np.flatnonzero(np.asarray(g["switch.member"][...]) == member)
+        return pd.DataFrame({
+            "time": np.asarray(g["switch.time"][...], dtype=np.float64)[rows],
+            **{column: np.array([_text(v) for v in g[f"switch.{column}"][...][rows]], dtype=object)
+               for column in ("component", "from_mode", "to_mode")}})
 
 
 def _write_coupling_error(g: h5netcdf.Group, result: EnsembleResult) -> None:
@@ -259,9 +291,9 @@ class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
     status, error, attributes and statistics, the components recorded, each component's histories as
     :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), the
-    coupling-error estimates as the member's own run has them (under the fixed-step masters), and mode switches and
-    steps, empty since ensembles run no mode switching or step control. The post commands read it as they read a
-    run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
+    coupling-error estimates as the member's own run has them (under the fixed-step masters), its mode switches
+    (under the hybrid master), and steps, empty since ensembles run no step control. The post commands read it as
+    they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
         self.path = Path(path)
@@ -380,8 +412,9 @@ class EnsembleMember:
 
     @property
     def mode_switches(self) -> pd.DataFrame:
-        """Columns ``time, component, from_mode, to_mode``: none."""
-        return _empty("mode_switches")
+        """Columns ``time, component, from_mode, to_mode``: the mode switches this member made (under the hybrid
+        master with a multi component; none otherwise), as its run's."""
+        return _read_switches(self.path, self.group, self.member)
 
     @property
     def coupling_error(self) -> pd.DataFrame:

@@ -147,6 +147,34 @@ def test_a_zeno_member_fails_alone_with_its_scalar_runs_error(monkeypatch: pytes
         assert_member_equals_scalar(result, m, params)
 
 
+def test_indicators_of_several_components_are_located_per_member_as_its_scalar_run_locates_them() -> None:
+    """Two balls: each member locates the earliest of its crossings, handles the events its scalar run handles at
+    each instant (member 0 drops both balls from the same height: both bounce at one instant, one event each),
+    with its scalar run's counts and samples."""
+    cfg = copy.deepcopy(BALL)
+    cfg["components"]["other"] = {"type": "bouncing_ball", "params": {"h0": 1.0, "e": 0.7}}
+    params = {"ball.h0": np.array([1.0, 0.6, 1.4]), "other.e": np.array([0.8, 0.5, 0.9])}
+    exp = build(cfg)
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=1.5, dt=DT)
+    assert list(result.status) == [COMPLETE] * 3
+    for m in range(3):
+        single = build(cfg)
+        for key, values in params.items():
+            comp, _, name = key.partition(".")
+            single.system.components[comp].set_parameters(**{name: float(values[m])})
+        report = single.system.run(T0, 1.5, DT, single.master)
+        mine = result.member_events(m)
+        assert list(zip(mine["component"], mine["event"], mine["micro"], strict=True)) == [
+            (comp, name, dense.micro) for dense, comp, name in report.events]
+        np.testing.assert_array_equal(mine["time"], [dense.t for dense, _, _ in report.events])
+        assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(report.stats, k) for k in COUNTS}
+        for comp in ("ball", "other"):
+            h = single.system.components[comp].history.get_all_histories()["h"]
+            np.testing.assert_array_equal(result.history[f"{comp}.h"][:, m], on_grid(h.time, h.values, result.time))
+    both = result.member_events(0)
+    assert both["time"][0] == both["time"][1] and set(both["component"][:2]) == {"ball", "other"}
+
+
 def test_chunks_give_the_events_of_the_ensemble_run_at_once() -> None:
     params = {"ball.e": np.linspace(0.5, 0.9, 7), "ball.h0": np.linspace(0.2, 1.8, 7)}
     exp = build()
@@ -182,11 +210,9 @@ def test_coupled_components_without_events_step_as_the_hybrid_master_steps_them(
 
 
 @pytest.mark.parametrize(("change", "key", "text"), [
-    (lambda cfg: cfg["components"].update(src={"type": "sine"}), "components.src", "ODE components only"),
+    (lambda cfg: cfg["components"].update(src={"type": "step"}), "components.src", "has time events"),
     (lambda cfg: cfg["components"]["ball"]["params"].update(max_substep=1e-3), "components.ball.params.max_substep",
      "max_substep is not supported"),
-    (lambda cfg: cfg["components"].update(other={"type": "bouncing_ball"}), "components",
-     "one state event indicator per system (this one has ball.bounce, other.bounce)"),
 ])
 def test_what_the_hybrid_ensemble_does_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
                                                                             text: str) -> None:

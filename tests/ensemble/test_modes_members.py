@@ -1,0 +1,249 @@
+"""Ensembles of ``pendulum_switch`` under the hybrid master: every member keeps its own mode.
+
+The pendulum is a ``multi`` component (linear while ``|q| < 0.25``, nonlinear above 0.35, a dwell time of 0.05 s)
+with an end stop, driven by a PID controller that follows a sine reference. Members differ in the controller's
+gains, the reference's amplitude and the pendulum's initial state and damping, so that they switch at their own
+instants, hit the end stop or not, and some never leave the linear mode. The reference of each member is the
+scalar ``System.run`` of its parameters, computed here: its mode switches, its events, its statistics and its
+samples at the communication points.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from cosimrun.config.build import build_experiment
+from cosimrun.ensemble import COMPLETE, run_ensemble, run_members
+from cosimrun.ensemble import events as located
+from cosimrun.errors import ConfigError
+from cosimrun.runner.load import load_run, load_sweep
+from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
+
+T0, TF, DT = 0.0, 1.5, 0.01
+TIME_TOLERANCE = 1e-10
+COUNTS = ("macro_steps", "trial_steps", "rollbacks", "events")
+PENDULUM = {"mass": 1.0, "length": 1.0, "damping": 0.2, "q_max": 0.75, "restitution": 0.6, "q0": 0.5, "omega0": 3.0}
+SWITCH: dict[str, Any] = {
+    "name": "pendulum_switch",
+    "master": {"name": "hybrid", "time_tolerance": TIME_TOLERANCE},
+    "components": {
+        "ref": {"type": "sine", "params": {"amplitude": 40.0, "unit": "deg", "frequency": 0.25}},
+        "ctrl": {"type": "pid", "params": {"kp": 60.0, "ki": 20.0, "kd": 8.0, "N": 50.0, "u_min": -40.0,
+                                           "u_max": 40.0, "input_unit": "rad", "output_unit": "N*m"}},
+        "pendulum": {
+            "type": "multi",
+            "modes": {"linear": {"type": "pendulum_linear", "params": dict(PENDULUM)},
+                      "nonlinear": {"type": "pendulum", "params": dict(PENDULUM)}},
+            "initial_mode": "linear",
+            "selector": {"type": "threshold", "port": "q", "abs": True, "below": "linear", "above": "nonlinear",
+                         "lower": 0.25, "upper": 0.35},
+            "hysteresis": {"dwell_time": 0.05},
+        },
+    },
+    "connections": ["ref.y -> ctrl.r", "pendulum.q -> ctrl.y", "ctrl.u -> pendulum.torque"],
+}
+MEMBERS = 12
+FIRST = {"ctrl.kp": [60.0, 40.0, 46.0], "ctrl.kd": [8.0, 8.0, 7.1], "ref.amplitude": [40.0, 5.0, 10.9],
+         "pendulum.q0": [0.5, 0.05, 0.37], "pendulum.omega0": [3.0, 0.2, -4.8], "pendulum.damping": [0.2, 0.2, 0.35]}
+"""Member 0 is the experiment as configured (a switch at the start, the end stop hit twice), member 1 stays in
+the linear mode, member 2 switches at the start and crosses back within the dwell time: its switch back waits for
+the end of the dwell window, a communication point of its own at t = 0.05."""
+
+
+def build(cfg: dict[str, Any] = SWITCH) -> Any:
+    return build_experiment(copy.deepcopy(cfg))
+
+
+def member_parameters() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    rest = MEMBERS - len(FIRST["ctrl.kp"])
+    draws = {"ctrl.kp": rng.uniform(20, 80, rest), "ctrl.kd": rng.uniform(2, 10, rest),
+             "ref.amplitude": rng.uniform(5, 45, rest), "pendulum.q0": rng.uniform(-0.6, 0.6, rest),
+             "pendulum.omega0": rng.uniform(-6, 6, rest), "pendulum.damping": rng.uniform(0.05, 1.0, rest)}
+    return {key: np.concatenate([FIRST[key], draws[key]]) for key in FIRST}
+
+
+def scalar(params: dict[str, float], tf: float = TF) -> dict[str, Any]:
+    """One member's scalar run: its result and its samples of every recorded port."""
+    exp = build()
+    for key, value in params.items():
+        comp, _, name = key.partition(".")
+        exp.system.components[comp].set_parameters(**{name: value})
+    report = exp.system.run(T0, tf, DT, exp.master)
+    samples = {}
+    for comp in ("ref", "ctrl", "pendulum"):
+        for port, series in exp.system.components[comp].history.get_all_histories().items():
+            if series.values.dtype.kind == "f":
+                samples[f"{comp}.{port}"] = (series.time, series.values)
+    return {"report": report, "samples": samples}
+
+
+def on_grid(time: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The scalar run's sample at each communication point: the last one at that instant (after its events)."""
+    last = {}
+    for t, v in zip(time.tolist(), values.tolist(), strict=True):
+        last[t] = v
+    return np.array([last[t] for t in grid.tolist()])
+
+
+@pytest.fixture(scope="module")
+def ensemble() -> tuple[Any, dict[str, np.ndarray]]:
+    """The ensemble run once; it shrinks its arrays to the members still stepping as soon as half of them are
+    done, as a large ensemble does."""
+    params = member_parameters()
+    exp = build()
+    compact, located.COMPACT = located.COMPACT, 2
+    try:
+        result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=TF, dt=DT)
+    finally:
+        located.COMPACT = compact
+    return result, params
+
+
+def test_each_member_switches_modes_and_handles_events_as_its_scalar_run(ensemble: Any) -> None:
+    result, params = ensemble
+    assert list(result.status) == [COMPLETE] * MEMBERS
+    switches = result.member_stats["mode_switches"]
+    assert switches[1] == 0 and len(set(switches.tolist())) >= 3  # one in the linear mode, the others their own
+    stops = [int((result.member_events(m)["event"] == "end_stop").sum()) for m in range(MEMBERS)]
+    assert stops[0] == 2 and 0 < stops.count(0) < MEMBERS  # the end stop hit by some
+    held = result.member_switches(2)
+    assert list(held["time"][:2]) == [0.0, 0.05] and not (result.member_events(2)["time"] == 0.05).any()
+    for m in (0, 1, 2, 8):
+        reference = scalar({key: float(values[m]) for key, values in params.items()})
+        report = reference["report"]
+        mine = result.member_switches(m)
+        theirs = report.mode_switches
+        assert list(mine["from_mode"]) == [s.from_mode for s in theirs], m
+        assert list(mine["to_mode"]) == [s.to_mode for s in theirs], m
+        assert set(mine["component"]) <= {"pendulum"}
+        # every switch instant within time_tolerance of the scalar run's; observed: the same instant to the bit
+        np.testing.assert_allclose(mine["time"], [s.time for s in theirs], rtol=0, atol=TIME_TOLERANCE)
+        events = result.member_events(m)
+        assert list(events["event"]) == [name for _, _, name in report.events], m
+        assert list(events["micro"]) == [dense.micro for dense, _, _ in report.events]
+        np.testing.assert_allclose(events["time"], [dense.t for dense, _, _ in report.events], rtol=0,
+                                   atol=TIME_TOLERANCE)  # observed: equal to the bit
+        assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(report.stats, k) for k in COUNTS}
+        assert switches[m] == len(theirs)
+        for key, (time, values) in reference["samples"].items():
+            # 1e-12 relative; observed: equal to the bit
+            np.testing.assert_allclose(result.history[key][:, m], on_grid(time, values, result.time), rtol=1e-12,
+                                       atol=0, err_msg=f"member {m}: {key}")
+
+
+def test_chunks_give_the_switches_of_the_ensemble_run_at_once(ensemble: Any) -> None:
+    result, params = ensemble
+    exp = build()
+    few = {key: values[:3] for key, values in params.items()}
+    chunked = run_ensemble(exp.system, exp.master, few, t0=T0, tf=0.3, dt=DT, chunk=2)
+    whole = run_ensemble(exp.system, exp.master, few, t0=T0, tf=0.3, dt=DT)
+    assert len(chunked.switches["member"]) >= 3
+    for key in whole.switches:
+        np.testing.assert_array_equal(chunked.switches[key], whole.switches[key])
+    for key in ("member", "time", "event"):
+        np.testing.assert_array_equal(chunked.events[key], whole.events[key])
+
+
+def test_the_file_holds_each_members_switches(ensemble: Any, tmp_path: Path) -> None:
+    result, _ = ensemble
+    path = write_ensemble(tmp_path / "switch.h5", result)
+    for m in (0, 2, 5):
+        member = load_member(path, m)
+        mine = result.member_switches(m)
+        expected = pd.DataFrame({"time": mine["time"], "component": mine["component"],
+                                 "from_mode": mine["from_mode"], "to_mode": mine["to_mode"]})
+        pd.testing.assert_frame_equal(member.mode_switches, expected)
+        assert member.stats["mode_switches"] == len(expected) > 0
+    assert load_member(path, 1).mode_switches.empty
+    with xr.open_dataset(path, engine="h5netcdf", group="ensemble") as ds:  # without cosimrun
+        np.testing.assert_array_equal(ds["switch.member"].values, result.switches["member"])
+        np.testing.assert_array_equal(ds["switch.time"].values, result.switches["time"])
+        assert set(ds["switch.to_mode"].values) == {"linear", "nonlinear"}
+        assert ds.sizes["switch"] == ds["stats.mode_switches"].values.sum()
+
+
+def test_a_modes_own_parameters_differ_between_members_as_a_sweep_names_them() -> None:
+    """A multi component's parameter named by its mode (``components.pendulum.modes.M.params.P``) is that mode's
+    alone: here the initial (linear) mode's initial angle and the nonlinear mode's damping."""
+    rows = [{"components.pendulum.modes.linear.params.q0": 0.3, "pendulum.nonlinear.damping": 0.9},
+            {"components.pendulum.modes.linear.params.q0": -0.1, "pendulum.nonlinear.damping": 0.05}]
+    exp = build()
+    result = run_members(exp.system, exp.master, rows, t0=T0, tf=1.0, dt=DT)
+    for m, row in enumerate(rows):
+        cfg = copy.deepcopy(SWITCH)
+        modes = cfg["components"]["pendulum"]["modes"]
+        modes["linear"]["params"]["q0"] = row["components.pendulum.modes.linear.params.q0"]
+        modes["nonlinear"]["params"]["damping"] = row["pendulum.nonlinear.damping"]
+        single = build(cfg)
+        report = single.system.run(T0, 1.0, DT, single.master)
+        switches = result.member_switches(m)
+        assert list(switches["to_mode"]) == [s.to_mode for s in report.mode_switches] and len(switches["time"])
+        np.testing.assert_array_equal(switches["time"], [s.time for s in report.mode_switches])
+        assert result.final["pendulum.q"][m] == single.system.components["pendulum"].outputs["q"].value
+    models = exp.system.components["pendulum"].models  # the system keeps its own parameters
+    assert [(m.parameters["q0"], m.parameters["damping"]) for m in models.values()] == [(0.5, 0.2), (0.5, 0.2)]
+
+
+def _substeps(cfg: dict[str, Any]) -> None:
+    cfg["components"]["pendulum"]["modes"]["nonlinear"]["params"]["substeps"] = 5
+
+
+def _jacobi(cfg: dict[str, Any]) -> None:
+    cfg["master"] = {"name": "jacobi"}
+
+
+@pytest.mark.parametrize(("change", "key", "text"), [
+    (_jacobi, "components.pendulum", "under the hybrid master only"),
+    (_substeps, "components.pendulum.modes.nonlinear", "differ in their states, ports, state events or substeps"),
+])
+def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
+                                                                              text: str) -> None:
+    cfg = copy.deepcopy(SWITCH)
+    change(cfg)
+    exp = build(cfg)
+    with pytest.raises(ConfigError) as info:
+        run_ensemble(exp.system, exp.master, {"ctrl.kp": [50.0, 60.0]}, t0=T0, tf=0.1, dt=DT)
+    assert info.value.key == key and text in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_pendulum_switch_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_member(tmp_path: Path,
+                                                                                        cosimrun) -> None:
+    """The sweep of the experiment groups its members into one ensemble (a controller gain and a parameter of the
+    pendulum's initial mode swept); every row equals the sweep run one job per member (as with
+    ``ensemble_size=0``), and so do each member's switches, events and samples."""
+    sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.7", "components.ctrl.params.kp=30,60",
+             "components.pendulum.modes.linear.params.q0=0.3,0.5"]
+    frames = {}
+    dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
+            "hydra.launcher.ensemble_size=100"]
+    for name, launcher in (("jobs", ["hydra/launcher=basic"]), ("ens", dask)):  # one job per member; ensembles
+        proc = cosimrun(*sweep, *launcher, f"hydra.sweep.dir={tmp_path / name}", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "not as ensembles" not in proc.stdout
+        frames[name] = load_sweep(tmp_path / name)
+    ens, jobs = frames["ens"], frames["jobs"]
+    assert list(ens["status"]) == list(jobs["status"]) == ["complete"] * 4
+    assert (ens["member"] >= 0).all()
+    columns = [c for c in jobs.columns if c.startswith(("final.", "components.", "status"))]
+    assert "final.pendulum.q" in columns
+    pd.testing.assert_frame_equal(ens[columns], jobs[columns], check_exact=True)
+    for run in range(4):
+        member, job = load_run(tmp_path / "ens", run), load_run(tmp_path / "jobs", run)
+        assert isinstance(member, EnsembleMember) and len(job.mode_switches) > 0
+        pd.testing.assert_frame_equal(member.mode_switches.reset_index(drop=True),
+                                      job.mode_switches.reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(member.events.reset_index(drop=True), job.events.reset_index(drop=True),
+                                      check_dtype=False)
+        for key in COUNTS:
+            assert member.stats[key] == job.stats[key], (run, key)
+        series, theirs = member.history("pendulum")["q"], job.history("pendulum")["q"]
+        np.testing.assert_array_equal(series.values, on_grid(theirs.time, theirs.values, series.time))
