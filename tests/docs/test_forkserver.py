@@ -13,13 +13,9 @@ import h5py
 import pytest
 
 COMMANDS = [
-    "cosimrun --version",
-    "cosimrun --list-components gain",
     "cosimrun +experiment=room_heating run.tf=600 hydra.run.dir=out",
-    "cosimrun +experiment=room_heating action=describe",
     "cosimrun +experiment=room_heating run.tf=-1",
     "cosimrun +experiment=room_heatin",
-    "cosimrun +experiment=room_heating components.nope.type=gain",
     "cosimrun +experiment=bouncing_ball run.tf=0.5 hydra.run.dir=b > out.txt 2> err.txt; cat err.txt out.txt",
     "cosimrun --list-components | grep -c builtin",
     "echo from stdin | cosimrun +experiment=bouncing_ball run.tf=0.1 hydra.run.dir=c 2>&1 | tail -n 1",

@@ -59,7 +59,7 @@ def richardson_error(k: int, coupling: str, rtol: float, references) -> tuple[fl
 
 @pytest.mark.slow
 @pytest.mark.parametrize("coupling", list(COUPLINGS))
-@pytest.mark.parametrize("k", [0, 1, 2])
+@pytest.mark.parametrize("k", [0, 2])  # k = 1: in the next test
 def test_the_quarter_car_under_richardson_meets_its_tolerance(k: int, coupling: str, references) -> None:
     # the tolerance bounds each step's local error; over the 4 s the errors add up, to about rtol**(p / (p + 1)).
     # Measured, max position error over [0, 4] s relative to the 0.1 m road step, per rtol, at rtol 1e-3 / 1e-4,
@@ -74,8 +74,9 @@ def test_the_quarter_car_under_richardson_meets_its_tolerance(k: int, coupling: 
 @pytest.mark.parametrize("coupling", list(COUPLINGS))
 def test_a_tighter_richardson_tolerance_gives_a_smaller_error(coupling: str, references) -> None:
     # ten times tighter a tolerance gives a mean error smaller by 3.3-9.7 over k = 0, 1, 2 (theory for a local error
-    # per step: 10**(p / (p + 1)) >= 3.16); checked at k = 1: at least 2.5, and the bound of 50 rtol at 1e-4 too
-    (_, loose), (largest, tight) = (richardson_error(1, coupling, rtol, references) for rtol in (1e-3, 1e-4))
+    # per step: 10**(p / (p + 1)) >= 3.16); checked at k = 1: at least 2.5, and the bound of 50 rtol at both
+    (loosest, loose), (largest, tight) = (richardson_error(1, coupling, rtol, references) for rtol in (1e-3, 1e-4))
+    assert loosest <= 50 * 1e-3 * ROAD, loosest
     assert largest <= 50 * 1e-4 * ROAD, largest
     assert loose >= 2.5 * tight, (loose, tight)
 
