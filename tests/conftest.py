@@ -122,6 +122,8 @@ class Crash(Constant):
     the results file was closed (a worker dying after its job finished).
     """
 
+    vectorizable = False  # its misbehaviour is per job: a sweep of it runs one job per member, never an ensemble
+
     PARAMETERS = {
         "crash_at": Parameter(float, default=math.inf, doc="os._exit(17) once t >= crash_at"),
         "hang_at": Parameter(float, default=math.inf, doc="sleep for an hour once t >= hang_at"),

@@ -240,7 +240,8 @@ def test_jobs_in_chunks_give_the_results_of_one_job_per_task_bit_for_bit(tmp_pat
     from cosimrun.storage.results import load_results
 
     sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.3", "components.ctrl.params.kp=" + ",".join(
-        str(30 + k) for k in range(10)), "hydra.launcher.progress=false", "hydra.launcher.n_workers=2"]
+        str(30 + k) for k in range(10)), "hydra.launcher.progress=false", "hydra.launcher.n_workers=2",
+        "hydra.launcher.ensemble_size=0"]  # jobs, not the members of an ensemble
     chunked = cosimrun(*sweep, "hydra.launcher.chunk_seconds=600", f"hydra.sweep.dir={tmp_path / 'chunked'}",
                        timeout=300)
     single = cosimrun(*sweep, "hydra.launcher.chunk_seconds=0", f"hydra.sweep.dir={tmp_path / 'single'}",
