@@ -24,10 +24,16 @@ def job_logging(path: Path, **changes: object) -> object:
 
 @pytest.fixture(autouse=True)
 def restored_logging():
+    """Logging as before the test, the loggers that ``disable_existing_loggers`` disabled enabled again (else a
+    later test of this process would not see their records)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    enabled = [logger for logger in logging.Logger.manager.loggerDict.values()
+               if isinstance(logger, logging.Logger) and not logger.disabled]
     joblog._configured = None
     yield
+    for logger in enabled:
+        logger.disabled = False
     for handler in root.handlers:
         if handler not in handlers:
             handler.close()
