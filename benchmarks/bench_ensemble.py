@@ -27,7 +27,11 @@ launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble
 ``--ensemble-size``) against the same sweep one job per member (``ensemble_size=0``) on ``--dask-jobs`` of its
 members, and prints microseconds per member per macro step of each and their ratio. The sweep is of
 ``coupled_oscillators`` (the stiffness of mass 1), or with ``--dask-experiment pendulum_switch`` of
-``pendulum_switch`` (the controller's gain ``kp``).
+``pendulum_switch`` (the controller's gain ``kp``). Each sweep's values are a Hydra ``range``, so that 10^5
+members fit on a command line. It also prints the peak resident set (``VmHWM``) of the command's process (the
+driver, with the local cluster's scheduler) and of each dask worker, polled while the sweep runs: with
+``--dask-jobs 0`` (no one-job-per-member sweep) and ``--dask-sweep`` of 10^4 and then 10^5 members it shows
+what the memory is bounded by.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,45 +104,99 @@ SWEPT = {"coupled_oscillators": (["master=gauss_seidel"], "components.mass1.para
 """Experiment of ``--dask-experiment`` -> (other overrides, the swept parameter, its lowest value and range, run.dt)."""
 
 
+class PeakRSS:
+    """The peak resident set (``VmHWM`` of Linux's ``/proc``, in MiB) of a process and of each of its descendants,
+    polled while it runs: the sweep's driver, and the workers its local cluster forks (none found elsewhere)."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        self.pid = pid
+        self.peaks: dict[int, tuple[int, float]] = {}
+        """pid -> (its parent's pid, its peak so far in MiB)."""
+        self._every = every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        import psutil  # a dependency of distributed
+
+        while not self._done.is_set():
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                procs = []
+            for proc in procs:
+                try:
+                    status = Path(f"/proc/{proc.pid}/status").read_text()
+                    parent = proc.ppid()
+                except (OSError, psutil.Error):
+                    continue
+                peak = next((int(line.split()[1]) / 1024 for line in status.splitlines()
+                             if line.startswith("VmHWM:")), 0.0)
+                self.peaks[proc.pid] = (parent, max(peak, self.peaks.get(proc.pid, (0, 0.0))[1]))
+            self._done.wait(self._every)
+
+    def stop(self) -> tuple[float, list[float]]:
+        """``(the driver's peak, the workers' peaks, largest first)``: workers are the processes forked by a child
+        of the driver (its fork server), not their own helpers (a worker's crash watcher)."""
+        self._done.set()
+        self._thread.join()
+        driver = self.peaks.get(self.pid, (0, float("nan")))[1]
+        children = {pid for pid, (parent, _) in self.peaks.items() if parent == self.pid}
+        workers = sorted((peak for parent, peak in self.peaks.values() if parent in children), reverse=True)
+        return driver, workers
+
+
 def dask_sweep(members: int, tf: float, ensemble_size: int, workers: int,
-               experiment: str = "coupled_oscillators") -> tuple[float, int, float]:
-    """``(wall time, dask tasks, peak RSS of a child in MiB)`` of ``cosimrun -m`` of *members* values of the swept
-    parameter of *experiment* (:data:`SWEPT`) on the dask launcher with *ensemble_size*, end to end."""
+               experiment: str = "coupled_oscillators") -> tuple[float, int, float, list[float]]:
+    """``(wall time, dask tasks, the driver's peak RSS, each worker's, in MiB)`` of ``cosimrun -m`` of *members*
+    values of the swept parameter of *experiment* (:data:`SWEPT`) on the dask launcher with *ensemble_size*, end to
+    end."""
     others, key, low, span, _ = SWEPT[experiment]
-    values = ",".join(f"{low + span * k / members:.6g}" for k in range(members))
+    values = f"range({low:g},{low + span:g},{span / members:.17g})"
     with tempfile.TemporaryDirectory(prefix="bench_ensemble_") as tmp:
         cmd = [sys.executable, "-c", _CLI, "-m", f"+experiment={experiment}", *others,
                f"run.tf={tf}", f"{key}={values}", "hydra/launcher=dask",
                f"hydra.launcher.n_workers={workers}", f"hydra.launcher.ensemble_size={ensemble_size}",
                "hydra.launcher.progress=false", f"hydra.sweep.dir={tmp}/sweep"]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rss = PeakRSS(proc.pid)
+        out, err = proc.communicate()
         wall = time.perf_counter() - start
+        driver, worker_peaks = rss.stop()
         if proc.returncode != 0 or not (Path(tmp) / "sweep" / "index.h5").is_file():
-            sys.exit(f"the sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    tasks = next((int(line.split(" in ")[-1].split()[0]) for line in (proc.stdout + proc.stderr).splitlines()
+            sys.exit(f"the sweep failed ({proc.returncode}):\n{out}\n{err}")
+    tasks = next((int(line.split(" in ")[-1].split()[0]) for line in (out + err).splitlines()
                   if "the jobs ran in" in line), 0)
-    return wall, tasks, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, tasks, driver, worker_peaks
 
 
 def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: int,
                experiment: str = "coupled_oscillators") -> None:
-    """Print the end-to-end dask sweep with ensembles of each size in *sizes* against *jobs* ordinary jobs."""
+    """Print the end-to-end dask sweep with ensembles of each size in *sizes* against *jobs* ordinary jobs (none
+    with *jobs* 0), with the peak RSS of the driver and of each worker."""
     others, key, _, _, dt = SWEPT[experiment]
     steps = round(tf / dt)
     print(f"cosimrun -m {experiment} ({' '.join(others) or 'its master'}, {key}, tf={tf:g} s, {steps} steps), dask "
           f"launcher, {workers} workers, end to end; load {os.getloadavg()[0]:.2f}")
-    print(f"{'sweep':34}{'members':>9}{'tasks':>7}{'wall [s]':>10}{'us/member-step':>16}{'ratio':>8}")
-    wall, tasks, _ = dask_sweep(jobs, tf, 0, workers, experiment)
-    us_jobs = 1e6 * wall / (jobs * steps)
-    print(f"{'one job per member':34}{jobs:9d}{tasks:7d}{wall:10.2f}{us_jobs:16.2f}{1:7.0f}x")
+    print(f"{'sweep':34}{'members':>9}{'tasks':>7}{'wall [s]':>10}{'us/member-step':>16}{'ratio':>8}"
+          f"{'driver MiB':>12}  workers MiB")
+    us_jobs = float("nan")
+    if jobs:
+        wall, tasks, driver, peaks = dask_sweep(jobs, tf, 0, workers, experiment)
+        us_jobs = 1e6 * wall / (jobs * steps)
+        print(f"{'one job per member':34}{jobs:9d}{tasks:7d}{wall:10.2f}{us_jobs:16.2f}{1:7.0f}x{driver:12.0f}  "
+              f"{', '.join(f'{p:.0f}' for p in peaks)}")
     for size in sizes:
-        wall, tasks, rss = dask_sweep(members, tf, size, workers, experiment)
+        wall, tasks, driver, peaks = dask_sweep(members, tf, size, workers, experiment)
         us = 1e6 * wall / (members * steps)
-        print(f"{f'ensembles, ensemble_size={size}':34}{members:9d}{tasks:7d}{wall:10.2f}{us:16.3f}"
-              f"{us_jobs / us:7.0f}x")
-    print(f"peak RSS of the largest child process (driver or worker): {rss:.0f} MiB; ratio = one job per member / "
-          "ensembles, per member per step")
+        ratio = f"{us_jobs / us:7.0f}x" if jobs else f"{'-':>8}"
+        print(f"{f'ensembles, ensemble_size={size}':34}{members:9d}{tasks:7d}{wall:10.2f}{us:16.3f}{ratio}"
+              f"{driver:12.0f}  {', '.join(f'{p:.0f}' for p in peaks)}")
+    print("ratio = one job per member / ensembles, per member per step; peak RSS (VmHWM) of the command's process "
+          "(driver and scheduler) and of each worker")
 
 
 def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
