@@ -13,7 +13,11 @@ class Room(OdeComponent):
 
     ``C dT/dt = P - (T - T_out) / R`` with heat capacity ``C``, thermal
     resistance to outside ``R`` and outside temperature ``T_out``.
+    Vectorizable: written with array arithmetic, so that an ensemble steps
+    many rooms (states and parameters over members) at once.
     """
+
+    vectorizable = True
 
     PARAMETERS = {
         "capacity": Parameter(float, unit="J/K", default=2.0e5, gt=0, doc="heat capacity C of the air and walls"),

@@ -3,8 +3,10 @@
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from cosimrun.plugins import create_component, list_components
 from cosimrun.storage import load_results
@@ -61,3 +63,32 @@ def test_room_parameter_errors_name_the_config_key() -> None:
                                            "temperature (degC)")
     assert error({"resistance": 0}).startswith("components.room.params.resistance: must be a finite number > 0 "
                                                "(in K/W), got 0")
+
+
+def test_room_heating_members_of_an_ensemble_equal_their_own_runs() -> None:
+    """The plugin opts in to ensembles by declaring its component vectorizable: an ensemble of rooms of other
+    capacities, resistances and setpoints gives each member its own run's histories, bit for bit."""
+    from cosimrun.config.build import build_experiment
+    from cosimrun.ensemble import run_ensemble
+
+    path = Path(__file__).parents[1] / "cosimrun_example" / "conf" / "experiment" / "room_heating.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    cfg.pop("defaults")
+    cfg["master"] = {"name": "gauss_seidel"}
+    params = {"room.capacity": [1.0e5, 2.0e5, 4.0e5], "room.resistance": [0.005, 0.01, 0.02],
+              "setpoint.final": [20.0, 21.0, 22.5]}
+    exp = build_experiment(cfg)
+    result = run_ensemble(exp.system, exp.master, params, t0=0.0, tf=3600.0, dt=10.0)
+    assert list(result.status) == ["complete"] * 3
+    for m in range(3):
+        exp = build_experiment(cfg)
+        for key, values in params.items():
+            comp, _, name = key.partition(".")
+            exp.system.components[comp].set_parameters(**{name: values[m]})
+        exp.system.run(0.0, 3600.0, 10.0, exp.master)
+        for comp in ("room", "ctrl"):
+            _, values = exp.system.components[comp].get_history_arrays()
+            for port, scalar in values.items():
+                member = result.history[f"{comp}.{port}"][:, m]
+                assert member.tobytes() == np.asarray(scalar, dtype=float).tobytes(), (m, comp, port)
+    assert result.final["room.temperature"][2] > result.final["room.temperature"][0]  # its higher setpoint
