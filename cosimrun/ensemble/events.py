@@ -14,7 +14,9 @@ member. Mode switches (:mod:`cosimrun.ensemble.modes`) happen per member where i
 start, at every instant it accepts, at its boundary events; a dwell window that holds a switch back ends in a
 communication point of that member's own. The arithmetic of every trial is the scalar run's: every member takes
 the trial steps, the event instants, the switches, the statistics and the samples of its scalar run. Each member
-writes its samples at the communication points as it passes them.
+writes its samples at the communication points as it passes them, and hands every instant it accepts to its
+coupling-error estimate (:class:`~cosimrun.ensemble.coupling.OwnClockEstimate`) as its scalar run's recorder hands
+its samples there: before the events at that instant, after each micro step, before its mode switches.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
 memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, event
@@ -389,8 +391,7 @@ class LocatedEvents:
         """The producers' ports of the links whose coupling error is estimated."""
         self.record(np.ones(members, dtype=bool))
         if self.coupling is not None:
-            everyone = np.arange(members)
-            self.coupling.begin(everyone, self.inputs(self.acc.values, everyone))
+            self.coupling.begin(self.inputs(self.acc.values))
         loop_start = time.perf_counter()
         with np.errstate(all="ignore"):
             self.begin(t0)
@@ -459,6 +460,8 @@ class LocatedEvents:
         self._narrow_parameters(idx)
         for p in self.ports:
             p.value = np.asarray(p.value)[idx] if np.ndim(p.value) else p.value
+        if self.coupling is not None:
+            self.coupling.compact(idx)
         self.ids = self.ids[idx]
 
     def start_probe(self, mask: np.ndarray, g_now: np.ndarray, fired: np.ndarray) -> None:
@@ -527,8 +530,7 @@ class LocatedEvents:
         self.record(sound)
         t = self.mtimes(self.pos)
         if self.coupling is not None:
-            at = np.flatnonzero(sound)
-            self.coupling.point(self.ids[at], t[at], self.inputs(self.acc.values, at))
+            self.coupling.point(sound, t, self.inputs(self.acc.values))
         if self.multis:
             self.switch_at(sound, t, arm=True)
         self.go_on(sound)
@@ -598,12 +600,12 @@ class LocatedEvents:
             self.last[key][ids] = values
             self.history[key][row[keep], ids[keep]] = values[keep]
 
-    def inputs(self, values: list[np.ndarray], local: np.ndarray) -> np.ndarray:
-        """The estimated links' inputs ``(links, len(local))`` of the current members *local* (indices), from the
-        port values *values* (a :class:`Saved` copy's, one array per port of :attr:`ports`)."""
+    def inputs(self, values: list[np.ndarray]) -> np.ndarray:
+        """The estimated links' inputs ``(links, current members)`` from the port values *values* (a :class:`Saved`
+        copy's, one array per port of :attr:`ports`)."""
         assert self.coupling is not None
         index = self.port_index
-        return self.coupling.convert([values[index[id(p)]][local] for p in self.coupled])
+        return self.coupling.convert([values[index[id(p)]] for p in self.coupled])
 
     def check_finite(self, mask: np.ndarray) -> None:
         """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
@@ -870,7 +872,7 @@ class LocatedEvents:
         self.pos[mask] = self.hi[mask]
         idx = np.flatnonzero(mask)
         t = self.mtimes(self.pos)
-        end = None if self.coupling is None else self.inputs(self.at_hi_state.values, idx)
+        end = None if self.coupling is None else self.inputs(self.at_hi_state.values)
         with self.narrowed(idx):
             live, fired_idx = self.handle(t[idx], self.cross[idx])
         width = len(self.ids)
@@ -881,8 +883,7 @@ class LocatedEvents:
         self.acc.save(mask)
         self.record(ok)
         if self.coupling is not None and end is not None:
-            at = idx[live]
-            self.coupling.point(self.ids[at], t[at], end[:, live], self.inputs(self.acc.values, at))
+            self.coupling.point(ok, t, end, self.inputs(self.acc.values))
         if self.multis:
             self.switch_at(ok, t, arm=False)
         self.start_probe(ok, self.indicator(t), fired)

@@ -23,7 +23,9 @@ from test_ensemble import CONTROL_LOOP
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
+from cosimrun.ensemble import coupling as members_coupling
 from cosimrun.ensemble import events as located
+from cosimrun.errors import ConfigError
 from cosimrun.masters import coupling_error
 from cosimrun.masters.coupling_error import CouplingError, largest_relative
 from cosimrun.runner.load import load_run, load_sweep
@@ -241,9 +243,10 @@ def test_under_the_hybrid_master_each_member_estimates_on_its_own_clock_as_its_s
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member's points are its own: its grid points, its bounces (the sample before a bounce ends the step,
     the one after it starts the next: the jump of the speed counts towards its range, not its estimates). Run in
-    chunks of two members, each shrinking its arrays to the members still stepping; a member whose lag
-    overflows in its first step fails alone, without estimates."""
+    chunks of two members, each shrinking its arrays to the members still stepping, a point of one of the two
+    folded on its column alone; a member whose lag overflows in its first step fails alone, without estimates."""
     monkeypatch.setattr(located, "COMPACT", 2)
+    monkeypatch.setattr(members_coupling, "SPARSE", 1)
     tf, dt, g = 1.5, 0.01, 9.81
     params = {"ball.e": np.array([0.8, 0.5, 0.3, 0.5]), "ball.h0": np.array([1.0, 0.4, 0.0, 1.0]),
               "ball.v0": np.array([0.0, 1.0, 2.0, 0.0]), "lag.time_constant": np.array([0.05, 0.1, 0.02, 1e-300])}
@@ -267,6 +270,15 @@ def test_under_the_hybrid_master_each_member_estimates_on_its_own_clock_as_its_s
     assert result.coupling_error.range[speed, 0] == pytest.approx(1e3 * 1.8 * math.sqrt(2 * g), rel=1e-8)
     assert result.failures[3].time == dt and result.failures[3].cause == "non-finite value"
     assert np.isnan(result.coupling_error.max[:, 3]).all() and result.coupling_error.member(3) == []
+
+
+def test_an_estimate_on_members_own_clocks_refuses_links_not_held_in_one_keyed_line() -> None:
+    """The hybrid master holds every input over a step; an estimate of members on their own clocks is refused
+    links that another master extrapolates, rather than estimating them as held."""
+    with pytest.raises(ConfigError) as info:
+        members_coupling.OwnClockEstimate([], ["held", "taylor", "line"], 3, set())
+    assert info.value.key == "master" and str(info.value).endswith("for links held over a step only, not line, taylor")
+    assert "\n" not in str(info.value)
 
 
 SWEEP = ["-m", "+experiment=coupled_oscillators", "run.tf=0.2", "master=gauss_seidel", "master.extrapolation=2",
