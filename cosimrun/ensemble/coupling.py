@@ -1,21 +1,39 @@
 """The coupling-error estimate of an ensemble's members: per member, what its own run's estimate gives.
 
-The estimate is that of a run (:mod:`cosimrun.masters.coupling_error`) over arrays of members
-(:class:`~cosimrun.masters.coupling_error.MemberCouplingEstimate`): every link into a real input whose producer's
-port is recorded, each of the kind its master gives it, estimated from every communication point (whatever
-``record_every`` keeps of the histories).
+The estimate is that of a run (:mod:`cosimrun.masters.coupling_error`) over arrays of members: every link into a
+real input whose producer's port is recorded, each of the kind its master gives it, estimated from every
+communication point (whatever ``record_every`` keeps of the histories). Under the fixed-step masters the members
+share their communication points (:class:`~cosimrun.masters.coupling_error.MemberCouplingEstimate`); under the
+hybrid master each member has its own (its event instants, the ends of its dwell windows), so its steps are
+estimated as it accepts them (:class:`OwnClockEstimate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cosimrun.masters.coupling_error import MemberCouplingEstimate
+import numpy as np
+
+from cosimrun.errors import ConfigError
+from cosimrun.masters.coupling_error import MemberCouplingErrors, MemberCouplingEstimate, step_estimates
 
 if TYPE_CHECKING:
     from cosimrun.masters.extrapolation import Extrapolation
     from cosimrun.system.connection import Link
+
+_HELD = np.array(["held"])
+_STEP = np.array([1])
+_TIMES = np.array([0.0, 1.0])
+"""A step's two points for :func:`step_estimates` of held links, whose estimate does not depend on the times."""
+_FIGURES = ("start", "max", "at", "sumsq", "count", "lo", "hi")
+"""The running figures of :class:`OwnClockEstimate` per link and member: the inputs at the start of the step (after
+the events of the last point), the largest estimate and where it was, the sum of squares, the steps (exact as
+floats), the smallest and the largest value of the input."""
+_START, _MAX, _AT, _SUMSQ, _COUNT, _LO, _HI = range(len(_FIGURES))
+SPARSE = 8
+"""A point of fewer than one in this many of the members still stepped is folded on their columns alone (gathered
+and written back); more, on every column, masked."""
 
 
 def member_estimate(scalar: Any, plan: list[Any], lagging: list[Link], extrapolation: Extrapolation, order: int,
@@ -32,3 +50,122 @@ def member_estimate(scalar: Any, plan: list[Any], lagging: list[Link], extrapola
         return None
     scalar.plan, scalar.lagging, scalar.extrapolation = plan, lagging, extrapolation
     return MemberCouplingEstimate(real, scalar.coupling_kinds(real), order, members, recorded)
+
+
+def own_clock_estimate(scalar: Any, members: int, recorded: Collection[str]) -> OwnClockEstimate | None:
+    """The estimate of *members* members that run on their own clocks as the scalar run *scalar* (the hybrid
+    master's run, which the ensemble stands in for) runs each (``None`` without links into real inputs)."""
+    real = scalar.schedule.real_links
+    if not real:
+        return None
+    return OwnClockEstimate(real, scalar.coupling_kinds(real), members, recorded)
+
+
+class OwnClockEstimate:
+    """The coupling-error estimate of M members that each accept their own communication points (the hybrid
+    master's ensembles).
+
+    A run's estimate (:class:`~cosimrun.masters.coupling_error.CouplingErrorEstimate`) reads, per communication
+    point, its sample before events there (the end of the step) and its last one after them (the start of the
+    next), and the range of every sample. Here each member hands over its points as it accepts them
+    (:meth:`point`, with :meth:`sample` for the samples of its micro steps between), and each step is estimated
+    and folded into that member's running figures at once: memory does not grow with the run. Every link is
+    ``held`` (the hybrid master gives a value held over the step: :func:`step_estimates` of its change over the
+    step, which does not depend on the step's times); *recorded* names the ports recorded (``component.port``):
+    as in a run, a link whose producer's port is not recorded is not estimated. The RMS sums the steps one by one
+    where a run sums them in pieces: it may differ in the last bits.
+
+    The figures are kept for the members the run still steps (all at first, fewer after :meth:`compact`), one
+    column each: a point of many of them is folded by masked operations on every column, one of a few (less than
+    one in :data:`SPARSE`) on their columns alone.
+    """
+
+    def __init__(self, links: list[Link], kinds: Sequence[str], members: int, recorded: Collection[str]) -> None:
+        unheld = sorted({kind for kind in kinds if kind != "held"})
+        if unheld:
+            raise ConfigError("master", f"ensembles estimate the coupling error of members on their own clocks for "
+                                        f"links held over a step only, not {', '.join(unheld)}")
+        self.links = [lk for lk in links if f"{lk.connection.src_component}.{lk.connection.src_port}" in recorded]
+        self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
+        self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
+        self._all = np.zeros((len(_FIGURES), len(self.links), members))
+        """Per figure (:data:`_FIGURES`), link and member its running value."""
+        self._all[_LO], self._all[_HI] = np.inf, -np.inf
+        self._live = self._all
+        """The figures of the members still stepped (:attr:`_all` itself until :meth:`compact`)."""
+        self._ids = np.arange(members)
+        """The members still stepped, in order."""
+
+    def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
+        units, ``(links, members)``, as a run converts them."""
+        return np.asarray(values, dtype=float).reshape(len(self.links), -1) * self._scale + self._offset
+
+    def compact(self, keep: np.ndarray) -> None:
+        """Go on with the members still stepped at the places *keep* (indices, in order) alone."""
+        self._store()
+        self._live = self._live[:, :, keep]
+        self._ids = self._ids[keep]
+
+    def _store(self) -> None:
+        if self._live is not self._all:
+            self._all[:, :, self._ids] = self._live
+
+    def begin(self, values: np.ndarray) -> None:
+        """The first point of every member: their inputs *values* ``(links, members)`` (no step ends there)."""
+        f = self._live
+        f[_START] = values
+        np.minimum(f[_LO], values, out=f[_LO])
+        np.maximum(f[_HI], values, out=f[_HI])
+
+    def sample(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """A sample of members *ids* (numbers in the ensemble, in order) that counts only towards the inputs'
+        ranges: a micro step's, *values* ``(links, len(ids))``."""
+        at = np.searchsorted(self._ids, ids)
+        span = self._live[_LO:_HI + 1][:, :, at]
+        np.minimum(span[0], values, out=span[0])
+        np.maximum(span[1], values, out=span[1])
+        self._live[_LO:_HI + 1][:, :, at] = span
+
+    def point(self, mask: np.ndarray, t: np.ndarray, end: np.ndarray, start: np.ndarray | None = None) -> None:
+        """The members *mask* (of those still stepped) accepted their points at *t*: the inputs *end* (``(links,
+        members still stepped)``) before events there end their steps, those after them, *start* (*end* without
+        events), start their next ones. The other members' columns are ignored."""
+        start = end if start is None else start
+        if np.count_nonzero(mask) * SPARSE < mask.size:
+            at = np.flatnonzero(mask)
+            part = self._live[:, :, at]
+            _fold(part, t[at], end[:, at], start[:, at], None)
+            self._live[:, :, at] = part
+        else:
+            _fold(self._live, t, end, start, mask)
+
+    def result(self) -> MemberCouplingErrors:
+        """Each member's estimates over the points it accepted so far (no connection before any step)."""
+        self._store()
+        f = self._all
+        links = self.links if f[_COUNT].any() else []
+        rows = len(links)
+        rms = np.sqrt(f[_SUMSQ] / np.maximum(f[_COUNT], 1.0))
+        return MemberCouplingErrors([str(lk.connection) for lk in links], [lk.dst.spec.unit_name for lk in links],
+                                    f[_MAX, :rows].copy(), rms[:rows], f[_AT, :rows].copy(), (f[_HI] - f[_LO])[:rows])
+
+
+def _fold(f: np.ndarray, t: np.ndarray, end: np.ndarray, start: np.ndarray, mask: np.ndarray | None) -> None:
+    """Fold the steps of the members *mask* (every column without one) ending at *t* with the inputs *end*, and
+    starting the next ones with *start*, into their figures *f* (``(figure, link, member)``, in place)."""
+    rows = np.stack([f[_START].ravel(), end.ravel()])
+    e = step_estimates(_TIMES, rows, rows, _STEP, _HELD, 0, 0)[0].reshape(end.shape)
+    squares = e * e
+    larger = e > f[_MAX]
+    lo = np.minimum(f[_LO], np.minimum(end, start))
+    hi = np.maximum(f[_HI], np.maximum(end, start))
+    if mask is not None:
+        squares = np.where(mask, squares, 0.0)
+        larger &= mask
+        lo, hi, start = np.where(mask, lo, f[_LO]), np.where(mask, hi, f[_HI]), np.where(mask, start, f[_START])
+    f[_SUMSQ] += squares
+    f[_MAX] = np.where(larger, e, f[_MAX])
+    f[_AT] = np.where(larger, t, f[_AT])
+    f[_COUNT] += 1.0 if mask is None else mask
+    f[_LO], f[_HI], f[_START] = lo, hi, start

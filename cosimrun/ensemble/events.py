@@ -14,7 +14,9 @@ member. Mode switches (:mod:`cosimrun.ensemble.modes`) happen per member where i
 start, at every instant it accepts, at its boundary events; a dwell window that holds a switch back ends in a
 communication point of that member's own. The arithmetic of every trial is the scalar run's: every member takes
 the trial steps, the event instants, the switches, the statistics and the samples of its scalar run. Each member
-writes its samples at the communication points as it passes them.
+writes its samples at the communication points as it passes them, and hands every instant it accepts to its
+coupling-error estimate (:class:`~cosimrun.ensemble.coupling.OwnClockEstimate`) as its scalar run's recorder hands
+its samples there: before the events at that instant, after each micro step, before its mode switches.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
 memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, event
@@ -33,6 +35,7 @@ import numpy as np
 
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
+from cosimrun.ensemble.coupling import own_clock_estimate
 from cosimrun.ensemble.members import OdeMember, refresh_parameters
 from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
@@ -381,7 +384,14 @@ class LocatedEvents:
         self.acc = Saved(self)
         self.at_hi_state = Saved(self)
         self.port_index = {id(p): i for i, p in enumerate(self.ports)}
+        coupling = own_clock_estimate(run.scalar, members, run.outputs)
+        self.coupling = coupling if coupling is not None and coupling.links else None
+        """The estimate that each member's points go to (``None`` without links to estimate)."""
+        self.coupled = [] if self.coupling is None else [lk.src for lk in self.coupling.links]
+        """The producers' ports of the links whose coupling error is estimated."""
         self.record(np.ones(members, dtype=bool))
+        if self.coupling is not None:
+            self.coupling.begin(self.inputs(self.acc.values))
         loop_start = time.perf_counter()
         with np.errstate(all="ignore"):
             self.begin(t0)
@@ -405,8 +415,9 @@ class LocatedEvents:
                               run.record_every, members, dict(run.checked.given), status,
                               dict(sorted(run.failures.items())), self.times(self.kept), self.history, units,
                               {key: values.copy() for key, values in self.last.items()}, stats,
-                              self.master.settings(), dict(run.member_stats), events=self.table(),
-                              switches=self.switch_table())
+                              self.master.settings(), dict(run.member_stats),
+                              None if coupling is None else coupling.result().only(alive),
+                              events=self.table(), switches=self.switch_table())
 
     def begin(self, t0: float) -> None:
         """``HybridRun.begin``: each member's mode switch at *t0*, then its indicators armed; those on their
@@ -449,6 +460,8 @@ class LocatedEvents:
         self._narrow_parameters(idx)
         for p in self.ports:
             p.value = np.asarray(p.value)[idx] if np.ndim(p.value) else p.value
+        if self.coupling is not None:
+            self.coupling.compact(idx)
         self.ids = self.ids[idx]
 
     def start_probe(self, mask: np.ndarray, g_now: np.ndarray, fired: np.ndarray) -> None:
@@ -515,8 +528,11 @@ class LocatedEvents:
         self.check_finite(mask)
         sound = mask & self.run.alive[self.ids]
         self.record(sound)
+        t = self.mtimes(self.pos)
+        if self.coupling is not None:
+            self.coupling.point(sound, t, self.inputs(self.acc.values))
         if self.multis:
-            self.switch_at(sound, self.mtimes(self.pos), arm=True)
+            self.switch_at(sound, t, arm=True)
         self.go_on(sound)
 
     def go_on(self, mask: np.ndarray) -> None:
@@ -583,6 +599,13 @@ class LocatedEvents:
             values = kept_values[self.port_index[id(port)]][local]
             self.last[key][ids] = values
             self.history[key][row[keep], ids[keep]] = values[keep]
+
+    def inputs(self, values: list[np.ndarray]) -> np.ndarray:
+        """The estimated links' inputs ``(links, current members)`` from the port values *values* (a :class:`Saved`
+        copy's, one array per port of :attr:`ports`)."""
+        assert self.coupling is not None
+        index = self.port_index
+        return self.coupling.convert([values[index[id(p)]] for p in self.coupled])
 
     def check_finite(self, mask: np.ndarray) -> None:
         """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
@@ -788,6 +811,10 @@ class LocatedEvents:
             for st in self.sources:
                 self.apply(st, crossing[:, self.spans[id(st)]], t_e)
             self.run.settle(t_e)
+            if self.coupling is not None:
+                local = np.flatnonzero(rows)
+                live_values = [np.broadcast_to(np.asarray(p.value, dtype=float), rows.shape) for p in self.coupled]
+                self.coupling.sample(ids[local], self.coupling.convert([v[local] for v in live_values]))
             crossing = self.crossed(before, self.indicator(t_e)) & rows[:, None]
             fired |= crossing
             micro += 1
@@ -845,6 +872,7 @@ class LocatedEvents:
         self.pos[mask] = self.hi[mask]
         idx = np.flatnonzero(mask)
         t = self.mtimes(self.pos)
+        end = None if self.coupling is None else self.inputs(self.at_hi_state.values)
         with self.narrowed(idx):
             live, fired_idx = self.handle(t[idx], self.cross[idx])
         width = len(self.ids)
@@ -854,6 +882,8 @@ class LocatedEvents:
         self.phase[idx[~live]] = DEAD
         self.acc.save(mask)
         self.record(ok)
+        if self.coupling is not None and end is not None:
+            self.coupling.point(ok, t, end, self.inputs(self.acc.values))
         if self.multis:
             self.switch_at(ok, t, arm=False)
         self.start_probe(ok, self.indicator(t), fired)

@@ -291,7 +291,7 @@ class EnsembleMember:
     """Member *member* of an ensemble file, read as a run's results are (:class:`~cosimrun.storage.results.Results`):
     status, error, attributes and statistics, the components recorded, each component's histories as
     :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), the
-    coupling-error estimates as the member's own run has them (under the fixed-step masters), its mode switches
+    coupling-error estimates as the member's own run has them, its mode switches
     (under the hybrid master), and steps, empty since ensembles run no step control. The post commands read it as
     they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 

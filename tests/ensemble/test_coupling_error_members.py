@@ -22,9 +22,12 @@ import yaml
 from test_ensemble import CONTROL_LOOP
 
 from cosimrun.config.build import build_experiment
-from cosimrun.ensemble import run_ensemble
+from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
+from cosimrun.ensemble import coupling as members_coupling
+from cosimrun.ensemble import events as located
+from cosimrun.errors import ConfigError
 from cosimrun.masters import coupling_error
-from cosimrun.masters.coupling_error import largest_relative
+from cosimrun.masters.coupling_error import CouplingError, largest_relative
 from cosimrun.runner.load import load_run, load_sweep
 from cosimrun.runner.run import run_experiment
 from cosimrun.storage.ensemble import EnsembleMember, read_summary, write_ensemble
@@ -114,7 +117,12 @@ def assert_tables_equal(got: pd.DataFrame, expected: pd.DataFrame, what: str) ->
 
 def table_of(result: Any, m: int) -> pd.DataFrame:
     """Member *m*'s estimates in the ensemble's result, as a run's table (largest relative first)."""
-    rows = sorted(result.coupling_error.member(m), key=lambda e: -e.relative)
+    return table(result.coupling_error.member(m))
+
+
+def table(errors: list[CouplingError]) -> pd.DataFrame:
+    """The estimates *errors* as a run's table (largest relative first)."""
+    rows = sorted(errors, key=lambda e: -e.relative)
     return pd.DataFrame({"connection": [e.connection for e in rows], "unit": [e.unit or "" for e in rows],
                          **{name: [float(getattr(e, name)) for e in rows]
                             for name in ("max", "rms", "time_of_max", "range", "relative")}})
@@ -221,6 +229,56 @@ def test_the_estimates_are_read_by_xarray_over_connection_and_member(tmp_path: P
     assert member.components == ["mass1", "mass2"]  # the estimates are not read as a component's histories
     rows = errors.member(3)
     assert largest_relative(rows) == errors.largest_relative()[3] == member.coupling_error["relative"].iloc[0]
+
+
+BALL = {"name": "ball_lag", "master": {"name": "hybrid", "time_tolerance": 1e-10},
+        "components": {"ball": {"type": "bouncing_ball", "params": {"h0": 1.0, "e": 0.8, "g": 9.81}},
+                       "lag": {"type": "first_order_lag", "params": {"unit": "mm/s"}},
+                       "area": {"type": "integrator", "params": {"input_unit": "m"}}},
+        "connections": ["ball.v -> lag.u", "ball.h -> area.u"]}
+"""A bouncing ball whose speed (in m/s) a lag takes in mm/s and whose height an integrator takes."""
+
+
+def test_under_the_hybrid_master_each_member_estimates_on_its_own_clock_as_its_scalar_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each member's points are its own: its grid points, its bounces (the sample before a bounce ends the step,
+    the one after it starts the next: the jump of the speed counts towards its range, not its estimates). Run in
+    chunks of two members, each shrinking its arrays to the members still stepping, a point of one of the two
+    folded on its column alone; a member whose lag overflows in its first step fails alone, without estimates."""
+    monkeypatch.setattr(located, "COMPACT", 2)
+    monkeypatch.setattr(members_coupling, "SPARSE", 1)
+    tf, dt, g = 1.5, 0.01, 9.81
+    params = {"ball.e": np.array([0.8, 0.5, 0.3, 0.5]), "ball.h0": np.array([1.0, 0.4, 0.0, 1.0]),
+              "ball.v0": np.array([0.0, 1.0, 2.0, 0.0]), "lag.time_constant": np.array([0.05, 0.1, 0.02, 1e-300])}
+    exp = build_experiment(copy.deepcopy(BALL))
+    result = run_ensemble(exp.system, exp.master, params, t0=0.0, tf=tf, dt=dt, chunk=2)
+    assert list(result.status) == [COMPLETE] * 3 + [FAILED]
+    assert result.member_stats["events"][:3].tolist() == [2, 12, 7]  # bounces at instants of their own
+    path = write_ensemble(tmp_path / "ensemble.h5", result)
+    for m in range(3):
+        single = build_experiment(copy.deepcopy(BALL))
+        for key, values in params.items():
+            comp, _, name = key.partition(".")
+            single.system.components[comp].set_parameters(**{name: float(values[m])})
+        expected = table(single.system.run(0.0, tf, dt, single.master).coupling_errors)
+        assert_tables_equal(table_of(result, m), expected, f"member {m}")
+        assert_tables_equal(EnsembleMember(path, m).coupling_error, expected, f"member {m} read from its file")
+    speed = result.coupling_error.connections.index("ball.v -> lag.u")
+    # member 0 falls from 1 m at rest: the speed held over a step changes by g dt in flight, less over a step that
+    # ends or starts at a bounce; it ranges from the impact speed down to e times it up (to time_tolerance)
+    assert result.coupling_error.max[speed, 0] == pytest.approx(1e3 * g * dt, rel=1e-12)
+    assert result.coupling_error.range[speed, 0] == pytest.approx(1e3 * 1.8 * math.sqrt(2 * g), rel=1e-8)
+    assert result.failures[3].time == dt and result.failures[3].cause == "non-finite value"
+    assert np.isnan(result.coupling_error.max[:, 3]).all() and result.coupling_error.member(3) == []
+
+
+def test_an_estimate_on_members_own_clocks_refuses_links_not_held_in_one_keyed_line() -> None:
+    """The hybrid master holds every input over a step; an estimate of members on their own clocks is refused
+    links that another master extrapolates, rather than estimating them as held."""
+    with pytest.raises(ConfigError) as info:
+        members_coupling.OwnClockEstimate([], ["held", "taylor", "line"], 3, set())
+    assert info.value.key == "master" and str(info.value).endswith("for links held over a step only, not line, taylor")
+    assert "\n" not in str(info.value)
 
 
 SWEEP = ["-m", "+experiment=coupled_oscillators", "run.tf=0.2", "master=gauss_seidel", "master.extrapolation=2",

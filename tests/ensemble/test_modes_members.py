@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from test_coupling_error_members import assert_tables_equal, table, table_of
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, run_ensemble, run_members
@@ -133,6 +134,7 @@ def test_each_member_switches_modes_and_handles_events_as_its_scalar_run(ensembl
                                    atol=TIME_TOLERANCE)  # observed: equal to the bit
         assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(report.stats, k) for k in COUNTS}
         assert switches[m] == len(theirs)
+        assert_tables_equal(table_of(result, m), table(report.coupling_errors), f"member {m}: coupling errors")
         for key, (time, values) in reference["samples"].items():
             # 1e-12 relative; observed: equal to the bit
             np.testing.assert_allclose(result.history[key][:, m], on_grid(time, values, result.time), rtol=1e-12,
@@ -236,6 +238,7 @@ def test_a_pendulum_switch_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_pe
     columns = [c for c in jobs.columns if c.startswith(("final.", "components.", "status"))]
     assert "final.pendulum.q" in columns
     pd.testing.assert_frame_equal(ens[columns], jobs[columns], check_exact=True)
+    np.testing.assert_allclose(ens["coupling_error_max"], jobs["coupling_error_max"], rtol=1e-12, equal_nan=False)
     for run in range(4):
         member, job = load_run(tmp_path / "ens", run), load_run(tmp_path / "jobs", run)
         assert isinstance(member, EnsembleMember) and len(job.mode_switches) > 0
