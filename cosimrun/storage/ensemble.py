@@ -146,20 +146,31 @@ def _write_events(g: h5netcdf.Group, result: EnsembleResult) -> None:
         g.create_variable(name, ("event",), dtype=_STR, data=np.asarray(events[column], dtype=object))
 
 
-def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
-    """Member *member*'s rows of the events table of an ensemble file (none when it holds no events)."""
+def _member_rows(path: Path, group: str, prefix: str, member: int, table: str,
+                 columns: dict[str, str]) -> pd.DataFrame:
+    """Member *member*'s rows of the table ``<prefix>.*`` of an ensemble file (rows per event or switch, their
+    member in ``<prefix>.member``): its columns *columns* (name -> variable suffix), times as float64, micro steps
+    as int32, texts as str; the empty table *table* when the file holds none."""
     import pandas as pd
 
     with h5py.File(path, "r") as f:
         g = f[group]
-        if "event.member" not in g:
-            return _empty("events")
-        rows = np.flatnonzero(np.asarray(g["event.member"][...]) == member)
-        return pd.DataFrame({
-            "time": np.asarray(g["event.time"][...], dtype=np.float64)[rows],
-            "micro": np.asarray(g["event.micro"][...], dtype=np.int32)[rows],
-            "component": np.array([_text(v) for v in g["event.component"][...][rows]], dtype=object),
-            "event": np.array([_text(v) for v in g["event.name"][...][rows]], dtype=object)})
+        if f"{prefix}.member" not in g:
+            return _empty(table)
+        rows = np.flatnonzero(np.asarray(g[f"{prefix}.member"][...]) == member)
+        out = {}
+        for column, suffix in columns.items():
+            values = g[f"{prefix}.{suffix}"][...][rows]
+            out[column] = (np.asarray(values, dtype=np.float64) if column == "time"
+                           else np.asarray(values, dtype=np.int32) if column == "micro"
+                           else np.array([_text(v) for v in values], dtype=object))
+        return pd.DataFrame(out)
+
+
+def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
+    """Member *member*'s rows of the events table of an ensemble file (none when it holds no events)."""
+    return _member_rows(path, group, "event", member, "events",
+                        {"time": "time", "micro": "micro", "component": "component", "event": "name"})
 
 
 def _write_switches(g: h5netcdf.Group, result: EnsembleResult) -> None:
@@ -178,17 +189,8 @@ def _write_switches(g: h5netcdf.Group, result: EnsembleResult) -> None:
 
 def _read_switches(path: Path, group: str, member: int) -> pd.DataFrame:
     """Member *member*'s rows of the mode switches of an ensemble file (none when it holds none)."""
-    import pandas as pd
-
-    with h5py.File(path, "r") as f:
-        g = f[group]
-        if "switch.member" not in g:
-            return _empty("mode_switches")
-        rows = np.flatnonzero(np.asarray(g["switch.member"][...]) == member)
-        return pd.DataFrame({
-            "time": np.asarray(g["switch.time"][...], dtype=np.float64)[rows],
-            **{column: np.array([_text(v) for v in g[f"switch.{column}"][...][rows]], dtype=object)
-               for column in ("component", "from_mode", "to_mode")}})
+    return _member_rows(path, group, "switch", member, "mode_switches",
+                        {column: column for column in ("time", "component", "from_mode", "to_mode")})
 
 
 def _write_coupling_error(g: h5netcdf.Group, result: EnsembleResult) -> None:
