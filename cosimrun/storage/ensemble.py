@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,18 +132,35 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
     return path
 
 
+def _write_member_rows(g: h5netcdf.Group, prefix: str, rows: Mapping[str, Any], columns: dict[str, str]) -> None:
+    """A table with a row per event or switch of any member (*rows*: column -> values, ``member`` among them)
+    over the dimension *prefix*: ``<prefix>.member`` and the columns *columns* (name -> variable suffix), times
+    in seconds, micro steps as int32, texts as strings; nothing when it has no rows."""
+    if not rows:
+        return
+    g.dimensions[prefix] = len(rows["member"])
+    dim = (prefix,)
+    g.create_variable(f"{prefix}.member", dim, data=np.asarray(rows["member"], dtype=np.int64))
+    for column, suffix in columns.items():
+        name = f"{prefix}.{suffix}"
+        if column == "time":
+            g.create_variable(name, dim, data=np.asarray(rows[column], dtype=float)).attrs["units"] = "s"
+        elif column == "micro":
+            g.create_variable(name, dim, data=np.asarray(rows[column], dtype=np.int32))
+        else:
+            g.create_variable(name, dim, dtype=_STR, data=np.asarray(rows[column], dtype=object))
+
+
+EVENT_COLUMNS = {"time": "time", "micro": "micro", "component": "component", "event": "name"}
+"""The events table's columns -> their variables' suffixes (``event.*``)."""
+SWITCH_COLUMNS = {column: column for column in ("time", "component", "from_mode", "to_mode")}
+"""The mode switches table's columns -> their variables' suffixes (``switch.*``)."""
+
+
 def _write_events(g: h5netcdf.Group, result: EnsembleResult) -> None:
     """The events every member handled (the hybrid master), one row each over the dimension ``event``:
     ``event.member``, ``event.time``, ``event.micro``, ``event.component``, ``event.name``."""
-    events = result.events
-    if not events:
-        return
-    g.dimensions["event"] = len(events["member"])
-    g.create_variable("event.member", ("event",), data=np.asarray(events["member"], dtype=np.int64))
-    g.create_variable("event.time", ("event",), data=np.asarray(events["time"], dtype=float)).attrs["units"] = "s"
-    g.create_variable("event.micro", ("event",), data=np.asarray(events["micro"], dtype=np.int32))
-    for column, name in (("component", "event.component"), ("event", "event.name")):
-        g.create_variable(name, ("event",), dtype=_STR, data=np.asarray(events[column], dtype=object))
+    _write_member_rows(g, "event", result.events, EVENT_COLUMNS)
 
 
 def _member_rows(path: Path, group: str, prefix: str, member: int, table: str,
@@ -169,28 +186,19 @@ def _member_rows(path: Path, group: str, prefix: str, member: int, table: str,
 
 def _read_events(path: Path, group: str, member: int) -> pd.DataFrame:
     """Member *member*'s rows of the events table of an ensemble file (none when it holds no events)."""
-    return _member_rows(path, group, "event", member, "events",
-                        {"time": "time", "micro": "micro", "component": "component", "event": "name"})
+    return _member_rows(path, group, "event", member, "events", EVENT_COLUMNS)
 
 
 def _write_switches(g: h5netcdf.Group, result: EnsembleResult) -> None:
     """The mode switches every member made (the hybrid master with a multi component), one row each over the
     dimension ``switch``: ``switch.member``, ``switch.time``, ``switch.component``, ``switch.from_mode``,
     ``switch.to_mode``."""
-    switches = result.switches
-    if not switches:
-        return
-    g.dimensions["switch"] = len(switches["member"])
-    g.create_variable("switch.member", ("switch",), data=np.asarray(switches["member"], dtype=np.int64))
-    g.create_variable("switch.time", ("switch",), data=np.asarray(switches["time"], dtype=float)).attrs["units"] = "s"
-    for column in ("component", "from_mode", "to_mode"):
-        g.create_variable(f"switch.{column}", ("switch",), dtype=_STR, data=np.asarray(switches[column], dtype=object))
+    _write_member_rows(g, "switch", result.switches, SWITCH_COLUMNS)
 
 
 def _read_switches(path: Path, group: str, member: int) -> pd.DataFrame:
     """Member *member*'s rows of the mode switches of an ensemble file (none when it holds none)."""
-    return _member_rows(path, group, "switch", member, "mode_switches",
-                        {column: column for column in ("time", "component", "from_mode", "to_mode")})
+    return _member_rows(path, group, "switch", member, "mode_switches", SWITCH_COLUMNS)
 
 
 def _write_coupling_error(g: h5netcdf.Group, result: EnsembleResult) -> None:
