@@ -36,7 +36,7 @@ import numpy as np
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import own_clock_estimate
-from cosimrun.ensemble.members import OdeMember, refresh_parameters
+from cosimrun.ensemble.members import OdeMember, arm_members, crossed_members, reference_sides, refresh_parameters
 from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
 from cosimrun.masters.events import PROBE_GROWTH
@@ -322,17 +322,12 @@ class LocatedEvents:
         return before, t0, t1, after
 
     def crossed(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-        """Which indicators crossed zero from *before* to *after*, each in its direction
-        (:func:`~cosimrun.ensemble.members.crossed_members` per indicator)."""
-        tol = self.tol
-        rising = (before < -tol) & (after > tol)
-        falling = (before > tol) & (after < -tol)
-        return np.where(self.dirs > 0, rising, np.where(self.dirs < 0, falling, rising | falling))
+        """Which indicators crossed zero from *before* to *after*, each in its direction."""
+        return crossed_members(before, after, self.dirs, self.tol)
 
     def arm(self, mask: np.ndarray, g: np.ndarray) -> None:
         """Arm the indicators of members *mask* with their signed values *g* (``StateEvents.arm``)."""
-        signed = mask[:, None] & (np.abs(g) > self.tol)
-        self.armed[signed] = g[signed]
+        arm_members(self.armed, g, self.tol, mask)
 
     def count(self, name: str, mask: np.ndarray, by: Any = 1) -> None:
         """Count one more *name* (or *by*) for the current members *mask*."""
@@ -496,7 +491,7 @@ class LocatedEvents:
             return
         g = self.trial(pos_t, t_to, hints=True)
         hints = self.hints()
-        ref = np.where((self.armed == 0.0) & (np.abs(hints[0]) > self.tol), hints[0], self.armed)
+        ref = reference_sides(self.armed, hints[0], self.tol)
         crossing = self.crossed(ref, g) & step[:, None]
         hit = crossing.any(axis=1)
         quiet = step & ~hit

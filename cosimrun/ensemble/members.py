@@ -259,10 +259,8 @@ class OdeMember(Member):
 
     def reference(self, tol: float) -> list[np.ndarray]:
         """Per state event, the side each member's indicator is compared against after a step
-        (``StateEvents.reference``): its armed side, or, for one without a side, the signed value before a crossing
-        the integrator saw inside the step."""
-        return [np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
-                for armed, hinted in zip(self.armed, self.hinted, strict=True)]
+        (:func:`reference_sides`)."""
+        return [reference_sides(armed, hinted, tol) for armed, hinted in zip(self.armed, self.hinted, strict=True)]
 
     def refresh(self, t: float) -> None:
         x = self.x
@@ -270,9 +268,7 @@ class OdeMember(Member):
             port.value = x[i].copy()
         ports = self.alg_ports
         if ports:
-            ys = self.compute_outputs(t, x, self.gather())
-            if (isinstance(ys, np.ndarray) and ys.ndim <= 1) or np.ndim(ys) == 0:
-                ys = (ys,)
+            ys = output_values(self.compute_outputs(t, x, self.gather()))
             if len(ys) != len(ports):
                 raise ModelOutputError(f"component {self.comp.name!r}: compute_outputs returned {len(ys)} values for "
                                        f"{len(ports)} outputs", component=self.comp.name, time=t,
@@ -289,20 +285,41 @@ class OdeMember(Member):
                 for name, _, func in self.events]
 
 
-def arm_members(armed: np.ndarray, g: np.ndarray, tol: float) -> None:
-    """Arm each member's indicator with its value *g* where it is signed (``StateEvents.arm``)."""
+def arm_members(armed: np.ndarray, g: np.ndarray, tol: float, mask: np.ndarray | None = None) -> None:
+    """Arm each member's indicator with its value *g* where it is signed (``StateEvents.arm``); with *mask*, of
+    those members alone (*mask* ``(M,)`` for *g* ``(M, indicators)``)."""
     signed = np.abs(g) > tol
+    if mask is not None:
+        signed &= mask if signed.ndim == 1 else mask[:, None]
     armed[signed] = g[signed]
 
 
-def crossed_members(before: np.ndarray, after: np.ndarray, direction: int, tol: float) -> np.ndarray:
+def crossed_members(before: np.ndarray, after: np.ndarray, direction: int | np.ndarray, tol: float) -> np.ndarray:
     """Which members' indicators crossed zero from *before* to *after*: :func:`cosimrun.core.events.crossed`
-    for each member (a strictly signed value to one strictly past zero, values within *tol* counting as zero)."""
+    for each member (a strictly signed value to one strictly past zero, values within *tol* counting as zero).
+    *direction* is one indicator's, or an array of each column's for ``(members, indicators)`` values."""
     rising = (before < -tol) & (after > tol)
+    if np.ndim(direction):
+        falling = (before > tol) & (after < -tol)
+        return np.where(direction > 0, rising, np.where(direction < 0, falling, rising | falling))
     if direction > 0:
         return rising
     falling = (before > tol) & (after < -tol)
     return falling if direction < 0 else rising | falling
+
+
+def reference_sides(armed: np.ndarray, hinted: np.ndarray, tol: float) -> np.ndarray:
+    """The side each indicator is compared against after a step (``StateEvents.reference``): its armed side, or,
+    for one without a side, the signed value before a crossing the integrator saw inside the step (*hinted*)."""
+    return np.where((armed == 0.0) & (np.abs(hinted) > tol), hinted, armed)
+
+
+def output_values(ys: Any) -> tuple[Any, ...]:
+    """What ``compute_outputs`` returned as one value per output: a number or one array over the members is one
+    output's."""
+    if (isinstance(ys, np.ndarray) and ys.ndim <= 1) or np.ndim(ys) == 0:
+        return (ys,)
+    return tuple(ys)
 
 
 def start_member_state(st: OdeMember) -> None:
@@ -332,5 +349,5 @@ def stepper(comp: CoSimComponent, members: int) -> Member:
     return TimedMember(comp, members) if timed_ok(comp) else Member(comp, members)
 
 
-__all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "real_outputs", "refresh_parameters", "refuse",
-           "start_member_state", "stepper"]
+__all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "output_values", "real_outputs",
+           "reference_sides", "refresh_parameters", "refuse", "start_member_state", "stepper"]

@@ -30,7 +30,7 @@ from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.regions import IRRELEVANT
 from cosimrun.core.switching import _TIME_EPS
-from cosimrun.ensemble.members import Member, OdeMember, not_vectorized, refuse
+from cosimrun.ensemble.members import Member, OdeMember, not_vectorized, output_values, refuse
 from cosimrun.ensemble.rk4 import VectorRK4
 from cosimrun.errors import ConfigError, CosimrunError
 
@@ -191,9 +191,9 @@ class MultiMember(OdeMember):
             return self.models[self.only].compute_outputs(t, x, u)
         parts = [(mask, model.compute_outputs(t, x, u)) for model, mask in zip(self.models, masks, strict=True)
                  if mask.any()]
-        out = [np.asarray(y, dtype=float) for y in _outputs(parts[0][1])]
+        out = [np.asarray(y, dtype=float) for y in output_values(parts[0][1])]
         for mask, ys in parts[1:]:
-            out = [np.where(mask, y, o) for y, o in zip(_outputs(ys), out, strict=True)]
+            out = [np.where(mask, y, o) for y, o in zip(output_values(ys), out, strict=True)]
         return tuple(out)
 
     def _event_function(self, name: str) -> Callable[..., Any]:
@@ -311,11 +311,9 @@ class MultiMember(OdeMember):
 
     def refresh_members(self, t: Any, mask: np.ndarray) -> None:
         """The outputs of members *mask* afresh (the others keep theirs)."""
-        old = [np.array(np.broadcast_to(np.asarray(p.value, dtype=float), (self.members,)))
-               for p, _ in self.state_ports] + [np.array(np.broadcast_to(np.asarray(p.value, dtype=float),
-                                                                         (self.members,))) for p in self.alg_ports]
-        self.refresh(t)
         ports = [p for p, _ in self.state_ports] + list(self.alg_ports)
+        old = [np.array(np.broadcast_to(np.asarray(p.value, dtype=float), (self.members,))) for p in ports]
+        self.refresh(t)
         for port, before in zip(ports, old, strict=True):
             port.value = np.where(mask, port.value, before)
 
@@ -377,12 +375,6 @@ class MultiMember(OdeMember):
         held = waiting & (wanted != self.mode)
         out[held] = (self.last_switch + self.dwell)[held]
         return out
-
-
-def _outputs(ys: Any) -> tuple[Any, ...]:
-    if (isinstance(ys, np.ndarray) and ys.ndim <= 1) or np.ndim(ys) == 0:
-        return (ys,)
-    return tuple(ys)
 
 
 def _first_region(region_mode: np.ndarray, mode: np.ndarray) -> np.ndarray:

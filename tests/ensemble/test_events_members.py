@@ -216,11 +216,17 @@ def test_coupled_components_without_events_step_as_the_hybrid_master_steps_them(
 ])
 def test_what_the_hybrid_ensemble_does_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
                                                                             text: str) -> None:
-    cfg = copy.deepcopy(BALL)
+    assert_refused(BALL, change, {"ball.e": [0.5, 0.6]}, key, text)
+
+
+def assert_refused(base: dict[str, Any], change: Any, parameters: dict[str, Any], key: str, text: str) -> None:
+    """An ensemble of *parameters* of the experiment *base* with *change* applied is refused before it runs, in one
+    line keyed *key* that says *text*."""
+    cfg = copy.deepcopy(base)
     change(cfg)
     exp = build(cfg)
     with pytest.raises(ConfigError) as info:
-        run_ensemble(exp.system, exp.master, {"ball.e": [0.5, 0.6]}, t0=T0, tf=0.1, dt=DT)
+        run_ensemble(exp.system, exp.master, parameters, t0=T0, tf=0.1, dt=DT)
     assert info.value.key == key and text in str(info.value) and "\n" not in str(info.value)
 
 

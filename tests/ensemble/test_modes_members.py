@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 from test_coupling_error_members import assert_tables_equal, table, table_of
+from test_events_members import assert_refused
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, run_ensemble, run_members
 from cosimrun.ensemble import events as located
-from cosimrun.errors import ConfigError
 from cosimrun.runner.load import load_run, load_sweep
 from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
 
@@ -208,12 +208,7 @@ def _jacobi(cfg: dict[str, Any]) -> None:
 ])
 def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
                                                                               text: str) -> None:
-    cfg = copy.deepcopy(SWITCH)
-    change(cfg)
-    exp = build(cfg)
-    with pytest.raises(ConfigError) as info:
-        run_ensemble(exp.system, exp.master, {"ctrl.kp": [50.0, 60.0]}, t0=T0, tf=0.1, dt=DT)
-    assert info.value.key == key and text in str(info.value) and "\n" not in str(info.value)
+    assert_refused(SWITCH, change, {"ctrl.kp": [50.0, 60.0]}, key, text)
 
 
 @pytest.mark.slow
