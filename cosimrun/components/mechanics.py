@@ -198,6 +198,8 @@ class BouncingBall(OdeBlock):
             return self._bounce_members(x)
         g = self.parameters["g"]
         h, v = float(x[0]), float(x[1])
+        if not (math.isfinite(h) and math.isfinite(v)):
+            return np.array(x, dtype=float)  # an overflowed state has no rebound; the run stops at its value
         v_impact = -math.sqrt(max(v * v + 2.0 * g * min(h, 0.0), 0.0))
         late = max((v_impact - v) / g, 0.0)
         while True:
@@ -218,9 +220,9 @@ class BouncingBall(OdeBlock):
         h, v = x[0], x[1]
         v_impact = -np.sqrt(np.maximum(v * v + 2.0 * g * np.minimum(h, 0.0), 0.0))
         late = np.maximum((v_impact - v) / g, 0.0)
-        out = np.empty_like(x)
+        out = np.array(x, dtype=float)
         resting = np.array(self.resting, dtype=bool)
-        open_ = np.ones(x.shape[1], dtype=bool)
+        open_ = np.isfinite(x).all(axis=0)
         while open_.any():
             v_rebound = -e * v_impact
             rest = open_ & (v_rebound <= v_rest)

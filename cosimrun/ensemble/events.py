@@ -865,6 +865,8 @@ class LocatedEvents:
         then probing."""
         self.at_hi_state.load(mask)
         self.pos[mask] = self.hi[mask]
+        self.check_finite(mask)  # the sample before the events, as the scalar run's recorder checks it
+        mask = mask & (self.phase != DEAD)
         idx = np.flatnonzero(mask)
         t = self.mtimes(self.pos)
         end = None if self.coupling is None else self.inputs(self.at_hi_state.values)
@@ -876,6 +878,8 @@ class LocatedEvents:
         ok[idx], fired[idx] = live, fired_idx
         self.phase[idx[~live]] = DEAD
         self.acc.save(mask)
+        self.check_finite(ok)  # the samples after the micro steps
+        ok &= self.phase != DEAD
         self.record(ok)
         if self.coupling is not None and end is not None:
             self.coupling.point(ok, t, end, self.inputs(self.acc.values))

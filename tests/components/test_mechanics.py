@@ -14,7 +14,7 @@ from cosimrun.components.mechanics import (
     MassSpringDamperForce,
     Pendulum,
 )
-from cosimrun.errors import ConfigError
+from cosimrun.errors import ConfigError, NonFiniteValueError
 from cosimrun.masters import GaussSeidel, Hybrid
 from cosimrun.plugins import create_component
 from cosimrun.system import System
@@ -143,6 +143,25 @@ def test_bouncing_ball_under_hybrid_master():
     _, out = sys_.components["b"].get_history_arrays()
     assert np.min(out["h"]) > -1e-8
 
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_a_bounce_from_an_overflowed_state_stops_the_run_at_the_event_instead_of_hanging():
+    """Thrown down at -1e308 m/s, the ball's height overflows to -inf within the bracket of its first bounce; the
+    rebound of that state is not computed (it looped forever), the run stops at the event with the overflowed
+    value, and the member form of the update leaves such a column as it is."""
+    sys_ = System("ball")
+    ball = create_component("bouncing_ball", "b", {"h0": 1.0, "v0": -1e308})
+    sys_.add_component(ball)
+    with pytest.raises(NonFiniteValueError, match=r"output b\.h is -inf at t=6\.1027094489e-11") as info:
+        sys_.run(0.0, 1.0, 0.01, master=Hybrid(time_tolerance=1e-10))
+    assert 0.0 < info.value.time < 1e-10
+    x = np.array([[-np.inf, 0.0], [-1e308, -3.0]])
+    ball.resting = np.zeros(2, dtype=bool)
+    after = ball._bounce(0.0, x, np.zeros(0))
+    assert after[0, 0] == -np.inf and after[1, 0] == -1e308
+    assert after[1, 1] == pytest.approx(0.8 * 3.0) and not ball.resting[1]
 
 def test_bouncing_ball_comes_to_rest():
     ball = create_component("bouncing_ball", "b", {"h0": 0.01, "e": 0.5, "v_rest": 0.2})

@@ -330,6 +330,28 @@ def test_a_member_whose_state_overflows_fails_alone_where_its_scalar_run_stops()
         assert_member_equals_scalar(result, m, params, tf=1.0)
 
 
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_a_member_that_overflows_at_its_event_fails_at_the_instant_its_scalar_run_stops() -> None:
+    """Balls thrown down so fast that their height overflows before the bounce (v0 = -1e308) or their rebound is
+    computed from an overflowed speed (v0 = -1e200): each scalar run stops at the event's instant, a few 1e-11 s
+    or 1e-14 s in, not at the next communication point; so does each member, the others run on."""
+    params = {"ball.h0": np.array([1.0, 1.0, 0.5]), "ball.v0": np.array([0.0, -1e308, -1e200])}
+    exp = build()
+    result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=0.5, dt=DT)
+    assert list(result.status) == [COMPLETE, FAILED, FAILED]
+    for m in (1, 2):
+        one = build()
+        one.system.components["ball"].set_parameters(h0=float(params["ball.h0"][m]), v0=float(params["ball.v0"][m]))
+        with pytest.raises(NonFiniteValueError) as info:
+            one.system.run(T0, 0.5, DT, one.master)
+        failure = result.failures[m]
+        assert 0.0 < failure.time == info.value.time < DT
+        assert (failure.component, failure.cause, failure.last_time) == ("ball", "non-finite value", T0)
+        assert np.isnan(result.history["ball.h"][1:, m]).all()
+    assert_member_equals_scalar(result, 0, params, tf=0.5)
+
 class Flip(OdeComponent):
     """x' = -1 until x crosses zero; the event reflects x (micro step 1), then lifts it by 1 (micro step 2,
     no crossing). With ``endless`` on it reflects x at every micro step: a cascade that never settles."""
