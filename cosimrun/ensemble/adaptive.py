@@ -67,10 +67,6 @@ class VectorAdaptive:
         self.failed_state = np.zeros(members, dtype=np.int64)
         """Per failed member, its time and the state whose error estimate was the largest (non-finite first)."""
 
-    def forget(self) -> None:
-        """Drop every member's step size (the states jumped)."""
-        self.memory = np.full(self.memory.shape, np.nan)
-
     def failures(self) -> list[tuple[int, str, str]]:
         """``(member, state, cause)`` of each member whose last macro step failed, the cause as scipy gives it."""
         return [(m, self.state_names[self.failed_state[m]],
@@ -110,8 +106,7 @@ class VectorAdaptive:
             h_attr = np.where(carried, h_attr, self._initial_step(fun, t, y, f0, span))
         tm = np.full(members, t)
         running = np.ones(members, dtype=bool)
-        starting = running.copy()
-        """Members beginning a step (``_step_impl``): its size from the solver's ``h_abs``, clipped."""
+        starting = running.copy()  # members beginning a step (_step_impl): its size from the solver's h_abs, clipped
         retried = np.zeros(members, dtype=bool)
         h_before = np.empty(members)
         h_abs = np.empty(members)

@@ -19,8 +19,8 @@ coupling-error estimate (:class:`~cosimrun.ensemble.coupling.OwnClockEstimate`) 
 its samples there: before the events at that instant, after each micro step, before its mode switches.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
-memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, event
-subscriptions.
+memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, adaptive
+integrators, event subscriptions.
 """
 
 from __future__ import annotations
