@@ -54,11 +54,14 @@ def refuse(comp: CoSimComponent) -> None:
                                        "do not call")
 
 
-def refuse_iterated_adaptive(steppers: Iterable[Member]) -> None:
-    """Refuse adaptive integrators under ``ijcsa`` with ``iterate_steps``: the finite-difference Jacobian of a
-    member's interface magnifies the last-bit differences of its adaptive steps from its scalar run's (see
-    :mod:`cosimrun.ensemble.adaptive`) up to its Newton tolerance, enough to change its iteration counts."""
-    names = [st.comp.name for st in steppers if isinstance(st, OdeMember) and st.adaptive is not None]
+def refuse_iterated_adaptive(master: Any, components: Iterable[CoSimComponent]) -> None:
+    """Refuse adaptive integrators of *components* under ``ijcsa`` with ``iterate_steps`` (*master*): the
+    finite-difference Jacobian of a member's interface magnifies the last-bit differences of its adaptive steps
+    from its scalar run's (see :mod:`cosimrun.ensemble.adaptive`) up to its Newton tolerance, enough to change its
+    iteration counts."""
+    if not getattr(master, "iterate_steps", False):
+        return
+    names = [c.name for c in components if isinstance(c, OdeComponent) and c.parameters["integrator"] in EXPLICIT]
     if names:
         raise ConfigError("master.iterate_steps", f"ensembles iterate implicit steps of components integrated with "
                                                   f"'rk4' only; {', '.join(names)} integrate adaptively (an adaptive "

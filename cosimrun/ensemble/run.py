@@ -517,7 +517,7 @@ class _EnsembleRun:
         if stuck:
             raise ConfigError("master.iterate_steps", f"master ijcsa with iterate_steps needs rollback in every "
                                                       f"component; {', '.join(stuck)} cannot roll back")
-        refuse_iterated_adaptive(self.steppers.values())
+        refuse_iterated_adaptive(self.master, self.order)
         self.iface = list(self.schedule.real_links)
         self.late = [self.steppers[c.name] for c in self.schedule.late]
         for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
