@@ -46,6 +46,7 @@ MASTERS = {
     "gauss_seidel": {"name": "gauss_seidel"},
     "gauss_seidel_extrapolation_1": {"name": "gauss_seidel", "extrapolation": 1},
     "gauss_seidel_extrapolation_2": {"name": "gauss_seidel", "extrapolation": 2},
+    "ijcsa": {"name": "ijcsa"},
     "ijcsa_iterated": {"name": "ijcsa", "iterate_steps": True},
 }
 
@@ -100,7 +101,8 @@ def counted_scalar_run(method: str, master: str, settings: dict[str, Any], param
 
 CASES = [("rk45", "jacobi", {}), ("rk23", "jacobi", {}), ("dop853", "jacobi", {}),
          ("rk45", "gauss_seidel", {"max_substep": 0.002}), ("rk23", "jacobi_extrapolation_1", {}),
-         ("dop853", "gauss_seidel_extrapolation_1", {}), ("rk45", "gauss_seidel_extrapolation_2", {})]
+         ("dop853", "gauss_seidel_extrapolation_1", {}), ("rk45", "gauss_seidel_extrapolation_2", {}),
+         ("rk23", "ijcsa", {})]
 """Every method under each fixed-step master: held inputs, inputs interpolated over the step (extrapolation 1), the
 start-up step rolled back (extrapolation 2: the step sizes are restored with the states), ``max_substep``."""
 
