@@ -4,6 +4,7 @@
                                         [--sweep 20] [--bouncing-ball 10000 [--ball-tf 5]]
                                         [--pendulum-switch 10000 [--switch-tf 2]]
                                         [--dask-sweep 10000 [--dask-experiment pendulum_switch]]
+                                        [--integrator rk45 [--members 10000] [--tf 0.5]]
 
 For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
 member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
@@ -21,6 +22,11 @@ With ``--pendulum-switch N`` it times the shipped ``pendulum_switch`` experiment
 its own mode: the end stop and the switch regions' boundaries located per member, the dwell time per member) the
 same way: ``System.run`` of a few members against one ensemble of N members of random controller gains, reference
 amplitude, initial state and damping, and checks the sampled members' mode switches and event instants.
+
+With ``--integrator rk45`` (``rk23``, ``dop853``) it times ``coupled_oscillators`` under Jacobi with both masses
+integrated by that adaptive method instead: ``System.run`` of a few members against one ensemble of ``--members``
+members of stiffnesses over two decades (each member its own step size), per member per macro step, with the
+members' mean accepted steps per macro step and the largest difference from the scalar runs.
 
 With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
 launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
@@ -237,6 +243,58 @@ def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
+def adaptive(method: str, members: int, tf: float, record_every: int, sample: int = 3) -> None:
+    """Print ``coupled_oscillators`` (Jacobi) integrated by *method*: scalar runs of *sample* members against an
+    ensemble of *members*."""
+    from cosimrun.ensemble import members as ensemble_members
+
+    cfg = config("jacobi", tf)
+    for comp in cfg["components"].values():
+        comp["params"]["integrator"] = method
+    stiffness = np.geomspace(5.0, 500.0, members)
+    made: list[Any] = []
+    integrator = ensemble_members.VectorAdaptive
+
+    class Counted(integrator):  # type: ignore[misc, valid-type]
+        """The ensemble's integrators, kept for their counts of steps."""
+
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    ensemble_members.VectorAdaptive = Counted  # type: ignore[misc]
+    try:
+        exp = build_experiment(cfg)
+        result = run_ensemble(exp.system, exp.master, {"mass1.stiffness": stiffness}, t0=exp.run.t0,
+                              tf=exp.run.tf, dt=exp.run.dt, record_every=record_every)
+    finally:
+        ensemble_members.VectorAdaptive = integrator
+    steps = result.stats.macro_steps
+    walls, worst = [], 0.0
+    for m in np.linspace(0, members - 1, sample).astype(int).tolist():
+        one = build_experiment(cfg)
+        one.system.components["mass1"].set_parameters(stiffness=float(stiffness[m]))
+        start = time.perf_counter()
+        one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master)
+        walls.append(time.perf_counter() - start)
+        x = np.asarray(one.system.components["mass1"].get_history_arrays()[1]["x"])
+        ref = x[::record_every] if len(x[::record_every]) == len(result.time) else np.append(x[::record_every], x[-1])
+        worst = max(worst, float(np.max(np.abs(result.history["mass1.x"][:, m] - ref)) / np.max(np.abs(ref))))
+    us_scalar = 1e6 * float(np.mean(walls)) / steps
+    us_ensemble = result.stats.us_per_member_step
+    accepted: dict[str, list[np.ndarray]] = {}  # per component, its integrators' counts chunk by chunk
+    for integ in made:
+        accepted.setdefault(integ.name, []).append(integ.accepted)
+    taken = sum(np.concatenate(counts) for counts in accepted.values()) / (len(accepted) * steps)
+    print(f"coupled_oscillators (jacobi, integrator {method}), {members} members of stiffness 5..500 N/m, tf={tf:g} s, "
+          f"{steps} macro steps; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(f"{'us per member per macro step':30}{'scalar run':>12}{'ensemble':>10}{'ratio':>8}"
+          f"{'steps per macro step (min..max)':>33}{'max rel diff':>14}")
+    print(f"{'':30}{us_scalar:12.1f}{us_ensemble:10.2f}{us_scalar / us_ensemble:7.1f}x"
+          f"{f'{taken.min():.2f}..{taken.max():.2f}':>33}{worst:14.1e}")
+    print(f"scalar run: the mean of {sample} members; max rel diff: of mass1.x, to its largest value")
+
+
 def pendulum_switch(members: int, tf: float, sample: int = 5) -> None:
     """Print the hybrid master's ``pendulum_switch``, every member in its own mode: scalar runs of *sample* members
     against an ensemble of *members*."""
@@ -301,7 +359,11 @@ def main() -> None:
     parser.add_argument("--switch-tf", type=float, default=2.0, help="simulated seconds of pendulum_switch")
     parser.add_argument("--dask-experiment", choices=sorted(SWEPT), default="coupled_oscillators",
                         help="the experiment of --dask-sweep")
+    parser.add_argument("--integrator", choices=["rk45", "rk23", "dop853"], help="time this adaptive method instead")
     opts = parser.parse_args()
+    if opts.integrator:
+        adaptive(opts.integrator, opts.members, opts.tf, opts.record_every)
+        return
     if opts.bouncing_ball:
         bouncing_ball(opts.bouncing_ball, opts.ball_tf)
         return

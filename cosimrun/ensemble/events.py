@@ -19,8 +19,8 @@ coupling-error estimate (:class:`~cosimrun.ensemble.coupling.OwnClockEstimate`) 
 its samples there: before the events at that instant, after each micro step, before its mode switches.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
-memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, event
-subscriptions.
+memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, adaptive
+integrators, event subscriptions.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ def refuse_located(system: System) -> None:
                                    "memoryless; under the hybrid master ensembles step ODE components, memoryless "
                                    "ones and multi components of ODE modes only")
         for model in models:
+            if model.parameters["integrator"] != "rk4":
+                raise ConfigError(f"{key}.params.integrator", f"{model.parameters['integrator']!r}: ensembles under "
+                                                              "the hybrid master integrate with 'rk4' only")
             if model.parameters["max_substep"] is not None:
                 raise ConfigError(f"{key}.params.max_substep", "ensembles under the hybrid master take the "
                                                                "configured substeps (max_substep is not supported)")

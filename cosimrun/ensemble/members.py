@@ -2,14 +2,15 @@
 
 A continuous component (:class:`~cosimrun.core.ode.OdeComponent`) is integrated here: its states for all
 members are one ``(n_states, M)`` array, its model methods (``derivatives``, ``compute_outputs``, event
-indicators) are called with them, and :class:`~cosimrun.ensemble.rk4.VectorRK4` repeats the scalar
-integrator's arithmetic. Any other vectorizable component is stepped by its own ``do_step`` and
+indicators) are called with them, and :class:`~cosimrun.ensemble.rk4.VectorRK4` (``rk4``) or
+:class:`~cosimrun.ensemble.adaptive.VectorAdaptive` (``rk45``, ``rk23``, ``dop853``, a step size per member) repeats
+the scalar integrator's arithmetic. Any other vectorizable component is stepped by its own ``do_step`` and
 ``refresh_outputs`` with ``(M,)`` arrays in its ports and parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from cosimrun.core.component import CoSimComponent
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortState, PortType
+from cosimrun.ensemble.adaptive import EXPLICIT, VectorAdaptive
 from cosimrun.ensemble.rk4 import VectorRK4
 from cosimrun.errors import ComponentContractError, ConfigError, CosimrunError, ModelOutputError
 
@@ -42,13 +44,28 @@ def refuse(comp: CoSimComponent) -> None:
             raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not an ODE component; ensembles "
                                    "integrate OdeComponent models only")
         method = comp.parameters["integrator"]
-        if method != "rk4":
-            raise ConfigError(f"{key}.params.integrator", f"{method!r}: ensembles integrate with 'rk4' only "
-                                                          "(a step size per member is not supported yet)")
+        if method != "rk4" and method not in EXPLICIT:
+            supported = ", ".join(repr(m) for m in ("rk4", *EXPLICIT))
+            raise ConfigError(f"{key}.params.integrator", f"{method!r}: ensembles integrate with {supported} only "
+                                                          "(the implicit methods are not vectorized)")
         for hook in ("pre_integrate", "post_integrate", "_initial_state"):
             if getattr(cls, hook) is not getattr(ContinuousComponent, hook):
                 raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) overrides {hook}, which ensembles "
                                        "do not call")
+
+
+def refuse_iterated_adaptive(master: Any, components: Iterable[CoSimComponent]) -> None:
+    """Refuse adaptive integrators of *components* under ``ijcsa`` with ``iterate_steps`` (*master*): the
+    finite-difference Jacobian of a member's interface magnifies the last-bit differences of its adaptive steps
+    from its scalar run's (see :mod:`cosimrun.ensemble.adaptive`) up to its Newton tolerance, enough to change its
+    iteration counts."""
+    if not getattr(master, "iterate_steps", False):
+        return
+    names = [c.name for c in components if isinstance(c, OdeComponent) and c.parameters["integrator"] in EXPLICIT]
+    if names:
+        raise ConfigError("master.iterate_steps", f"ensembles iterate implicit steps of components integrated with "
+                                                  f"'rk4' only; {', '.join(names)} integrate adaptively (an adaptive "
+                                                  "member may take other Newton iterations than its scalar run)")
 
 
 def refresh_parameters(comp: CoSimComponent) -> None:
@@ -97,6 +114,9 @@ def not_vectorized(comp: CoSimComponent, what: str, exc: Exception) -> Component
 class OdeMember(Member):
     """An :class:`OdeComponent` over all members: states ``(n, M)``, inputs gathered to ``(n_in, M)``."""
 
+    adaptive: VectorAdaptive | None = None
+    """The integrator of an adaptive ``integrator`` (``None``: ``rk4``)."""
+
     def __init__(self, comp: OdeComponent, members: int) -> None:
         super().__init__(comp, members)
         self.ode = comp
@@ -116,6 +136,9 @@ class OdeMember(Member):
         self.alg_ports = [comp.outputs[name] for name in comp.output_names]
         p = comp.parameters
         self.rk4 = VectorRK4(comp.name, self.states, p["substeps"], p["max_substep"], self.x.shape)
+        if p["integrator"] in EXPLICIT:
+            self.adaptive = VectorAdaptive(comp.name, p["integrator"], self.states, p["rtol"], p["atol"],
+                                           p["max_substep"], members)
         self.events = [(name, ev.direction, ev.function) for name, ev in comp.state_events.items()]
         self.updates = [ev.update for ev in comp.state_events.values()]
         self.armed = [np.zeros(members) for _ in self.events]
@@ -211,16 +234,20 @@ class OdeMember(Member):
             track = self._track
         if len(self.x):
             try:
-                self.rk4.integrate(self.derivatives, t, h, self.x, u, u_at, track)
+                if self.adaptive is None:
+                    self.rk4.integrate(self.derivatives, t, h, self.x, u, u_at, track)
+                else:
+                    self.adaptive.integrate(self.derivatives, t, h, self.x, u, u_at, track)
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, CosimrunError):
                     raise
                 raise not_vectorized(self.comp, "derivatives (or an event indicator)", exc) from exc
         self.refresh(t + h)
 
-    def _track(self, t: float, x: np.ndarray, u: np.ndarray) -> None:
+    def _track(self, t: float | np.ndarray, x: np.ndarray, u: np.ndarray, where: np.ndarray | None = None) -> None:
         """The scalar integrator's tracking of each state event over one substep, per member
-        (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint."""
+        (:meth:`~cosimrun.core.ode.base.Integrator.track`): a crossing leaves its signed value before it as a hint.
+        With *where*, of those members alone (the others took no step)."""
         shape = (self.members,)
         t_new = t if np.ndim(t) else np.full(shape, t)
         for (_, direction, func), g, t_g, hinted, (t_before, t_after), after in zip(
@@ -230,6 +257,8 @@ class OdeMember(Member):
             if not (isinstance(g_new, np.ndarray) and g_new.shape == shape and g_new.dtype == float):
                 g_new = np.broadcast_to(np.asarray(g_new, dtype=float), shape)
             open_ = hinted == 0.0
+            if where is not None:
+                open_ &= where
             hit = crossed_members(g, g_new, direction, 0.0)
             hit &= open_
             if hit.any():
@@ -240,6 +269,23 @@ class OdeMember(Member):
             move &= open_
             np.copyto(g, g_new, where=move)
             np.copyto(t_g, t_new, where=move)
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The states and the adaptive integrator's step sizes (what a rollback restores, as a scalar run's
+        snapshot holds the integrator's memory)."""
+        return self.x.copy(), None if self.adaptive is None else self.adaptive.memory.copy()
+
+    def restore(self, snapshot: tuple[np.ndarray, np.ndarray | None]) -> None:
+        """Go back to a :meth:`snapshot`."""
+        x, memory = snapshot
+        np.copyto(self.x, x)
+        if self.adaptive is not None and memory is not None:
+            self.adaptive.memory = memory.copy()
+
+    def failures(self) -> list[tuple[int, str, str]]:
+        """``(member, state, cause)`` of each member whose integrator failed over the last step (as its scalar run
+        stops with the integrator's error)."""
+        return [] if self.adaptive is None else self.adaptive.failures()
 
     def arm(self, t: float, tol: float) -> None:
         """Arm every indicator with its side at the accepted instant *t* (a value on the surface keeps the side)."""
@@ -350,4 +396,5 @@ def stepper(comp: CoSimComponent, members: int) -> Member:
 
 
 __all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "output_values", "real_outputs",
-           "reference_sides", "refresh_parameters", "refuse", "start_member_state", "stepper"]
+           "reference_sides", "refresh_parameters", "refuse", "refuse_iterated_adaptive", "start_member_state",
+           "stepper"]

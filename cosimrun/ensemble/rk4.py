@@ -66,10 +66,15 @@ class VectorRK4:
 
     def _first(self, f: Derivatives, t: float | np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The derivatives at the step's start, checked for their shape."""
-        k1 = f(t, x, u)
-        if np.shape(k1) != x.shape:
-            raise ModelOutputError(f"component {self.name!r}: derivatives returned shape {np.shape(k1)} for an "
-                                   f"ensemble, expected {x.shape} (states {list(self.state_names)} by members)",
-                                   component=self.name, time=float(np.min(t)), function="derivatives",
-                                   expected=x.shape, got=np.shape(k1))
-        return k1
+        return check_derivatives(self.name, self.state_names, f(t, x, u), x.shape, t)
+
+
+def check_derivatives(name: str, state_names: tuple[str, ...], k1: np.ndarray, shape: tuple[int, ...],
+                      t: float | np.ndarray) -> np.ndarray:
+    """*k1*, what the derivatives of component *name* returned at *t* for states of *shape*, checked for its shape."""
+    if np.shape(k1) != shape:
+        raise ModelOutputError(f"component {name!r}: derivatives returned shape {np.shape(k1)} for an "
+                               f"ensemble, expected {shape} (states {list(state_names)} by members)",
+                               component=name, time=float(np.min(t)), function="derivatives",
+                               expected=shape, got=np.shape(k1))
+    return k1

@@ -25,7 +25,15 @@ from cosimrun.console import notice
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import member_estimate
 from cosimrun.ensemble.events import LocatedEvents, refuse_located
-from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
+from cosimrun.ensemble.members import (
+    Member,
+    OdeMember,
+    refresh_parameters,
+    refuse,
+    refuse_iterated_adaptive,
+    start_member_state,
+    stepper,
+)
 from cosimrun.ensemble.modes import is_multi, parameter_owners
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
 from cosimrun.errors import ConfigError, UnknownNameError
@@ -289,6 +297,8 @@ def _run_block(system: System, master: Master, parameters: dict[str, Any], count
                 for owner, names in _owners(comp, values):
                     owner.set_parameters(**{own: values[key] for key, own in names})
                 refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
+        if isinstance(master, Hybrid):
+            refuse_located(system)
         system.initialize(t0, master)
         initialized = True
         assert system.analysis is not None
@@ -507,6 +517,7 @@ class _EnsembleRun:
         if stuck:
             raise ConfigError("master.iterate_steps", f"master ijcsa with iterate_steps needs rollback in every "
                                                       f"component; {', '.join(stuck)} cannot roll back")
+        refuse_iterated_adaptive(self.master, self.order)
         self.iface = list(self.schedule.real_links)
         self.late = [self.steppers[c.name] for c in self.schedule.late]
         for name in ("step_iterations", "newton_iterations", "unconverged_steps"):
@@ -515,7 +526,7 @@ class _EnsembleRun:
 
     def _checkpoint(self, t: float) -> tuple[list[tuple[Member, Any]], list[Any]]:
         """Every component's state (an ODE's state array copied) and every port value of the system."""
-        states = [(st, st.x.copy() if isinstance(st, OdeMember) else st.comp.snapshot_state())
+        states = [(st, st.snapshot() if isinstance(st, OdeMember) else st.comp.snapshot_state())
                   for st in self.steppers.values()]
         return states, [p.value for p in self.schedule.ports]
 
@@ -523,7 +534,7 @@ class _EnsembleRun:
         states, values = saved
         for st, snap in states:
             if isinstance(st, OdeMember):
-                np.copyto(st.x, snap)
+                st.restore(snap)
             else:
                 st.comp.restore_state(snap, t)
         self.schedule.restore_ports(values)
@@ -643,7 +654,12 @@ class _EnsembleRun:
 
     def _check_members(self, t: float, t1: float, odes: list[OdeMember], x_prev: dict[str, np.ndarray],
                        frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
-        """Fail the members whose states or outputs went non-finite over the step from *t* to *t1*."""
+        """Fail the members whose integrator failed, or whose states or outputs went non-finite, over the step from
+        *t* to *t1*."""
+        for st in odes:
+            for m, state, cause in st.failures():
+                if self.alive[m]:
+                    self._fail(np.array([m]), t, t1, st.comp.name, state, cause, x_prev, frozen, previous)
         sound = self.alive.copy()
         for st in odes:
             sound &= np.isfinite(st.x).all(axis=0)

@@ -243,7 +243,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     from cosimrun.core.ports import PortType
     from cosimrun.ensemble import check_master
     from cosimrun.ensemble.events import refuse_located
-    from cosimrun.ensemble.members import refuse
+    from cosimrun.ensemble.members import refuse, refuse_iterated_adaptive
     from cosimrun.ensemble.run import refuse_modes
 
     if exp.action != "run":
@@ -257,6 +257,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     check_master(exp.master)
     for comp in exp.system.components.values():
         refuse(comp)
+    refuse_iterated_adaptive(exp.master, exp.system.components.values())
     if exp.master.locates_events:
         refuse_located(exp.system)
     else:

@@ -49,7 +49,7 @@ def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path
 
     reads = f"components.mass2.params.stiffness=${{{K1}}}"  # another parameter is computed from the swept one
     plan = _plan(tmp_path, [*group("master=hybrid", "+components.mass1.params.max_substep=0.001"),
-                            *group("+components.mass1.params.integrator=rk45"),
+                            *group("+components.mass1.params.integrator=radau"),
                             *group(reads), *group(reads, "run.dt=0.002", values=(5, 10, 5)),
                             *group("storage.record=[mass1.x]")])
     assert [e.positions for e in plan.ensembles] == [[9, 10]]  # recording fewer ports is fine
@@ -57,7 +57,8 @@ def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path
     hybrid, integrator, differs, interpolated = plan.reasons
     assert hybrid.startswith("components.mass1.params.max_substep: ensembles under the hybrid master take the "
                              "configured substeps")
-    assert integrator.startswith("components.mass1.params.integrator: 'rk45': ensembles integrate with 'rk4' only")
+    assert integrator.startswith("components.mass1.params.integrator: 'radau': ensembles integrate with 'rk4', "
+                                 "'rk45', 'rk23', 'dop853' only")
     assert differs == "their configs differ in more than the swept parameter values"  # the first and the last job
     assert interpolated == f"{K1}: another value of the config is computed from it"  # the first and the last agree
     assert plan.notices()[0] == f"2 sweep jobs run as separate jobs, not as ensembles: {hybrid}"
