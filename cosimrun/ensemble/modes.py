@@ -150,14 +150,38 @@ class MultiMember(OdeMember):
         self.regions = regions
         self.port = comp.outputs[regions.port]
         self.region_mode = np.array([self.mode_names.index(m) for m in regions.modes], dtype=np.int64)
-        self.lower = np.array([b[0] for b in regions.bounds])
-        self.upper = np.array([b[1] for b in regions.bounds])
+        self.lower = np.tile([b[0] for b in regions.bounds], (members, 1))
+        self.upper = np.tile([b[1] for b in regions.bounds], (members, 1))
+        """Each member's bounds ``(M, boundaries)``: the selector's, or the member's own (:meth:`vary`)."""
         self.boundaries = list(regions.indicator_names().items())
         """``(name, (kind, boundary))`` of every boundary indicator, in the component's order."""
-        self.dwell = None if comp.hysteresis is None else comp.hysteresis.dwell_time
+        self.dwell = None if comp.hysteresis is None else np.full(members, comp.hysteresis.dwell_time)
+        """Each member's dwell time (``None``: no hysteresis)."""
         self.mode = np.full(members, self.mode_names.index(comp.initial_mode), dtype=np.int64)
         self.region = np.zeros(members, dtype=np.int64)
         self.last_switch = np.full(members, -np.inf)
+
+    def vary(self, settings: dict[str, np.ndarray]) -> None:
+        """Give the members their own switch settings (:data:`~cosimrun.ensemble.parameters.SWITCH_SETTINGS`, one
+        value per member): a threshold selector's bounds, the dwell time."""
+        if "selector.lower" in settings:
+            self.lower[:, 0] = settings["selector.lower"]
+        if "selector.upper" in settings:
+            self.upper[:, 0] = settings["selector.upper"]
+        if "hysteresis.dwell_time" in settings:
+            self.dwell = np.array(settings["hysteresis.dwell_time"], dtype=float)
+
+    def narrow(self, idx: np.ndarray) -> tuple[Any, ...]:
+        """:meth:`OdeMember.narrow`, the members' switch settings too."""
+        saved = super().narrow(idx)
+        kept = self.lower, self.upper, self.dwell
+        self.lower, self.upper = self.lower[idx], self.upper[idx]
+        self.dwell = None if self.dwell is None else self.dwell[idx]
+        return (saved, kept)
+
+    def widen(self, saved: tuple[Any, ...], idx: np.ndarray) -> None:
+        inner, (self.lower, self.upper, self.dwell) = saved
+        super().widen(inner, idx)
 
     # ------------------------------------------------------------------ the modes' model functions
     def _masks(self) -> list[np.ndarray] | None:
@@ -236,15 +260,16 @@ class MultiMember(OdeMember):
         """``SwitchRegions.next_region`` per member."""
         region = region.copy()
         last = len(self.region_mode) - 1
+        rows = np.arange(len(region))
         if direction >= 0:
             for _ in range(last):
-                up = (region < last) & (value > self.upper[np.minimum(region, last - 1)])
+                up = (region < last) & (value > self.upper[rows, np.minimum(region, last - 1)])
                 if not up.any():
                     break
                 region[up] += 1
         if direction <= 0:
             for _ in range(last):
-                down = (region > 0) & (value < self.lower[np.maximum(region - 1, 0)])
+                down = (region > 0) & (value < self.lower[rows, np.maximum(region - 1, 0)])
                 if not down.any():
                     break
                 region[down] -= 1
@@ -259,9 +284,9 @@ class MultiMember(OdeMember):
         for i in range(last + 1):
             stable = np.ones(self.members, dtype=bool)
             if i > 0:
-                stable &= value >= self.lower[i - 1]
+                stable &= value >= self.lower[:, i - 1]
             if i < last:
-                stable &= value <= self.upper[i]
+                stable &= value <= self.upper[:, i]
             chosen[(chosen < 0) & stable & (self.region_mode[i] == self.mode)] = i
             first_stable[(first_stable < 0) & stable] = i
         fallback = np.where(first_stable >= 0, first_stable, _first_region(self.region_mode, self.mode))
@@ -273,9 +298,9 @@ class MultiMember(OdeMember):
         out = []
         for _, (kind, i) in self.boundaries:
             if kind == "up":
-                out.append(np.where(self.region == i, value - self.upper[i], IRRELEVANT))
+                out.append(np.where(self.region == i, value - self.upper[:, i], IRRELEVANT))
             else:
-                out.append(np.where(self.region == i + 1, self.lower[i] - value, IRRELEVANT))
+                out.append(np.where(self.region == i + 1, self.lower[:, i] - value, IRRELEVANT))
         return out
 
     def indicators(self, t: Any) -> list[tuple[str, np.ndarray]]:

@@ -18,12 +18,19 @@ import numpy as np
 from cosimrun.core.component import CoSimComponent
 from cosimrun.core.ode import ContinuousComponent
 from cosimrun.core.parameters import declared_parameters
-from cosimrun.ensemble.modes import parameter_owners
+from cosimrun.ensemble.modes import is_multi, parameter_owners
 from cosimrun.errors import ConfigError, CosimrunError, UnknownNameError
 
 _CONFIG_PATH = re.compile(r"components\.(?P<component>[^.]+)\.(?:modes\.(?P<mode>[^.]+)\.)?params\."
                           r"(?P<parameter>[^.]+)")
 """A parameter's path in an experiment config (of a multi component's mode: ``mode.parameter``)."""
+_SWITCH_PATH = re.compile(r"(?:components\.)?(?P<component>[^.]+)\.(?P<setting>selector\.(?:lower|upper)|"
+                          r"hysteresis\.dwell_time)")
+"""A multi component's switch setting that may differ between members, as ``component.setting`` or its config path
+(``components.pendulum.selector.lower``)."""
+SWITCH_SETTINGS = ("selector.lower", "selector.upper", "hysteresis.dwell_time")
+"""The switch settings of a ``multi`` component that members may have their own values of: a threshold selector's
+two bounds, the dwell time."""
 SOLVER_PARAMETERS = ("integrator", "substeps", "rtol", "atol", "max_substep")
 """Parameters of continuous components that every member shares (one integrator steps them all)."""
 
@@ -103,7 +110,15 @@ class MemberParameters:
         self.varying: dict[str, dict[str, np.ndarray]] = {name: {} for name in components}
         self.given: dict[str, np.ndarray] = {}
         """Every given parameter, one value per member (for the results)."""
+        self.switching: dict[str, dict[str, np.ndarray]] = {name: {} for name in components}
+        """Per ``multi`` component, its switch settings given (:data:`SWITCH_SETTINGS`), one value per member."""
         for key, raw in parameters.items():
+            setting = _SWITCH_PATH.fullmatch(str(key))
+            if setting and setting["component"] in components:
+                name = setting["component"]
+                values = _switch_values(components[name], str(key), setting["setting"], raw, members, first)
+                self.switching[name][setting["setting"]] = self.given[key] = values
+                continue
             comp_name, param = split_key(key, components)
             comp = components[comp_name]
             values = list(np.broadcast_to(np.asarray(raw, dtype=object), (members,)))
@@ -119,6 +134,8 @@ class MemberParameters:
         for name, comp in components.items():
             if self.varying[name] and hasattr(comp, "check_parameters"):
                 self._check_members(comp)
+            if self.switching[name]:
+                _check_switching(comp, self.switching[name], parameters, first)
 
     @staticmethod
     def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
@@ -162,6 +179,53 @@ class MemberParameters:
         out = dict(self.shared[component])
         out.update({p: float(arr[index]) for p, arr in self.varying[component].items()})
         return out
+
+
+def _switch_values(comp: CoSimComponent, key: str, setting: str, raw: Any, members: int, first: int) -> np.ndarray:
+    """The members' values of the switch setting *setting* of *comp* (given as *key*), checked to be numbers of a
+    setting the component has."""
+    regions = getattr(comp, "_regions", None)
+    if not is_multi(comp):
+        raise ConfigError(key, f"component {comp.name!r} ({type(comp).__name__}) does not switch modes; "
+                               f"{', '.join(SWITCH_SETTINGS)} belong to multi components")
+    if setting.startswith("selector.") and (regions is None or len(regions.regions.bounds) != 1):
+        raise ConfigError(key, f"component {comp.name!r}: members have their own bounds of a threshold selector only "
+                               "(two modes, one lower and one upper bound)")
+    if setting.startswith("hysteresis.") and comp.hysteresis is None:  # type: ignore[attr-defined]
+        raise ConfigError(key, f"component {comp.name!r} has no hysteresis, so no dwell time to vary (give it "
+                               "hysteresis: {dwell_time: ...})")
+    values = list(np.broadcast_to(np.asarray(raw, dtype=object), (members,)))
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ConfigError(key, f"member {first + i}: must be a number, got {value!r}")
+    return np.array(values, dtype=float)
+
+
+def _check_switching(comp: Any, settings: dict[str, np.ndarray], given: Mapping[str, Any], first: int) -> None:
+    """Check every member's switch settings as its scalar component checks them (its regions' bounds, its dwell
+    time), keyed by the setting given."""
+    from cosimrun.core.regions import SwitchRegions
+    from cosimrun.core.switching import Hysteresis
+
+    keys = {m["setting"]: str(key) for key in given
+            if (m := _SWITCH_PATH.fullmatch(str(key))) and m["component"] == comp.name}
+    regions = comp._regions.regions if comp._regions is not None else None
+    lower, upper = settings.get("selector.lower"), settings.get("selector.upper")
+    dwell = settings.get("hysteresis.dwell_time")
+    for i in range(len(next(iter(settings.values())))):
+        checks = []
+        if regions is not None and (lower is not None or upper is not None):
+            bound = (regions.bounds[0][0] if lower is None else float(lower[i]),
+                     regions.bounds[0][1] if upper is None else float(upper[i]))
+            checks.append((keys.get("selector.lower", keys.get("selector.upper")),
+                           lambda b=bound: SwitchRegions(regions.port, regions.modes, [b], regions.use_abs)))
+        if dwell is not None:
+            checks.append((keys["hysteresis.dwell_time"], lambda d=float(dwell[i]): Hysteresis(d)))
+        for key, check in checks:
+            try:
+                check()
+            except ConfigError as exc:
+                raise ConfigError(key, f"member {first + i}: {exc.message}") from None
 
 
 def _check(comp: CoSimComponent, key: str, param: str, value: Any, index: int) -> Any:

@@ -344,6 +344,8 @@ class _EnsembleRun:
                 for key, own in names:
                     owner.parameters[own] = varying[key]
                 refresh_parameters(owner)
+            if checked.switching[comp.name]:
+                st.vary(checked.switching[comp.name])  # type: ignore[attr-defined]
             if isinstance(st, OdeMember):
                 start_member_state(st)
             self.steppers[comp.name] = st

@@ -2,7 +2,8 @@
 (:func:`run_ensemble_task`) and which members a resume takes over (:class:`Finished`).
 
 The dask launcher groups jobs whose overrides differ only in numbers given to component parameters
-(``components.<c>.params.<p>=<number>``, or of a multi component's mode ``components.<c>.modes.<m>.params.<p>``)
+(``components.<c>.params.<p>=<number>``, or of a multi component's mode ``components.<c>.modes.<m>.params.<p>``,
+or its switch settings ``components.<c>.selector.lower|upper`` and ``components.<c>.hysteresis.dwell_time``)
 and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
@@ -49,7 +50,8 @@ MIN_SPLIT = 64
 HISTORY_BYTES = 256 << 20
 """The histories one ensemble keeps in memory at most (members x samples x recorded ports x 8 bytes): a group
 whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
-_PARAMETER = re.compile(r"components\.[^.]+\.(?:modes\.[^.]+\.)?params\.[^.]+")
+_PARAMETER = re.compile(r"components\.[^.]+\.(?:(?:modes\.[^.]+\.)?params\.[^.]+|selector\.(?:lower|upper)|"
+                        r"hysteresis\.dwell_time)")
 RAN_ALONE = "ran as its own job: {cause}"
 
 
@@ -191,14 +193,12 @@ def _masked(plain: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """*plain* with the swept parameters *keys* set to None (a copy)."""
     out = json.loads(json.dumps(plain, default=str))
     for key in keys:
-        parts = key.split(".")
-        comp, param = parts[1], parts[-1]
-        node = out.get("components", {}).get(comp, {})
-        if len(parts) == 6:  # components.<multi>.modes.<mode>.params.<parameter>
-            node = node.get("modes", {}).get(parts[3], {})
-        params = node.get("params", {})
-        if param in params:
-            params[param] = None
+        *path, last = key.split(".")
+        node = out
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and last in node:
+            node[last] = None
     return out
 
 
@@ -408,6 +408,9 @@ class Finished:
 
 def _short(key: str) -> str:
     """``components.mass1.params.stiffness`` -> ``mass1.stiffness`` (an ensemble file's parameter name);
-    ``components.pendulum.modes.linear.params.q0`` -> ``pendulum.linear.q0``."""
+    ``components.pendulum.modes.linear.params.q0`` -> ``pendulum.linear.q0``; a switch setting
+    ``components.pendulum.selector.lower`` -> ``pendulum.selector.lower``."""
     parts = key.split(".")
+    if parts[2] not in ("params", "modes"):
+        return ".".join(parts[1:])
     return ".".join([parts[1], parts[3], parts[5]] if len(parts) == 6 else [parts[1], parts[3]])

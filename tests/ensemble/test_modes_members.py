@@ -194,6 +194,53 @@ def test_a_modes_own_parameters_differ_between_members_as_a_sweep_names_them() -
     assert [(m.parameters["q0"], m.parameters["damping"]) for m in models.values()] == [(0.5, 0.2), (0.5, 0.2)]
 
 
+
+def test_members_switch_at_their_own_thresholds_and_dwell_times_as_their_scalar_runs() -> None:
+    """The threshold selector's bounds and the dwell time differ between members (as a sweep names them or as
+    ``component.setting``): a wide band, a narrow one, a long dwell time that holds a switch back, none; each
+    member's switches and samples are its scalar run's, with the configs set so. The ensemble shrinks to the
+    members still stepping (their settings with them)."""
+    settings = {"components.pendulum.selector.lower": [0.25, 0.1, 0.3, 0.2, 0.05],
+                "pendulum.selector.upper": [0.35, 0.35, 0.6, 0.21, 0.7],
+                "pendulum.hysteresis.dwell_time": [0.05, 0.05, 0.2, 0.0, 0.013]}
+    exp = build()
+    compact, located.COMPACT = located.COMPACT, 2
+    try:
+        result = run_ensemble(exp.system, exp.master, settings, t0=T0, tf=TF, dt=DT)
+    finally:
+        located.COMPACT = compact
+    counts = []
+    for m in range(5):
+        cfg = copy.deepcopy(SWITCH)
+        pendulum = cfg["components"]["pendulum"]
+        lower, upper, dwell = (float(values[m]) for values in settings.values())
+        pendulum["selector"].update(lower=lower, upper=upper)
+        pendulum["hysteresis"]["dwell_time"] = dwell
+        single = build(cfg)
+        report = single.system.run(T0, TF, DT, single.master)
+        mine = result.member_switches(m)
+        assert list(mine["to_mode"]) == [s.to_mode for s in report.mode_switches], m
+        np.testing.assert_array_equal(mine["time"], [s.time for s in report.mode_switches])  # observed: equal
+        q = single.system.components["pendulum"].history.get_all_histories()["q"]
+        np.testing.assert_array_equal(result.history["pendulum.q"][:, m], on_grid(q.time, q.values, result.time))
+        counts.append(len(mine["time"]))
+    assert len(set(counts)) >= 3 and result.member_switches(2)["time"][0] > 0.05  # held by its dwell time
+    np.testing.assert_array_equal(result.parameters["pendulum.selector.upper"], settings["pendulum.selector.upper"])
+    assert exp.system.components["pendulum"].hysteresis.dwell_time == 0.05  # the system keeps its own settings
+
+
+@pytest.mark.parametrize(("settings", "key", "text"), [
+    ({"ctrl.selector.lower": [0.1, 0.2]}, "ctrl.selector.lower", "component 'ctrl' (PID) does not switch modes"),
+    ({"pendulum.selector.lower": [0.2, 0.4]}, "pendulum.selector.lower",
+     "member 1: SwitchRegions(port='q'): bounds[0] has lower 0.4 > upper 0.35"),
+    ({"components.pendulum.hysteresis.dwell_time": [0.1, -1.0]}, "components.pendulum.hysteresis.dwell_time",
+     "member 1: must be a finite number >= 0, got -1.0"),
+    ({"pendulum.selector.upper": [0.4, "high"]}, "pendulum.selector.upper", "member 1: must be a number"),
+])
+def test_switch_settings_given_per_member_are_checked_as_the_scalar_component_checks_them(
+        settings: dict[str, Any], key: str, text: str) -> None:
+    assert_refused(SWITCH, lambda cfg: None, settings, key, text)
+
 def _substeps(cfg: dict[str, Any]) -> None:
     cfg["components"]["pendulum"]["modes"]["nonlinear"]["params"]["substeps"] = 5
 
@@ -214,10 +261,10 @@ def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(c
 @pytest.mark.slow
 def test_a_pendulum_switch_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_member(tmp_path: Path,
                                                                                         cosimrun) -> None:
-    """The sweep of the experiment groups its members into one ensemble (a controller gain and a parameter of the
-    pendulum's initial mode swept); every row equals the sweep run one job per member (as with
+    """The sweep of the experiment groups its members into one ensemble (the selector's lower bound and a parameter
+    of the pendulum's initial mode swept); every row equals the sweep run one job per member (as with
     ``ensemble_size=0``), and so do each member's switches, events and samples."""
-    sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.7", "components.ctrl.params.kp=30,60",
+    sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.7", "components.pendulum.selector.lower=0.15,0.25",
              "components.pendulum.modes.linear.params.q0=0.3,0.5"]
     frames = {}
     dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
