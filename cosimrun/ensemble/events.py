@@ -26,7 +26,7 @@ integrators, event subscriptions.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ from cosimrun.masters.events import PROBE_GROWTH
 from cosimrun.masters.hybrid import SLACK_STEPS
 
 if TYPE_CHECKING:
+    from cosimrun.ensemble.coupling import OwnClockEstimate
     from cosimrun.ensemble.run import EnsembleResult, _EnsembleRun
     from cosimrun.masters.hybrid import Hybrid
     from cosimrun.masters.stepsize import Clock
@@ -146,16 +147,20 @@ class Saved:
                 p.value = live
 
 
-class LocatedEvents:
-    """One ensemble run under the hybrid master: each member's phase, clock (its accepted tick) and event bracket,
-    its indicators' armed sides, Zeno runs and counts, its modes, the samples and the logs of events and
-    switches."""
+class MemberEvents:
+    """The state events and mode switches of an ensemble's members, handled per member: the indicators of every
+    source in its scalar master's order, their armed sides, Zeno runs and counts, the micro steps of the events
+    at an instant (:meth:`handle`), the side each indicator departs towards (:meth:`departure`) and the logs of
+    events and switches. The hybrid master's run (:class:`LocatedEvents`) and the fixed-step masters' runs
+    (:class:`~cosimrun.ensemble.unlocated.UnlocatedEvents`) build on it."""
 
-    def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
-        refuse_located(run.system)
-        self.run, self.master, self.clock = run, master, clock
-        if clock.end >= 2**62:
-            raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")
+    coupling: OwnClockEstimate | None = None
+    """The estimate the samples after each micro step go to (the hybrid master's run's)."""
+    fail: Callable[[int, float, int, str], None]
+    """Current member *i* stops at instant *t_e* with a cause (of indicator *column*), as its scalar run does."""
+
+    def __init__(self, run: _EnsembleRun, master: Any, counts: tuple[str, ...]) -> None:
+        self.run, self.master = run, master
         members = run.members
         self.odes = [st for st in run.steppers.values() if isinstance(st, OdeMember)]
         self.multis = [st for st in self.odes if isinstance(st, MultiMember)]
@@ -172,7 +177,6 @@ class LocatedEvents:
         self.sources = list(dict.fromkeys(c.st for c in self.columns))
         self.spans = {id(st): [k for k, c in enumerate(self.columns) if c.st is st] for st in self.sources}
         self.dirs = np.array([c.direction for c in self.columns], dtype=np.int64)
-        self.plan, _ = run.schedule.stepping_plan(run.order, True)
         self.ports = [p for p in run.schedule.ports if p.spec.type is PortType.REAL]
         owners: dict[int, tuple[Any, list[str]]] = {}
         for comp in run.order:
@@ -182,22 +186,244 @@ class LocatedEvents:
         self.varying = list(owners.values())
         """Every component holding parameters that differ between members, with their names."""
         self.tol = master.sign_tolerance
-        self.tol_ticks = max(1, int(master.time_tolerance / clock.tick))
         self.ids = np.arange(members)
         """The members (of the whole ensemble) at the current narrowing."""
-        self.pos = np.zeros(members, dtype=np.int64)
-        """Each member's tick: the shared one, except a member whose event fell within ``clock.snap`` of the grid
-        point it then skipped (as its scalar run does), or that stopped at the end of a dwell window."""
         k = len(self.columns)
         self.zeno_t = np.full((members, k), np.nan)
         self.zeno_n = np.zeros((members, k), dtype=np.int64)
-        for name in COUNTS:
+        for name in counts:
             run.member_stats[name] = np.zeros(members, dtype=np.int64)
         if self.multis:
             run.member_stats[SWITCH_COUNT] = np.zeros(members, dtype=np.int64)
         self.counts = run.member_stats
         self.log: list[tuple[np.ndarray, np.ndarray, int, int]] = []
         self.switch_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
+
+    def _narrow_parameters(self, idx: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
+        """The varying parameters of the members *idx* alone; returns the whole arrays to put back."""
+        saved = []
+        for owner, names in self.varying:
+            saved.append((owner, {n: owner.parameters[n] for n in names}))
+            for n in names:
+                owner.parameters[n] = owner.parameters[n][idx]
+            refresh_parameters(owner)
+        return saved
+
+    @contextmanager
+    def narrowed(self, idx: np.ndarray) -> Iterator[None]:
+        """Step the members *idx* (of the current narrowing) alone until the block ends, then write them back."""
+        k = len(self.ids)
+        states = [(st, st.narrow(idx)) for st in self.odes]
+        params = self._narrow_parameters(idx)
+        ports = [(p, p.value) for p in self.ports]
+        for p, value in ports:
+            if isinstance(value, np.ndarray) and value.shape == (k,):
+                p.value = value[idx]
+        ids, self.ids = self.ids, self.ids[idx]
+        try:
+            yield
+        finally:
+            self.ids = ids
+            for p, whole in ports:
+                part = p.value
+                if isinstance(whole, np.ndarray) and whole.shape == (k,):
+                    whole[idx] = part
+                elif not (np.ndim(part) == 0 and part == whole):
+                    whole = np.array(np.broadcast_to(np.asarray(whole, dtype=float), (k,)))
+                    whole[idx] = part
+                p.value = whole
+            for owner, values in params:
+                owner.parameters.update(values)
+                refresh_parameters(owner)
+            for st, saved in reversed(states):
+                st.widen(saved, idx)
+
+    def indicator(self, t: Any) -> np.ndarray:
+        """Every indicator of every current member, ``(members, indicators)``."""
+        k = len(self.ids)
+        out = np.empty((k, len(self.columns)))
+        col = 0
+        for st in self.sources:
+            for _, g in st.indicators(t):
+                out[:, col] = g
+                col += 1
+        return out
+
+    def crossed(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """Which indicators crossed zero from *before* to *after*, each in its direction."""
+        return crossed_members(before, after, self.dirs, self.tol)
+
+    def arm(self, mask: np.ndarray, g: np.ndarray) -> None:
+        """Arm the indicators of members *mask* with their signed values *g* (``StateEvents.arm``)."""
+        arm_members(self.armed, g, self.tol, mask)
+
+    def count(self, name: str, mask: np.ndarray, by: Any = 1) -> None:
+        """Count one more *name* (or *by*) for the current members *mask*."""
+        np.add.at(self.counts[name], self.ids[mask], by)
+
+    def switch_logger(self, st: MultiMember) -> Any:
+        """What :class:`MultiMember` calls with each switch: logged with the members' numbers and counted."""
+
+        def log(mask: np.ndarray, t: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
+            self.switch_log.append((self.ids[mask], np.asarray(t, dtype=float)[mask], st.comp.name, old[mask],
+                                    new[mask]))
+            self.count(SWITCH_COUNT, mask)
+
+        return log
+
+    def handle(self, t_e: np.ndarray, crossing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``StateEvents.handle`` at each current member's instant *t_e* for its indicators *crossing*: the Zeno
+        guard, then micro steps while indicators cross again. Returns which members are still alive (a Zeno run or
+        a cascade fails its member) and which indicators fired."""
+        master = self.master
+        ids = self.ids
+        interval = master.event_interval
+        live = np.ones(len(ids), dtype=bool)
+        for c in range(crossing.shape[1]):
+            on = crossing[:, c]
+            if not on.any():
+                continue
+            last, run_n = self.zeno_t[ids, c], self.zeno_n[ids, c]
+            n = np.where(~np.isnan(last) & (t_e - last < interval), run_n + 1, 1)
+            self.zeno_t[ids[on], c], self.zeno_n[ids[on], c] = t_e[on], n[on]
+            if master.zeno_events:
+                col = self.columns[c]
+                for i in np.flatnonzero(on & live & (n >= master.zeno_events)).tolist():
+                    exc = ZenoError(
+                        f"component {col.st.comp.name!r}: event indicator {col.name!r} fired {n[i]} times in a row "
+                        f"less than {interval:.3g} s apart, up to t={t_e[i]:.12g} (a Zeno accumulation: give the "
+                        "component a rest state, or change master.min_event_interval or master.zeno_events)",
+                        component=col.st.comp.name, time=float(t_e[i]), indicator=col.name)
+                    self.fail(i, float(t_e[i]), c, str(exc))
+                    live[i] = False
+        fired = crossing.copy()
+        crossing = crossing & live[:, None]
+        micro = 1
+        while crossing.any():
+            rows = crossing.any(axis=1)
+            if micro > master.max_micro_steps:
+                for i in np.flatnonzero(rows).tolist():
+                    names = ", ".join(f"{self.columns[c].st.comp.name}.{self.columns[c].name}"
+                                      for c in np.flatnonzero(crossing[i]).tolist())
+                    exc = EventLocalizationError(
+                        f"more than {master.max_micro_steps} event iterations at t={t_e[i]:.12g} ({names}): an "
+                        "event cascade that does not settle", time=float(t_e[i]))
+                    self.fail(i, float(t_e[i]), int(np.flatnonzero(crossing[i])[0]), str(exc))
+                    live[i] = False
+                break
+            for c in range(crossing.shape[1]):
+                on = crossing[:, c]
+                if on.any():
+                    self.log.append((ids[on], t_e[on], micro - 1, c))
+            self.count("events", rows, crossing.sum(axis=1)[rows])
+            before = self.indicator(t_e)
+            for st in self.sources:
+                self.apply(st, crossing[:, self.spans[id(st)]], t_e)
+            self.run.settle(t_e)
+            if self.coupling is not None:
+                local = np.flatnonzero(rows)
+                live_values = [np.broadcast_to(np.asarray(p.value, dtype=float), rows.shape) for p in self.coupled]
+                self.coupling.sample(ids[local], self.coupling.convert([v[local] for v in live_values]))
+            crossing = self.crossed(before, self.indicator(t_e)) & rows[:, None]
+            fired |= crossing
+            micro += 1
+        return live, fired
+
+    def apply(self, st: OdeMember, crossing: np.ndarray, t_e: np.ndarray) -> None:
+        """The handling of *st*'s indicators *crossing* ``(members, its indicators)`` on the current members
+        (``handle_event``): each state event's update in order (``ContinuousComponent._handle_events_internal``),
+        then a multi component's boundary switches, the outputs afresh."""
+        rows = crossing.any(axis=1)
+        if not rows.any():
+            return
+        updates = st.updates
+        for j, update in enumerate(updates):
+            on = crossing[:, j]
+            if update is None or not on.any():
+                continue
+            if on.all():
+                self._update(st, update, t_e)
+            else:
+                idx = np.flatnonzero(on)
+                with self.narrowed(idx):
+                    self._update(st, update, t_e[idx])
+        if isinstance(st, MultiMember):
+            bounds = crossing[:, len(updates):]
+            if bounds.any():
+                st.boundary_switch(bounds, t_e, self.switch_logger(st))
+
+    @staticmethod
+    def _update(st: OdeMember, update: Any, t_e: np.ndarray) -> None:
+        new = update(t_e, st.x, st.gather())
+        if new is not None:
+            np.copyto(st.x, np.asarray(new, dtype=float))
+        st.refresh(t_e)
+
+    def departure(self, now: np.ndarray, probe: np.ndarray, length: np.ndarray, window: float) -> np.ndarray:
+        """``StateEvents._departure`` per member and indicator."""
+        tol = self.tol
+        s_now, s_probe = np.abs(now) > tol, np.abs(probe) > tol
+        with np.errstate(all="ignore"):
+            heading = (np.abs(probe) < np.abs(now)) & (length * now / (now - probe) <= window)
+        opposite = (now > 0) != (probe > 0)
+        across = np.where(opposite, probe, -now)
+        crossing_back = s_probe & (opposite | heading)
+        kept = self.crossed(now, across)
+        side = np.where(crossing_back & ~kept, across, now)
+        return np.where(~s_now, np.where(s_probe, probe, 0.0), np.where(s_probe, side, now))
+
+    def table(self) -> dict[str, np.ndarray]:
+        """Every event handled, ordered by member, time and micro step (in the order handled): ``member, time,
+        micro, component, event``."""
+        if not self.log:
+            members, times, micro = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int32)
+            comps, names = np.zeros(0, dtype=object), np.zeros(0, dtype=object)
+        else:
+            members = np.concatenate([m for m, _, _, _ in self.log])
+            times = np.concatenate([t for _, t, _, _ in self.log])
+            micro = np.concatenate([np.full(len(m), k, dtype=np.int32) for m, _, k, _ in self.log])
+            column = np.concatenate([np.full(len(m), c, dtype=np.int64) for m, _, _, c in self.log])
+            order = np.lexsort((micro, times, members))
+            members, times, micro, column = members[order], times[order], micro[order], column[order]
+            comps = np.array([c.st.comp.name for c in self.columns], dtype=object)[column]
+            names = np.array([c.name for c in self.columns], dtype=object)[column]
+        return {"member": members, "time": times, "micro": micro, "component": comps, "event": names}
+
+    def switch_table(self) -> dict[str, np.ndarray]:
+        """Every mode switch, ordered by member and time (in the order made): ``member, time, component,
+        from_mode, to_mode`` (empty without a multi component)."""
+        if not self.multis:
+            return {}
+        names = {st.comp.name: np.array(st.mode_names, dtype=object) for st in self.multis}
+        parts = [(m, t, np.full(len(m), c, dtype=object), names[c][a], names[c][b])
+                 for m, t, c, a, b in self.switch_log]
+        if not parts:
+            empty = np.zeros(0, dtype=object)
+            return {"member": np.zeros(0, np.int64), "time": np.zeros(0), "component": empty, "from_mode": empty,
+                    "to_mode": empty}
+        members, times, comps, old, new = (np.concatenate(p) for p in zip(*parts, strict=True))
+        order = np.lexsort((times, members))
+        return {"member": members[order], "time": times[order], "component": comps[order], "from_mode": old[order],
+                "to_mode": new[order]}
+
+
+class LocatedEvents(MemberEvents):
+    """One ensemble run under the hybrid master: each member's phase, clock (its accepted tick) and event bracket,
+    its indicators' armed sides, Zeno runs and counts, its modes, the samples and the logs of events and
+    switches."""
+
+    def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
+        refuse_located(run.system)
+        if clock.end >= 2**62:
+            raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")
+        super().__init__(run, master, COUNTS)
+        self.clock = clock
+        members = run.members
+        self.plan, _ = run.schedule.stepping_plan(run.order, True)
+        self.tol_ticks = max(1, int(master.time_tolerance / clock.tick))
+        self.pos = np.zeros(members, dtype=np.int64)
+        """Each member's tick: the shared one, except a member whose event fell within ``clock.snap`` of the grid
+        point it then skipped (as its scalar run does), or that stopped at the end of a dwell window."""
         marks = clock.marks()
         self._marks = [(int(k) * clock.resolution + int(r), float(t))
                        for k, r, t in zip(marks["grid"], marks["rest"], marks["time"], strict=True)]
@@ -246,46 +472,6 @@ class LocatedEvents:
         return np.where(late_end & late_event, np.maximum(end, event),
                         np.where(late_end, end, np.where(late_event, event, b)))
 
-    # ------------------------------------------------------------------ sub-ensembles
-    def _narrow_parameters(self, idx: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
-        """The varying parameters of the members *idx* alone; returns the whole arrays to put back."""
-        saved = []
-        for owner, names in self.varying:
-            saved.append((owner, {n: owner.parameters[n] for n in names}))
-            for n in names:
-                owner.parameters[n] = owner.parameters[n][idx]
-            refresh_parameters(owner)
-        return saved
-
-    @contextmanager
-    def narrowed(self, idx: np.ndarray) -> Iterator[None]:
-        """Step the members *idx* (of the current narrowing) alone until the block ends, then write them back."""
-        k = len(self.ids)
-        states = [(st, st.narrow(idx)) for st in self.odes]
-        params = self._narrow_parameters(idx)
-        ports = [(p, p.value) for p in self.ports]
-        for p, value in ports:
-            if isinstance(value, np.ndarray) and value.shape == (k,):
-                p.value = value[idx]
-        ids, self.ids = self.ids, self.ids[idx]
-        try:
-            yield
-        finally:
-            self.ids = ids
-            for p, whole in ports:
-                part = p.value
-                if isinstance(whole, np.ndarray) and whole.shape == (k,):
-                    whole[idx] = part
-                elif not (np.ndim(part) == 0 and part == whole):
-                    whole = np.array(np.broadcast_to(np.asarray(whole, dtype=float), (k,)))
-                    whole[idx] = part
-                p.value = whole
-            for owner, values in params:
-                owner.parameters.update(values)
-                refresh_parameters(owner)
-            for st, saved in reversed(states):
-                st.widen(saved, idx)
-
     # ------------------------------------------------------------------ indicators
     def trial(self, t: Any, t1: Any, hints: bool = False) -> np.ndarray:
         """Step the current members from *t* to *t1* (floats or one per member) as ``HybridRun._trial``; the
@@ -298,17 +484,6 @@ class LocatedEvents:
         run.step_plan(self.plan, t, t1 - t)
         run.settle(t1)
         return self.indicator(t1)
-
-    def indicator(self, t: Any) -> np.ndarray:
-        """Every indicator of every current member, ``(members, indicators)``."""
-        k = len(self.ids)
-        out = np.empty((k, len(self.columns)))
-        col = 0
-        for st in self.sources:
-            for _, g in st.indicators(t):
-                out[:, col] = g
-                col += 1
-        return out
 
     def hints(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The sources' internal hints of the last trial, ``(members, indicators)`` each: before value (0: none),
@@ -323,28 +498,6 @@ class LocatedEvents:
             before[:, c], after[:, c] = st.hinted[j], st.hint_after[j]
             t0[:, c], t1[:, c] = st.hint_times[j]
         return before, t0, t1, after
-
-    def crossed(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-        """Which indicators crossed zero from *before* to *after*, each in its direction."""
-        return crossed_members(before, after, self.dirs, self.tol)
-
-    def arm(self, mask: np.ndarray, g: np.ndarray) -> None:
-        """Arm the indicators of members *mask* with their signed values *g* (``StateEvents.arm``)."""
-        arm_members(self.armed, g, self.tol, mask)
-
-    def count(self, name: str, mask: np.ndarray, by: Any = 1) -> None:
-        """Count one more *name* (or *by*) for the current members *mask*."""
-        np.add.at(self.counts[name], self.ids[mask], by)
-
-    def switch_logger(self, st: MultiMember) -> Any:
-        """What :class:`MultiMember` calls with each switch: logged with the members' numbers and counted."""
-
-        def log(mask: np.ndarray, t: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
-            self.switch_log.append((self.ids[mask], np.asarray(t, dtype=float)[mask], st.comp.name, old[mask],
-                                    new[mask]))
-            self.count(SWITCH_COUNT, mask)
-
-        return log
 
     def switch_at(self, mask: np.ndarray, t: np.ndarray, arm: bool) -> np.ndarray:
         """``HybridRun._switch_modes`` at the accepted instants *t* of members *mask*: their mode switches; with
@@ -760,94 +913,6 @@ class LocatedEvents:
         return out, valid
 
     # ------------------------------------------------------------------ handling
-    def handle(self, t_e: np.ndarray, crossing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``StateEvents.handle`` at each current member's instant *t_e* for its indicators *crossing*: the Zeno
-        guard, then micro steps while indicators cross again. Returns which members are still alive (a Zeno run or
-        a cascade fails its member) and which indicators fired."""
-        master = self.master
-        ids = self.ids
-        interval = master.event_interval
-        live = np.ones(len(ids), dtype=bool)
-        for c in range(crossing.shape[1]):
-            on = crossing[:, c]
-            if not on.any():
-                continue
-            last, run_n = self.zeno_t[ids, c], self.zeno_n[ids, c]
-            n = np.where(~np.isnan(last) & (t_e - last < interval), run_n + 1, 1)
-            self.zeno_t[ids[on], c], self.zeno_n[ids[on], c] = t_e[on], n[on]
-            if master.zeno_events:
-                col = self.columns[c]
-                for i in np.flatnonzero(on & live & (n >= master.zeno_events)).tolist():
-                    exc = ZenoError(
-                        f"component {col.st.comp.name!r}: event indicator {col.name!r} fired {n[i]} times in a row "
-                        f"less than {interval:.3g} s apart, up to t={t_e[i]:.12g} (a Zeno accumulation: give the "
-                        "component a rest state, or change master.min_event_interval or master.zeno_events)",
-                        component=col.st.comp.name, time=float(t_e[i]), indicator=col.name)
-                    self.fail(i, float(t_e[i]), c, str(exc))
-                    live[i] = False
-        fired = crossing.copy()
-        crossing = crossing & live[:, None]
-        micro = 1
-        while crossing.any():
-            rows = crossing.any(axis=1)
-            if micro > master.max_micro_steps:
-                for i in np.flatnonzero(rows).tolist():
-                    names = ", ".join(f"{self.columns[c].st.comp.name}.{self.columns[c].name}"
-                                      for c in np.flatnonzero(crossing[i]).tolist())
-                    exc = EventLocalizationError(
-                        f"more than {master.max_micro_steps} event iterations at t={t_e[i]:.12g} ({names}): an "
-                        "event cascade that does not settle", time=float(t_e[i]))
-                    self.fail(i, float(t_e[i]), int(np.flatnonzero(crossing[i])[0]), str(exc))
-                    live[i] = False
-                break
-            for c in range(crossing.shape[1]):
-                on = crossing[:, c]
-                if on.any():
-                    self.log.append((ids[on], t_e[on], micro - 1, c))
-            self.count("events", rows, crossing.sum(axis=1)[rows])
-            before = self.indicator(t_e)
-            for st in self.sources:
-                self.apply(st, crossing[:, self.spans[id(st)]], t_e)
-            self.run.settle(t_e)
-            if self.coupling is not None:
-                local = np.flatnonzero(rows)
-                live_values = [np.broadcast_to(np.asarray(p.value, dtype=float), rows.shape) for p in self.coupled]
-                self.coupling.sample(ids[local], self.coupling.convert([v[local] for v in live_values]))
-            crossing = self.crossed(before, self.indicator(t_e)) & rows[:, None]
-            fired |= crossing
-            micro += 1
-        return live, fired
-
-    def apply(self, st: OdeMember, crossing: np.ndarray, t_e: np.ndarray) -> None:
-        """The handling of *st*'s indicators *crossing* ``(members, its indicators)`` on the current members
-        (``handle_event``): each state event's update in order (``ContinuousComponent._handle_events_internal``),
-        then a multi component's boundary switches, the outputs afresh."""
-        rows = crossing.any(axis=1)
-        if not rows.any():
-            return
-        updates = st.updates
-        for j, update in enumerate(updates):
-            on = crossing[:, j]
-            if update is None or not on.any():
-                continue
-            if on.all():
-                self._update(st, update, t_e)
-            else:
-                idx = np.flatnonzero(on)
-                with self.narrowed(idx):
-                    self._update(st, update, t_e[idx])
-        if isinstance(st, MultiMember):
-            bounds = crossing[:, len(updates):]
-            if bounds.any():
-                st.boundary_switch(bounds, t_e, self.switch_logger(st))
-
-    @staticmethod
-    def _update(st: OdeMember, update: Any, t_e: np.ndarray) -> None:
-        new = update(t_e, st.x, st.gather())
-        if new is not None:
-            np.copyto(st.x, np.asarray(new, dtype=float))
-        st.refresh(t_e)
-
     def probed(self, probe: np.ndarray, g: np.ndarray) -> None:
         """Members *probe* took a departure probe: done once every indicator probed is signed at its end or the
         probe is ``dt`` long (armed then with the side each departs towards), else probing again, longer."""
@@ -889,53 +954,6 @@ class LocatedEvents:
         if self.multis:
             self.switch_at(ok, t, arm=False)
         self.start_probe(ok, self.indicator(t), fired)
-
-    def departure(self, now: np.ndarray, probe: np.ndarray, length: np.ndarray, window: float) -> np.ndarray:
-        """``StateEvents._departure`` per member and indicator."""
-        tol = self.tol
-        s_now, s_probe = np.abs(now) > tol, np.abs(probe) > tol
-        with np.errstate(all="ignore"):
-            heading = (np.abs(probe) < np.abs(now)) & (length * now / (now - probe) <= window)
-        opposite = (now > 0) != (probe > 0)
-        across = np.where(opposite, probe, -now)
-        crossing_back = s_probe & (opposite | heading)
-        kept = self.crossed(now, across)
-        side = np.where(crossing_back & ~kept, across, now)
-        return np.where(~s_now, np.where(s_probe, probe, 0.0), np.where(s_probe, side, now))
-
-    def table(self) -> dict[str, np.ndarray]:
-        """Every event handled, ordered by member, time and micro step (in the order handled): ``member, time,
-        micro, component, event``."""
-        if not self.log:
-            members, times, micro = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int32)
-            comps, names = np.zeros(0, dtype=object), np.zeros(0, dtype=object)
-        else:
-            members = np.concatenate([m for m, _, _, _ in self.log])
-            times = np.concatenate([t for _, t, _, _ in self.log])
-            micro = np.concatenate([np.full(len(m), k, dtype=np.int32) for m, _, k, _ in self.log])
-            column = np.concatenate([np.full(len(m), c, dtype=np.int64) for m, _, _, c in self.log])
-            order = np.lexsort((micro, times, members))
-            members, times, micro, column = members[order], times[order], micro[order], column[order]
-            comps = np.array([c.st.comp.name for c in self.columns], dtype=object)[column]
-            names = np.array([c.name for c in self.columns], dtype=object)[column]
-        return {"member": members, "time": times, "micro": micro, "component": comps, "event": names}
-
-    def switch_table(self) -> dict[str, np.ndarray]:
-        """Every mode switch, ordered by member and time (in the order made): ``member, time, component,
-        from_mode, to_mode`` (empty without a multi component)."""
-        if not self.multis:
-            return {}
-        names = {st.comp.name: np.array(st.mode_names, dtype=object) for st in self.multis}
-        parts = [(m, t, np.full(len(m), c, dtype=object), names[c][a], names[c][b])
-                 for m, t, c, a, b in self.switch_log]
-        if not parts:
-            empty = np.zeros(0, dtype=object)
-            return {"member": np.zeros(0, np.int64), "time": np.zeros(0), "component": empty, "from_mode": empty,
-                    "to_mode": empty}
-        members, times, comps, old, new = (np.concatenate(p) for p in zip(*parts, strict=True))
-        order = np.lexsort((times, members))
-        return {"member": members[order], "time": times[order], "component": comps[order], "from_mode": old[order],
-                "to_mode": new[order]}
 
 
 __all__ = ["COUNTS", "SWITCH_COUNT", "LocatedEvents", "refuse_located"]
