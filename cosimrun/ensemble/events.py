@@ -111,7 +111,7 @@ class Saved:
     """One copy per member of what a trial changes: the ODE states, their discrete state and the real port values
     (a member's accepted state, or its state at its event's bracket end), saved and loaded member by member."""
 
-    def __init__(self, events: LocatedEvents) -> None:
+    def __init__(self, events: MemberEvents) -> None:
         self.odes, self.ports = events.odes, events.ports
         self.x = [st.x.copy() for st in self.odes]
         self.state = [[np.array(getattr(st.holder, a)) for a in st.member_state] for st in self.odes]
@@ -159,8 +159,12 @@ class MemberEvents:
     fail: Callable[[int, float, int, str], None]
     """Current member *i* stops at instant *t_e* with a cause (of indicator *column*), as its scalar run does."""
 
-    def __init__(self, run: _EnsembleRun, master: Any, counts: tuple[str, ...]) -> None:
+    def __init__(self, run: _EnsembleRun, master: Any, counts: tuple[str, ...], interval: float,
+                 zeno_events: int) -> None:
         self.run, self.master = run, master
+        self.interval, self.zeno_events = interval, zeno_events
+        """The Zeno guard: *zeno_events* events of one indicator in a row, each less than *interval* after the
+        last, fail the member (0: no guard, as ``StateEvents``)."""
         members = run.members
         self.odes = [st for st in run.steppers.values() if isinstance(st, OdeMember)]
         self.multis = [st for st in self.odes if isinstance(st, MultiMember)]
@@ -249,6 +253,20 @@ class MemberEvents:
                 col += 1
         return out
 
+    def hints(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The sources' internal hints of the last trial, ``(members, indicators)`` each: before value (0: none),
+        bracket times, after value."""
+        k = len(self.ids)
+        shape = (k, len(self.columns))
+        before, t0, t1, after = np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        for c, col in enumerate(self.columns):
+            if col.event is None:
+                continue
+            st, j = col.st, col.event
+            before[:, c], after[:, c] = st.hinted[j], st.hint_after[j]
+            t0[:, c], t1[:, c] = st.hint_times[j]
+        return before, t0, t1, after
+
     def crossed(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
         """Which indicators crossed zero from *before* to *after*, each in its direction."""
         return crossed_members(before, after, self.dirs, self.tol)
@@ -277,7 +295,7 @@ class MemberEvents:
         a cascade fails its member) and which indicators fired."""
         master = self.master
         ids = self.ids
-        interval = master.event_interval
+        interval = self.interval
         live = np.ones(len(ids), dtype=bool)
         for c in range(crossing.shape[1]):
             on = crossing[:, c]
@@ -286,9 +304,9 @@ class MemberEvents:
             last, run_n = self.zeno_t[ids, c], self.zeno_n[ids, c]
             n = np.where(~np.isnan(last) & (t_e - last < interval), run_n + 1, 1)
             self.zeno_t[ids[on], c], self.zeno_n[ids[on], c] = t_e[on], n[on]
-            if master.zeno_events:
+            if self.zeno_events:
                 col = self.columns[c]
-                for i in np.flatnonzero(on & live & (n >= master.zeno_events)).tolist():
+                for i in np.flatnonzero(on & live & (n >= self.zeno_events)).tolist():
                     exc = ZenoError(
                         f"component {col.st.comp.name!r}: event indicator {col.name!r} fired {n[i]} times in a row "
                         f"less than {interval:.3g} s apart, up to t={t_e[i]:.12g} (a Zeno accumulation: give the "
@@ -416,7 +434,7 @@ class LocatedEvents(MemberEvents):
         refuse_located(run.system)
         if clock.end >= 2**62:
             raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")
-        super().__init__(run, master, COUNTS)
+        super().__init__(run, master, COUNTS, master.event_interval, master.zeno_events)
         self.clock = clock
         members = run.members
         self.plan, _ = run.schedule.stepping_plan(run.order, True)
@@ -484,20 +502,6 @@ class LocatedEvents(MemberEvents):
         run.step_plan(self.plan, t, t1 - t)
         run.settle(t1)
         return self.indicator(t1)
-
-    def hints(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The sources' internal hints of the last trial, ``(members, indicators)`` each: before value (0: none),
-        bracket times, after value."""
-        k = len(self.ids)
-        shape = (k, len(self.columns))
-        before, t0, t1, after = np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape)
-        for c, col in enumerate(self.columns):
-            if col.event is None:
-                continue
-            st, j = col.st, col.event
-            before[:, c], after[:, c] = st.hinted[j], st.hint_after[j]
-            t0[:, c], t1[:, c] = st.hint_times[j]
-        return before, t0, t1, after
 
     def switch_at(self, mask: np.ndarray, t: np.ndarray, arm: bool) -> np.ndarray:
         """``HybridRun._switch_modes`` at the accepted instants *t* of members *mask*: their mode switches; with

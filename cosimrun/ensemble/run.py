@@ -36,6 +36,7 @@ from cosimrun.ensemble.members import (
 )
 from cosimrun.ensemble.modes import is_multi, parameter_owners
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
+from cosimrun.ensemble.unlocated import refuse_unlocated, unlocated_events
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.coupling_error import MemberCouplingErrors
 from cosimrun.masters.extrapolation import Extrapolation
@@ -217,7 +218,7 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     if isinstance(master, Hybrid):
         refuse_located(system)
     else:
-        refuse_modes(system)
+        refuse_unlocated(system, master)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -228,15 +229,6 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         part = {key: value[first:first + size] if np.ndim(value) == 1 else value for key, value in parameters.items()}
         blocks.append(_run_block(system, master, part, size, first, t0, tf, dt, record_every, record, start))
     return _merge(blocks, _time.perf_counter() - start)
-
-
-def refuse_modes(system: System) -> None:
-    """Refuse a multi component under a master other than the hybrid one: ensembles switch modes per member at
-    the instants the hybrid master accepts only."""
-    for name, comp in system.components.items():
-        if is_multi(comp):
-            raise ConfigError(f"components.{name}", f"component {name!r} switches modes, which ensembles run per "
-                                                    "member under the hybrid master only (master=hybrid)")
 
 
 def _owners(comp: Any, names: Any) -> list[tuple[Any, list[tuple[str, str]]]]:
@@ -420,10 +412,9 @@ class _EnsembleRun:
         odes = [st for st in self.steppers.values() if isinstance(st, OdeMember)]
         start_up = order == 2 and bool(lagging) and all(
             isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
-        watched = [st for st in odes if st.events]
-        sign_tol = master.sign_tolerance
-        for st in watched:
-            st.arm(t0, sign_tol)
+        events = unlocated_events(self, master)
+        if events is not None:
+            events.begin(t0, dt)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
         coupling = member_estimate(self.scalar, plan, lagging, extrapolation, order, members, self.outputs)
@@ -442,6 +433,8 @@ class _EnsembleRun:
                 h = t1 - t
                 for st in odes:
                     np.copyto(x_prev[st.comp.name], st.x)
+                if events is not None:
+                    events.before_step(clock, t, t1, x_prev, frozen, previous)
                 if implicit:
                     self._implicit_step(t, t1, x_prev, frozen, previous)
                 else:
@@ -455,12 +448,8 @@ class _EnsembleRun:
                 steps += 1
                 a = b
                 self._check_members(t, t1, odes, x_prev, frozen, previous)
-                for st in watched:
-                    for name, hit in st.crossings(t1, sign_tol):
-                        hit &= self.alive
-                        if hit.any():
-                            self._fail(np.flatnonzero(hit), t, t1, st.comp.name, name,
-                                       "a state event (ensembles do not handle events yet)", x_prev, frozen, previous)
+                if events is not None:
+                    events.at_point(t, t1, x_prev, frozen, previous)
                 if not self.alive.all():
                     dead = ~self.alive
                     for st in odes:
@@ -473,6 +462,8 @@ class _EnsembleRun:
                     for key, values in current.items():
                         samples[key].append(values)
                 previous = current
+                if events is not None:
+                    events.after_point(t1, h)
                 if lagging:
                     extrapolation.sample(t1)
         loop_time = _time.perf_counter() - loop_start
@@ -488,11 +479,13 @@ class _EnsembleRun:
         stats = EnsembleStats(members, members - failed, failed, steps, len(times), _time.perf_counter() - start,
                               loop_time)
         units = {key: port.spec.unit_name for key, port in self.outputs.items()}
+        tables = {} if events is None else events.tables(self.alive)
+        estimated = tables.pop("estimated", self.alive)
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
                               dict(self.member_stats),
-                              None if coupling is None else coupling.result().only(self.alive))
+                              None if coupling is None else coupling.result().only(estimated), **tables)
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs

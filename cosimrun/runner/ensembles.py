@@ -7,8 +7,8 @@ or its switch settings ``components.<c>.selector.lower|upper`` and ``components.
 and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
-:func:`cosimrun.ensemble.events.refuse_located` allows (mode switching per member among it), under the others no
-``multi`` component, no algebraic loop, every recorded port a real output, no
+:func:`cosimrun.ensemble.events.refuse_located` allows (mode switching per member among it), under the others
+what :func:`cosimrun.ensemble.unlocated.refuse_unlocated` allows, no algebraic loop, every recorded port a real output, no
 checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
 resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
 once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
@@ -244,7 +244,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     from cosimrun.ensemble import check_master
     from cosimrun.ensemble.events import refuse_located
     from cosimrun.ensemble.members import refuse, refuse_iterated_adaptive
-    from cosimrun.ensemble.run import refuse_modes
+    from cosimrun.ensemble.unlocated import refuse_unlocated
 
     if exp.action != "run":
         return f"action: {exp.action!r}"
@@ -261,7 +261,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     if exp.master.locates_events:
         refuse_located(exp.system)
     else:
-        refuse_modes(exp.system)
+        refuse_unlocated(exp.system, exp.master)
     exp.system.initialize(exp.run.t0, exp.master)
     assert exp.system.analysis is not None
     if exp.system.analysis.loops:
