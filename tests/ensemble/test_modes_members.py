@@ -245,12 +245,12 @@ def _substeps(cfg: dict[str, Any]) -> None:
     cfg["components"]["pendulum"]["modes"]["nonlinear"]["params"]["substeps"] = 5
 
 
-def _jacobi(cfg: dict[str, Any]) -> None:
-    cfg["master"] = {"name": "jacobi"}
+def _iterated(cfg: dict[str, Any]) -> None:
+    cfg["master"] = {"name": "ijcsa", "iterate_steps": True}
 
 
 @pytest.mark.parametrize(("change", "key", "text"), [
-    (_jacobi, "components.pendulum", "under the hybrid master only"),
+    (_iterated, "master.iterate_steps", "ijcsa without iterate_steps only"),
     (_substeps, "components.pendulum.modes.nonlinear", "differ in their states, ports, state events or substeps"),
 ])
 def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
