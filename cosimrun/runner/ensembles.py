@@ -8,8 +8,8 @@ and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
 :func:`cosimrun.ensemble.events.refuse_located` allows (mode switching per member among it), under the others
-what :func:`cosimrun.ensemble.unlocated.refuse_unlocated` allows, no algebraic loop, every recorded port a real output, no
-checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
+what :func:`cosimrun.ensemble.unlocated.refuse_unlocated` allows, no algebraic loop, every recorded port a real
+output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
 resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
 once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and

@@ -140,6 +140,17 @@ def flip_system() -> tuple[System, Jacobi]:
     return system, Jacobi(max_micro_steps=20)
 
 
+def flip_scalar(params: dict[str, float]) -> tuple[Any, Any]:
+    """A member's scalar run of the flip system: its report (else the error it stopped with), its samples of x."""
+    system, master = flip_system()
+    system.components["f"].set_parameters(**{key.split(".")[1]: value for key, value in params.items()})
+    try:
+        outcome = system.run(0.0, 1.0, DT, master)
+    except EventLocalizationError as exc:
+        outcome = exc
+    return outcome, system.components["f"].history.get_all_histories()["x"]
+
+
 def test_a_cascade_that_does_not_settle_fails_its_member_alone_with_its_scalar_runs_error() -> None:
     """Member 1's event reflects its state at every micro step: its scalar run stops with the cascade's error at
     the communication point; member 0, handled at the same point with it, takes its two micro steps and runs on.
@@ -148,25 +159,21 @@ def test_a_cascade_that_does_not_settle_fails_its_member_alone_with_its_scalar_r
     system, master = flip_system()
     result = run_ensemble(system, master, params, t0=0.0, tf=1.0, dt=DT)
     assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
-    for m in range(3):
-        single, master = flip_system()
-        single.components["f"].set_parameters(**{k.split(".")[1]: float(v[m]) for k, v in params.items()})
-        if m == 1:
-            with pytest.raises(EventLocalizationError) as info:
-                single.run(0.0, 1.0, DT, master)
-            failure = result.failures[1]
-            assert failure.cause == str(info.value) and failure.time == info.value.time
-            assert (failure.component, failure.variable) == ("f", "zero") and failure.last_time == failure.time - DT
-            assert len(result.member_events(1)["time"]) == 20
-            continue
-        report = single.run(0.0, 1.0, DT, master)
-        history = single.components["f"].history.get_all_histories()["x"]
-        events = [(t, k - 1) for t, k in zip(history.time.tolist(), history.micro.tolist(), strict=True) if k > 0]
+    outcomes = [flip_scalar({key: float(values[m]) for key, values in params.items()}) for m in range(3)]
+    error = outcomes[1][0]
+    assert isinstance(error, EventLocalizationError)
+    failure = result.failures[1]
+    assert failure.cause == str(error) and failure.time == error.time
+    assert (failure.component, failure.variable) == ("f", "zero") and failure.last_time == failure.time - DT
+    assert len(result.member_events(1)["time"]) == 20  # the micro steps it took before it gave up
+    for m in (0, 2):
+        report, x = outcomes[m]
+        events = [(t, k - 1) for t, k in zip(x.time.tolist(), x.micro.tolist(), strict=True) if k > 0]
         mine = result.member_events(m)
         assert list(mine["micro"]) == [k for _, k in events] == [0, 1]  # one event, two micro steps
         np.testing.assert_array_equal(mine["time"], [t for t, _ in events])
         assert result.member_stats["events"][m] == report.stats.events
-        np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(history.time, history.values, result.time))
+        np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(x.time, x.values, result.time))
 
 
 def test_a_member_whose_dwell_window_ends_between_points_fails_alone() -> None:
