@@ -5,10 +5,10 @@ system with fixed communication steps: the same communication points (the master
 time events, ``max_step``), the same stepping plan and fresh links (Gauss-Seidel), the same extrapolation of
 lagging inputs (:class:`~cosimrun.masters.extrapolation.Extrapolation`, which works on arrays), the same exchange
 and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosimrun.ensemble.members`. A
-member whose state or outputs go non-finite, or whose state event fires (masters without localization do not
-handle events in ensembles), is marked ``failed`` with its cause and frozen; the others run on. Under the hybrid
-master each step is :class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled
-on its own.
+member whose state or outputs go non-finite is marked ``failed`` with its cause and frozen; the others run on.
+Each member's state events are handled, and its modes switched, at the communication points as its scalar run
+does (:class:`~cosimrun.ensemble.unlocated.UnlocatedEvents`). Under the hybrid master each step is
+:class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled on its own.
 """
 
 from __future__ import annotations
@@ -126,17 +126,18 @@ class EnsembleResult:
     master_settings: dict[str, Any] = field(default_factory=dict)
     member_stats: dict[str, np.ndarray] = field(default_factory=dict)
     """Counts per member (``ijcsa`` with ``iterate_steps``: ``step_iterations``, ``newton_iterations``,
-    ``unconverged_steps``; ``hybrid``: ``macro_steps``, ``trial_steps``, ``rollbacks``, ``events``)."""
+    ``unconverged_steps``; ``hybrid``: ``macro_steps``, ``trial_steps``, ``rollbacks``, ``events``; the other
+    masters with state events: ``events``; with a ``multi`` component: ``mode_switches``)."""
     coupling_error: MemberCouplingErrors | None = None
     """The coupling-error estimates per connection and member, each member's as its own run gives them (NaN for
-    a failed member; ``None`` without links into real inputs)."""
+    a failed member, and under the fixed-step masters for one that handled an event; ``None`` without links into
+    real inputs)."""
     events: dict[str, np.ndarray] = field(default_factory=dict)
-    """Under the hybrid master, every state event handled, one row per event ordered by member, time and micro
-    step: ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
+    """With state events, every one handled, one row per event ordered by member, time and micro step:
+    ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""
     switches: dict[str, np.ndarray] = field(default_factory=dict)
-    """Under the hybrid master with a ``multi`` component, every mode switch, one row per switch ordered by member
-    and time: ``member``, ``time``, ``component``, ``from_mode``, ``to_mode`` (as a run's mode switches, per
-    member)."""
+    """With a ``multi`` component, every mode switch, one row per switch ordered by member and time:
+    ``member``, ``time``, ``component``, ``from_mode``, ``to_mode`` (as a run's mode switches, per member)."""
 
     def member_switches(self, index: int) -> dict[str, np.ndarray]:
         """Member *index*'s mode switches: ``time``, ``component``, ``from_mode``, ``to_mode`` (empty without a
