@@ -560,7 +560,7 @@ class HDF5Writer:
         ds = self._changed(path, start)
         ds.resize((start + len(data),))
         if len(data):
-            ds[start:] = data
+            _write_at(ds, start, data)
             stored = _stored_bytes(data)
             self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
@@ -1062,6 +1062,19 @@ class HDF5Writer:
     def __repr__(self) -> str:
         state = "closed" if self._file is None else "open"
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
+    """``ds[start:start + len(data)] = data`` for a one-dimensional dataset and array, through HDF5's write
+    directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to HDF5 as
+    h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
+    file_space = ds.id.get_space()
+    file_space.select_hyperslab((start,), (len(data),))
+    if ds.dtype.kind == "O":
+        data = np.asarray(data, dtype=ds.dtype.base, order="C")
+    else:
+        data = np.ascontiguousarray(data)
+    ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
 
 
 def crc32(data: np.ndarray, value: int = 0) -> int:
