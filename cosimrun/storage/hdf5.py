@@ -270,9 +270,30 @@ def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
     if h5py.h5a.exists(obj.id, key):
         obj.attrs[name] = value
         return
-    attr = h5py.h5a.create(obj.id, key, h5py.h5t.py_create(data.dtype, logical=True),
-                           h5py.h5s.create_simple(data.shape))
-    attr.write(data, mtype=h5py.h5t.py_create(data.dtype))
+    file_type, memory_type = _attr_types(data.dtype)
+    space = _SCALAR_SPACE if data.shape == () else h5py.h5s.create_simple(data.shape)
+    h5py.h5a.create(obj.id, key, file_type, space).write(data, mtype=memory_type)
+
+
+_ATTR_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
+"""``dtype.str`` -> the file and memory types :func:`set_attr` writes an attribute of that dtype with (only its
+UTF-8 strings are of object dtype)."""
+_SCALAR_SPACE = h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+def _attr_types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
+    """The HDF5 types of an attribute of *dtype* in the file and in memory, made once per process."""
+    types = _ATTR_TYPES.get(dtype.str)
+    if types is None:
+        types = _ATTR_TYPES[dtype.str] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
+    return types
+
+
+def modify_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
+    """``obj.attrs.modify(name, value)`` for an attribute *obj* has, of the shape of *value*: written in its own
+    type through HDF5 directly (h5py's checks first, which a results file's root attributes notice)."""
+    attr = h5py.h5a.open(obj.id, name.encode("utf-8"))
+    attr.write(np.asarray(value, order="C", dtype=None if isinstance(value, np.ndarray) else attr.dtype))
 
 
 def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -485,8 +506,8 @@ class HDF5Writer:
         with open(self.partial_path, "wb") as out:
             out.write(image)
         self._file = h5py.File(self.partial_path, "r+", locking=False)
-        for name, value in root.items():
-            self._file.attrs.modify(name, value)
+        for name, value in root.items():  # in place: each has the type and shape of its placeholder
+            modify_attr(self._file, name, value)
         self._file.flush()
         self._declared = declared
 
