@@ -137,7 +137,7 @@ def resolved(cfg: Any, base_dir: str | os.PathLike[str] | None = None) -> tuple[
     if base_dir is None:
         base_dir = _running_experiment_dir()
     if base_dir is not None:
-        plain = relocate_paths(plain, base_dir)
+        _relocate(plain, base_dir)  # the container is this call's own: no copy
     return plain, dump(plain)
 
 
@@ -153,8 +153,14 @@ def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> 
     and values that are not strings stay as they are (the component checks them).
     """
     out = copy.deepcopy(dict(cfg))
+    _relocate(out, base_dir)
+    return out
+
+
+def _relocate(cfg: dict[str, Any], base_dir: str | os.PathLike[str]) -> None:
+    """:func:`relocate_paths` in place."""
     base = Path(base_dir).absolute()
-    for comp in (out.get("components") or {}).values():
+    for comp in (cfg.get("components") or {}).values():
         if not isinstance(comp, dict):
             continue
         modes = comp.get("modes") if comp.get("type") == "multi" else None
@@ -163,7 +169,6 @@ def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> 
             params = node.get("params") if name else None
             if isinstance(params, dict) and _is_relative(params.get(name)):
                 params[name] = str(base / params[name])
-    return out
 
 
 def _is_relative(value: Any) -> bool:
