@@ -100,7 +100,8 @@ def test_resolved_container_is_omegaconfs(monkeypatch: pytest.MonkeyPatch) -> No
     cfg = OmegaConf.create(REFERENCES)
     assert resolved_container(cfg.log) == OmegaConf.to_container(cfg.log, resolve=True)
     plain = OmegaConf.create({"job": {"name": "cosimrun", "num": 3}, "log": {
-        "file": "/out/${job.name}_${job.num}.log", "plain": "no interpolation", "list": ["${job.name}", "a${job.num}"]}})
+        "file": "/out/${job.name}_${job.num}.log", "plain": "no interpolation",
+        "list": ["${job.name}", "a${job.num}"]}})
     expected = OmegaConf.to_container(plain.log, resolve=True)
     assert expected["file"] == "/out/cosimrun_3.log"
 
