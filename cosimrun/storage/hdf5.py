@@ -253,9 +253,9 @@ def to_attr(value: Any) -> Any:
 
 
 def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
-    """``obj.attrs[name] = value``, stored alike, without h5py's way of writing a new attribute under a temporary
-    name and renaming it (which a results file's few hundred new attributes notice): a new attribute of a string,
-    a number or a numeric array is created and written directly; anything else, and an existing attribute, goes
+    """``obj.attrs[name] = value``, stored alike, without h5py's checks and conversions (which a results file's few
+    hundred attributes notice): an attribute of a string, a number or a numeric array is created (an existing one
+    deleted first, as h5py does) and written directly, with HDF5 types made once per process; anything else goes
     through h5py."""
     key = name.encode("utf-8")
     if isinstance(value, str):
@@ -267,9 +267,8 @@ def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
     else:
         obj.attrs[name] = value
         return
-    if h5py.h5a.exists(obj.id, key):
-        obj.attrs[name] = value
-        return
+    if h5py.h5a.exists(obj.id, key):  # replaced as h5py replaces it: deleted, then made anew
+        h5py.h5a.delete(obj.id, key)
     file_type, memory_type = _attr_types(data.dtype)
     space = _SCALAR_SPACE if data.shape == () else h5py.h5s.create_simple(data.shape)
     h5py.h5a.create(obj.id, key, file_type, space).write(data, mtype=memory_type)
