@@ -23,6 +23,7 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
+from cosimrun.ensemble.controlled import ControlledSteps, padded, refuse_controlled
 from cosimrun.ensemble.coupling import member_estimate
 from cosimrun.ensemble.events import LocatedEvents, refuse_located
 from cosimrun.ensemble.members import Member, OdeMember, refresh_parameters, refuse, start_member_state, stepper
@@ -74,6 +75,7 @@ class EnsembleStats:
     complete: int
     failed: int
     macro_steps: int
+    """The communication steps (under step control: the accepted steps of the member that took the most)."""
     samples: int
     wall_time_s: float
     step_time_s: float
@@ -108,6 +110,8 @@ class EnsembleResult:
     """``complete`` or ``failed`` per member."""
     failures: dict[int, MemberFailure]
     time: np.ndarray
+    """The instants of the samples kept: ``(samples,)``, shared by the members under fixed steps; under step control
+    each member's own, ``(samples, members)``, NaN after its last sample."""
     history: dict[str, np.ndarray]
     """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN."""
     units: dict[str, str | None]
@@ -154,7 +158,7 @@ class EnsembleResult:
             "status": str(self.status[index]),
             "parameters": {k: _item(v[index]) for k, v in self.parameters.items()},
             "final": {k: float(v[index]) for k, v in self.final.items()},
-            "stats": {k: int(v[index]) for k, v in self.member_stats.items()},
+            "stats": {k: _item(v[index]) for k, v in self.member_stats.items()},
             "failure": None if failure is None else str(failure),
         }
 
@@ -180,9 +184,10 @@ def check_master(master: Master) -> None:
     if type(master) not in (Jacobi, GaussSeidel, IJCSA, Hybrid):
         raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel, ijcsa and hybrid "
                                          "masters only (with fixed steps)")
-    if getattr(master, "step_control", "fixed") != "fixed":
-        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
-                                                 "(a step size per member is not supported yet)")
+    if getattr(master, "step_control", "fixed") != "fixed" and type(master) not in (Jacobi, GaussSeidel):
+        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles under {master.name} take fixed "
+                                                 "steps only (step control per member runs under jacobi and "
+                                                 "gauss_seidel)")
     if getattr(master, "sweeps", 1) != 1:
         raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
 
@@ -210,6 +215,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         refuse_located(system)
     else:
         refuse_modes(system)
+    if getattr(master, "step_control", "fixed") != "fixed":
+        refuse_controlled(system, master)  # type: ignore[arg-type]
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -252,12 +259,20 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     def joined(attr: str) -> dict[str, np.ndarray]:
         return {key: np.concatenate([getattr(b, attr)[key] for b in blocks], axis=-1) for key in getattr(first, attr)}
 
+    own_clocks = first.time.ndim == 2
+    if own_clocks:  # each member's own sample times: every chunk's rows NaN-padded to the longest
+        samples = max(len(b.time) for b in blocks)
+        time = np.concatenate([padded(b.time, samples) for b in blocks], axis=1)
+        history = {key: np.concatenate([padded(b.history[key], samples) for b in blocks], axis=1)
+                   for key in first.history}
+    else:
+        samples, time, history = first.stats.samples, first.time, joined("history")
     failed = sum(b.stats.failed for b in blocks)
-    stats = EnsembleStats(members, members - failed, failed, first.stats.macro_steps, first.stats.samples, wall,
-                          sum(b.stats.step_time_s for b in blocks))
+    stats = EnsembleStats(members, members - failed, failed, max(b.stats.macro_steps for b in blocks), samples,
+                          wall, sum(b.stats.step_time_s for b in blocks))
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
-                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
-                          joined("history"), first.units, joined("final"), stats, first.master_settings,
+                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, time,
+                          history, first.units, joined("final"), stats, first.master_settings,
                           joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
                               [b.coupling_error for b in blocks if b.coupling_error is not None]),
                           _joined_table(blocks, offsets, "events"), _joined_table(blocks, offsets, "switches"))
@@ -395,6 +410,8 @@ class _EnsembleRun:
         self.settle(t0)
         if isinstance(master, Hybrid):
             return LocatedEvents(self, master, clock).execute(t0, start)
+        if master.step_control != "fixed":  # type: ignore[attr-defined]
+            return ControlledSteps(self, master, clock).execute(t0, start)  # type: ignore[arg-type]
         plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
                                                     interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
         order = master.extrapolation  # type: ignore[attr-defined]
