@@ -215,7 +215,6 @@ TIMED: dict[str, Any] = {
 @pytest.mark.parametrize(("base", "master", "key", "message"), [
     (TWO_MASS, controlled("jacobi", 0, step_control="richardson"), "master.step_control", "step doubling"),
     (TWO_MASS, controlled("jacobi", 0, global_error="estimate"), "master.global_error", "global error"),
-    (TWO_MASS, {"name": "ijcsa", "step_control": "error"}, "master.step_control", "fixed steps only"),
     (PENDULUM, controlled("jacobi", 0), "components.p", "event indicators"),
     (TIMED, controlled("gauss_seidel", 0), "components.ref", "time events"),
 ])
