@@ -4,7 +4,8 @@
                                         [--sweep 20] [--bouncing-ball 10000 [--ball-tf 5]]
                                         [--pendulum-switch 10000 [--switch-tf 2]]
                                         [--dask-sweep 10000 [--dask-experiment pendulum_switch]]
-                                        [--step-control error [--extrapolation 2] [--rtol 1e-3] [--atol 1e-4] [--dt 1e-3]]
+                                        [--step-control error [--extrapolation 2] [--rtol 1e-3] [--atol 1e-4]
+                                         [--dt 1e-3]]
 
 For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
 member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
@@ -26,9 +27,9 @@ amplitude, initial state and damping, and checks the sampled members' mode switc
 With ``--step-control error`` it times error-controlled steps instead (``master.step_control=error`` with
 ``--extrapolation``, ``--rtol`` and ``--atol``, every member on its own clock): ``System.run`` of one member against
 one ensemble of ``--members`` members (``run.dt`` of ``--dt``, which ``rk4`` keeps its substep length at: a longer
-step takes more substeps, each member as many as its run), per member per accepted step (the ensemble's loop time over the accepted
-steps of all its members), for the Jacobi and the Gauss-Seidel master, and checks three members' sample times,
-step counts and histories against their scalar runs.
+step takes more substeps, each member as many as its run), per member per accepted step (the ensemble's loop time
+over the accepted steps of all its members), for the Jacobi and the Gauss-Seidel master, and checks three
+members' sample times, step counts and histories against their scalar runs.
 
 With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
 launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
@@ -303,7 +304,8 @@ def controlled_table(opts: argparse.Namespace) -> None:
     stiffness = np.random.default_rng(0).uniform(5.0, 20.0, opts.members)
     load = os.getloadavg()[0]
     print(f"coupled_oscillators, {opts.members} members (mass1.stiffness 5..20), step_control={opts.step_control}, "
-          f"extrapolation={opts.extrapolation}, rtol={opts.rtol:g}, atol={opts.atol:g}, dt={opts.dt:g}, tf={opts.tf:g} s; "
+          f"extrapolation={opts.extrapolation}, rtol={opts.rtol:g}, atol={opts.atol:g}, dt={opts.dt:g}, "
+          f"tf={opts.tf:g} s; "
           f"{os.cpu_count()} cores, load {load:.2f}")
     print(f"{'master':14}{'scalar us':>11}{'ensemble us':>13}{'ratio':>8}{'accepted steps':>22}{'rejected':>10}"
           f"{'wall [s]':>10}{'max rel diff':>14}")
