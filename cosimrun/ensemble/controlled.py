@@ -11,7 +11,7 @@ and the next step proposed by that member's PI controller. Members do not wait f
 one trial step of every member at once, each from its own accepted state to its own trial end (arrays of
 instants and steps), so the ensemble takes as many rounds as its busiest member takes trials. An ODE component's
 ``rk4`` keeps its substep length as at ``run.dt`` (``bound_internal_steps``): a member whose step is longer takes
-more substeps, as its run does (members with different counts are integrated in one pass per count).
+more substeps, as its run does (members with different counts are integrated one group per count).
 
 Each member records a sample at its start and at every accepted step it keeps (``record_every``), at its own
 instants: the result's ``time`` is ``(samples, members)``, NaN after a member's last sample, as are its
@@ -35,7 +35,7 @@ from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import OwnClockEstimate
 from cosimrun.ensemble.events import Saved, exact_marks, tick_times
-from cosimrun.ensemble.members import OdeMember
+from cosimrun.ensemble.members import OdeMember, refresh_parameters
 from cosimrun.ensemble.modes import timed_ok
 from cosimrun.errors import ConfigError
 from cosimrun.masters.coupling_error import line_error
@@ -248,33 +248,54 @@ class MemberExtrapolation:
 
 class Substepped:
     """An ODE member stepped as its run steps it under step control: ``rk4`` substeps no longer than at ``run.dt``
-    (*most*), so a member whose step is longer takes more (one integration pass per count among the members)."""
+    (*most*), so a member whose step is longer takes more. Members with different counts are integrated one group
+    per count, each group alone (its states, inputs and the varying parameters of *owners* narrowed to it)."""
 
-    def __init__(self, st: OdeMember, most: float) -> None:
-        self.st, self.most = st, most
+    def __init__(self, st: OdeMember, most: float, owners: list[tuple[Any, list[str]]]) -> None:
+        self.st, self.most, self.owners = st, most, owners
         self.substeps = st.rk4.substeps
 
     def do_step(self, t: np.ndarray, h: np.ndarray) -> None:
         st, rk4 = self.st, self.st.rk4
         counts = np.where(h > self.substeps * self.most, np.ceil(h / self.most), self.substeps).astype(np.int64)
-        kinds = np.unique(counts).tolist()
+        first = int(counts[0])
         try:
-            if len(kinds) == 1:
-                rk4.substeps = kinds[0]
+            if (counts == first).all():
+                rk4.substeps = first
                 st.do_step(t, h)
                 return
-            x0 = st.x.copy()
-            out = np.empty_like(x0)
-            for n in kinds:
-                np.copyto(st.x, x0)
+            for n in np.unique(counts).tolist():
                 rk4.substeps = n
-                st.do_step(t, h)
-                on = counts == n
-                out[:, on] = st.x[:, on]
-            np.copyto(st.x, out)
+                self._step_group(np.flatnonzero(counts == n), t, h)
             st.refresh(t + h)
         finally:
             rk4.substeps = self.substeps
+
+    def _step_group(self, idx: np.ndarray, t: np.ndarray, h: np.ndarray) -> None:
+        """Step the members *idx* alone from *t* by *h* (theirs); their states are written back."""
+        st = self.st
+        members = st.members
+        inputs = [(p, p.value, p.derivatives) for p in st.in_ports]
+        params = [(owner, {name: owner.parameters[name] for name in names}) for owner, names in self.owners]
+
+        def part(value: Any) -> Any:
+            return value[idx] if isinstance(value, np.ndarray) and value.shape == (members,) else value
+
+        saved = st.narrow(idx)
+        try:
+            for p, value, derivatives in inputs:
+                p.value, p.derivatives = part(value), tuple(part(d) for d in derivatives)
+            for owner, values in params:
+                owner.parameters.update({name: part(value) for name, value in values.items()})
+                refresh_parameters(owner)
+            st.do_step(t[idx], h[idx])
+        finally:
+            st.widen(saved, idx)
+            for p, value, derivatives in inputs:
+                p.value, p.derivatives = value, derivatives
+            for owner, values in params:
+                owner.parameters.update(values)
+                refresh_parameters(owner)
 
 
 class ControlledSteps:
@@ -324,7 +345,7 @@ class ControlledSteps:
     def execute(self, t0: float, start: float) -> EnsembleResult:
         """Run every member from *t0* to the end, each through its own trial steps, one array step of all members
         per round, and return the ensemble's result."""
-        from cosimrun.ensemble.run import COMPLETE, FAILED, EnsembleResult, EnsembleStats
+        from cosimrun.ensemble.run import COMPLETE, FAILED, EnsembleResult, EnsembleStats, _owners
 
         run, clock, members = self.run, self.clock, self.run.members
         for p in self.ports:
@@ -354,7 +375,9 @@ class ControlledSteps:
                 st = run.steppers[comp.name]
                 if isinstance(st, OdeMember):
                     comp.bound_internal_steps(clock.dt)
-                    run.steppers[comp.name] = Substepped(st, comp._integrator.max_substep)  # type: ignore
+                    owners = [(owner, [own for _, own in names])
+                              for owner, names in _owners(comp, run.checked.varying[comp.name])]
+                    run.steppers[comp.name] = Substepped(st, comp._integrator.max_substep, owners)  # type: ignore
             with np.errstate(all="ignore"):
                 while self.active.any():
                     self.round()
