@@ -505,12 +505,7 @@ class ControlledSteps:
         from cosimrun.ensemble.run import MemberFailure
 
         run = self.run
-        sound = mask.copy()
-        for st in self.odes:
-            sound &= np.isfinite(st.x).all(axis=0)
-        for port in run.outputs.values():
-            if isinstance(port.value, np.ndarray):
-                sound &= np.isfinite(port.value)
+        sound = mask & run.finite(self.odes, run.members)
         for m in np.flatnonzero(mask & ~sound).tolist():
             comp, variable = run._culprit(m, self.odes)
             run.alive[m] = False

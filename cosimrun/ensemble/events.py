@@ -614,12 +614,7 @@ class LocatedEvents:
     def check_finite(self, mask: np.ndarray) -> None:
         """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
         run = self.run
-        sound = np.ones(len(self.ids), dtype=bool)
-        for st in self.odes:
-            sound &= np.isfinite(st.x).all(axis=0)
-        for port in run.outputs.values():
-            if isinstance(port.value, np.ndarray):
-                sound &= np.isfinite(port.value)
+        sound = run.finite(self.odes, len(self.ids))
         for i in np.flatnonzero(mask & ~sound).tolist():
             comp, variable = run._culprit(i, self.odes)
             self.fail_member(int(self.ids[i]), float(self.mtimes(self.pos)[i]), comp, variable, "non-finite value")

@@ -661,18 +661,22 @@ class _EnsembleRun:
     def _check_members(self, t: float, t1: float, odes: list[OdeMember], x_prev: dict[str, np.ndarray],
                        frozen: dict[str, np.ndarray], previous: dict[str, np.ndarray]) -> None:
         """Fail the members whose states or outputs went non-finite over the step from *t* to *t1*."""
-        sound = self.alive.copy()
-        for st in odes:
-            sound &= np.isfinite(st.x).all(axis=0)
-        for port in self.outputs.values():
-            if isinstance(port.value, np.ndarray):
-                sound &= np.isfinite(port.value)
-        bad = self.alive & ~sound
+        bad = self.alive & ~self.finite(odes, self.members)
         if not bad.any():
             return
         for m in np.flatnonzero(bad).tolist():
             comp, variable = self._culprit(m, odes)
             self._fail(np.array([m]), t, t1, comp, variable, "non-finite value", x_prev, frozen, previous)
+
+    def finite(self, odes: list[OdeMember], members: int) -> np.ndarray:
+        """Which of the *members* stepped now have their states (of *odes*) and recorded outputs all finite."""
+        sound = np.ones(members, dtype=bool)
+        for st in odes:
+            sound &= np.isfinite(st.x).all(axis=0)
+        for port in self.outputs.values():
+            if isinstance(port.value, np.ndarray):
+                sound &= np.isfinite(port.value)
+        return sound
 
     def _culprit(self, m: int, odes: list[OdeMember]) -> tuple[str, str]:
         """The first state (else output) of member *m* that is not finite."""

@@ -70,9 +70,9 @@ def scalar_run(master: Mapping[str, Any], params: Mapping[str, float], tf: float
     out = {}
     for name, comp in exp.system.components.items():
         times, values = comp.get_history_arrays()
-        for port, v in values.items():
-            if comp.outputs[port].spec.type.value == "real":
-                out[f"{name}.{port}"] = (np.asarray(times, dtype=float), np.asarray(v, dtype=float))
+        real = [port for port in values if comp.outputs[port].spec.type.value == "real"]
+        out.update({f"{name}.{port}": (np.asarray(times, dtype=float), np.asarray(values[port], dtype=float))
+                    for port in real})
     return outcome, out
 
 
