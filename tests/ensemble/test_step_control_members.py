@@ -224,3 +224,35 @@ def test_what_step_control_does_not_run_is_refused(base: dict[str, Any], master:
     with pytest.raises(ConfigError, match=message) as info:
         run_ensemble(exp.system, exp.master, {}, t0=0.0, tf=0.1, dt=0.01, members=2)
     assert info.value.key == key
+
+
+@pytest.mark.slow
+def test_a_sweep_under_step_control_runs_as_one_ensemble_of_its_members(tmp_path: Path, cosimrun: Any) -> None:
+    """A dask sweep of an experiment under ``step_control: error`` groups its members into one ensemble: its index
+    rows and every member read back (``load_run``, ``load_sweep_dataset``) are each member's scalar run, on its own
+    times."""
+    from cosimrun.runner.load import load_run, load_sweep, load_sweep_dataset
+
+    master = controlled("gauss_seidel", 2)
+    proc = cosimrun("-m", "+experiment=coupled_oscillators", "run.tf=0.2", "run.dt=0.008", "master=gauss_seidel",
+                    *(f"master.{key}={value}" for key, value in master.items() if key != "name"),
+                    "components.mass2.params.coupling_stiffness=10,40,160", "hydra/launcher=dask",
+                    "hydra.launcher.n_workers=1", "hydra.launcher.progress=false", f"hydra.sweep.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    index = load_sweep(tmp_path)
+    assert list(index["status"]) == ["complete"] * 3 and list(index["member"]) == [0, 1, 2]
+    assert index["path"].nunique() == 1 and index["path"].iloc[0].startswith("ensembles/")
+    dataset = load_sweep_dataset(tmp_path, "mass1")
+    for run, stiffness in enumerate(STIFFNESS):
+        stats, reference = scalar_run(master, {"mass2.coupling_stiffness": float(stiffness)}, 0.2, 0.008)
+        member = load_run(tmp_path, run)
+        assert isinstance(member, EnsembleMember) and member.stats["macro_steps"] == stats.macro_steps
+        for key, (times, values) in reference.items():
+            comp, _, port = key.partition(".")
+            series = member.history(comp)[port]
+            np.testing.assert_array_equal(series.time, times)
+            np.testing.assert_array_equal(series.values, values)
+            assert index[f"final.{key}"].iloc[run] == values[-1]
+        kept = int(dataset["n_samples"].values[run])
+        assert kept == stats.macro_steps + 1
+        np.testing.assert_array_equal(dataset["time"].values[run, :kept], reference["mass1.x"][0])
