@@ -8,7 +8,8 @@ and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosi
 member whose state or outputs go non-finite, or whose state event fires (masters without localization do not
 handle events in ensembles), is marked ``failed`` with its cause and frozen; the others run on. Under the hybrid
 master each step is :class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled
-on its own.
+on its own; under ``step_control: error`` (jacobi, gauss_seidel) :class:`~cosimrun.ensemble.controlled.ControlledSteps`
+steps every member on its own clock.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     *parameters* maps ``component.parameter`` to one value for all members or one per member (an array of
     shape ``(M,)``; initial states are the parameters ``<state>0``); *members* is M when no parameter varies.
     Each member's results are those of ``system.run`` with its parameters. Histories keep every
-    *record_every*-th communication point (and the first and last); *record* selects ``component.port``
+    *record_every*-th communication point (and the first and last; under step control each member's own accepted
+    steps, ``time`` then ``(samples, members)``); *record* selects ``component.port``
     outputs (default: every real output). At most *chunk* members are stepped together (more run in chunks,
     one after the other). The system is left initialized with its own parameters.
     """
