@@ -57,8 +57,8 @@ EXTREMES = ("smallest_step", "largest_step")
 
 def refuse_controlled(system: System, master: ExplicitMaster) -> None:
     """Refuse, keyed by what is at fault, what ensembles do not run under step control: step doubling, the
-    global-error estimate, components other than ODE and memoryless ones, time events, ``max_step``, event
-    indicators and event subscriptions."""
+    global-error estimate, integrators other than ``rk4``, components other than ODE and memoryless ones, time
+    events, ``max_step``, event indicators and event subscriptions."""
     if master.step_control != "error":
         raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take error-controlled steps "
                                                  "per member under step_control=error only (step doubling is not "
@@ -68,6 +68,9 @@ def refuse_controlled(system: System, master: ExplicitMaster) -> None:
                                                  "estimate the global error (run the members alone for it)")
     for name, comp in system.components.items():
         key = f"components.{name}"
+        if isinstance(comp, OdeComponent) and comp.parameters["integrator"] != "rk4":
+            raise ConfigError(f"{key}.params.integrator", f"{comp.parameters['integrator']!r}: ensembles under step "
+                                                          "control integrate with 'rk4' only")
         if not isinstance(comp, OdeComponent) and not timed_ok(comp):
             raise ConfigError(key, f"component {name!r} ({type(comp).__name__}) is neither an ODE component nor "
                                    "memoryless; ensembles under step control roll back ODE states per member only")
