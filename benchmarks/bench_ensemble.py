@@ -5,6 +5,8 @@
                                         [--pendulum-switch 10000 [--switch-tf 2]]
                                         [--dask-sweep 10000 [--dask-experiment pendulum_switch]]
                                         [--integrator rk45 [--members 10000] [--tf 0.5]]
+                                        [--step-control error [--extrapolation 2] [--rtol 1e-3] [--atol 1e-4]
+                                         [--dt 1e-3]]
 
 For the Jacobi and the Gauss-Seidel master (fixed steps, ``run.dt`` of the experiment), prints microseconds per
 member per macro step of (a) ``System.run`` of one member in this process and (b) one ensemble of ``--members``
@@ -27,6 +29,13 @@ With ``--integrator rk45`` (``rk23``, ``dop853``) it times ``coupled_oscillators
 integrated by that adaptive method instead: ``System.run`` of a few members against one ensemble of ``--members``
 members of stiffnesses over two decades (each member its own step size), per member per macro step, with the
 members' mean accepted steps per macro step and the largest difference from the scalar runs.
+
+With ``--step-control error`` it times error-controlled steps instead (``master.step_control=error`` with
+``--extrapolation``, ``--rtol`` and ``--atol``, every member on its own clock): ``System.run`` of one member against
+one ensemble of ``--members`` members (``run.dt`` of ``--dt``, which ``rk4`` keeps its substep length at: a longer
+step takes more substeps, each member as many as its run), per member per accepted step (the ensemble's loop time
+over the accepted steps of all its members), for the Jacobi and the Gauss-Seidel master, and checks three
+members' sample times, step counts and histories against their scalar runs.
 
 With ``--dask-sweep N`` it times the command end to end (from its start to the index on disk) on the dask
 launcher: a sweep of N members grouped into ensembles (``hydra.launcher.ensemble_size``, each size of
@@ -63,29 +72,33 @@ ROOT = Path(__file__).resolve().parents[1]
 _CLI = "from cosimrun.cli import main; main()"
 
 
-def config(master: str, tf: float) -> dict[str, Any]:
-    """The shipped coupled_oscillators experiment under *master*, run to *tf*."""
+def config(master: str, tf: float, settings: dict[str, Any] | None = None, dt: float | None = None) -> dict[str, Any]:
+    """The shipped coupled_oscillators experiment under *master* (with *settings* of it), run to *tf* (by *dt*)."""
     cfg = yaml.safe_load((ROOT / "conf" / "experiment" / "coupled_oscillators.yaml").read_text())
     cfg.pop("defaults", None)
     master_cfg = yaml.safe_load((ROOT / "conf" / "master" / f"{master}.yaml").read_text())
-    cfg["master"] = master_cfg
+    cfg["master"] = {**master_cfg, **(settings or {})}
     cfg["run"]["tf"] = tf
+    if dt is not None:
+        cfg["run"]["dt"] = dt
     return cfg
 
 
-def scalar(master: str, tf: float, stiffness: float) -> tuple[float, int, np.ndarray]:
-    """Seconds of ``System.run`` of one member, its macro steps and its ``mass1.x`` history."""
-    exp = build_experiment(config(master, tf))
+def scalar(master: str, tf: float, stiffness: float, settings: dict[str, Any] | None = None,
+           dt: float | None = None) -> tuple[float, int, np.ndarray, np.ndarray]:
+    """Seconds of ``System.run`` of one member, its macro steps and its ``mass1.x`` history (times, values)."""
+    exp = build_experiment(config(master, tf, settings, dt))
     exp.system.components["mass1"].set_parameters(stiffness=stiffness)
     start = time.perf_counter()
     result = exp.system.run(exp.run.t0, exp.run.tf, exp.run.dt, exp.master)
     wall = time.perf_counter() - start
-    _, values = exp.system.components["mass1"].get_history_arrays()
-    return wall, result.stats.macro_steps, np.asarray(values["x"])
+    times, values = exp.system.components["mass1"].get_history_arrays()
+    return wall, result.stats.macro_steps, np.asarray(times), np.asarray(values["x"])
 
 
-def ensemble(master: str, tf: float, stiffness: np.ndarray, record_every: int) -> Any:
-    exp = build_experiment(config(master, tf))
+def ensemble(master: str, tf: float, stiffness: np.ndarray, record_every: int,
+             settings: dict[str, Any] | None = None, dt: float | None = None) -> Any:
+    exp = build_experiment(config(master, tf, settings, dt))
     return run_ensemble(exp.system, exp.master, {"mass1.stiffness": stiffness}, t0=exp.run.t0, tf=exp.run.tf,
                         dt=exp.run.dt, record_every=record_every)
 
@@ -341,6 +354,40 @@ def pendulum_switch(members: int, tf: float, sample: int = 5) -> None:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
+def controlled_table(opts: argparse.Namespace) -> None:
+    """``--step-control error``: us per member per accepted step of ``System.run`` and of one ensemble, each member
+    on its own clock; three members checked against their scalar runs (times, step counts, histories)."""
+    settings = {"step_control": opts.step_control, "extrapolation": opts.extrapolation, "rtol": opts.rtol,
+                "atol": opts.atol}
+    stiffness = np.random.default_rng(0).uniform(5.0, 20.0, opts.members)
+    load = os.getloadavg()[0]
+    print(f"coupled_oscillators, {opts.members} members (mass1.stiffness 5..20), step_control={opts.step_control}, "
+          f"extrapolation={opts.extrapolation}, rtol={opts.rtol:g}, atol={opts.atol:g}, dt={opts.dt:g}, "
+          f"tf={opts.tf:g} s; "
+          f"{os.cpu_count()} cores, load {load:.2f}")
+    print(f"{'master':14}{'scalar us':>11}{'ensemble us':>13}{'ratio':>8}{'accepted steps':>22}{'rejected':>10}"
+          f"{'wall [s]':>10}{'max rel diff':>14}")
+    for master in ("jacobi", "gauss_seidel"):
+        wall, steps, _, _ = scalar(master, opts.tf, float(stiffness[0]), settings, opts.dt)
+        us_scalar = 1e6 * wall / steps
+        result = ensemble(master, opts.tf, stiffness, 1, settings, opts.dt)
+        accepted = result.member_stats["macro_steps"]
+        us_ensemble = 1e6 * result.stats.step_time_s / int(accepted.sum())
+        worst = 0.0
+        for m in (0, opts.members // 2, opts.members - 1):
+            _, steps_m, t, x = scalar(master, opts.tf, float(stiffness[m]), settings, opts.dt)
+            assert steps_m == accepted[m] and np.array_equal(result.time[:len(t), m], t), f"member {m}'s steps"
+            got = result.history["mass1.x"][:len(x), m]
+            worst = max(worst, float(np.max(np.abs(got - x) / np.maximum(np.abs(x), 1e-300))))
+        print(f"{master:14}{us_scalar:11.2f}{us_ensemble:13.3f}{us_scalar / us_ensemble:7.0f}x"
+              f"{f'{accepted.min()}..{accepted.max()}':>22}{int(result.member_stats['rejected_steps'].sum()):10d}"
+              f"{result.stats.wall_time_s:10.2f}{worst:14.1e}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"us per member per accepted step (the ensemble's loop time over all its members' accepted steps); peak "
+          f"RSS of this process: {rss:.0f} MiB; max rel diff: ensemble member vs scalar run of its parameters "
+          "(3 members, same sample times and step counts)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=10_000)
@@ -360,9 +407,17 @@ def main() -> None:
     parser.add_argument("--dask-experiment", choices=sorted(SWEPT), default="coupled_oscillators",
                         help="the experiment of --dask-sweep")
     parser.add_argument("--integrator", choices=["rk45", "rk23", "dop853"], help="time this adaptive method instead")
+    parser.add_argument("--step-control", choices=["error"], help="time error-controlled steps per member instead")
+    parser.add_argument("--extrapolation", type=int, default=2, help="--step-control: the masters' extrapolation")
+    parser.add_argument("--rtol", type=float, default=1e-3, help="--step-control: the masters' rtol")
+    parser.add_argument("--atol", type=float, default=1e-4, help="--step-control: the masters' atol")
+    parser.add_argument("--dt", type=float, default=1e-3, help="--step-control: run.dt (rk4's substeps are as at it)")
     opts = parser.parse_args()
     if opts.integrator:
         adaptive(opts.integrator, opts.members, opts.tf, opts.record_every)
+        return
+    if opts.step_control:
+        controlled_table(opts)
         return
     if opts.bouncing_ball:
         bouncing_ball(opts.bouncing_ball, opts.ball_tf)
@@ -379,13 +434,13 @@ def main() -> None:
     load = os.getloadavg()[0]
     rows = []
     for master in ("jacobi", "gauss_seidel"):
-        wall, steps, _ = scalar(master, opts.scalar_tf, float(stiffness[0]))
+        wall, steps, _, _ = scalar(master, opts.scalar_tf, float(stiffness[0]))
         us_scalar = 1e6 * wall / steps
         result = ensemble(master, opts.tf, stiffness, opts.record_every)
         us_ensemble = result.stats.us_per_member_step
         worst = 0.0
         for m in (0, opts.members // 2, opts.members - 1):
-            _, _, x = scalar(master, opts.tf, float(stiffness[m]))
+            _, _, _, x = scalar(master, opts.tf, float(stiffness[m]))
             got = result.history["mass1.x"][:, m]
             ref = x[:: opts.record_every] if len(got) == len(x[:: opts.record_every]) else \
                 np.append(x[:: opts.record_every], x[-1])

@@ -1,7 +1,7 @@
 """Sweep throughput and per-job overhead, side by side in one run.
 
     python benchmarks/bench_sweep.py [--jobs 32] [--tf 20] [--workers 2]
-    python benchmarks/bench_sweep.py --warm [--warm-jobs 300] [--index 1000,10000,100000]
+    python benchmarks/bench_sweep.py --warm [--warm-jobs 300] [--index 1000,10000,100000] [--baseline DIR]
 
 Default: the same 32-job sweep run serially and on the dask launcher with 2
 workers. Each job is the ``pendulum_switch`` experiment (about 0.5 s of
@@ -24,11 +24,18 @@ it: the results file's run wall time is the simulation). Then the driver's time
 writing the sweep index for ``--index`` jobs (appended while they finish,
 written whole at the end). The load average is printed beside each figure: the
 machine is shared, and its load moves them.
+
+With ``--baseline DIR`` (a source tree of cosimrun to compare with, e.g. the
+main checkout or ``git archive <commit> | tar -x -C DIR``) the CPU time per job
+in process is also measured for that code (put first on ``PYTHONPATH``, in an
+interpreter of its own, as is this tree's for the comparison) and printed beside
+this tree's, each the least of ``--repeat`` alternating runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -114,6 +121,13 @@ components:
 """A 100-step run of the shipped pendulum FMU."""
 
 WARM = {"tiny": (TINY, "components.k.params.k"), "pendulum_fmu": (PENDULUM_FMU, "components.p.params.length")}
+
+
+def _write_experiments(tmp: Path) -> None:
+    """The experiments of :data:`WARM` as ``<tmp>/conf/experiment/<name>.yaml``."""
+    (tmp / "conf" / "experiment").mkdir(parents=True)
+    for name, (text, _) in WARM.items():
+        (tmp / "conf" / "experiment" / f"{name}.yaml").write_text(text)
 
 
 def _load() -> str:
@@ -236,6 +250,35 @@ def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
     return {"job": total / n * 1e3, "run": spent["run"] / n * 1e3, "sim": spent["sim"] / n * 1e3}
 
 
+def _cpu_in(tree: str | None, name: str, n: int) -> dict[str, float]:
+    """:func:`in_process_jobs` in a new interpreter, on the cosimrun source *tree* when given (else this one)."""
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(tree).absolute()), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, __file__, "--cpu", name, str(n)], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"in-process {name} ({tree or 'this tree'}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare_cpu(baseline: str, n: int, repeat: int) -> None:
+    """CPU ms per job in process (:func:`in_process_jobs`) of the *baseline* tree and of this one, side by side:
+    the least of *repeat* runs of each, alternating (the machine's load moves single runs)."""
+    print(f"CPU per job in process, {n} jobs, least of {repeat} alternating runs: baseline {baseline} / this tree")
+    print(f"{'experiment':14}{'code':>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
+          f"{'run_experiment [ms]':>21}  load")
+    for name in WARM:
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(repeat):
+            for label, tree in (("baseline", baseline), ("this tree", None)):
+                cpu = _cpu_in(tree, name, n)
+                if label not in best or cpu["job"] < best[label]["job"]:
+                    best[label] = cpu
+        for label, cpu in best.items():
+            print(f"{name:14}{label:>11}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
+                  f"{cpu['run']:21.2f}  {_load()}")
+
+
 def warm_main(opts: argparse.Namespace) -> None:
     """The ``--warm`` figures (see the module)."""
     from sweep_overhead import index_cost
@@ -243,9 +286,7 @@ def warm_main(opts: argparse.Namespace) -> None:
     print(f"per-job cost, warm dask workers ({opts.workers}) against a process per job; {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="bench_sweep_warm_") as tmp_name:
         tmp = Path(tmp_name)
-        (tmp / "conf" / "experiment").mkdir(parents=True)
-        for name, (text, _) in WARM.items():
-            (tmp / "conf" / "experiment" / f"{name}.yaml").write_text(text)
+        _write_experiments(tmp)
         print(f"{'experiment':14}{'where':>18}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
               f"{'overhead/job [ms]':>19}{'jobs/s':>8}{'driver RSS [MB]':>17}  load")
         for name in WARM:
@@ -268,6 +309,8 @@ def warm_main(opts: argparse.Namespace) -> None:
         runs = fmu_runs(Path(tmp_name), 200)
     print(f"pendulum FMU component, 100 steps, in one process: {runs[False]:.2f} ms per run with a fresh instance, "
           f"{runs[True]:.2f} ms with the instance kept and reset ({_load()})")
+    if opts.baseline:
+        compare_cpu(opts.baseline, opts.warm_jobs, opts.repeat)
     print(f"{'index: jobs':14}{'CPU writing [s]':>17}{'per job [us]':>14}{'last append [ms]':>18}"
           f"{'final [ms]':>12}  load")
     for n in (int(x) for x in opts.index.split(",") if x):
@@ -286,7 +329,16 @@ def main() -> None:
     parser.add_argument("--warm-jobs", type=int, default=300)
     parser.add_argument("--process-runs", type=int, default=3)
     parser.add_argument("--index", default="1000,10000,100000", help="index sizes for --warm, comma separated")
+    parser.add_argument("--baseline", help="with --warm: a cosimrun source tree whose CPU per job to print beside")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tree for --baseline")
+    parser.add_argument("--cpu", nargs=2, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.cpu:
+        with tempfile.TemporaryDirectory(prefix="bench_sweep_cpu_") as tmp_name:
+            tmp = Path(tmp_name)
+            _write_experiments(tmp)
+            print(json.dumps(in_process_jobs(tmp, opts.cpu[0], int(opts.cpu[1]))))
+        return
     if opts.warm:
         warm_main(opts)
         return

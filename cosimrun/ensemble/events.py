@@ -95,6 +95,23 @@ def refuse_located(system: System) -> None:
         raise ConfigError("events", "ensembles under the hybrid master do not run event subscriptions")
 
 
+def exact_marks(clock: Clock) -> list[tuple[int, float]]:
+    """The ticks whose exact times *clock* remembers (``Clock.mark``), with those times."""
+    marks = clock.marks()
+    return [(int(k) * clock.resolution + int(r), float(t))
+            for k, r, t in zip(marks["grid"], marks["rest"], marks["time"], strict=True)]
+
+
+def tick_times(clock: Clock, marks: list[tuple[int, float]], ticks: np.ndarray) -> np.ndarray:
+    """:meth:`Clock.time` of every tick in *ticks* (*marks*: :func:`exact_marks`)."""
+    k, r = np.divmod(ticks, clock.resolution)
+    base = clock.t0 + k * clock.dt
+    t = np.where(r == 0, base, base + r * clock.tick)
+    for tick, exact in marks:
+        t[ticks == tick] = exact
+    return t
+
+
 @dataclass(frozen=True)
 class Column:
     """One event indicator of the system: its stepper, its name and direction, and either its place among the
@@ -111,8 +128,8 @@ class Saved:
     """One copy per member of what a trial changes: the ODE states, their discrete state and the real port values
     (a member's accepted state, or its state at its event's bracket end), saved and loaded member by member."""
 
-    def __init__(self, events: MemberEvents) -> None:
-        self.odes, self.ports = events.odes, events.ports
+    def __init__(self, odes: list[OdeMember], ports: list[Any]) -> None:
+        self.odes, self.ports = odes, ports
         self.x = [st.x.copy() for st in self.odes]
         self.state = [[np.array(getattr(st.holder, a)) for a in st.member_state] for st in self.odes]
         self.values = [np.array(p.value, dtype=float) for p in self.ports]
@@ -442,20 +459,12 @@ class LocatedEvents(MemberEvents):
         self.pos = np.zeros(members, dtype=np.int64)
         """Each member's tick: the shared one, except a member whose event fell within ``clock.snap`` of the grid
         point it then skipped (as its scalar run does), or that stopped at the end of a dwell window."""
-        marks = clock.marks()
-        self._marks = [(int(k) * clock.resolution + int(r), float(t))
-                       for k, r, t in zip(marks["grid"], marks["rest"], marks["time"], strict=True)]
+        self._marks = exact_marks(clock)
 
     # ------------------------------------------------------------------ ticks
     def times(self, ticks: np.ndarray) -> np.ndarray:
         """:meth:`Clock.time` of every tick in *ticks*."""
-        clock = self.clock
-        k, r = np.divmod(ticks, clock.resolution)
-        base = clock.t0 + k * clock.dt
-        t = np.where(r == 0, base, base + r * clock.tick)
-        for tick, exact in self._marks:
-            t[ticks == tick] = exact
-        return t
+        return tick_times(self.clock, self._marks, ticks)
 
     def mtimes(self, ticks: np.ndarray) -> np.ndarray:
         """:meth:`times` of one tick per current member, a member's marked tick (the end of its dwell window,
@@ -536,8 +545,8 @@ class LocatedEvents(MemberEvents):
         self.last_tick = np.zeros(members, dtype=np.int64)
         for st in self.multis:
             st.start()
-        self.acc = Saved(self)
-        self.at_hi_state = Saved(self)
+        self.acc = Saved(self.odes, self.ports)
+        self.at_hi_state = Saved(self.odes, self.ports)
         self.port_index = {id(p): i for i, p in enumerate(self.ports)}
         coupling = own_clock_estimate(run.scalar, members, run.outputs)
         self.coupling = coupling if coupling is not None and coupling.links else None
@@ -765,12 +774,7 @@ class LocatedEvents(MemberEvents):
     def check_finite(self, mask: np.ndarray) -> None:
         """Members *mask* whose state or outputs at their accepted point are not finite fail there."""
         run = self.run
-        sound = np.ones(len(self.ids), dtype=bool)
-        for st in self.odes:
-            sound &= np.isfinite(st.x).all(axis=0)
-        for port in run.outputs.values():
-            if isinstance(port.value, np.ndarray):
-                sound &= np.isfinite(port.value)
+        sound = run.finite(self.odes, len(self.ids))
         for i in np.flatnonzero(mask & ~sound).tolist():
             comp, variable = run._culprit(i, self.odes)
             self.fail_member(int(self.ids[i]), float(self.mtimes(self.pos)[i]), comp, variable, "non-finite value")
@@ -960,4 +964,4 @@ class LocatedEvents(MemberEvents):
         self.start_probe(ok, self.indicator(t), fired)
 
 
-__all__ = ["COUNTS", "SWITCH_COUNT", "LocatedEvents", "refuse_located"]
+__all__ = ["COUNTS", "SWITCH_COUNT", "LocatedEvents", "Saved", "exact_marks", "refuse_located", "tick_times"]

@@ -8,7 +8,9 @@ and re-evaluation of direct feedthrough; each component is stepped by :mod:`cosi
 member whose state or outputs go non-finite is marked ``failed`` with its cause and frozen; the others run on.
 Each member's state events are handled, and its modes switched, at the communication points as its scalar run
 does (:class:`~cosimrun.ensemble.unlocated.UnlocatedEvents`). Under the hybrid master each step is
-:class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled on its own.
+:class:`~cosimrun.ensemble.events.LocatedEvents`'s: every member's events located and handled on its own; under
+``step_control: error`` (jacobi, gauss_seidel) :class:`~cosimrun.ensemble.controlled.ControlledSteps` steps every
+member on its own clock.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from cosimrun.console import notice
 from cosimrun.core.ports import PortType
+from cosimrun.ensemble.controlled import ControlledSteps, padded, refuse_controlled
 from cosimrun.ensemble.coupling import member_estimate
 from cosimrun.ensemble.events import LocatedEvents, refuse_located
 from cosimrun.ensemble.members import (
@@ -83,6 +86,7 @@ class EnsembleStats:
     complete: int
     failed: int
     macro_steps: int
+    """The communication steps (under step control: the accepted steps of the member that took the most)."""
     samples: int
     wall_time_s: float
     step_time_s: float
@@ -117,6 +121,8 @@ class EnsembleResult:
     """``complete`` or ``failed`` per member."""
     failures: dict[int, MemberFailure]
     time: np.ndarray
+    """The instants of the samples kept: ``(samples,)``, shared by the members under fixed steps; under step control
+    each member's own, ``(samples, members)``, NaN after its last sample."""
     history: dict[str, np.ndarray]
     """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN."""
     units: dict[str, str | None]
@@ -164,7 +170,7 @@ class EnsembleResult:
             "status": str(self.status[index]),
             "parameters": {k: _item(v[index]) for k, v in self.parameters.items()},
             "final": {k: float(v[index]) for k, v in self.final.items()},
-            "stats": {k: int(v[index]) for k, v in self.member_stats.items()},
+            "stats": {k: _item(v[index]) for k, v in self.member_stats.items()},
             "failure": None if failure is None else str(failure),
         }
 
@@ -190,9 +196,10 @@ def check_master(master: Master) -> None:
     if type(master) not in (Jacobi, GaussSeidel, IJCSA, Hybrid):
         raise ConfigError("master.name", f"{master.name!r}: ensembles run the jacobi, gauss_seidel, ijcsa and hybrid "
                                          "masters only (with fixed steps)")
-    if getattr(master, "step_control", "fixed") != "fixed":
-        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles take fixed steps only "
-                                                 "(a step size per member is not supported yet)")
+    if getattr(master, "step_control", "fixed") != "fixed" and type(master) not in (Jacobi, GaussSeidel):
+        raise ConfigError("master.step_control", f"{master.step_control!r}: ensembles under {master.name} take fixed "
+                                                 "steps only (step control per member runs under jacobi and "
+                                                 "gauss_seidel)")
     if getattr(master, "sweeps", 1) != 1:
         raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
 
@@ -205,7 +212,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     *parameters* maps ``component.parameter`` to one value for all members or one per member (an array of
     shape ``(M,)``; initial states are the parameters ``<state>0``); *members* is M when no parameter varies.
     Each member's results are those of ``system.run`` with its parameters. Histories keep every
-    *record_every*-th communication point (and the first and last); *record* selects ``component.port``
+    *record_every*-th communication point (and the first and last; under step control each member's own accepted
+    steps, ``time`` then ``(samples, members)``); *record* selects ``component.port``
     outputs (default: every real output). At most *chunk* members are stepped together (more run in chunks,
     one after the other). The system is left initialized with its own parameters.
     """
@@ -220,6 +228,8 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
         refuse_located(system)
     else:
         refuse_unlocated(system, master)
+    if getattr(master, "step_control", "fixed") != "fixed":
+        refuse_controlled(system, master)  # type: ignore[arg-type]
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -253,12 +263,20 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
     def joined(attr: str) -> dict[str, np.ndarray]:
         return {key: np.concatenate([getattr(b, attr)[key] for b in blocks], axis=-1) for key in getattr(first, attr)}
 
+    own_clocks = first.time.ndim == 2
+    if own_clocks:  # each member's own sample times: every chunk's rows NaN-padded to the longest
+        samples = max(len(b.time) for b in blocks)
+        time = np.concatenate([padded(b.time, samples) for b in blocks], axis=1)
+        history = {key: np.concatenate([padded(b.history[key], samples) for b in blocks], axis=1)
+                   for key in first.history}
+    else:
+        samples, time, history = first.stats.samples, first.time, joined("history")
     failed = sum(b.stats.failed for b in blocks)
-    stats = EnsembleStats(members, members - failed, failed, first.stats.macro_steps, first.stats.samples, wall,
-                          sum(b.stats.step_time_s for b in blocks))
+    stats = EnsembleStats(members, members - failed, failed, max(b.stats.macro_steps for b in blocks), samples,
+                          wall, sum(b.stats.step_time_s for b in blocks))
     return EnsembleResult(first.system, first.master, first.t0, first.tf, first.dt, first.record_every, members,
-                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, first.time,
-                          joined("history"), first.units, joined("final"), stats, first.master_settings,
+                          joined("parameters"), np.concatenate([b.status for b in blocks]), failures, time,
+                          history, first.units, joined("final"), stats, first.master_settings,
                           joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
                               [b.coupling_error for b in blocks if b.coupling_error is not None]),
                           _joined_table(blocks, offsets, "events"), _joined_table(blocks, offsets, "switches"))
@@ -400,6 +418,8 @@ class _EnsembleRun:
         self.settle(t0)
         if isinstance(master, Hybrid):
             return LocatedEvents(self, master, clock).execute(t0, start)
+        if master.step_control != "fixed":  # type: ignore[attr-defined]
+            return ControlledSteps(self, master, clock).execute(t0, start)  # type: ignore[arg-type]
         plan, lagging = self.schedule.stepping_plan(self.order, master.fresh_outputs,  # type: ignore[attr-defined]
                                                     interpolate=master.extrapolation >= 1)  # type: ignore[attr-defined]
         order = master.extrapolation  # type: ignore[attr-defined]
@@ -656,18 +676,22 @@ class _EnsembleRun:
             for m, state, cause in st.failures():
                 if self.alive[m]:
                     self._fail(np.array([m]), t, t1, st.comp.name, state, cause, x_prev, frozen, previous)
-        sound = self.alive.copy()
-        for st in odes:
-            sound &= np.isfinite(st.x).all(axis=0)
-        for port in self.outputs.values():
-            if isinstance(port.value, np.ndarray):
-                sound &= np.isfinite(port.value)
-        bad = self.alive & ~sound
+        bad = self.alive & ~self.finite(odes, self.members)
         if not bad.any():
             return
         for m in np.flatnonzero(bad).tolist():
             comp, variable = self._culprit(m, odes)
             self._fail(np.array([m]), t, t1, comp, variable, "non-finite value", x_prev, frozen, previous)
+
+    def finite(self, odes: list[OdeMember], members: int) -> np.ndarray:
+        """Which of the *members* stepped now have their states (of *odes*) and recorded outputs all finite."""
+        sound = np.ones(members, dtype=bool)
+        for st in odes:
+            sound &= np.isfinite(st.x).all(axis=0)
+        for port in self.outputs.values():
+            if isinstance(port.value, np.ndarray):
+                sound &= np.isfinite(port.value)
+        return sound
 
     def _culprit(self, m: int, odes: list[OdeMember]) -> tuple[str, str]:
         """The first state (else output) of member *m* that is not finite."""

@@ -179,7 +179,7 @@ class UnlocatedEvents(MemberEvents):
         if self.probe_plan is None:
             self.armed[keys & on_surface] = 0.0
             return
-        saved = Saved(self)
+        saved = Saved(self.odes, self.ports)
         probe = np.zeros_like(g_now)
         lengths = np.zeros(len(self.ids))
         length = PROBE_FRACTION * h

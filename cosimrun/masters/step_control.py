@@ -211,8 +211,8 @@ class ErrorControl:
         magnitude = np.maximum(self._magnitude, np.abs(y1))
         est[est <= ROUNDOFF * magnitude] = 0.0
         ratios = self._ratios = est / (self.atol + self.rtol * magnitude)
-        norm = float(np.max(ratios))
-        return norm if math.isfinite(norm) else math.inf
+        norm = np.max(ratios, axis=0)  # one norm per member for (inputs, members) estimates
+        return _plain(np.where(np.isfinite(norm), norm, np.inf))
 
     def worst(self) -> int:
         """The index (in :attr:`links`) of the input with the largest error ratio in the last :meth:`estimate`."""
@@ -268,19 +268,25 @@ class ErrorControl:
                                         log["accepted"].tolist(), strict=True):
             self.log.append(t, h, norm, accepted)
 
-    def next_step(self, h: float, norm: float, accepted: bool) -> float:
+    def next_step(self, h: Any, norm: Any, accepted: bool) -> Any:
         """The step to try after a step of *h* with error *norm* (PI control; no growth right after a rejection;
-        a zero norm grows the step up to :attr:`blind_step` only)."""
-        if math.isnan(norm):
-            factor = 1.0
-        elif accepted:
-            if norm <= 0.0:
-                factor = min(GROWTH, max(1.0, self.blind_step / h))
+        a zero norm grows the step up to :attr:`blind_step` only). *h* and *norm* may be arrays over members
+        whose controllers (:attr:`_previous`, the orders) are arrays too; the arithmetic is numpy's for one
+        controller and for many alike, so that each member steps as its own run."""
+        with np.errstate(all="ignore"):
+            if accepted:
+                blind = np.minimum(GROWTH, np.maximum(1.0, self.blind_step / h))
+                pi = SAFETY * np.power(norm, -self._alpha) * np.power(self._previous, self._beta)
+                factor = np.minimum(GROWTH, np.maximum(1.0 / GROWTH, np.where(norm <= 0.0, blind, pi)))
+                estimated = ~np.isnan(norm)
+                factor = np.where(estimated, factor, 1.0)
+                self._previous = _plain(np.where(estimated, np.maximum(norm, 1e-4), self._previous))
             else:
-                factor = SAFETY * norm ** -self._alpha * self._previous ** self._beta
-            self._previous = max(norm, 1e-4)
-            factor = min(GROWTH, max(1.0 / GROWTH, factor))
-        else:
-            factor = max(1.0 / GROWTH, min(1.0, SAFETY * norm ** (-1.0 / self.k))) if math.isfinite(norm) \
-                else 1.0 / GROWTH
-        return min(self.max_step, max(self.min_step, h * factor))
+                shrunk = np.maximum(1.0 / GROWTH, np.minimum(1.0, SAFETY * np.power(norm, -1.0 / self.k)))
+                factor = np.where(np.isfinite(norm), shrunk, 1.0 / GROWTH)
+            return _plain(np.minimum(self.max_step, np.maximum(self.min_step, h * factor)))
+
+
+def _plain(value: np.ndarray) -> Any:
+    """*value* as a float when it is one number (a 0-d array), else the array."""
+    return value if value.ndim else float(value)

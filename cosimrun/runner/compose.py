@@ -112,10 +112,11 @@ def _set_job(config: DictConfig, num: int, sweep_dir: str) -> None:
     """Set what a launcher sets in a job's config: ``hydra.job.id``, ``hydra.job.num``, ``hydra.sweep.dir``."""
     from omegaconf import open_dict
 
-    with open_dict(config):
-        config.hydra.job.id = f"{config.hydra.job.name}_{num}"
-        config.hydra.job.num = num
-        config.hydra.sweep.dir = sweep_dir
+    job, sweep = config.hydra.job, config.hydra.sweep
+    with open_dict(job), open_dict(sweep):  # not the whole config: opening it walks every node
+        job.id = f"{job.name}_{num}"
+        job.num = num
+        sweep.dir = sweep_dir
 
 
 def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence[str], num: int) -> JobSpec:

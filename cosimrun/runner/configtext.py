@@ -9,7 +9,9 @@ representer it is ``OmegaConf.to_yaml``. :func:`resolved` resolves a config
 once for both the plain container the run is built from and its YAML text,
 with the relative file paths of its components made absolute
 (:func:`relocate_paths`, against :func:`experiment_dir`);
-:func:`task_overrides` gives a job's overrides as the user wrote them.
+:func:`task_overrides` gives a job's overrides as the user wrote them;
+:func:`resolved_container` resolves a node whose interpolations are plain
+references to other nodes without OmegaConf's grammar parser.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -57,6 +60,68 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=dumper, default_flow_style=False, allow_unicode=True, sort_keys=False)
 
 
+_NODE_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\}")
+"""A plain absolute reference to another node: ``${hydra.job.name}``."""
+
+
+class _NotPlain(Exception):
+    """A string that is not text with plain node references only: left to OmegaConf."""
+
+
+def resolved_container(node: Any) -> Any:
+    """``OmegaConf.to_container(node, resolve=True)`` of the config node *node*, without OmegaConf's grammar parser
+    when every interpolation in it is a string of text and plain references to other nodes (``${a.b}``), each
+    naming a value that is no container: Hydra's ``job_logging`` (a log file named
+    ``${hydra.runtime.output_dir}/${hydra.job.name}.log``), which parsing again for each job of a warm worker
+    costs about a millisecond. Anything else (resolvers, relative or nested references, escapes, a reference
+    whose value is not text where it is the whole string) is resolved by OmegaConf, errors included."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(node, resolve=False)
+    root = node._get_root()
+    try:
+        return _substituted(raw, root)
+    except _NotPlain:
+        return OmegaConf.to_container(node, resolve=True)
+
+
+def _substituted(value: Any, root: Any) -> Any:
+    """*value* (plain data) with the node references of its strings replaced by their values (see
+    :func:`resolved_container`); :class:`_NotPlain` for anything else."""
+    if isinstance(value, dict):
+        return {key: _substituted(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substituted(item, root) for item in value]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    if "\\" in value:
+        raise _NotPlain
+    parts, end = [], 0
+    for match in _NODE_REFERENCE.finditer(value):
+        parts += [value[end:match.start()], _referenced(root, match.group(1))]
+        end = match.end()
+    parts.append(value[end:])
+    if any("${" in text for text in parts[::2]):
+        raise _NotPlain
+    if len(parts) == 3 and not parts[0] and not parts[2] and not isinstance(parts[1], str):
+        raise _NotPlain  # the whole string is one reference: its value keeps its type, as OmegaConf converts it
+    return "".join(str(part) for part in parts)
+
+
+def _referenced(root: Any, key: str) -> Any:
+    """The resolved value of the node *key* of *root*; :class:`_NotPlain` when it is missing, None, a container
+    or cannot be resolved."""
+    from omegaconf import OmegaConf
+
+    try:
+        found = OmegaConf.select(root, key, throw_on_missing=True, throw_on_resolution_failure=True)
+    except Exception:
+        raise _NotPlain from None
+    if found is None or OmegaConf.is_config(found):
+        raise _NotPlain
+    return found
+
+
 def resolved(cfg: Any, base_dir: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], str]:
     """``(plain, text)``: *cfg* resolved once, as a plain dict and as ``OmegaConf.to_yaml(cfg, resolve=True)``.
 
@@ -72,7 +137,7 @@ def resolved(cfg: Any, base_dir: str | os.PathLike[str] | None = None) -> tuple[
     if base_dir is None:
         base_dir = _running_experiment_dir()
     if base_dir is not None:
-        plain = relocate_paths(plain, base_dir)
+        _relocate(plain, base_dir)  # the container is this call's own: no copy
     return plain, dump(plain)
 
 
@@ -88,8 +153,14 @@ def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> 
     and values that are not strings stay as they are (the component checks them).
     """
     out = copy.deepcopy(dict(cfg))
+    _relocate(out, base_dir)
+    return out
+
+
+def _relocate(cfg: dict[str, Any], base_dir: str | os.PathLike[str]) -> None:
+    """:func:`relocate_paths` in place."""
     base = Path(base_dir).absolute()
-    for comp in (out.get("components") or {}).values():
+    for comp in (cfg.get("components") or {}).values():
         if not isinstance(comp, dict):
             continue
         modes = comp.get("modes") if comp.get("type") == "multi" else None
@@ -98,7 +169,6 @@ def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> 
             params = node.get("params") if name else None
             if isinstance(params, dict) and _is_relative(params.get(name)):
                 params[name] = str(base / params[name])
-    return out
 
 
 def _is_relative(value: Any) -> bool:
@@ -116,16 +186,26 @@ def experiment_dir(hydra_cfg: Any) -> Path | None:
     no experiment was chosen or it is not a file on disk (a structured config,
     a zipped package).
     """
+    return _experiment_dir(*_experiment_source(hydra_cfg))
+
+
+def _experiment_source(hydra_cfg: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``(experiment choice or "", ((schema, path) of each config source, ...))`` of the ``hydra`` node."""
     choice = (hydra_cfg.runtime.get("choices") or {}).get("experiment")
+    sources = tuple((str(s.schema), str(s.path)) for s in hydra_cfg.runtime.get("config_sources") or ())
+    return str(choice or ""), sources
+
+
+def _experiment_dir(choice: str, sources: tuple[tuple[str, str], ...]) -> Path | None:
     if not choice:
         return None
     relative = f"experiment/{choice}.yaml"
-    for source in hydra_cfg.runtime.get("config_sources") or ():
-        if source.schema == "file":
-            file: Any = Path(source.path, relative)
-        elif source.schema == "pkg":
+    for schema, where in sources:
+        if schema == "file":
+            file: Any = Path(where, relative)
+        elif schema == "pkg":
             try:
-                file = resources.files(source.path).joinpath(relative)
+                file = resources.files(where).joinpath(relative)
             except (ValueError, ModuleNotFoundError, TypeError):
                 continue
         else:
@@ -135,11 +215,21 @@ def experiment_dir(hydra_cfg: Any) -> Path | None:
     return None
 
 
+_job_experiment_dir = functools.lru_cache(maxsize=64)(_experiment_dir)
+""":func:`_experiment_dir` looked up once per process for each choice and list of sources: every job of a
+sweep asks (:func:`forget_experiment_dirs` starts again)."""
+
+
+def forget_experiment_dirs() -> None:
+    """Look the experiments' files of the jobs up again: a worker does when a new sweep arrives."""
+    _job_experiment_dir.cache_clear()
+
+
 def _running_experiment_dir() -> Path | None:
-    """:func:`experiment_dir` of the Hydra job in progress; None outside of one."""
+    """:func:`experiment_dir` of the Hydra job in progress (looked up once per sweep); None outside of one."""
     from hydra.core.hydra_config import HydraConfig
 
-    return experiment_dir(HydraConfig.get()) if HydraConfig.initialized() else None
+    return _job_experiment_dir(*_experiment_source(HydraConfig.get())) if HydraConfig.initialized() else None
 
 
 def task_overrides(hydra_cfg: Any) -> list[str]:

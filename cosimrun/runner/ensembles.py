@@ -242,6 +242,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
     from cosimrun.ensemble import check_master
+    from cosimrun.ensemble.controlled import refuse_controlled
     from cosimrun.ensemble.events import refuse_located
     from cosimrun.ensemble.members import refuse, refuse_iterated_adaptive
     from cosimrun.ensemble.unlocated import refuse_unlocated
@@ -258,6 +259,8 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     for comp in exp.system.components.values():
         refuse(comp)
     refuse_iterated_adaptive(exp.master, exp.system.components.values())
+    if getattr(exp.master, "step_control", "fixed") != "fixed":
+        refuse_controlled(exp.system, exp.master)
     if exp.master.locates_events:
         refuse_located(exp.system)
     else:

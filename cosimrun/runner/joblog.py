@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cosimrun.runner.configtext import resolved_container
+
 log = logging.getLogger("cosimrun")
 
 
@@ -88,7 +90,7 @@ def configure_job_log(log_config: Any, verbose: Any) -> None:
         _configured = None
         configure_log(log_config, verbose)
         return
-    conf = OmegaConf.to_container(log_config, resolve=True)
+    conf = resolved_container(log_config)
     names = {name: h.pop("filename") for name, h in conf.get("handlers", {}).items()
              if isinstance(h, dict) and "filename" in h}
     key = repr((conf, sorted(names), OmegaConf.to_container(verbose) if OmegaConf.is_config(verbose) else verbose))

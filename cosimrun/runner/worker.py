@@ -33,7 +33,7 @@ from hydra.core.utils import JobReturn
 
 from cosimrun.runner import signals
 from cosimrun.runner._private import flush_loggers
-from cosimrun.runner.configtext import dump, task_overrides
+from cosimrun.runner.configtext import dump, forget_experiment_dirs, task_overrides
 from cosimrun.runner.joblog import configure_job_log
 from cosimrun.runner.layout import register_resolver
 from cosimrun.runner.outcome import JobOutcome, describe_exception
@@ -317,6 +317,7 @@ def warm_up(release_frozen: bool = False) -> None:
 
     register_resolver()
     _load_for_jobs()
+    forget_experiment_dirs()
     if release_frozen:
         drop_kept_instances()  # another sweep's
         gc.unfreeze()

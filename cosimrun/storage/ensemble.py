@@ -3,20 +3,23 @@
 
 Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 dimensions)::
 
-    dimensions  member (M), time (samples kept)
-    member(member), time(time)                coordinates
+    dimensions  member (M), time (samples kept; under step control: sample, each member's own instants)
+    member(member), time(time)                coordinates (under step control: time(sample, member), each
+                                              member's own instants, NaN after its last sample)
     status(member)                            complete | failed
     job(member), overrides(member)            a sweep's job number and overrides of each member
     failure(member), failure_time(member)     the cause ("" when complete) and the instant (NaN)
     parameter.<component>.<name>(member)      every given parameter, one value per member
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
     stats.<name>(member)                      counts per member (ijcsa's iterations; hybrid: macro and trial steps,
-                                              rollbacks, events)
+                                              rollbacks, events; step control: accepted and rejected steps, ...,
+                                              smallest_step and largest_step in seconds)
     event.member, .time, .micro, .component,  under the hybrid master, every event a member handled (dimension
     .name (event)                             event), as a run's events table with its member
     switch.member, .time, .component,         under the hybrid master with a multi component, every mode switch of
     .from_mode, .to_mode (switch)             a member (dimension switch), as a run's mode_switches with its member
-    <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure
+    <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure (under
+                                              step control over (sample, member), NaN after a member's last sample)
     connection(connection)                    the connections into real inputs whose coupling error is estimated
     coupling_error.unit(connection)           the input's unit ("" for none)
     coupling_error.<figure>(connection, member)  max, rms, time_of_max, range, relative of each member's
@@ -85,9 +88,13 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
     members = result.members
     with written_whole(path, partial) as image, h5netcdf.File(image, "w") as f:
         g = f.create_group(group)
-        g.dimensions = {"member": members, "time": len(result.time)}
+        own_clocks = np.ndim(result.time) == 2
+        samples = ("sample", "member") if own_clocks else ("time", "member")
+        g.dimensions = {"member": members, samples[0]: len(result.time)}
         g.create_variable("member", ("member",), data=np.arange(members, dtype=np.int64))
-        g.create_variable("time", ("time",), data=np.asarray(result.time, dtype=float)).attrs["units"] = "s"
+        g.create_variable("time", samples[:np.ndim(result.time)], data=np.asarray(result.time, dtype=float),
+                          **({"chunks": _chunks(result.time.shape), **HISTORY_FILTERS} if own_clocks else {})
+                          ).attrs["units"] = "s"
         g.create_variable("status", ("member",), dtype=_STR, data=np.asarray(result.status, dtype=object))
         failures = [result.failures.get(m) for m in range(members)]
         g.create_variable("failure", ("member",), dtype=_STR,
@@ -106,14 +113,16 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
                 g.create_variable(f"parameter.{key}", ("member",), dtype=_STR,
                                   data=np.array([str(v) for v in values], dtype=object))
         for key, values in result.member_stats.items():
-            g.create_variable(f"stats.{key}", ("member",), data=np.asarray(values, dtype=np.int64))
+            values = np.asarray(values)
+            g.create_variable(f"stats.{key}", ("member",), data=values.astype(float if values.dtype.kind == "f"
+                                                                                else np.int64))
         _write_events(g, result)
         _write_switches(g, result)
         for key, values in result.final.items():
             var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
             _unit(var, result.units.get(key))
         for key, values in result.history.items():
-            var = g.create_variable(key, ("time", "member"), data=np.asarray(values, dtype=float),
+            var = g.create_variable(key, samples, data=np.asarray(values, dtype=float),
                                     chunks=_chunks(values.shape), **HISTORY_FILTERS)
             _unit(var, result.units.get(key))
         _write_coupling_error(g, result)
@@ -302,7 +311,8 @@ class EnsembleMember:
     status, error, attributes and statistics, the components recorded, each component's histories as
     :class:`PortSeries` (and frames), trajectories, and the tables: its events (under the hybrid master), the
     coupling-error estimates as the member's own run has them, its mode switches
-    (under the hybrid master), and steps, empty since ensembles run no step control. The post commands read it as
+    (under the hybrid master), and steps, empty since ensembles keep no step log (under step control each member's
+    samples are at its own accepted steps). The post commands read it as
     they read a run (``cosimrun plot|report|compare|export <sweep dir>/<job>``)."""
 
     def __init__(self, path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> None:
@@ -325,7 +335,7 @@ class EnsembleMember:
             self.job = int(g["job"][self.member]) if "job" in g else None
             group_attrs = {k: attr_value(v) for k, v in g.attrs.items()}
             self.stats: dict[str, Any] = {**json.loads(group_attrs.pop("stats", "{}")),
-                                          **{name[len("stats."):]: int(g[name][self.member])
+                                          **{name[len("stats."):]: attr_value(g[name][self.member])
                                              for name in g if name.startswith("stats.")}}
             self.attrs: dict[str, Any] = {**group_attrs, "status": self.status, "error": self.error,
                                           "member": self.member}
@@ -337,7 +347,8 @@ class EnsembleMember:
                 self.attrs["failure_time"] = float(g["failure_time"][self.member])
             self._ports: dict[str, dict[str, str | None]] = {}
             for name, ds in g.items():
-                if ds.ndim == 2 and not name.startswith(("final.", "parameter.", "stats.", COUPLING_PREFIX)):
+                if ds.ndim == 2 and name != "time" and not name.startswith(("final.", "parameter.", "stats.",
+                                                                            COUPLING_PREFIX)):
                     comp, _, port = name.partition(".")
                     unit = ds.attrs.get("units")
                     self._ports.setdefault(comp, {})[port] = None if unit is None else _text(unit)
@@ -368,14 +379,17 @@ class EnsembleMember:
         out = {}
         with h5py.File(self.path, "r") as f:
             g = f[self.group]
-            time = np.asarray(g["time"][...], dtype=float)
-            micro = np.zeros(len(time), dtype=np.int32)  # fixed steps, no events: one sample per instant
+            stored = g["time"]
+            time = np.asarray(stored[...] if stored.ndim == 1 else stored[:, self.member], dtype=float)
+            kept = int(np.count_nonzero(~np.isnan(time)))  # under step control: this member's own instants
+            time = time[:kept]
+            micro = np.zeros(kept, dtype=np.int32)  # no events: one sample per instant
             for port in names:
                 if port not in known:
                     from cosimrun.errors import UnknownNameError
 
                     raise UnknownNameError("port", port, known, f"of component {component!r} in {self.path}")
-                values = np.asarray(g[f"{component}.{port}"][:, self.member], dtype=float)
+                values = np.asarray(g[f"{component}.{port}"][:kept, self.member], dtype=float)
                 out[port] = PortSeries(time, values, micro, known[port], "real")
         return out
 
@@ -450,12 +464,13 @@ class EnsembleMember:
 
     @property
     def global_error(self) -> pd.DataFrame:
-        """The global-error table's columns, no rows: ensembles run fixed steps, so nothing is estimated."""
+        """The global-error table's columns, no rows: ensembles do not estimate the global error."""
         return _empty("global_error")
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The step log's columns, no rows: ensembles run fixed steps."""
+        """The step log's columns, no rows: ensembles keep no step log (under step control the member's samples are
+        at its accepted steps, its step statistics in :attr:`stats`)."""
         return _empty("steps")
 
 

@@ -253,9 +253,9 @@ def to_attr(value: Any) -> Any:
 
 
 def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
-    """``obj.attrs[name] = value``, stored alike, without h5py's way of writing a new attribute under a temporary
-    name and renaming it (which a results file's few hundred new attributes notice): a new attribute of a string,
-    a number or a numeric array is created and written directly; anything else, and an existing attribute, goes
+    """``obj.attrs[name] = value``, stored alike, without h5py's checks and conversions (which a results file's few
+    hundred attributes notice): an attribute of a string, a number or a numeric array is created (an existing one
+    deleted first, as h5py does) and written directly, with HDF5 types made once per process; anything else goes
     through h5py."""
     key = name.encode("utf-8")
     if isinstance(value, str):
@@ -267,12 +267,32 @@ def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
     else:
         obj.attrs[name] = value
         return
-    if h5py.h5a.exists(obj.id, key):
-        obj.attrs[name] = value
-        return
-    attr = h5py.h5a.create(obj.id, key, h5py.h5t.py_create(data.dtype, logical=True),
-                           h5py.h5s.create_simple(data.shape))
-    attr.write(data, mtype=h5py.h5t.py_create(data.dtype))
+    if h5py.h5a.exists(obj.id, key):  # replaced as h5py replaces it: deleted, then made anew
+        h5py.h5a.delete(obj.id, key)
+    file_type, memory_type = _attr_types(data.dtype)
+    space = _SCALAR_SPACE if data.shape == () else h5py.h5s.create_simple(data.shape)
+    h5py.h5a.create(obj.id, key, file_type, space).write(data, mtype=memory_type)
+
+
+_ATTR_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
+"""``dtype.str`` -> the file and memory types :func:`set_attr` writes an attribute of that dtype with (only its
+UTF-8 strings are of object dtype)."""
+_SCALAR_SPACE = h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+def _attr_types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
+    """The HDF5 types of an attribute of *dtype* in the file and in memory, made once per process."""
+    types = _ATTR_TYPES.get(dtype.str)
+    if types is None:
+        types = _ATTR_TYPES[dtype.str] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
+    return types
+
+
+def modify_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
+    """``obj.attrs.modify(name, value)`` for an attribute *obj* has, of the shape of *value*: written in its own
+    type through HDF5 directly (h5py's checks first, which a results file's root attributes notice)."""
+    attr = h5py.h5a.open(obj.id, name.encode("utf-8"))
+    attr.write(np.asarray(value, order="C", dtype=None if isinstance(value, np.ndarray) else attr.dtype))
 
 
 def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -485,8 +505,8 @@ class HDF5Writer:
         with open(self.partial_path, "wb") as out:
             out.write(image)
         self._file = h5py.File(self.partial_path, "r+", locking=False)
-        for name, value in root.items():
-            self._file.attrs.modify(name, value)
+        for name, value in root.items():  # in place: each has the type and shape of its placeholder
+            modify_attr(self._file, name, value)
         self._file.flush()
         self._declared = declared
 
@@ -560,7 +580,7 @@ class HDF5Writer:
         ds = self._changed(path, start)
         ds.resize((start + len(data),))
         if len(data):
-            ds[start:] = data
+            _write_at(ds, start, data)
             stored = _stored_bytes(data)
             self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
@@ -1062,6 +1082,19 @@ class HDF5Writer:
     def __repr__(self) -> str:
         state = "closed" if self._file is None else "open"
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
+    """``ds[start:start + len(data)] = data`` for a one-dimensional dataset and array, through HDF5's write
+    directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to HDF5 as
+    h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
+    file_space = ds.id.get_space()
+    file_space.select_hyperslab((start,), (len(data),))
+    if ds.dtype.kind == "O":
+        data = np.asarray(data, dtype=ds.dtype.base, order="C")
+    else:
+        data = np.ascontiguousarray(data)
+    ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
 
 
 def crc32(data: np.ndarray, value: int = 0) -> int:

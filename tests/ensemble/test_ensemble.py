@@ -299,7 +299,7 @@ def test_a_component_that_is_not_vectorizable_is_refused_by_name() -> None:
 
 
 @pytest.mark.parametrize(("master", "params", "key", "text"), [
-    ({"name": "jacobi", "step_control": "error"}, {}, "master.step_control", "fixed steps"),
+    ({"name": "ijcsa", "step_control": "error"}, {}, "master.step_control", "fixed steps"),
     ({"name": "jacobi", "sweeps": 2}, {}, "master.sweeps", "sweeps=1"),
     ({"name": "jacobi"}, {"mass1.substeps": [5, 10]}, "mass1.substeps", "solver setting"),
     ({"name": "jacobi"}, {"mass1.max_substep": [None, 1e-4]}, "mass1.max_substep", "solver setting"),

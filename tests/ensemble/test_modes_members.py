@@ -195,7 +195,8 @@ def test_a_modes_own_parameters_differ_between_members_as_a_sweep_names_them() -
 
 
 
-def test_members_switch_at_their_own_thresholds_and_dwell_times_as_their_scalar_runs() -> None:
+def test_members_switch_at_their_own_thresholds_and_dwell_times_as_their_scalar_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The threshold selector's bounds and the dwell time differ between members (as a sweep names them or as
     ``component.setting``): a wide band, a narrow one, a long dwell time that holds a switch back, none; each
     member's switches and samples are its scalar run's, with the configs set so. The ensemble shrinks to the
@@ -204,11 +205,8 @@ def test_members_switch_at_their_own_thresholds_and_dwell_times_as_their_scalar_
                 "pendulum.selector.upper": [0.35, 0.35, 0.6, 0.21, 0.7],
                 "pendulum.hysteresis.dwell_time": [0.05, 0.05, 0.2, 0.0, 0.013]}
     exp = build()
-    compact, located.COMPACT = located.COMPACT, 2
-    try:
-        result = run_ensemble(exp.system, exp.master, settings, t0=T0, tf=TF, dt=DT)
-    finally:
-        located.COMPACT = compact
+    monkeypatch.setattr(located, "COMPACT", 2)
+    result = run_ensemble(exp.system, exp.master, settings, t0=T0, tf=TF, dt=DT)
     counts = []
     for m in range(5):
         cfg = copy.deepcopy(SWITCH)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from cosimrun.runner.configtext import dump, resolved
+from cosimrun.runner.configtext import dump, resolved, resolved_container
 
 TRICKY = {
     "ints": [1, -2, 0],
@@ -72,3 +72,50 @@ def test_dump_without_the_fast_dumper_is_omegaconfs_own(monkeypatch: pytest.Monk
     cfg = OmegaConf.create(TRICKY)
     assert dump(cfg) == OmegaConf.to_yaml(cfg)
     assert resolved(cfg)[1] == OmegaConf.to_yaml(cfg, resolve=True)
+
+
+REFERENCES = {
+    "job": {"name": "cosimrun", "num": 3, "dir": "/out/${job.name}"},
+    "x": 1.5,
+    "missing": "???",
+    "log": {
+        "file": "${job.dir}/${job.name}_${job.num}.log",
+        "plain": "no interpolation",
+        "whole": "${job.name}",
+        "number": "${x}",
+        "list": ["${job.name}", "a${job.num}", {"deep": "${x}-${job.name}"}],
+        "resolver": "${oc.env:HOME,none}",
+        "relative": "${.plain}",
+        "escaped": "\\${job.name} ${job.name}",
+        "node": "${job}",
+        "nested": "${job.${whole_key}}",
+    },
+    "whole_key": "name",
+}
+
+
+def test_resolved_container_is_omegaconfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain node references are substituted without the grammar parser; resolvers, relative, escaped, nested and
+    whole-container references go to OmegaConf: the result is always OmegaConf's resolved container."""
+    cfg = OmegaConf.create(REFERENCES)
+    assert resolved_container(cfg.log) == OmegaConf.to_container(cfg.log, resolve=True)
+    plain = OmegaConf.create({"job": {"name": "cosimrun", "num": 3}, "log": {
+        "file": "/out/${job.name}_${job.num}.log", "plain": "no interpolation",
+        "list": ["${job.name}", "a${job.num}"]}})
+    expected = OmegaConf.to_container(plain.log, resolve=True)
+    assert expected["file"] == "/out/cosimrun_3.log"
+
+    def parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr("omegaconf.base.parse", parse)
+    assert resolved_container(plain.log) == expected
+
+
+def test_resolved_container_raises_as_omegaconf() -> None:
+    cfg = OmegaConf.create({**REFERENCES, "log": {"file": "${missing}/x.log"}})
+    with pytest.raises(Exception) as ours:
+        resolved_container(cfg.log)
+    with pytest.raises(Exception) as theirs:
+        OmegaConf.to_container(cfg.log, resolve=True)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

@@ -134,3 +134,36 @@ def test_set_attr_stores_a_value_as_h5py_does(tmp_path: Path, value: Any) -> Non
         assert a.shape == b.shape
         assert type(theirs.attrs["v"]) is type(ours.attrs["v"])
         assert np.array_equal(theirs.attrs["v"], ours.attrs["v"])
+
+
+@pytest.mark.parametrize(("dtype", "data"), [
+    (np.float64, np.array([0.1, -2.5])), (np.float64, np.array([1, 2**53 + 1])), (np.float32, np.array([0.1, 1e40])),
+    (np.int64, np.array([3, -4])), (np.int8, np.array([True, False])), (np.int32, np.array([7], dtype=np.int16)),
+    (h5py.string_dtype("utf-8"), np.array(["a", "héllo", ""], dtype=object))])
+def test_appended_samples_are_stored_as_h5py_stores_them(tmp_path: Path, dtype: Any, data: np.ndarray) -> None:
+    """The writer's appends go to HDF5 directly (``_write_at``): the same stored values as h5py's slice assignment,
+    conversions included."""
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        theirs, ours = (f.create_dataset(name, shape=(1,), maxshape=(None,), dtype=dtype, chunks=(4,),
+                                         compression="gzip") for name in ("theirs", "ours"))
+        for ds in (theirs, ours):
+            ds.resize((1 + len(data),))
+        theirs[1:] = data
+        hdf5._write_at(ours, 1, data)
+        assert np.array_equal(theirs[...], ours[...])
+        if theirs.dtype.kind != "O":  # numbers: the same bits
+            assert theirs[...].tobytes() == ours[...].tobytes()
+
+
+@pytest.mark.parametrize("value", ["héllo", 1.5, 3, np.int8(1), np.float32(2.5), np.array([1, 2], dtype=np.int32)])
+def test_modify_attr_writes_in_place_as_h5py_does(tmp_path: Path, value: Any) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        theirs, ours = f.create_group("theirs"), f.create_group("ours")
+        for group in (theirs, ours):
+            set_attr(group, "v", hdf5._placeholder(value))
+        theirs.attrs.modify("v", value)
+        hdf5.modify_attr(ours, "v", value)
+        a, b = h5py.h5a.open(theirs.id, b"v"), h5py.h5a.open(ours.id, b"v")
+        assert a.get_type() == b.get_type() and a.shape == b.shape
+        assert type(theirs.attrs["v"]) is type(ours.attrs["v"])
+        assert np.array_equal(theirs.attrs["v"], ours.attrs["v"])
