@@ -189,6 +189,15 @@ def test_a_member_whose_dwell_window_ends_between_points_fails_alone() -> None:
     assert (failure.component, failure.variable, failure.time) == ("pendulum", "mode", 0.05)
     assert "dwell window until t=0.055" in failure.cause
     assert np.isnan(result.history["pendulum.q"][result.time > 0.05, 1]).all()
+    cfg = copy.deepcopy(SWITCH)
+    cfg["components"]["pendulum"]["hysteresis"]["dwell_time"] = 0.055
+    single = build(cfg)
+    for key, values in params.items():
+        if key != "pendulum.hysteresis.dwell_time":
+            comp, _, name = key.partition(".")
+            single.system.components[comp].set_parameters(**{name: float(values[1])})
+    report = single.system.run(0.0, 0.3, DT, single.master)
+    assert [s.time for s in report.mode_switches][:2] == [0.0, 0.055]  # its scalar run switches back between points
 
 
 def _iterated(cfg: dict[str, Any]) -> None:
