@@ -143,7 +143,9 @@ class BouncingBall(OdeBlock):
     later bounce. When the rebound speed is below ``v_rest`` the ball comes to rest
     on the floor (its rest state, ending the Zeno accumulation of ever shorter
     bounces; with ``v_rest = 0`` the hybrid master stops the run with a
-    ``ZenoError`` instead). Vectorizable: in an ensemble ``resting`` holds one
+    ``ZenoError`` instead), and so it does when the delay is longer than all the
+    remaining flights together (``flight / (1 - e)``: the accumulation point
+    passed within it). Vectorizable: in an ensemble ``resting`` holds one
     flag per member (``member_state``).
     """
 
@@ -210,6 +212,9 @@ class BouncingBall(OdeBlock):
             flight = 2.0 * v_rebound / g
             if flight >= late:
                 return np.array([v_rebound * late - 0.5 * g * late * late, v_rebound - g * late])
+            if late * (1.0 - self.parameters["e"]) >= flight:  # every later flight ends before late: at rest
+                self.resting = True
+                return np.zeros(2)
             late -= flight
             v_impact = -v_rebound
 
@@ -234,6 +239,10 @@ class BouncingBall(OdeBlock):
             out[0, land] = (v_rebound * late - 0.5 * g * late * late)[land]
             out[1, land] = (v_rebound - g * late)[land]
             open_ &= ~land
+            settled = open_ & (late * (1.0 - e) >= flight)
+            resting |= settled
+            out[:, settled] = 0.0
+            open_ &= ~settled
             late = np.where(open_, late - flight, late)
             v_impact = np.where(open_, -v_rebound, v_impact)
         self.resting = resting

@@ -163,6 +163,29 @@ def test_a_bounce_from_an_overflowed_state_stops_the_run_at_the_event_instead_of
     assert after[0, 0] == -np.inf and after[1, 0] == -1e308
     assert after[1, 1] == pytest.approx(0.8 * 3.0) and not ball.resting[1]
 
+
+@pytest.mark.timeout(60)
+def test_a_ball_without_a_rest_speed_rests_once_its_bounces_accumulate_within_a_step():
+    """``v_rest = 0`` under a master that handles the bounce at the step's end: the rebound loop went on for ever
+    once the rebound speed was the smallest subnormal number (``0.8 * 5e-324`` rounds back to it). The bounces
+    accumulate at ``t1 (1 + e) / (1 - e)`` (t1 the first impact); the ball rests from the first step end after it,
+    in the scalar run and in an ensemble's member form alike."""
+    e, dt = 0.8, 0.01
+    sys_ = System("ball")
+    ball = create_component("bouncing_ball", "b", {"h0": 1.0, "e": e, "v_rest": 0.0})
+    sys_.add_component(ball)
+    sys_.run(0.0, 5.0, dt, master=GaussSeidel())
+    t, out = ball.get_history_arrays()
+    accumulation = math.sqrt(2.0 / G) * (1.0 + e) / (1.0 - e)
+    at_rest = (out["h"] == 0.0) & (out["v"] == 0.0)
+    assert ball.resting and at_rest[-1] and accumulation < t[np.argmax(at_rest)] <= accumulation + dt
+    assert not at_rest[t < accumulation].any()
+    ball.resting = np.zeros(2, dtype=bool)
+    late = np.array([[-1e-9, -0.458], [-1e-3, -3.0]])  # a last bounce, and one 0.29 s past its impact
+    after = ball._bounce(0.0, late, np.zeros(0))
+    assert after[1, 0] > 0.0 and not ball.resting[0]
+    assert (after[:, 1] == 0.0).all() and ball.resting[1]
+
 def test_bouncing_ball_comes_to_rest():
     ball = create_component("bouncing_ball", "b", {"h0": 0.01, "e": 0.5, "v_rest": 0.2})
     ball.initialize(0.0)
