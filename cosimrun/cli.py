@@ -186,6 +186,7 @@ def _task(cfg: Any) -> Any:
     out_dir = Path(hydra_cfg.runtime.output_dir)
     hydra_files = [str(hydra_cfg.output_subdir)] if hydra_cfg.output_subdir else []
     try:
+        signals.release()  # one that came during Hydra's set-up of the run is raised here
         outcome = _run(cfg, hydra_cfg, out_dir, hydra_files)
     except KeyboardInterrupt:  # before the results file was created: nothing ran, no run directory
         with signals.shielded():
@@ -458,7 +459,7 @@ def _main(argv: list[str]) -> None:
     import hydra
 
     from cosimrun.config.schema import register_configs
-    from cosimrun.runner import ledger, sweep
+    from cosimrun.runner import ledger, signals, sweep
 
     register_configs()
     register_hydra_plugins()
@@ -468,6 +469,7 @@ def _main(argv: list[str]) -> None:
         try:
             app()  # an interrupt goes on to main(), after the sweep's summary
         finally:
+            signals.release()  # Hydra ended a run without its task: a signal held meanwhile is raised now
             failed = ledger.finish()  # a sweep's summary; 1 when one of its jobs failed
     if failed:
         sys.exit(EXIT_FAILED)

@@ -441,6 +441,27 @@ def shielded(deliver: bool = True) -> Iterator[None]:
         check()
 
 
+_held: contextlib.ExitStack | None = None
+"""The shield :func:`hold` keeps up until :func:`release`."""
+
+
+def hold() -> None:
+    """Note signals, not raise them, until :func:`release`: Hydra's set-up of a single run (its run directory made,
+    its files and log written), so that an interrupt there lands in the run's task, which removes that directory."""
+    global _held
+    if _held is None:
+        _held = contextlib.ExitStack()
+        _held.enter_context(shielded())
+
+
+def release() -> None:
+    """End :func:`hold` (nothing without one): a signal noted meanwhile is raised here."""
+    global _held
+    held, _held = _held, None
+    if held is not None:
+        held.close()
+
+
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
     """Inside a :func:`shielded` block, a block where signals raise again; one noted before is raised at its start."""

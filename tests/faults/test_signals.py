@@ -254,6 +254,16 @@ def test_sigterm_ends_a_sweep_on_dask_interrupted(tmp_path) -> None:
         assert len(res.history("src")["y"].time) > 1
 
 
+
+def test_a_signal_in_hydras_set_up_of_a_run_leaves_no_run_directory(tmp_path) -> None:
+    """SIGINT once Hydra has made the run directory and written its files, before the task: the interrupt is held
+    until the task begins, which removes the directory (nothing ran); one line, 130."""
+    proc = start(tmp_path, "hydra.run.dir=out", "run.tf=1",
+                 "+hydra.callbacks.interrupt._target_=tests.support.interrupting.SignalAtJobStart")
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (130, "cosimrun: interrupted by the user\n")
+    assert not (tmp_path / "out").exists()
+
 def handlers_installed(pid: int) -> bool:
     """Whether process *pid* catches SIGINT and SIGTERM (``SigCgt`` of ``/proc/PID/status``): the command's
     first instruction ran."""
