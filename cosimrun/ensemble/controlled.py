@@ -16,9 +16,9 @@ more substeps, as its run does (members with different counts are integrated one
 Each member records a sample at its start and at every accepted step it keeps (``record_every``), at its own
 instants: the result's ``time`` is ``(samples, members)``, NaN after a member's last sample, as are its
 histories. A member whose state or outputs are not finite at the end of a step it accepts fails there (its
-values stay those of its last accepted instant). Per member, ``member_stats`` holds its run's step statistics.
-Coupling-error estimates per member are made when every link is held over a step (``extrapolation: 0``); with
-extrapolated or interpolated inputs the result has none.
+values stay those of its last accepted instant). Per member, ``member_stats`` holds its run's step statistics,
+and the result's coupling-error estimates its run's, of every kind of link (held, extrapolated or interpolated:
+:class:`~cosimrun.ensemble.coupling.ExtrapolatedOwnClockEstimate`), from the points that member accepts.
 
 What this does not run is refused before the run (:func:`refuse_controlled`).
 """
@@ -33,7 +33,7 @@ import numpy as np
 from cosimrun.console import notice
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.coupling import OwnClockEstimate
+from cosimrun.ensemble.coupling import ExtrapolatedOwnClockEstimate, OwnClockEstimate
 from cosimrun.ensemble.events import Saved, exact_marks, tick_times
 from cosimrun.ensemble.members import OdeMember, refresh_parameters
 from cosimrun.ensemble.modes import timed_ok
@@ -368,7 +368,7 @@ class ControlledSteps:
         self.extrapolation.sample(everyone, t)
         self.coupling = self._coupling()
         if self.coupling is not None:
-            self.coupling.begin(self.inputs())
+            self.coupling.begin(self.inputs(), t0)
         self.record(everyone, t)
         self.nxt = self.next_points(self.pos, np.full(members, self.first_step))
         loop_start = time.perf_counter()
@@ -531,12 +531,15 @@ class ControlledSteps:
 
     # ------------------------------------------------------------------ coupling error
     def _coupling(self) -> OwnClockEstimate | None:
-        """Each member's coupling-error estimate on its own clock, when every link is held over a step (else
-        ``None``: extrapolated and interpolated links are not estimated per member on own clocks)."""
+        """Each member's coupling-error estimate on its own clock (``None`` without a recorded producer of a real
+        input): of held links alone, or of links of every kind from each member's last accepted points."""
         real = self.run.schedule.real_links
-        if not real or any(kind != "held" for kind in self.kinds):
+        if not real:
             return None
-        estimate = OwnClockEstimate(real, self.kinds, self.run.members, self.run.outputs)
+        members, recorded = self.run.members, self.run.outputs
+        estimate = OwnClockEstimate(real, self.kinds, members, recorded) if all(
+            kind == "held" for kind in self.kinds) else ExtrapolatedOwnClockEstimate(
+            real, self.kinds, self.master.extrapolation, members, recorded)
         return estimate if estimate.links else None
 
     def inputs(self) -> np.ndarray:

@@ -26,11 +26,12 @@ _HELD = np.array(["held"])
 _STEP = np.array([1])
 _TIMES = np.array([0.0, 1.0])
 """A step's two points for :func:`step_estimates` of held links, whose estimate does not depend on the times."""
-_FIGURES = ("start", "max", "at", "sumsq", "count", "lo", "hi")
-"""The running figures of :class:`OwnClockEstimate` per link and member: the inputs at the start of the step (after
-the events of the last point), the largest estimate and where it was, the sum of squares, the steps (exact as
-floats), the smallest and the largest value of the input."""
-_START, _MAX, _AT, _SUMSQ, _COUNT, _LO, _HI = range(len(_FIGURES))
+_FIGURES = ("max", "at", "sumsq", "count", "lo", "hi")
+"""The running figures of :class:`OwnClockEstimate` per link and member: the largest estimate and where it was, the
+sum of squares, the steps (exact as floats), the smallest and the largest value of the input; after them the
+history of the last points (their times, then the inputs at their starts: after the events there, newest last)."""
+_MAX, _AT, _SUMSQ, _COUNT, _LO, _HI = range(len(_FIGURES))
+_HISTORY = len(_FIGURES)
 SPARSE = 8
 """A point of fewer than one in this many of the members still stepped is folded on their columns alone (gathered
 and written back); more, on every column, masked."""
@@ -71,30 +72,46 @@ class OwnClockEstimate:
     (:meth:`point`, with :meth:`sample` for the samples of its micro steps between), and each step is estimated
     and folded into that member's running figures at once: memory does not grow with the run. Every link is
     ``held`` (the hybrid master gives a value held over the step: :func:`step_estimates` of its change over the
-    step, which does not depend on the step's times); *recorded* names the ports recorded (``component.port``):
-    as in a run, a link whose producer's port is not recorded is not estimated. The RMS sums the steps one by one
-    where a run sums them in pieces: it may differ in the last bits.
+    step, which does not depend on the step's times; :class:`ExtrapolatedOwnClockEstimate` estimates every kind);
+    *recorded* names the ports recorded (``component.port``): as in a run, a link whose producer's port is not
+    recorded is not estimated. The RMS sums the steps one by one where a run sums them in pieces: it may differ
+    in the last bits.
 
     The figures are kept for the members the run still steps (all at first, fewer after :meth:`compact`), one
     column each: a point of many of them is folded by masked operations on every column, one of a few (less than
     one in :data:`SPARSE`) on their columns alone.
     """
 
+    depth = 1
+    """The points whose inputs at their starts a step's estimate reads (the last one, for a held link)."""
+    timed = False
+    """Whether a step's estimate reads the times of those points."""
+
     def __init__(self, links: list[Link], kinds: Sequence[str], members: int, recorded: Collection[str]) -> None:
-        unheld = sorted({kind for kind in kinds if kind != "held"})
-        if unheld:
-            raise ConfigError("master", f"ensembles estimate the coupling error of members on their own clocks for "
-                                        f"links held over a step only, not {', '.join(unheld)}")
-        self.links = [lk for lk in links if f"{lk.connection.src_component}.{lk.connection.src_port}" in recorded]
+        self._accept(kinds)
+        kept = [i for i, lk in enumerate(links)
+                if f"{lk.connection.src_component}.{lk.connection.src_port}" in recorded]
+        self.links = [links[i] for i in kept]
+        self.kinds = np.array([kinds[i] for i in kept], dtype=str)
         self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
         self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
-        self._all = np.zeros((len(_FIGURES), len(self.links), members))
-        """Per figure (:data:`_FIGURES`), link and member its running value."""
+        self._times = _HISTORY
+        """The row of the oldest point's time among the figures (its start's follow the times)."""
+        self._starts = _HISTORY + self.depth * self.timed
+        self._all = np.zeros((self._starts + self.depth, len(self.links), members))
+        """Per figure (:data:`_FIGURES`, then the history), link and member its running value."""
         self._all[_LO], self._all[_HI] = np.inf, -np.inf
         self._live = self._all
         """The figures of the members still stepped (:attr:`_all` itself until :meth:`compact`)."""
         self._ids = np.arange(members)
         """The members still stepped, in order."""
+
+    def _accept(self, kinds: Sequence[str]) -> None:
+        """Refuse the links that are not held over a step."""
+        unheld = sorted({kind for kind in kinds if kind != "held"})
+        if unheld:
+            raise ConfigError("master", f"ensembles estimate the coupling error of members on their own clocks for "
+                                        f"links held over a step only, not {', '.join(unheld)}")
 
     def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
         """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
@@ -111,10 +128,13 @@ class OwnClockEstimate:
         if self._live is not self._all:
             self._all[:, :, self._ids] = self._live
 
-    def begin(self, values: np.ndarray) -> None:
-        """The first point of every member: their inputs *values* ``(links, members)`` (no step ends there)."""
+    def begin(self, values: np.ndarray, t0: float = 0.0) -> None:
+        """The first point of every member, at *t0*: their inputs *values* ``(links, members)`` (no step ends
+        there)."""
         f = self._live
-        f[_START] = values
+        f[-1] = values
+        if self.timed:
+            f[self._starts - 1] = t0
         np.minimum(f[_LO], values, out=f[_LO])
         np.maximum(f[_HI], values, out=f[_HI])
 
@@ -135,10 +155,10 @@ class OwnClockEstimate:
         if np.count_nonzero(mask) * SPARSE < mask.size:
             at = np.flatnonzero(mask)
             part = self._live[:, :, at]
-            _fold(part, t[at], end[:, at], start[:, at], None)
+            self._fold(part, t[at], end[:, at], start[:, at], None)
             self._live[:, :, at] = part
         else:
-            _fold(self._live, t, end, start, mask)
+            self._fold(self._live, t, end, start, mask)
 
     def result(self) -> MemberCouplingErrors:
         """Each member's estimates over the points it accepted so far (no connection before any step)."""
@@ -150,22 +170,65 @@ class OwnClockEstimate:
         return MemberCouplingErrors([str(lk.connection) for lk in links], [lk.dst.spec.unit_name for lk in links],
                                     f[_MAX, :rows].copy(), rms[:rows], f[_AT, :rows].copy(), (f[_HI] - f[_LO])[:rows])
 
+    def _estimates(self, f: np.ndarray, t: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The estimates ``(links, members)`` of the steps ending at *t* with the inputs *end*, from the history in
+        the figures *f*: each held link's change over its step."""
+        rows = np.stack([f[-1].ravel(), end.ravel()])
+        return step_estimates(_TIMES, rows, rows, _STEP, _HELD, 0, 0)[0].reshape(end.shape)
 
-def _fold(f: np.ndarray, t: np.ndarray, end: np.ndarray, start: np.ndarray, mask: np.ndarray | None) -> None:
-    """Fold the steps of the members *mask* (every column without one) ending at *t* with the inputs *end*, and
-    starting the next ones with *start*, into their figures *f* (``(figure, link, member)``, in place)."""
-    rows = np.stack([f[_START].ravel(), end.ravel()])
-    e = step_estimates(_TIMES, rows, rows, _STEP, _HELD, 0, 0)[0].reshape(end.shape)
-    squares = e * e
-    larger = e > f[_MAX]
-    lo = np.minimum(f[_LO], np.minimum(end, start))
-    hi = np.maximum(f[_HI], np.maximum(end, start))
-    if mask is not None:
-        squares = np.where(mask, squares, 0.0)
-        larger &= mask
-        lo, hi, start = np.where(mask, lo, f[_LO]), np.where(mask, hi, f[_HI]), np.where(mask, start, f[_START])
-    f[_SUMSQ] += squares
-    f[_MAX] = np.where(larger, e, f[_MAX])
-    f[_AT] = np.where(larger, t, f[_AT])
-    f[_COUNT] += 1.0 if mask is None else mask
-    f[_LO], f[_HI], f[_START] = lo, hi, start
+    def _fold(self, f: np.ndarray, t: np.ndarray, end: np.ndarray, start: np.ndarray, mask: np.ndarray | None) -> None:
+        """Fold the steps of the members *mask* (every column without one) ending at *t* with the inputs *end*, and
+        starting the next ones with *start*, into their figures *f* (``(figure, link, member)``, in place)."""
+        e = self._estimates(f, t, end)
+        squares = e * e
+        larger = e > f[_MAX]
+        lo = np.minimum(f[_LO], np.minimum(end, start))
+        hi = np.maximum(f[_HI], np.maximum(end, start))
+        history = f[_HISTORY:]
+        shifted = np.concatenate([history[1:self.depth], np.broadcast_to(t, end.shape)[None],
+                                  history[self.depth + 1:], start[None]]) if self.timed else \
+            np.concatenate([history[1:], start[None]])
+        if mask is not None:
+            squares = np.where(mask, squares, 0.0)
+            larger &= mask
+            lo, hi, shifted = np.where(mask, lo, f[_LO]), np.where(mask, hi, f[_HI]), np.where(mask, shifted, history)
+        f[_SUMSQ] += squares
+        f[_MAX] = np.where(larger, e, f[_MAX])
+        f[_AT] = np.where(larger, t, f[_AT])
+        f[_COUNT] += 1.0 if mask is None else mask
+        f[_LO], f[_HI], f[_HISTORY:] = lo, hi, shifted
+
+
+class ExtrapolatedOwnClockEstimate(OwnClockEstimate):
+    """:class:`OwnClockEstimate` of links of every kind (held, taylor, mean, line) under extrapolation of degree
+    *order* (``step_control: error`` under the jacobi and gauss_seidel masters): each member's step is estimated
+    by :func:`step_estimates` from that member's last :attr:`depth` accepted points and the end of its step, as
+    its run's estimate reads the points before each step."""
+
+    depth = 3
+    timed = True
+
+    def __init__(self, links: list[Link], kinds: Sequence[str], order: int, members: int,
+                 recorded: Collection[str]) -> None:
+        super().__init__(links, kinds, members, recorded)
+        self.order = order
+
+    def _accept(self, kinds: Sequence[str]) -> None:
+        """Every kind is estimated."""
+
+    def _estimates(self, f: np.ndarray, t: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The estimates ``(links, members)`` of the steps ending at *t* with the inputs *end*: every member's points
+        laid out as rows of their own (its last :attr:`depth` points, then its step's end), each member's step
+        estimated at its last row, with what precedes it in its run (its steps so far) as its base."""
+        depth, links, members = self.depth, *end.shape
+        width = depth + 1
+        times = np.empty((members, width))
+        times[:, :depth] = f[self._times:self._starts, 0].T
+        times[:, depth] = t
+        values = np.empty((members, width, links))
+        values[:, :depth] = f[self._starts:].transpose(2, 0, 1)
+        values[:, depth] = end.T
+        rows = values.reshape(members * width, links)
+        k = np.arange(members) * width + depth
+        known = f[_COUNT, 0] + 1.0
+        return step_estimates(times.ravel(), rows, rows, k, self.kinds, self.order, known - k).T

@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_coupling_error_members import assert_tables_equal, table, table_of
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
+from cosimrun.ensemble import coupling as members_coupling
 from cosimrun.errors import ConfigError, NonFiniteValueError
 from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
 
@@ -115,6 +117,42 @@ def test_members_equal_their_scalar_runs_on_their_own_clocks(name: str, extrapol
     if extrapolation:
         assert (result.member_stats["largest_step"] > dt).all()
     assert_members_equal(result, master, params, tf, dt)
+
+
+AMPLIFIED: dict[str, Any] = {**TWO_MASS, "name": "two_mass_amplified",
+                              "components": {**TWO_MASS["components"],
+                                             "amp": {"type": "gain", "params": {"k": 2.0, "input_unit": "kN"}}},
+                              "connections": [*TWO_MASS["connections"], "mass2.force -> amp.u"]}
+"""The two masses with a gain that holds its input (in kN, of a force in N): under jacobi with extrapolation its link
+is estimated as ``mean``, the masses' as ``taylor``; under gauss_seidel the fresh links as ``line``, the gain's as
+``held``."""
+
+
+@pytest.mark.parametrize(("name", "extrapolation", "kinds"), [
+    ("jacobi", 1, {"taylor", "mean"}), ("jacobi", 2, {"taylor", "mean"}),
+    ("gauss_seidel", 1, {"line", "taylor", "held"}), ("gauss_seidel", 2, {"line", "taylor", "held"})])
+def test_each_members_extrapolated_coupling_errors_are_its_scalar_runs(
+        name: str, extrapolation: int, kinds: set[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Extrapolated, interpolated and held links estimated per member on its own clock, from the points it
+    accepts: each member's table is its scalar run's (1e-12 relative; observed: equal to the bit). Under
+    extrapolation 2, a point of one member is folded on its column alone."""
+    if extrapolation == 2:
+        monkeypatch.setattr(members_coupling, "SPARSE", 1)
+    estimated: list[str] = []
+    monkeypatch.setattr(members_coupling.ExtrapolatedOwnClockEstimate, "_accept",
+                        lambda self, given: estimated.extend(given))
+    master = controlled(name, extrapolation)
+    params = {"mass2.coupling_stiffness": STIFFNESS}
+    exp = build(master, AMPLIFIED)
+    result = run_ensemble(exp.system, exp.master, params, t0=0.0, tf=0.4, dt=0.008)
+    assert list(result.status) == [COMPLETE] * 3 and len(set(result.member_stats["macro_steps"].tolist())) == 3
+    assert set(estimated) == kinds
+    for m in range(3):
+        single = build(master, AMPLIFIED)
+        single.system.components["mass2"].set_parameters(coupling_stiffness=float(STIFFNESS[m]))
+        expected = table(single.system.run(0.0, 0.4, 0.008, single.master).coupling_errors)
+        assert len(expected) == 4
+        assert_tables_equal(table_of(result, m), expected, f"member {m}")
 
 
 def test_a_member_rejects_steps_alone() -> None:
