@@ -10,13 +10,13 @@ estimated as it accepts them (:class:`OwnClockEstimate`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cosimrun.errors import ConfigError
-from cosimrun.masters.coupling_error import MemberCouplingErrors, MemberCouplingEstimate, step_estimates
+from cosimrun.masters.coupling_error import MemberCouplingErrors, MemberCouplingEstimate, _Group, step_estimates
 
 if TYPE_CHECKING:
     from cosimrun.masters.extrapolation import Extrapolation
@@ -38,7 +38,7 @@ and written back); more, on every column, masked."""
 
 
 def member_estimate(scalar: Any, plan: list[Any], lagging: list[Link], extrapolation: Extrapolation, order: int,
-                    members: int, recorded: Collection[str]) -> MemberCouplingEstimate | None:
+                    members: int, recorded: Collection[str]) -> SharedGridEstimate | None:
     """The estimate of *members* members stepped by *plan* with *lagging* links extrapolated by *extrapolation* of
     degree *order* (``None`` without links into real inputs).
 
@@ -50,7 +50,67 @@ def member_estimate(scalar: Any, plan: list[Any], lagging: list[Link], extrapola
     if not real:
         return None
     scalar.plan, scalar.lagging, scalar.extrapolation = plan, lagging, extrapolation
-    return MemberCouplingEstimate(real, scalar.coupling_kinds(real), order, members, recorded)
+    return SharedGridEstimate(real, scalar.coupling_kinds(real), order, members, recorded)
+
+
+class SharedGridEstimate(MemberCouplingEstimate):
+    """:class:`~cosimrun.masters.coupling_error.MemberCouplingEstimate` of members that handle events at the
+    shared communication points (the fixed-step masters' ensembles), as a run's recorder hands its samples there
+    to its estimate: the values before the events (:meth:`end`) end the step, the sample after them
+    (:meth:`take`) starts the next, and every micro step's (:meth:`sample`) counts towards the inputs' ranges.
+    A point without events has one sample, which does both."""
+
+    def __init__(self, links: list[Link], kinds: list[str], order: int, members: int,
+                 recorded: Collection[str]) -> None:
+        super().__init__(links, kinds, order, members, recorded)
+        self._split = np.zeros(len(self._t), dtype=bool)
+        """The buffered points whose values before events (:meth:`end`) end their steps."""
+        self._before: dict[int, np.ndarray] = {}
+        """Per group (by ``id``) its values before events, per buffered point (once a point had events)."""
+        self._places = [(g, i) for g in self._groups for i in range(len(g.links))]
+        """Per link in the order of the conversions (:attr:`_convert`), its group and its place among its links."""
+        self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
+        self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
+
+    def end(self, samples: Mapping[str, np.ndarray]) -> None:
+        """The values before the events at the point :meth:`take` takes next (*samples* as there, every member's:
+        a member without events there has the same values before and after)."""
+        n, members = self._n, self.members
+        for (key, scale, offset, _), (g, i) in zip(self._convert, self._places, strict=True):
+            before = self._before.setdefault(id(g), np.empty_like(g.values))[n, i * members:(i + 1) * members]
+            np.add(np.multiply(samples[key], scale, out=before), offset, out=before)
+        self._split[n] = True
+
+    def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
+        units, ``(links, members)``, as a run converts them."""
+        return np.asarray(values, dtype=float).reshape(len(self.links), -1) * self._scale + self._offset
+
+    def sample(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """A sample of members *ids* that counts only towards the inputs' ranges: a micro step's, *values*
+        ``(links, len(ids))`` (:meth:`convert`'s)."""
+        for g, i in self._places:
+            columns = i * self.members + ids
+            g.lo[columns] = np.minimum(g.lo[columns], values[g.links[i]])
+            g.hi[columns] = np.maximum(g.hi[columns], values[g.links[i]])
+
+    def _fold(self) -> None:
+        n = self._n
+        super()._fold()
+        self._split[:n] = False
+
+    def _ends(self, g: _Group, done: int, n: int) -> np.ndarray:
+        """The samples of group *g*, with the values before events at the points that had events (which count
+        towards the ranges once, here)."""
+        split = done + np.flatnonzero(self._split[done:n])
+        if not len(split):
+            return g.values[:n]
+        before = self._before[id(g)][split]
+        np.minimum(g.lo, before.min(axis=0), out=g.lo)
+        np.maximum(g.hi, before.max(axis=0), out=g.hi)
+        ends = g.values[:n].copy()
+        ends[split] = before
+        return ends
 
 
 def own_clock_estimate(scalar: Any, members: int, recorded: Collection[str]) -> OwnClockEstimate | None:

@@ -441,6 +441,8 @@ class _EnsembleRun:
         coupling = member_estimate(self.scalar, plan, lagging, extrapolation, order, members, self.outputs)
         if coupling is not None:
             coupling.take(t0, {key: values[0] for key, values in samples.items()})
+        if events is not None:
+            events.watch(coupling)
         previous = {key: samples[key][0] for key in self.outputs}
         frozen = {st.comp.name: np.empty_like(st.x) for st in odes}
         x_prev = {st.comp.name: np.empty_like(st.x) for st in odes}
@@ -500,13 +502,12 @@ class _EnsembleRun:
         stats = EnsembleStats(members, members - failed, failed, steps, len(times), _time.perf_counter() - start,
                               loop_time)
         units = {key: port.spec.unit_name for key, port in self.outputs.items()}
-        tables = {} if events is None else events.tables(self.alive)
-        estimated = tables.pop("estimated", self.alive)
+        tables = {} if events is None else events.tables()
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
                               np.array(times), history, units, final, stats, master.settings(),
                               dict(self.member_stats),
-                              None if coupling is None else coupling.result().only(estimated), **tables)
+                              None if coupling is None else coupling.result().only(self.alive), **tables)
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs

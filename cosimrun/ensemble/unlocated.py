@@ -13,8 +13,9 @@ every member switches at the start of each step too (:meth:`UnlocatedEvents.befo
 
 What a member's scalar run does that the shared grid cannot is its own communication point at the end of a dwell
 window that holds a switch back: a member whose window ends inside a step fails there with that cause (a sweep
-runs it again as its own job). Its coupling-error estimate is left out (NaN) once it handled an event: its run
-estimates the step after an event from the values after it, the shared estimate from one sample per point.
+runs it again as its own job). Each member's coupling-error estimate is its run's: at a point where it handled
+events, its values before them end its step and those after them start the next, and its micro steps' count
+towards the inputs' ranges (:class:`~cosimrun.ensemble.coupling.SharedGridEstimate`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from cosimrun.masters.explicit import PROBE_FRACTION
 from cosimrun.masters.plan import fixed_step_only
 
 if TYPE_CHECKING:
+    from cosimrun.ensemble.coupling import SharedGridEstimate
     from cosimrun.ensemble.run import _EnsembleRun
     from cosimrun.masters.base import Master
     from cosimrun.masters.stepsize import Clock
@@ -80,14 +82,21 @@ class UnlocatedEvents(MemberEvents):
         """The sources stepped by a departure probe (``ExplicitRun._probe_plan``; ``None``: they cannot roll back)."""
         members = run.members
         self.armed = np.zeros((members, len(self.columns)))
-        self.evented = np.zeros(members, dtype=bool)
-        """The members that handled an event (their coupling-error estimate is not their run's)."""
+        self.estimate: SharedGridEstimate | None = None
+        """The run's coupling-error estimate (:meth:`watch`)."""
         self.hit = np.zeros(members, dtype=bool)
         self.fired = np.zeros((members, len(self.columns)), dtype=bool)
         self.step: tuple[float, float, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]
         """The step being closed: its start and end, the loop's states at its start, frozen states, samples."""
 
     # ------------------------------------------------------------------ the run's hooks
+    def watch(self, coupling: SharedGridEstimate | None) -> None:
+        """Hand *coupling*, the run's coupling-error estimate, the values before the events at each point and (as
+        :attr:`coupling`, which :meth:`handle` gives them to) the samples of the micro steps there."""
+        self.estimate = coupling
+        self.coupling = coupling  # type: ignore[assignment]
+        self.coupled = [] if coupling is None else [lk.src for lk in coupling.links]
+
     def begin(self, t0: float, dt: float) -> None:
         """``ExplicitRun.begin``: the members placed in their switch regions, every indicator armed with its
         departure at *t0* (a probe over ``PROBE_FRACTION * dt`` for those on their surface)."""
@@ -128,7 +137,8 @@ class UnlocatedEvents(MemberEvents):
         if not self.hit.any():
             return
         self.step = (t, t1, x_prev, frozen, previous)
-        self.evented |= self.hit
+        if self.estimate is not None:
+            self.estimate.end({key: run._sample(run.outputs[key]) for key in self.estimate.sources})
         _, self.fired = self.handle(np.full(len(self.ids), t1), crossing)
         odes = [st for st in run.steppers.values() if isinstance(st, OdeMember)]
         run._check_members(t, t1, odes, x_prev, frozen, previous)
@@ -159,10 +169,9 @@ class UnlocatedEvents(MemberEvents):
         self.run._fail(np.array([int(self.ids[i])]), t, t_e, col.st.comp.name, col.name, cause, x_prev, frozen,
                        previous)
 
-    def tables(self, alive: np.ndarray) -> dict[str, Any]:
-        """What the result holds of the events: the tables of events and switches, and the members whose
-        coupling-error estimate is their run's (*alive* ones without events)."""
-        return {"events": self.table(), "switches": self.switch_table(), "estimated": alive & ~self.evented}
+    def tables(self) -> dict[str, Any]:
+        """What the result holds of the events: the tables of events and switches."""
+        return {"events": self.table(), "switches": self.switch_table()}
 
     # ------------------------------------------------------------------ departure
     def depart(self, t: float, g_now: np.ndarray, fired: np.ndarray, mask: np.ndarray, h: float) -> None:

@@ -447,7 +447,8 @@ class MemberCouplingEstimate:
                 np.maximum(g.hi, row, out=g.hi)
             if len(new):
                 v = g.values[:n]
-                fold(step_estimates(t, v, v, new, g.kind, self.order, self._base), t[new], g.max, g.at, g.sumsq)
+                fold(step_estimates(t, v, self._ends(g, done, n), new, g.kind, self.order, self._base), t[new], g.max,
+                     g.at, g.sumsq)
         self._count += len(new)
         self._done = n
         if n == len(self._t):
@@ -457,6 +458,11 @@ class MemberCouplingEstimate:
             self._t[:keep] = t[n - keep:].copy()
             self._base += n - keep
             self._n = self._done = keep
+
+    def _ends(self, g: _Group, done: int, n: int) -> np.ndarray:
+        """The values of group *g* that end the steps to the buffered points before *n* (those from *done* not
+        estimated yet): their samples, the values of a point without events."""
+        return g.values[:n]
 
     def result(self) -> MemberCouplingErrors:
         """The estimates over the points taken so far (no connection before any step)."""
