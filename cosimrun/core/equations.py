@@ -75,6 +75,10 @@ class EquationComponent(OdeComponent):
     :class:`OdeComponent`. The event indicator is named *event_name* and fires
     on crossings in *event_direction* (-1, 0, +1).
 
+    With *vectorizable* the equations take and return arrays over an ensemble's members (states ``(n, M)``,
+    inputs ``(n_in, M)``, an output or indicator per member), so ensembles run a continuous component
+    (:attr:`~cosimrun.core.component.CoSimComponent.vectorizable`; a sampled one is refused there).
+
     Sampled systems (``dt > 0``) ignore the integrator parameters and the
     ``pre_integrate``/``post_integrate`` hooks. An event update between two
     samples replaces the current state; a next-sample state already computed
@@ -98,10 +102,12 @@ class EquationComponent(OdeComponent):
         feedthrough: bool = False,
         event_name: str = "event",
         event_direction: int = 0,
+        vectorizable: bool = False,
         label: str | None = None,
         group: str | None = None,
     ) -> None:
         super().__init__(name, label, group)
+        self.vectorizable = bool(vectorizable)  # type: ignore[misc]  # this instance's equations, not the class
         where = f"equation component {name!r}"
         if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt < 0:
             raise ConfigError("dt", f"{where}: dt must be a finite number >= 0, got {dt!r}")
@@ -205,6 +211,11 @@ class EquationComponent(OdeComponent):
         k = math.floor((t - self._t0) / self.dt + _SAMPLE_RTOL)
         t_s = self._t0 + k * self.dt
         return t_s, abs(t - t_s) <= self._tolerance(t)
+
+    @property
+    def has_time_events(self) -> bool:
+        """Sampled systems only (a sample is a time event); a continuous one has none."""
+        return self.dt > 0.0
 
     def next_time_event(self, t: float) -> float | None:
         """Sampled systems: the next sample time strictly after *t*; continuous: ``None``."""

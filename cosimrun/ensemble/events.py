@@ -245,7 +245,9 @@ class MemberEvents:
             yield
         finally:
             self.ids = ids
-            for p, whole in ports:
+            # inputs first: an input given its producer's array (a link passes it on) shares it, and the
+            # producer's part, which the block may have changed, is the one to keep
+            for p, whole in sorted(ports, key=lambda item: item[0].spec.direction == "out"):
                 part = p.value
                 if isinstance(whole, np.ndarray) and whole.shape == (k,):
                     whole[idx] = part

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cosimrun.core.component import CoSimComponent
+from cosimrun.core.equations import EquationComponent
 from cosimrun.core.multi import MultiComponent
 from cosimrun.core.ode import ContinuousComponent, OdeComponent
 from cosimrun.core.ports import PortState, PortType
@@ -33,7 +34,7 @@ def refuse(comp: CoSimComponent) -> None:
 
         refuse_multi(comp)
         return
-    if not getattr(cls, "vectorizable", False):
+    if not getattr(comp, "vectorizable", False):
         raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable, so it cannot run "
                                "as an ensemble; run its members as separate jobs (a sweep)")
     if comp.needs_set_inputs:
@@ -43,6 +44,9 @@ def refuse(comp: CoSimComponent) -> None:
         if not isinstance(comp, OdeComponent):
             raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not an ODE component; ensembles "
                                    "integrate OdeComponent models only")
+        if isinstance(comp, EquationComponent) and comp.dt > 0.0:
+            raise ConfigError(key, f"component {comp.name!r} is a sampled equation component (dt={comp.dt:g}); "
+                                   "ensembles integrate continuous equation components only")
         method = comp.parameters["integrator"]
         if method != "rk4" and method not in EXPLICIT:
             supported = ", ".join(repr(m) for m in ("rk4", *EXPLICIT))
