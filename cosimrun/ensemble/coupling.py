@@ -3,9 +3,10 @@
 The estimate is that of a run (:mod:`cosimrun.masters.coupling_error`) over arrays of members: every link into a
 real input whose producer's port is recorded, each of the kind its master gives it, estimated from every
 communication point (whatever ``record_every`` keeps of the histories). Under the fixed-step masters the members
-share their communication points (:class:`~cosimrun.masters.coupling_error.MemberCouplingEstimate`); under the
-hybrid master each member has its own (its event instants, the ends of its dwell windows), so its steps are
-estimated as it accepts them (:class:`OwnClockEstimate`).
+share their communication points (:class:`SharedGridEstimate`, with each member's values before and after its
+events there); under the hybrid master each member has its own (its event instants, the ends of its dwell
+windows), and under ``step_control: error`` its accepted steps, so its steps are estimated as it accepts them
+(:class:`OwnClockEstimate` of held links, :class:`ExtrapolatedOwnClockEstimate` of every kind).
 """
 
 from __future__ import annotations

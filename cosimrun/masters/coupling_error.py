@@ -379,8 +379,9 @@ class _Group:
 class MemberCouplingEstimate:
     """:class:`CouplingErrorEstimate` of M members at once, from one sample per communication point.
 
-    An ensemble runs fixed steps without events: each communication point has one sample, the values of the
-    producers' ports for every member (``(M,)`` arrays). :meth:`take` buffers a point; every few points the
+    An ensemble runs fixed steps: each communication point has one sample, the values of the producers' ports
+    for every member (``(M,)`` arrays), which ends the step to it and starts the next (:meth:`_ends` gives what
+    ends the steps otherwise: the values before events). :meth:`take` buffers a point; every few points the
     buffered steps are estimated by :func:`step_estimates` and folded (:func:`fold`) into running figures per
     link and member (a batch of :data:`MEMBER_BATCH` values at a time, small enough for the processor's caches),
     keeping only the points the next step's estimate needs, so memory does not grow with the run. The numbers

@@ -268,7 +268,8 @@ def test_what_step_control_does_not_run_is_refused(base: dict[str, Any], master:
 def test_a_sweep_under_step_control_runs_as_one_ensemble_of_its_members(tmp_path: Path, cosimrun: Any) -> None:
     """A dask sweep of an experiment under ``step_control: error`` groups its members into one ensemble: its index
     rows and every member read back (``load_run``, ``load_sweep_dataset``) are each member's scalar run, on its own
-    times."""
+    times, with its run's coupling-error estimate (``coupling_error_max``, 1e-12 relative)."""
+    from cosimrun.masters.coupling_error import largest_relative
     from cosimrun.runner.load import load_run, load_sweep, load_sweep_dataset
 
     master = controlled("gauss_seidel", 2)
@@ -285,6 +286,10 @@ def test_a_sweep_under_step_control_runs_as_one_ensemble_of_its_members(tmp_path
         stats, reference = scalar_run(master, {"mass2.coupling_stiffness": float(stiffness)}, 0.2, 0.008)
         member = load_run(tmp_path, run)
         assert isinstance(member, EnsembleMember) and member.stats["macro_steps"] == stats.macro_steps
+        single = build(master)
+        single.system.components["mass2"].set_parameters(coupling_stiffness=float(stiffness))
+        expected = largest_relative(single.system.run(0.0, 0.2, 0.008, single.master).coupling_errors)
+        assert index["coupling_error_max"].iloc[run] == pytest.approx(expected, rel=1e-12, abs=0.0)
         for key, (times, values) in reference.items():
             comp, _, port = key.partition(".")
             series = member.history(comp)[port]
