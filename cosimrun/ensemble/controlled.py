@@ -537,9 +537,10 @@ class ControlledSteps:
         if not real:
             return None
         members, recorded = self.run.members, self.run.outputs
-        estimate = OwnClockEstimate(real, self.kinds, members, recorded) if all(
-            kind == "held" for kind in self.kinds) else ExtrapolatedOwnClockEstimate(
-            real, self.kinds, self.master.extrapolation, members, recorded)
+        if all(kind == "held" for kind in self.kinds):
+            estimate = OwnClockEstimate(real, self.kinds, members, recorded)
+        else:
+            estimate = ExtrapolatedOwnClockEstimate(real, self.kinds, self.master.extrapolation, members, recorded)
         return estimate if estimate.links else None
 
     def inputs(self) -> np.ndarray:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cosimrun.errors import ConfigError
-from cosimrun.masters.coupling_error import MemberCouplingErrors, MemberCouplingEstimate, _Group, step_estimates
+from cosimrun.masters.coupling_error import MemberCouplingErrors, MemberCouplingEstimate, step_estimates
 
 if TYPE_CHECKING:
+    from cosimrun.masters.coupling_error import _Group
     from cosimrun.masters.extrapolation import Extrapolation
     from cosimrun.system.connection import Link
 
@@ -54,7 +55,23 @@ def member_estimate(scalar: Any, plan: list[Any], lagging: list[Link], extrapola
     return SharedGridEstimate(real, scalar.coupling_kinds(real), order, members, recorded)
 
 
-class SharedGridEstimate(MemberCouplingEstimate):
+class _Converting:
+    """What converts the producers' values of the estimated links :attr:`links` to the inputs' units."""
+
+    links: list[Link]
+
+    def _conversions(self) -> None:
+        """Take the conversions of :attr:`links`."""
+        self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
+        self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
+
+    def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
+        units, ``(links, members)``, as a run converts them."""
+        return np.asarray(values, dtype=float).reshape(len(self.links), -1) * self._scale + self._offset
+
+
+class SharedGridEstimate(_Converting, MemberCouplingEstimate):
     """:class:`~cosimrun.masters.coupling_error.MemberCouplingEstimate` of members that handle events at the
     shared communication points (the fixed-step masters' ensembles), as a run's recorder hands its samples there
     to its estimate: the values before the events (:meth:`end`) end the step, the sample after them
@@ -70,8 +87,7 @@ class SharedGridEstimate(MemberCouplingEstimate):
         """Per group (by ``id``) its values before events, per buffered point (once a point had events)."""
         self._places = [(g, i) for g in self._groups for i in range(len(g.links))]
         """Per link in the order of the conversions (:attr:`_convert`), its group and its place among its links."""
-        self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
-        self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
+        self._conversions()
 
     def end(self, samples: Mapping[str, np.ndarray]) -> None:
         """The values before the events at the point :meth:`take` takes next (*samples* as there, every member's:
@@ -82,11 +98,6 @@ class SharedGridEstimate(MemberCouplingEstimate):
             np.add(np.multiply(samples[key], scale, out=before), offset, out=before)
         self._split[n] = True
 
-    def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
-        """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
-        units, ``(links, members)``, as a run converts them."""
-        return np.asarray(values, dtype=float).reshape(len(self.links), -1) * self._scale + self._offset
-
     def sample(self, ids: np.ndarray, values: np.ndarray) -> None:
         """A sample of members *ids* that counts only towards the inputs' ranges: a micro step's, *values*
         ``(links, len(ids))`` (:meth:`convert`'s)."""
@@ -96,6 +107,7 @@ class SharedGridEstimate(MemberCouplingEstimate):
             g.hi[columns] = np.maximum(g.hi[columns], values[g.links[i]])
 
     def _fold(self) -> None:
+        """Estimate the buffered steps, then forget which points had events (their rows are taken anew)."""
         n = self._n
         super()._fold()
         self._split[:n] = False
@@ -123,7 +135,7 @@ def own_clock_estimate(scalar: Any, members: int, recorded: Collection[str]) -> 
     return OwnClockEstimate(real, scalar.coupling_kinds(real), members, recorded)
 
 
-class OwnClockEstimate:
+class OwnClockEstimate(_Converting):
     """The coupling-error estimate of M members that each accept their own communication points (the hybrid
     master's ensembles).
 
@@ -154,11 +166,11 @@ class OwnClockEstimate:
                 if f"{lk.connection.src_component}.{lk.connection.src_port}" in recorded]
         self.links = [links[i] for i in kept]
         self.kinds = np.array([kinds[i] for i in kept], dtype=str)
-        self._scale = np.array([lk.conversion.scale for lk in self.links], dtype=float).reshape(-1, 1)
-        self._offset = np.array([lk.conversion.offset for lk in self.links], dtype=float).reshape(-1, 1)
+        self._conversions()
         self._times = _HISTORY
-        """The row of the oldest point's time among the figures (its start's follow the times)."""
+        """The row of the oldest point's time among the figures."""
         self._starts = _HISTORY + self.depth * self.timed
+        """The row of the oldest point's inputs at its start among the figures (the newest is the last row)."""
         self._all = np.zeros((self._starts + self.depth, len(self.links), members))
         """Per figure (:data:`_FIGURES`, then the history), link and member its running value."""
         self._all[_LO], self._all[_HI] = np.inf, -np.inf
@@ -173,11 +185,6 @@ class OwnClockEstimate:
         if unheld:
             raise ConfigError("master", f"ensembles estimate the coupling error of members on their own clocks for "
                                         f"links held over a step only, not {', '.join(unheld)}")
-
-    def convert(self, values: Sequence[np.ndarray]) -> np.ndarray:
-        """The producers' values *values* (one array of members per link, in :attr:`links` order) in the inputs'
-        units, ``(links, members)``, as a run converts them."""
-        return np.asarray(values, dtype=float).reshape(len(self.links), -1) * self._scale + self._offset
 
     def compact(self, keep: np.ndarray) -> None:
         """Go on with the members still stepped at the places *keep* (indices, in order) alone."""

@@ -136,8 +136,7 @@ class EnsembleResult:
     masters with state events: ``events``; with a ``multi`` component: ``mode_switches``)."""
     coupling_error: MemberCouplingErrors | None = None
     """The coupling-error estimates per connection and member, each member's as its own run gives them (NaN for
-    a failed member, and under the fixed-step masters for one that handled an event; ``None`` without links into
-    real inputs)."""
+    a failed member; ``None`` without links into real inputs)."""
     events: dict[str, np.ndarray] = field(default_factory=dict)
     """With state events, every one handled, one row per event ordered by member, time and micro step:
     ``member``, ``time``, ``micro``, ``component``, ``event`` (as a run's events table, per member)."""

@@ -219,7 +219,8 @@ def step_estimates(t: np.ndarray, start: np.ndarray, end: np.ndarray, k: np.ndar
     """The estimates of the steps ending at rows *k* (each > 0) of the communication points *t*, one column per
     input: *start* and *end* hold per point the inputs' values after and before events there, *kinds* each
     column's kind (or one kind for all: an array of one; ``held`` where none is given), *order* the
-    extrapolation's degree and *base* the index over the run of row 0 (how many points precede it). Each figure
+    extrapolation's degree and *base* the index over the run of row 0 (how many points precede it; or per step, an
+    array like *k*, for rows of several runs: an ensemble's members on their own clocks). Each figure
     depends on its own column only, so estimating a subset of the columns gives the same numbers; a term that is
     0 for every row (a degree above *order*) is not computed."""
     h = (t[k] - t[k - 1])[:, None]
