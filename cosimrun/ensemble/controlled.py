@@ -306,7 +306,6 @@ class ControlledSteps:
     ``nxt``), controller, extrapolation samples, statistics and recorded samples."""
 
     def __init__(self, run: _EnsembleRun, master: ExplicitMaster, clock: Clock) -> None:
-        refuse_controlled(run.system, master)
         self.run, self.master, self.clock = run, master, clock
         members = run.members
         order = master.extrapolation

@@ -450,7 +450,6 @@ class LocatedEvents(MemberEvents):
     switches."""
 
     def __init__(self, run: _EnsembleRun, master: Hybrid, clock: Clock) -> None:
-        refuse_located(run.system)
         if clock.end >= 2**62:
             raise ConfigError("run.tf", "too many communication steps for an ensemble under the hybrid master")
         super().__init__(run, master, COUNTS, master.event_interval, master.zeno_events)

@@ -203,6 +203,23 @@ def check_master(master: Master) -> None:
         raise ConfigError("master.sweeps", f"{master.sweeps!r}: ensembles sweep each step once (sweeps=1)")
 
 
+def refuse_system(system: System, master: Master) -> None:
+    """Refuse, in one line keyed by what is at fault, a system that ensembles do not run under *master*: the
+    master and its settings, every component (:func:`~cosimrun.ensemble.members.refuse`), adaptive integrators
+    under iterated steps, then what the master's run asks (located events under the hybrid master, events and
+    modes at communication points under the others, error-controlled steps). The sweep planner asks the same."""
+    check_master(master)
+    for comp in system.components.values():
+        refuse(comp)
+    refuse_iterated_adaptive(master, system.components.values())
+    if isinstance(master, Hybrid):
+        refuse_located(system)
+    else:
+        refuse_unlocated(system, master)
+    if getattr(master, "step_control", "fixed") != "fixed":
+        refuse_controlled(system, master)  # type: ignore[arg-type]
+
+
 def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
                  tf: float, dt: float, members: int | None = None, record_every: int = 1,
                  record: Sequence[str] | None = None, chunk: int = CHUNK) -> EnsembleResult:
@@ -221,14 +238,7 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     for key, value in (("record_every", record_every), ("chunk", chunk)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(key, f"must be an integer >= 1, got {value!r}")
-    for comp in system.components.values():
-        refuse(comp)
-    if isinstance(master, Hybrid):
-        refuse_located(system)
-    else:
-        refuse_unlocated(system, master)
-    if getattr(master, "step_control", "fixed") != "fixed":
-        refuse_controlled(system, master)  # type: ignore[arg-type]
+    refuse_system(system, master)
     parameters = dict(parameters or {})
     count = member_count(parameters, members)
     if count <= chunk:
@@ -306,9 +316,7 @@ def _run_block(system: System, master: Master, parameters: dict[str, Any], count
                 values = checked.member(name, 0)
                 for owner, names in _owners(comp, values):
                     owner.set_parameters(**{own: values[key] for key, own in names})
-                refuse(comp)  # again with the ensemble's settings (an integrator given for all members)
-        if isinstance(master, Hybrid):
-            refuse_located(system)
+        refuse_system(system, master)  # again with the ensemble's settings (an integrator given for all members)
         system.initialize(t0, master)
         initialized = True
         assert system.analysis is not None
@@ -533,7 +541,6 @@ class _EnsembleRun:
         if stuck:
             raise ConfigError("master.iterate_steps", f"master ijcsa with iterate_steps needs rollback in every "
                                                       f"component; {', '.join(stuck)} cannot roll back")
-        refuse_iterated_adaptive(self.master, self.order)
         self.iface = list(self.schedule.real_links)
         self.late = [self.steppers[c.name] for c in self.schedule.late]
         for name in ("step_iterations", "newton_iterations", "unconverged_steps"):

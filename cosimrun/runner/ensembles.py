@@ -6,12 +6,11 @@ The dask launcher groups jobs whose overrides differ only in numbers given to co
 or its switch settings ``components.<c>.selector.lower|upper`` and ``components.<c>.hysteresis.dwell_time``)
 and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
-(:func:`cosimrun.ensemble.check_master`, every component vectorizable, under the hybrid master what
-:func:`cosimrun.ensemble.events.refuse_located` allows (mode switching per member among it), under the others
-what :func:`cosimrun.ensemble.unlocated.refuse_unlocated` allows, no algebraic loop, every recorded port a real
-output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values change nothing else of the
-resolved config (no interpolation reads them). Anything else runs as ordinary jobs, and the reason is said
-once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
+(what :func:`cosimrun.ensemble.run.refuse_system` allows, as the ensemble run itself checks: the master,
+every component vectorizable, the master's events, modes and step control per member; no algebraic loop, every
+recorded port a real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values
+change nothing else of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs,
+and the reason is said once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
 error and results file are those of an ordinary job; an ensemble that cannot run at all runs its members as
@@ -241,11 +240,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     sets :attr:`Group.largest`."""
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
-    from cosimrun.ensemble import check_master
-    from cosimrun.ensemble.controlled import refuse_controlled
-    from cosimrun.ensemble.events import refuse_located
-    from cosimrun.ensemble.members import refuse, refuse_iterated_adaptive
-    from cosimrun.ensemble.unlocated import refuse_unlocated
+    from cosimrun.ensemble.run import refuse_system
 
     if exp.action != "run":
         return f"action: {exp.action!r}"
@@ -255,16 +250,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
         return "run: checkpoints and restarts run as separate jobs"
     if exp.storage.allow_nonfinite:
         return "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
-    check_master(exp.master)
-    for comp in exp.system.components.values():
-        refuse(comp)
-    refuse_iterated_adaptive(exp.master, exp.system.components.values())
-    if getattr(exp.master, "step_control", "fixed") != "fixed":
-        refuse_controlled(exp.system, exp.master)
-    if exp.master.locates_events:
-        refuse_located(exp.system)
-    else:
-        refuse_unlocated(exp.system, exp.master)
+    refuse_system(exp.system, exp.master)
     exp.system.initialize(exp.run.t0, exp.master)
     assert exp.system.analysis is not None
     if exp.system.analysis.loops:
