@@ -112,12 +112,14 @@ class MemberParameters:
         """Every given parameter, one value per member (for the results)."""
         self.switching: dict[str, dict[str, np.ndarray]] = {name: {} for name in components}
         """Per ``multi`` component, its switch settings given (:data:`SWITCH_SETTINGS`), one value per member."""
+        switch_keys: dict[str, dict[str, str]] = {name: {} for name in components}
         for key, raw in parameters.items():
             setting = _SWITCH_PATH.fullmatch(str(key))
             if setting and setting["component"] in components:
                 name = setting["component"]
                 values = _switch_values(components[name], str(key), setting["setting"], raw, members, first)
                 self.switching[name][setting["setting"]] = self.given[key] = values
+                switch_keys[name][setting["setting"]] = str(key)
                 continue
             comp_name, param = split_key(key, components)
             comp = components[comp_name]
@@ -135,7 +137,7 @@ class MemberParameters:
             if self.varying[name] and hasattr(comp, "check_parameters"):
                 self._check_members(comp)
             if self.switching[name]:
-                _check_switching(comp, self.switching[name], parameters, first)
+                _check_switching(comp, self.switching[name], switch_keys[name], first)
 
     @staticmethod
     def _refuse_varying(comp: CoSimComponent, key: str, param: str, checked: list[Any], first: int) -> None:
@@ -201,14 +203,12 @@ def _switch_values(comp: CoSimComponent, key: str, setting: str, raw: Any, membe
     return np.array(values, dtype=float)
 
 
-def _check_switching(comp: Any, settings: dict[str, np.ndarray], given: Mapping[str, Any], first: int) -> None:
+def _check_switching(comp: Any, settings: dict[str, np.ndarray], keys: dict[str, str], first: int) -> None:
     """Check every member's switch settings as its scalar component checks them (its regions' bounds, its dwell
-    time), keyed by the setting given."""
+    time), keyed by the name each setting was given as (*keys*)."""
     from cosimrun.core.regions import SwitchRegions
     from cosimrun.core.switching import Hysteresis
 
-    keys = {m["setting"]: str(key) for key in given
-            if (m := _SWITCH_PATH.fullmatch(str(key))) and m["component"] == comp.name}
     regions = comp._regions.regions if comp._regions is not None else None
     lower, upper = settings.get("selector.lower"), settings.get("selector.upper")
     dwell = settings.get("hysteresis.dwell_time")
