@@ -35,7 +35,7 @@ from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import ExtrapolatedOwnClockEstimate, OwnClockEstimate
 from cosimrun.ensemble.events import Saved, exact_marks, tick_times
-from cosimrun.ensemble.members import OdeMember, refresh_parameters
+from cosimrun.ensemble.members import OdeMember, narrow_parameters, restore_parameters
 from cosimrun.ensemble.modes import timed_ok
 from cosimrun.errors import ConfigError
 from cosimrun.masters.coupling_error import line_error
@@ -279,26 +279,21 @@ class Substepped:
         st = self.st
         members = st.members
         inputs = [(p, p.value, p.derivatives) for p in st.in_ports]
-        params = [(owner, {name: owner.parameters[name] for name in names}) for owner, names in self.owners]
 
         def part(value: Any) -> Any:
             return value[idx] if isinstance(value, np.ndarray) and value.shape == (members,) else value
 
         saved = st.narrow(idx)
+        params = narrow_parameters(self.owners, idx)
         try:
             for p, value, derivatives in inputs:
                 p.value, p.derivatives = part(value), tuple(part(d) for d in derivatives)
-            for owner, values in params:
-                owner.parameters.update({name: part(value) for name, value in values.items()})
-                refresh_parameters(owner)
             st.do_step(t[idx], h[idx])
         finally:
             st.widen(saved, idx)
             for p, value, derivatives in inputs:
                 p.value, p.derivatives = value, derivatives
-            for owner, values in params:
-                owner.parameters.update(values)
-                refresh_parameters(owner)
+            restore_parameters(params)
 
 
 class ControlledSteps:

@@ -36,7 +36,14 @@ import numpy as np
 from cosimrun.core.ode import OdeComponent
 from cosimrun.core.ports import PortType
 from cosimrun.ensemble.coupling import own_clock_estimate
-from cosimrun.ensemble.members import OdeMember, arm_members, crossed_members, reference_sides, refresh_parameters
+from cosimrun.ensemble.members import (
+    OdeMember,
+    arm_members,
+    crossed_members,
+    narrow_parameters,
+    reference_sides,
+    restore_parameters,
+)
 from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
 from cosimrun.masters.events import PROBE_GROWTH
@@ -220,22 +227,12 @@ class MemberEvents:
         self.log: list[tuple[np.ndarray, np.ndarray, int, int]] = []
         self.switch_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
 
-    def _narrow_parameters(self, idx: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
-        """The varying parameters of the members *idx* alone; returns the whole arrays to put back."""
-        saved = []
-        for owner, names in self.varying:
-            saved.append((owner, {n: owner.parameters[n] for n in names}))
-            for n in names:
-                owner.parameters[n] = owner.parameters[n][idx]
-            refresh_parameters(owner)
-        return saved
-
     @contextmanager
     def narrowed(self, idx: np.ndarray) -> Iterator[None]:
         """Step the members *idx* (of the current narrowing) alone until the block ends, then write them back."""
         k = len(self.ids)
         states = [(st, st.narrow(idx)) for st in self.odes]
-        params = self._narrow_parameters(idx)
+        params = narrow_parameters(self.varying, idx)
         ports = [(p, p.value) for p in self.ports]
         for p, value in ports:
             if isinstance(value, np.ndarray) and value.shape == (k,):
@@ -255,9 +252,7 @@ class MemberEvents:
                     whole = np.array(np.broadcast_to(np.asarray(whole, dtype=float), (k,)))
                     whole[idx] = part
                 p.value = whole
-            for owner, values in params:
-                owner.parameters.update(values)
-                refresh_parameters(owner)
+            restore_parameters(params)
             for st, saved in reversed(states):
                 st.widen(saved, idx)
 
@@ -622,7 +617,7 @@ class LocatedEvents(MemberEvents):
             saved.values = [values[idx] for values in saved.values]
         for st in self.odes:
             st.narrow(idx)
-        self._narrow_parameters(idx)
+        narrow_parameters(self.varying, idx)
         for p in self.ports:
             p.value = np.asarray(p.value)[idx] if np.ndim(p.value) else p.value
         if self.coupling is not None:

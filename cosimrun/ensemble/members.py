@@ -10,7 +10,7 @@ the scalar integrator's arithmetic. Any other vectorizable component is stepped 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,26 @@ def refresh_parameters(comp: CoSimComponent) -> None:
         method = getattr(comp, hook, None)
         if callable(method):
             method()
+
+
+def narrow_parameters(owners: Sequence[tuple[Any, Sequence[str]]], idx: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
+    """Narrow the varying parameters to the members *idx*: each of *owners* (a component with the names of its
+    parameters that hold one value per member) keeps theirs alone. Returns the whole arrays, for
+    :func:`restore_parameters`."""
+    saved = []
+    for owner, names in owners:
+        saved.append((owner, {n: owner.parameters[n] for n in names}))
+        for n in names:
+            owner.parameters[n] = owner.parameters[n][idx]
+        refresh_parameters(owner)
+    return saved
+
+
+def restore_parameters(saved: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Put back the whole arrays :func:`narrow_parameters` returned."""
+    for owner, values in saved:
+        owner.parameters.update(values)
+        refresh_parameters(owner)
 
 
 class Member:
@@ -400,5 +420,6 @@ def stepper(comp: CoSimComponent, members: int) -> Member:
 
 
 __all__ = ["Member", "OdeMember", "arm_members", "crossed_members", "output_values", "real_outputs",
-           "reference_sides", "refresh_parameters", "refuse", "refuse_iterated_adaptive", "start_member_state",
+           "narrow_parameters", "reference_sides", "refresh_parameters", "refuse",
+           "restore_parameters", "refuse_iterated_adaptive", "start_member_state",
            "stepper"]
