@@ -252,7 +252,13 @@ def _dataset_damage(group: str, name: str, ds: h5py.Dataset | None, n: int, reco
     if problem is not None:
         return Damage(where, problem, "one dimension of numbers or text", str(dtype))
     item_bytes = _VLEN_BYTES if dtype.kind == "O" else max(dtype.itemsize, 1)
-    held, size = _stored(ds, item_bytes)
+    try:
+        held, size = _stored(ds, item_bytes)
+    except (RuntimeError, OSError) as exc:  # HDF5 finds its storage beyond the end the file declares
+        if recorded is None:  # a file being written, read between its writes: none of it is readable yet
+            readable.append(0)
+            return None
+        return Damage(where, f"has storage HDF5 cannot read ({exc})", "readable storage", "none")
     if recorded is not None:
         if n > held:
             return Damage(where, f"declares {n} samples but holds data for {held}", f"at most {held} samples",

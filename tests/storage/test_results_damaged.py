@@ -189,6 +189,34 @@ def test_a_running_file_is_read_to_the_length_its_datasets_have_in_common(tmp_pa
         results.history("plant")
 
 
+
+def test_storage_hdf5_cannot_read_is_damage_in_a_closed_file_and_nothing_yet_in_a_running_one(tmp_path, monkeypatch):
+    """HDF5 may find a dataset's storage beyond the end its file declares (``addr overflow``): seen reading a
+    ``.partial`` file between two of its writer's writes. A closed file so is damaged, in one line; a running one
+    has none of that component's samples yet (its reader tries again later), instead of HDF5's RuntimeError."""
+    import cosimrun.storage.results as results_module
+
+    def unreadable(ds: h5py.Dataset, item_bytes: int) -> tuple[int, int]:
+        raise RuntimeError("Unable to get storage size (addr overflow, addr = 29511, size = 2096, eoa = 25319)")
+
+    closed = tmp_path / "results.h5"
+    write(closed)
+    partial = tmp_path / "run" / "results.h5.partial"
+    partial.parent.mkdir()
+    write(tmp_path / "copy.h5")
+    (tmp_path / "copy.h5").rename(partial)
+    with h5py.File(partial, "a") as f:
+        f.attrs["status"] = "running"
+        _drop_record(f)
+    monkeypatch.setattr(results_module, "_stored", unreadable)
+    with pytest.raises(ResultsReadError, match=rf"^{re.escape(str(closed))} is damaged: /components/plant/time has "
+                                               r"storage HDF5 cannot read \(Unable to get storage size \(addr "
+                                               r"overflow") as info:
+        load_results(closed)
+    assert "\n" not in str(info.value)
+    history = load_results(partial).history("plant")
+    assert len(history["x"].time) == 0 and len(history["label"].values) == 0
+
 def test_a_closed_file_is_checked_once_and_a_replaced_file_anew(tmp_path, monkeypatch):
     """A closed file no longer changes, so each group is checked when the file is loaded, not at every read;
     a job run again replaces the file, and the next read checks and reads the new one whole."""
