@@ -116,7 +116,14 @@ def _set_job(config: DictConfig, num: int, sweep_dir: str) -> None:
     with open_dict(job), open_dict(sweep):  # not the whole config: opening it walks every node
         job.id = f"{job.name}_{num}"
         job.num = num
-        sweep.dir = sweep_dir
+        if _raw(sweep, "dir") != sweep_dir:  # the same for every job of a sweep (a worker's kept config has it)
+            sweep.dir = sweep_dir
+
+
+def _raw(container: Any, key: str | int) -> Any:
+    """The value of *container*'s child *key* as set, an interpolation unresolved (None when there is none)."""
+    node = container._get_node(key, throw_on_missing_key=False) if isinstance(key, str) else container._get_node(key)
+    return None if node is None else node._value()
 
 
 def _job_spec(config: DictConfig, master_config: DictConfig, overrides: Sequence[str], num: int) -> JobSpec:
@@ -150,10 +157,15 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
 
     apply_value_overrides(parsed_overrides(values), config)
     task = config.hydra.overrides.task
-    while len(task):
-        task.pop()
-    for line in app:
-        task.append(line)
+    if len(task) == len(app):  # a worker's kept config (see worker._job_config): its lines but the values
+        for i, line in enumerate(app):
+            if _raw(task, i) != line:
+                task[i] = line
+    else:
+        while len(task):
+            task.pop()
+        for line in app:
+            task.append(line)
     dirname = config.hydra.job.config.override_dirname
     config.hydra.job.override_dirname = overrides_dirname(
         parsed_overrides(app), exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep,

@@ -83,15 +83,28 @@ class JobPayload:
         """
         if self.values is None:
             return _without_hydra(pickle.loads(self.config)), self.to_config()
+        return self._task_config(), self.to_config()
+
+    def job_configs(self) -> tuple[DictConfig, DictConfig]:
+        """``(task config, full config)`` as :meth:`configs`, the full one this process's own and reused by its
+        next job of the same composition (:func:`_job_config`): what a worker runs a job with. Unpickling a new
+        full config was the largest part of a short job's cost."""
+        if self.values is None:
+            return self.configs()
+        return self._task_config(), _job_config(self)
+
+    def _task_config(self) -> DictConfig:
+        """The task's config, made from the shared composition (see :meth:`configs`)."""
         from omegaconf import OmegaConf
 
         from cosimrun.runner._private import apply_value_overrides
         from cosimrun.runner.compose import parsed_overrides  # compose imports this module
 
+        assert self.values is not None
         task_cfg = pickle.loads(_task_base(self.config))
         apply_value_overrides(parsed_overrides(self.values), task_cfg)
         OmegaConf.set_cache(task_cfg, self.cache)
-        return task_cfg, self.to_config()
+        return task_cfg
 
 
 def _without_hydra(config: DictConfig) -> DictConfig:
@@ -118,6 +131,40 @@ def _task_base(config: bytes) -> bytes:
             _TASK_BASES.clear()
         base = _TASK_BASES[config] = pickle_config(_without_hydra(pickle.loads(config)))
     return base
+
+
+_JOB_CONFIGS: dict[tuple[bytes, tuple[str, ...]], tuple[DictConfig, Any]] = {}
+"""(shared composition pickled, keys of the value overrides) -> the full config of this process's last job made
+from them and its ``hydra`` node's read-only flag as composed (:func:`_job_config`)."""
+
+
+def _job_config(payload: JobPayload) -> DictConfig:
+    """Job *payload*'s full config: the full config of this process's last job of the same shared composition and
+    value-override keys, made this job's by :func:`~cosimrun.runner.compose.apply_job`, or a new copy.
+
+    The same config as :meth:`JobPayload.to_config`'s new copy: every job of such a config sets the same keys
+    (scalars only, see :class:`~cosimrun.runner.compose.JobComposer`) and every field :func:`apply_job` and
+    :func:`run_composed_job` set, so nothing of the last job is left in it. A job whose config cannot be made
+    leaves no config behind (the next starts from a new copy).
+    """
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner.compose import apply_job, parsed_overrides  # compose imports this module
+
+    assert payload.values is not None
+    key = (payload.config, tuple(str(o.key_or_group) for o in parsed_overrides(payload.values)))
+    kept = _JOB_CONFIGS.pop(key, None)
+    if kept is None:
+        if len(_JOB_CONFIGS) >= _TASK_BASES_KEPT:
+            _JOB_CONFIGS.clear()
+        config = pickle.loads(payload.config)
+        read_only = config.hydra._get_node_flag("readonly")
+    else:
+        config, read_only = kept
+        OmegaConf.set_readonly(config.hydra, read_only)  # as composed: run_composed_job made it read-only
+    apply_job(config, payload.values, payload.app, payload.cache, payload.num, payload.sweep_dir)
+    _JOB_CONFIGS[key] = (config, read_only)
+    return config
 
 
 STARTED_FILE = ".cosimrun-started"
@@ -208,14 +255,14 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     those keys), ``hydra.runtime.output_dir``, working directory
     (``hydra.job.chdir``), job logging, ``.hydra/{config,hydra,overrides}.yaml``
     (same text), ``hydra.job.env_set``, *callbacks* and ``JobReturn``. The
-    config is unpickled twice instead of copied: one copy is Hydra's config
-    for ``HydraConfig.get()`` and ``${hydra:...}``, the other, without its
-    ``hydra`` node, is the task's.
+    config is not copied: the full one, Hydra's config for ``HydraConfig.get()``
+    and ``${hydra:...}``, is this process's own (:meth:`JobPayload.job_configs`),
+    the task's, without its ``hydra`` node, is a new one.
     """
     from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
-    task_cfg, config = payload.configs()
+    task_cfg, config = payload.job_configs()
     output_dir = os.path.abspath(payload.job_dir)
     with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
         config.hydra.runtime.output_dir = output_dir

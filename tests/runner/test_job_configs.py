@@ -43,3 +43,34 @@ def test_the_task_config_made_on_the_worker_is_the_full_compositions_without_hyd
         with worker.hydra_config(expected):
             assert text == resolved(worker._without_hydra(pickle.loads(pickle.dumps(expected))))[1]
     assert len(worker._TASK_BASES) == 3  # one per shared composition (job 4 has none), made in the first round
+
+
+def test_the_full_config_a_worker_reuses_between_jobs_equals_a_new_copy_for_each(tmp_path: Path) -> None:
+    """Jobs of one composition with the same keys reuse one full config; each equals the new copy Hydra's own
+    composition gives, flags and resolver cache included, also after a job whose config could not be made."""
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    worker._JOB_CONFIGS.clear()
+    jobs = [["+experiment=pendulum_switch", f"components.ctrl.params.kp={kp}", f"run.tf={tf}"]
+            for tf, kp in ((2, 40), (2.5, 41.5), (3, 42))]
+    jobs.insert(1, ["+experiment=pendulum_switch", "run.tf=2.5"])  # other keys: a config of its own
+    jobs.insert(2, ["+experiment=pendulum_switch", "components.ctrl.params.kp=1", "run.tf=late"])  # half made
+    seen = []
+    for num, overrides in enumerate(jobs):
+        payload = composer.compose(overrides, num, on_worker=True).payload()
+        try:
+            task_cfg, config = payload.job_configs()
+        except Exception as exc:
+            assert "run.tf=late" in str(exc)
+            continue
+        expected = payload.to_config()
+        seen.append(config)
+        assert OmegaConf.to_container(config) == OmegaConf.to_container(expected)
+        assert OmegaConf.to_container(task_cfg) == OmegaConf.to_container(worker._without_hydra(payload.to_config()))
+        assert OmegaConf.get_cache(config) == OmegaConf.get_cache(expected)
+        for node, twin in ((config, expected), (config.hydra, expected.hydra), (config.hydra.job, expected.hydra.job),
+                           (config.run, expected.run)):
+            assert (OmegaConf.is_readonly(node), OmegaConf.is_struct(node)) == (
+                OmegaConf.is_readonly(twin), OmegaConf.is_struct(twin))
+        OmegaConf.set_readonly(config.hydra, True)  # what run_composed_job does to it
+    assert seen[0] is seen[-1] and seen[1] is not seen[0]  # the keys' config reused, after the failed job too
