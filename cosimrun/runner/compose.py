@@ -175,6 +175,43 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
     _set_job(config, num, sweep_dir)
 
 
+class KeptConfigs:
+    """Full configs made from shared compositions, one kept per composition and keys of value overrides, each
+    remade into the next job's config that asks for the same (:meth:`made`).
+
+    The same config as :func:`apply_job` on a new copy of the composition: jobs of one composition with the same
+    keys set the same keys (scalars, see :class:`JobComposer`) and every field :func:`apply_job` sets, so nothing
+    of the last job is left. Unpickling a new full copy is the largest part of making a short job's config.
+    """
+
+    size = 8
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[bytes, tuple[str, ...]], tuple[DictConfig, Any]] = {}
+        """(composition pickled, value-override keys) -> the config last made and its ``hydra`` node's read-only
+        flag as composed."""
+
+    def made(self, base: bytes, values: list[str], app: list[str], cache: dict[str, Any], num: int,
+             sweep_dir: str) -> DictConfig:
+        """Job *num*'s config (see :func:`apply_job`), raising what it raises; the config is the caller's until
+        its next call, which remakes it. A config that could not be made is not kept."""
+        from omegaconf import OmegaConf
+
+        key = (base, tuple(str(o.key_or_group) for o in parsed_overrides(values)))
+        kept = self._kept.pop(key, None)
+        if kept is None:
+            if len(self._kept) >= self.size:
+                self._kept.clear()
+            config = pickle.loads(base)
+            read_only = config.hydra._get_node_flag("readonly")
+        else:
+            config, read_only = kept
+            OmegaConf.set_readonly(config.hydra, read_only)  # as composed: a job's run made it read-only
+        apply_job(config, values, app, cache, num, sweep_dir)
+        self._kept[key] = (config, read_only)
+        return config
+
+
 @functools.cache
 def _overrides_parser() -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -226,6 +263,8 @@ class JobComposer:
         self._templates: dict[tuple[str, ...], tuple[str, str, str, bool] | None] = {}
         """What of a shared composition tells where a job the worker makes writes (see :meth:`_where`), per
         composition: read once, not per job."""
+        self._checked = KeptConfigs()
+        """The configs :meth:`validate` makes, one per shared composition and value-override keys."""
         self._groups: dict[str, bool] = {}
         """Key -> whether it names a config group, asked once per key."""
         self._enabled = True
@@ -281,8 +320,11 @@ class JobComposer:
             from omegaconf import OmegaConf
 
             _, base, values, app = plan
-            if self._made(base, values, app, OmegaConf.get_cache(self.master_config), 0, "") is not None:
+            try:
+                self._checked.made(base, values, app, OmegaConf.get_cache(self.master_config), 0, "")
                 return
+            except Exception:  # Hydra's composition says what is wrong
+                pass
         self.hydra_context.config_loader.load_sweep_config(self.master_config, list(overrides))
 
     @staticmethod

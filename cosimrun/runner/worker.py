@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from hydra.types import TaskFunction
     from omegaconf import DictConfig
 
+    from cosimrun.runner.compose import KeptConfigs
+
 
 @dataclass
 class JobPayload:
@@ -133,38 +135,21 @@ def _task_base(config: bytes) -> bytes:
     return base
 
 
-_JOB_CONFIGS: dict[tuple[bytes, tuple[str, ...]], tuple[DictConfig, Any]] = {}
-"""(shared composition pickled, keys of the value overrides) -> the full config of this process's last job made
-from them and its ``hydra`` node's read-only flag as composed (:func:`_job_config`)."""
+@functools.cache
+def kept_configs() -> KeptConfigs:
+    """This process's jobs' full configs, one kept per shared composition and value-override keys (see
+    :meth:`JobPayload.job_configs`)."""
+    from cosimrun.runner.compose import KeptConfigs  # compose imports this module
+
+    return KeptConfigs()
 
 
 def _job_config(payload: JobPayload) -> DictConfig:
-    """Job *payload*'s full config: the full config of this process's last job of the same shared composition and
-    value-override keys, made this job's by :func:`~cosimrun.runner.compose.apply_job`, or a new copy.
-
-    The same config as :meth:`JobPayload.to_config`'s new copy: every job of such a config sets the same keys
-    (scalars only, see :class:`~cosimrun.runner.compose.JobComposer`) and every field :func:`apply_job` and
-    :func:`run_composed_job` set, so nothing of the last job is left in it. A job whose config cannot be made
-    leaves no config behind (the next starts from a new copy).
-    """
-    from omegaconf import OmegaConf
-
-    from cosimrun.runner.compose import apply_job, parsed_overrides  # compose imports this module
-
+    """Job *payload*'s full config, remade from the one this process's last job of the same shared composition
+    and value-override keys used: equal to :meth:`JobPayload.to_config`'s new copy."""
     assert payload.values is not None
-    key = (payload.config, tuple(str(o.key_or_group) for o in parsed_overrides(payload.values)))
-    kept = _JOB_CONFIGS.pop(key, None)
-    if kept is None:
-        if len(_JOB_CONFIGS) >= _TASK_BASES_KEPT:
-            _JOB_CONFIGS.clear()
-        config = pickle.loads(payload.config)
-        read_only = config.hydra._get_node_flag("readonly")
-    else:
-        config, read_only = kept
-        OmegaConf.set_readonly(config.hydra, read_only)  # as composed: run_composed_job made it read-only
-    apply_job(config, payload.values, payload.app, payload.cache, payload.num, payload.sweep_dir)
-    _JOB_CONFIGS[key] = (config, read_only)
-    return config
+    return kept_configs().made(payload.config, payload.values, payload.app, payload.cache, payload.num,
+                               payload.sweep_dir)
 
 
 STARTED_FILE = ".cosimrun-started"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 from support.hydra_sweep import sweep_context
 
@@ -50,7 +51,7 @@ def test_the_full_config_a_worker_reuses_between_jobs_equals_a_new_copy_for_each
     composition gives, flags and resolver cache included, also after a job whose config could not be made."""
     ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
     composer = JobComposer(ctx, master)
-    worker._JOB_CONFIGS.clear()
+    worker.kept_configs.cache_clear()
     jobs = [["+experiment=pendulum_switch", f"components.ctrl.params.kp={kp}", f"run.tf={tf}"]
             for tf, kp in ((2, 40), (2.5, 41.5), (3, 42))]
     jobs.insert(1, ["+experiment=pendulum_switch", "run.tf=2.5"])  # other keys: a config of its own
@@ -74,3 +75,22 @@ def test_the_full_config_a_worker_reuses_between_jobs_equals_a_new_copy_for_each
                 OmegaConf.is_readonly(twin), OmegaConf.is_struct(twin))
         OmegaConf.set_readonly(config.hydra, True)  # what run_composed_job does to it
     assert seen[0] is seen[-1] and seen[1] is not seen[0]  # the keys' config reused, after the failed job too
+
+
+def test_the_sweepers_check_of_many_jobs_remakes_one_config_and_raises_hydras_error(tmp_path: Path) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    job = ["+experiment=pendulum_switch", "components.ctrl.params.kp={}", "run.tf={}"]
+    for k in range(5):
+        composer.validate([job[0], job[1].format(40 + k), job[2].format(2 + k)])
+    assert len(composer._checked._kept) == 1  # one config, remade for each job
+    bad = [job[0], job[1].format(1), job[2].format("late")]
+    with pytest.raises(ConfigCompositionException) as checked:
+        composer.validate(bad)
+    with pytest.raises(ConfigCompositionException) as full:
+        compose_job(ctx, master, bad, 0)
+    assert str(checked.value) == str(full.value)
+    assert len(composer._checked._kept) == 0  # the half-made config is not kept
+    composer.validate([job[0], job[1].format(3), job[2].format(4)])
