@@ -1,6 +1,6 @@
 """``hydra.launcher.chunk_seconds=inf`` passes the launcher's check (a number >= 0) and then ends the sweep with a
 raw ``OverflowError`` once the first job's duration sizes the chunks (``math.floor(inf / mean)`` in
-``_Batch._target_size``), leaving the other jobs not run. It must be refused in one line as ``nan`` is, or run."""
+``_Batch._target_size``), leaving the other jobs not run. It must be refused in one line, as ``nan`` is."""
 
 from __future__ import annotations
 
