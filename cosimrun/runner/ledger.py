@@ -183,6 +183,13 @@ class SweepLedger:
         """The failed and interrupted jobs' outcomes, by job number."""
         return [o for _, o in sorted(self.outcomes.items()) if o.failed]
 
+    @property
+    def unfinished(self) -> bool:
+        """Whether a job failed, was interrupted or never ran, or the index lacks what was entered: the command
+        did not do all it was asked."""
+        return bool(self.failed) or self.write_error is not None or any(
+            o.status == "pending" for o in self.outcomes.values())
+
     def summary(self) -> str:
         """A short block: counts, then one line per failed job with its error, then the index path."""
         rows = list(self.outcomes.values())
@@ -239,8 +246,8 @@ def ledger_for(sweep_dir: str | os.PathLike[str]) -> SweepLedger:
 
 
 def finish(stream: TextIO | None = None) -> int:
-    """End of the command: flush every index, release the sweep locks, print each summary; 1 if a job failed or
-    an index could not be written.
+    """End of the command: flush every index, release the sweep locks, print each summary; 1 if a job failed, was
+    interrupted or never ran, or an index could not be written.
 
     Called by ``cosimrun``'s ``main()`` after Hydra returns, also after
     Ctrl-C, SIGTERM or an error (nothing happens when no sweep ran).
@@ -253,7 +260,7 @@ def finish(stream: TextIO | None = None) -> int:
             if not ledger.outcomes:
                 continue
             ledger.close()
-            failed = bool(ledger.failed) or ledger.write_error is not None
+            failed = ledger.unfinished
             print(ledger.summary(), file=(stream or (sys.stderr if failed else sys.stdout)))
             code = code or int(failed)
     return code
