@@ -5,6 +5,7 @@ Imported by Hydra's plugin scan at every start: no dask import here. No
 before it is in ``sys.modules``, where ``dataclasses`` looks string annotations up.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,7 +137,8 @@ class DaskLauncher(Launcher):
         _refuse("timeout", timeout, timeout is None or timeout > 0, "a number of seconds > 0, or null: none")
         _refuse("no_worker_timeout", no_worker_timeout, no_worker_timeout > 0, "a number of seconds > 0")
         _refuse("connect_timeout", connect_timeout, connect_timeout > 0, "a number of seconds > 0")
-        _refuse("chunk_seconds", chunk_seconds, chunk_seconds >= 0, "a number of seconds >= 0 (0: one job per task)")
+        _refuse("chunk_seconds", chunk_seconds, 0 <= chunk_seconds < math.inf,
+                "a finite number of seconds >= 0 (0: one job per task)")
         _refuse("ensemble_size", ensemble_size, ensemble_size >= 0, "an integer >= 0 (0: no ensembles)")
         _check_address(address)
         _check_memory_limit(memory_limit)
