@@ -30,7 +30,7 @@ from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
-from cosimrun.storage.hdf5 import partial_path, write_run_summary
+from cosimrun.storage.hdf5 import ADDRESS_SEP, partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
 from cosimrun.system.recorder import check_resumable, port_layout
@@ -150,6 +150,8 @@ def run_experiment(
         shared = {} if chunk is None else {"file": chunk.file(), "group": chunk.group}
         if chunk is None:
             drop_ref(out_dir)
+        else:  # the job's folder points at its group from the start, as a job's own file would be there
+            write_ref(out_dir, f"{shared['file'].filename}{ADDRESS_SEP}/{chunk.group}")
         writer = HDF5Writer(
             Path(out_dir) / exp.storage.file if chunk is None else Path(shared["file"].filename),
             experiment=exp.name,
@@ -170,8 +172,6 @@ def run_experiment(
             },
             **shared,
         )
-        if chunk is not None:
-            write_ref(out_dir, writer.address)
         return _simulate(exp, writer, progress, parent)
 
 

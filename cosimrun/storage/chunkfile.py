@@ -57,6 +57,7 @@ def open_results(path: str | os.PathLike[str], locking: bool | str = False) -> I
 def write_ref(job_dir: str | os.PathLike[str], address: str) -> None:
     """Point *job_dir* at the results *address* (:data:`REF_FILE`, the path relative to the folder)."""
     file, group = split_address(address)
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
     rel = Path(os.path.relpath(file, job_dir)).as_posix()
     Path(job_dir, REF_FILE).write_text(f"{rel}{ADDRESS_SEP}{group}\n", encoding="utf-8")
 

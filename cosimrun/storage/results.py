@@ -443,7 +443,7 @@ class Results:
             for name in names:
                 if name not in recorded:
                     raise UnknownNameError("port", name, recorded, f"of component {component!r}")
-            n = self._length(f, f"components/{component}", ("time", "micro", *names))
+            n = self._length(f, f"/components/{component}", ("time", "micro", *names))
             time, micro = group["time"][:n], group["micro"][:n]
             return {
                 name: PortSeries(
@@ -478,7 +478,7 @@ class Results:
             group = f["components"][self._check(component)]
             n = min((len(s) for s in series.values()), default=None)
             if n is None:
-                n = self._length(f, f"components/{component}", ("time", "micro"))
+                n = self._length(f, f"/components/{component}", ("time", "micro"))
             time, micro = group["time"][:n], group["micro"][:n]
         data = {"micro": micro, **{name: s.values for name, s in series.items()}}
         return pd.DataFrame(data, index=pd.Index(time, name="time"))

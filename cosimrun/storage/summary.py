@@ -69,7 +69,7 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
                 return {}
             recorded = recorded_lengths(path, f)
             for comp, group in comps.items():
-                n = readable_length(path, f, f"components/{comp}", None, recorded)
+                n = readable_length(path, f, f"/components/{comp}", None, recorded)
                 for name in group:
                     ds = group[name]
                     kind = _port_kind(ds)
