@@ -102,6 +102,7 @@ class ChunkFile:
             except FileExistsError:
                 continue
             self._file.create_group(RUNS, track_order=True)
+            self._file.flush()  # a file readers can open from the start, whenever its worker dies
             return self._file
 
     @property

@@ -346,7 +346,8 @@ class Results:
                 yield f
                 return
             if not isinstance(f.get(self.group), h5py.Group):
-                raise ResultsReadError(f"{self.path} has no group {self.group} (no run there)", path=str(self.path))
+                raise FileNotFoundError(f"{self.path} has no group {self.group}: no run there (or its worker died "
+                                        "before the run's first flush)")
             yield f[self.group]
 
     def _open_file(self) -> h5py.File:
@@ -598,7 +599,7 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     if group is not None:
         if member is not None:
             raise ResultsReadError(f"{path} is a run's group, not an ensemble's file: it has no member {member}",
-                                   path=str(path))
+                                   path=str(path), expected="an ensemble's file", found="a run's group")
         if not file.is_file():
             raise FileNotFoundError(f"no results file {file} (of {path})")
         return Results(file, locking=locking, group=group)

@@ -103,3 +103,38 @@ def test_a_job_run_again_lands_in_another_chunk_file_and_its_folder_follows(chun
     assert len(list((sweep_dir / "chunks" / "0k").glob("*.h5"))) == 2
     assert load_results(specs[1].job_dir).path == file
     assert resume.results_location(specs[1]).results == again[0].path
+
+
+@pytest.mark.slow
+def test_a_per_chunk_sweep_whose_worker_dies_keeps_the_finished_jobs_and_a_resume_reuses_them(
+    tmp_path: Path, cosimrun, with_crash: list[str]
+) -> None:
+    """Job 3 kills its worker in the middle of its chunk (twice: retries=1): the jobs it had finished keep their
+    groups, its own group is never complete, and a resume without the crash reuses the others and runs it."""
+    from cosimrun.storage.verify import verify_results
+
+    sweep_dir = tmp_path / "sweep"
+    crash = ",".join("0.1" if k == 3 else str(100 + k) for k in range(6))
+    common = ["-m", *with_crash, "+experiment=bouncing_ball", "run.tf=0.3", "storage.layout=per_chunk",
+              "hydra.launcher.progress=false", "hydra.launcher.n_workers=1", "hydra.launcher.chunk_seconds=600",
+              "hydra.launcher.ensemble_size=0", f"hydra.sweep.dir={sweep_dir}"]
+    proc = cosimrun(*common, f"components.bomb.params.crash_at={crash}", timeout=400)
+    assert proc.returncode == 1, proc.stderr
+    df = load_sweep(sweep_dir)
+    assert df.loc[3, "status"] == "failed" and df.loc[3, "error"].startswith("WorkerDied:")
+    others = df.drop(index=3)
+    assert list(others["status"]) == ["complete"] * 5 and set(others["attempts"]) == {1}
+    assert all("::/runs/" in rel and not verify_results(sweep_dir / rel) for rel in others["path"])
+    try:  # its last attempt's group: never closed, or not even on disk when its worker died
+        killed = load_results(sweep_dir / "3").status
+    except FileNotFoundError:
+        killed = "missing"
+    assert killed in ("running", "missing")
+
+    again = cosimrun(*common, "components.bomb.params.crash_at=" + ",".join(str(100 + k) for k in range(6)),
+                     "hydra.launcher.resume=true", timeout=400)
+    assert again.returncode == 0, again.stderr
+    df = load_sweep(sweep_dir)
+    assert list(df["status"]) == ["complete"] * 6
+    assert list(df["reused"]) == [True, True, True, False, True, True]
+    assert load_results(sweep_dir / "3").status == "complete"
