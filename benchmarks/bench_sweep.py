@@ -280,35 +280,30 @@ def compare_cpu(baseline: str, n: int, repeat: int) -> None:
     """CPU ms per job in process (:func:`in_process_jobs`) of the *baseline* tree and of this one, side by side:
     the least of *repeat* runs of each, alternating (the machine's load moves single runs)."""
     print(f"CPU per job in process, {n} jobs, least of {repeat} alternating runs: baseline {baseline} / this tree")
-    print(f"{'experiment':14}{'code':>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
-          f"{'run_experiment [ms]':>21}  load")
-    for name in WARM:
-        best: dict[str, dict[str, float]] = {}
-        for _ in range(repeat):
-            for label, tree in (("baseline", baseline), ("this tree", None)):
-                cpu = _cpu_in(tree, name, n)
-                if label not in best or cpu["job"] < best[label]["job"]:
-                    best[label] = cpu
-        for label, cpu in best.items():
-            print(f"{name:14}{label:>11}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
-                  f"{cpu['run']:21.2f}  {_load()}")
+    _side_by_side("code", {"baseline": (baseline, None), "this tree": (None, None)}, n, repeat)
 
 
 def compare_layouts(n: int, repeat: int) -> None:
     """CPU ms per job in process, in chunks of :data:`CHUNK`, with ``storage.layout`` ``per_job`` and ``per_chunk``
     side by side: the least of *repeat* alternating runs of each."""
     print(f"CPU per job in process, {n} jobs in chunks of {CHUNK}, least of {repeat} alternating runs")
-    print(f"{'experiment':14}{'layout':>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
+    _side_by_side("layout", {layout: (None, layout) for layout in ("per_job", "per_chunk")}, n, repeat)
+
+
+def _side_by_side(column: str, variants: dict[str, tuple[str | None, str | None]], n: int, repeat: int) -> None:
+    """Print the least CPU per job of :func:`_cpu_in` for each of *variants* (``{label: (tree, layout)}``), run in
+    turn *repeat* times, for every experiment of :data:`WARM`."""
+    print(f"{'experiment':14}{column:>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
           f"{'run_experiment [ms]':>21}  load")
     for name in WARM:
         best: dict[str, dict[str, float]] = {}
         for _ in range(repeat):
-            for layout in ("per_job", "per_chunk"):
-                cpu = _cpu_in(None, name, n, layout)
-                if layout not in best or cpu["job"] < best[layout]["job"]:
-                    best[layout] = cpu
-        for layout, cpu in best.items():
-            print(f"{name:14}{layout:>11}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
+            for label, (tree, layout) in variants.items():
+                cpu = _cpu_in(tree, name, n, layout)
+                if label not in best or cpu["job"] < best[label]["job"]:
+                    best[label] = cpu
+        for label, cpu in best.items():
+            print(f"{name:14}{label:>11}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
                   f"{cpu['run']:21.2f}  {_load()}")
 
 

@@ -28,8 +28,8 @@ from cosimrun.errors import (
 from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
-from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
+from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
 from cosimrun.storage.hdf5 import ADDRESS_SEP, partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult

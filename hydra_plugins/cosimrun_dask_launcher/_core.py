@@ -645,7 +645,8 @@ class _Batch:
                    *(job for _, members in self._collecting.values() for job in members)]
         for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:
             outcome = None
-            if worker.started(spec.job_dir, self.token, attempt) and _status(results_location(spec).results) == "complete":
+            started = worker.started(spec.job_dir, self.token, attempt)
+            if started and _status(results_location(spec).results) == "complete":
                 outcome = self._recovered(spec, attempt, None, note="")
             if outcome is None and failed:
                 outcome = JobOutcome(spec.num, "failed", spec.overrides, error=f"not run: {failed}", attempts=attempt)
