@@ -393,6 +393,15 @@ class HDF5Writer:
     an image of the empty file of that layout, kept for the process, and a
     sweep's jobs of one experiment do not create its groups, datasets and
     attributes one by one (the file holds the same objects in the same order).
+
+    With an open *file* and a *group* the run is written into that new group of
+    a file shared with other runs (a chunk of a sweep's jobs,
+    :mod:`cosimrun.storage.chunkfile`) instead of a file of its own at *path*
+    (then the shared file's name): the group holds what the file's root would,
+    made from the same image (copied in, its dimension scales attached to the
+    group's own), and :meth:`close` flushes it as it would the file, status
+    last, but neither closes nor renames the shared file. :attr:`address`
+    names the run either way.
     """
 
     _open: weakref.WeakSet[HDF5Writer] = weakref.WeakSet()
@@ -1125,13 +1134,28 @@ def _copy_layout(image: bytes, file: h5py.File, group: str) -> _RunGroup:
     ``REFERENCE_LIST``) as they are, pointing into the image: each table and component group gets them back
     written in place, to its own scale (its ``time`` or its table's dimension) and datasets.
     """
-    with h5py.File(io.BytesIO(image), "r") as source:
-        h5py.h5o.copy(source.id, b".", file.id, group.encode("utf-8"))
+    h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
     root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
     tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
     for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
         _reattach(h5py.h5g.open(root.id, where.encode("utf-8")), dim.encode("utf-8"))
     return root
+
+
+_IMAGE_FILES: dict[bytes, h5py.File] = {}
+"""The layout images (:func:`_layout_image`) open for reading, by image: copied from again and again."""
+
+
+def _image_file(image: bytes) -> h5py.File:
+    """*image* open for reading, kept with the images the process keeps (:data:`_LAYOUTS_KEPT`)."""
+    with _layouts_lock:
+        source = _IMAGE_FILES.get(image)
+        if source is None:
+            kept = {kept_image for kept_image, _ in _LAYOUTS.values()}
+            for old in [old for old in _IMAGE_FILES if old not in kept]:
+                _IMAGE_FILES.pop(old).close()
+            source = _IMAGE_FILES[image] = h5py.File(h5py.h5f.open_file_image(image))
+        return source
 
 
 _DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
