@@ -429,7 +429,8 @@ class HDF5Writer:
         self.group = group
         """The group of the open *file* that holds the run (a chunk of a sweep's file, see
         :mod:`cosimrun.storage.chunkfile`); ``None`` for a run in a file of its own, at *path*."""
-        self.partial_path = partial_path(self.path)
+        self.partial_path = partial_path(self.path) if group is None else self.path
+        """The file written until it is closed: ``<path>.partial``, or the shared file itself for a run's group."""
         self.chunk_size = int(chunk_size)
         self._filters: dict[str, Any] = {}
         if compression is not None:
@@ -458,7 +459,7 @@ class HDF5Writer:
         self._file: h5py.File | None = None
         self._closing = threading.RLock()
         """Held while the file is closed, so that a close from another thread waits for the one in progress."""
-        self._left = self.partial_path
+        self._left = self._unclosed()
         """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
         self._declared: dict[str, dict[str, tuple[str | None, str]]] = {}
         """Components the file was made with (*components*) that :meth:`add_component` has not named yet."""
@@ -563,6 +564,10 @@ class HDF5Writer:
         """Whether the HDF5 library failed half-way through a write: the file on disk may be unreadable."""
         return self._damaged
 
+    def _unclosed(self) -> Path:
+        """What :meth:`close` returns while the run is not closed: the ``.partial`` file, or the group's address."""
+        return self.partial_path if self.group is None else Path(self.address)
+
     @property
     def address(self) -> str:
         """Where the run's results are: :attr:`path`, or ``<path>::<group>`` for a run in a group of a shared file
@@ -600,7 +605,8 @@ class HDF5Writer:
                 self._attach(self._dataset(group, name, dtype), scale)
 
     def _open_dataset(self, path: str) -> h5py.Dataset:
-        """The dataset at the absolute *path*, opened by HDF5 directly (a few times faster than ``file[path]``)."""
+        """The dataset at *path* (absolute in the run's root), opened by HDF5 directly (a few times faster than
+        ``file[path]``)."""
         return h5py.Dataset(h5py.h5d.open(self.file.id, path[1:].encode("utf-8")))
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:
@@ -713,7 +719,7 @@ class HDF5Writer:
         """Release the file without writing anything more (:func:`abandon_file`)."""
         HDF5Writer._open.discard(self)
         f, self._file = self._file, None
-        self._left = self.partial_path
+        self._left = self._unclosed()
         if f is not None:  # the whole file: after a failed write HDF5 cannot flush it (a chunk opens another)
             abandon_file(f.file)
         self._since_flush = {}
@@ -1032,7 +1038,7 @@ class HDF5Writer:
             try:
                 path = writer.close(status, error)
             except Exception:  # a file that cannot be closed stays as it is: .partial, running
-                path = writer.partial_path
+                path = writer._unclosed()
             closed.append((path, status if path == writer.path else "running"))
         return closed
 

@@ -160,3 +160,11 @@ def test_a_wrong_layout_is_one_keyed_line() -> None:
 def test_a_run_not_in_a_chunk_writes_its_own_file_under_per_chunk(tmp_path: Path) -> None:
     outcome = run_experiment(copy.deepcopy(bouncing()), tmp_path)
     assert outcome.ok and outcome.path == tmp_path / "results.h5" and not (tmp_path / REF_FILE).exists()
+
+
+def test_a_wrong_layout_on_the_command_line_is_one_keyed_line_and_exit_2(cosimrun) -> None:
+    proc = cosimrun("+experiment=bouncing_ball", "run.tf=0.1", "storage.layout=per_chunks")
+    assert proc.returncode == 2 and not proc.stdout.strip()
+    assert proc.stderr.strip().splitlines() == [
+        "cosimrun: error: storage.layout: unknown layout 'per_chunks'; did you mean 'per_chunk'? (known: per_chunk, "
+        "per_job)"]
