@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sweep.py [--jobs 32] [--tf 20] [--workers 2]
     python benchmarks/bench_sweep.py --warm [--warm-jobs 300] [--index 1000,10000,100000] [--baseline DIR]
+    python benchmarks/bench_sweep.py --layouts [--warm-jobs 300] [--repeat 3]
 
 Default: the same 32-job sweep run serially and on the dask launcher with 2
 workers. Each job is the ``pendulum_switch`` experiment (about 0.5 s of
@@ -30,6 +31,9 @@ main checkout or ``git archive <commit> | tar -x -C DIR``) the CPU time per job
 in process is also measured for that code (put first on ``PYTHONPATH``, in an
 interpreter of its own, as is this tree's for the comparison) and printed beside
 this tree's, each the least of ``--repeat`` alternating runs.
+
+``--layouts``: that CPU time per job for ``storage.layout=per_job`` and
+``per_chunk`` side by side, the jobs run in chunks as the dask launcher sends them.
 """
 
 from __future__ import annotations
@@ -120,6 +124,9 @@ components:
 """
 """A 100-step run of the shipped pendulum FMU."""
 
+CHUNK = 50
+"""Jobs per chunk in :func:`in_process_jobs` with a layout: about a second of work of the tiny experiment."""
+
 WARM = {"tiny": (TINY, "components.k.params.k"), "pendulum_fmu": (PENDULUM_FMU, "components.p.params.length")}
 
 
@@ -199,11 +206,12 @@ def fmu_runs(tmp: Path, runs: int) -> dict[bool, float]:
     return out
 
 
-def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
+def in_process_jobs(tmp: Path, name: str, n: int, layout: str | None = None) -> dict[str, float]:
     """*n* jobs of experiment *name* run one after the other in this process as a warm worker runs them
     (``worker.run_hydra_job`` on payloads the launcher's composer makes): CPU ms per job in all, in the run
     (``run_experiment``: build, simulate, write the results file) and in its ``System.run``. CPU time, unlike wall
-    time, hardly moves with the load of a shared machine."""
+    time, hardly moves with the load of a shared machine. With a *layout* (``storage.layout``) the jobs run in
+    chunks of :data:`CHUNK` (``worker.run_hydra_chunk``), as the dask launcher sends them."""
     import uuid
 
     from hydra._internal.callbacks import Callbacks
@@ -218,7 +226,9 @@ def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
                                  f"hydra.searchpath=[file://{tmp / 'conf'}]"])
     composer = compose.JobComposer(ctx, master)
     values = [str(k + 1) for k in range(n + 20)] if name == "tiny" else _sweep_values(name, n + 20).split(",")
-    specs = [composer.compose([f"+experiment={name}", f"{key}={v}"], k, on_worker=True) for k, v in enumerate(values)]
+    extra = [] if layout is None else [f"storage.layout={layout}"]
+    specs = [composer.compose([f"+experiment={name}", f"{key}={v}", *extra], k, on_worker=True)
+             for k, v in enumerate(values)]
     for spec in specs:
         spec.payload().sweep_files = True  # as the launcher sends them: the sweep's .hydra files are at its root
     state, token = worker.worker_state(Callbacks(specs[0].payload().to_config())), uuid.uuid4().hex
@@ -237,12 +247,16 @@ def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
     run_experiment, system_run = run.run_experiment, system.System.run
     run.run_experiment, system.System.run = timed(run_experiment, "run"), timed(system_run, "sim")
     try:
-        for k, spec in enumerate(specs):
-            if k == 20:  # past the first jobs (imports, the layout's image, the FMU's extraction and loading)
+        size = 1 if layout is None else CHUNK
+        for first in [*range(0, 20, size), *range(20, len(specs), size)]:
+            if first == 20:  # past the first jobs (imports, the layout's image, the FMU's extraction and loading)
                 start, spent["run"], spent["sim"] = time.process_time(), 0.0, 0.0
-            outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, token)
-            if outcome.status != "complete":
-                sys.exit(f"in-process {name}: job {k} {outcome.status}: {outcome.error}")
+            chunk = [spec.payload() for spec in specs[first:min(first + size, 20 if first < 20 else len(specs))]]
+            outcomes = ([worker.run_hydra_job(chunk[0], sweep.sweep_job, state, token)] if layout is None else
+                        worker.run_hydra_chunk(chunk, sweep.sweep_job, state, token, [1] * len(chunk)))
+            for outcome in outcomes:
+                if outcome.status != "complete":
+                    sys.exit(f"in-process {name}: job {outcome.num} {outcome.status}: {outcome.error}")
         total = time.process_time() - start
     finally:
         run.run_experiment, system.System.run = run_experiment, system_run
@@ -250,12 +264,13 @@ def in_process_jobs(tmp: Path, name: str, n: int) -> dict[str, float]:
     return {"job": total / n * 1e3, "run": spent["run"] / n * 1e3, "sim": spent["sim"] / n * 1e3}
 
 
-def _cpu_in(tree: str | None, name: str, n: int) -> dict[str, float]:
+def _cpu_in(tree: str | None, name: str, n: int, layout: str | None = None) -> dict[str, float]:
     """:func:`in_process_jobs` in a new interpreter, on the cosimrun source *tree* when given (else this one)."""
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(tree).absolute()), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, __file__, "--cpu", name, str(n)], env=env, capture_output=True, text=True)
+    command = [sys.executable, __file__, "--cpu", name, str(n), *(["--layout", layout] if layout else [])]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"in-process {name} ({tree or 'this tree'}) failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -265,13 +280,26 @@ def compare_cpu(baseline: str, n: int, repeat: int) -> None:
     """CPU ms per job in process (:func:`in_process_jobs`) of the *baseline* tree and of this one, side by side:
     the least of *repeat* runs of each, alternating (the machine's load moves single runs)."""
     print(f"CPU per job in process, {n} jobs, least of {repeat} alternating runs: baseline {baseline} / this tree")
-    print(f"{'experiment':14}{'code':>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
+    _side_by_side("code", {"baseline": (baseline, None), "this tree": (None, None)}, n, repeat)
+
+
+def compare_layouts(n: int, repeat: int) -> None:
+    """CPU ms per job in process, in chunks of :data:`CHUNK`, with ``storage.layout`` ``per_job`` and ``per_chunk``
+    side by side: the least of *repeat* alternating runs of each."""
+    print(f"CPU per job in process, {n} jobs in chunks of {CHUNK}, least of {repeat} alternating runs")
+    _side_by_side("layout", {layout: (None, layout) for layout in ("per_job", "per_chunk")}, n, repeat)
+
+
+def _side_by_side(column: str, variants: dict[str, tuple[str | None, str | None]], n: int, repeat: int) -> None:
+    """Print the least CPU per job of :func:`_cpu_in` for each of *variants* (``{label: (tree, layout)}``), run in
+    turn *repeat* times, for every experiment of :data:`WARM`."""
+    print(f"{'experiment':14}{column:>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
           f"{'run_experiment [ms]':>21}  load")
     for name in WARM:
         best: dict[str, dict[str, float]] = {}
         for _ in range(repeat):
-            for label, tree in (("baseline", baseline), ("this tree", None)):
-                cpu = _cpu_in(tree, name, n)
+            for label, (tree, layout) in variants.items():
+                cpu = _cpu_in(tree, name, n, layout)
                 if label not in best or cpu["job"] < best[label]["job"]:
                     best[label] = cpu
         for label, cpu in best.items():
@@ -331,13 +359,19 @@ def main() -> None:
     parser.add_argument("--index", default="1000,10000,100000", help="index sizes for --warm, comma separated")
     parser.add_argument("--baseline", help="with --warm: a cosimrun source tree whose CPU per job to print beside")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tree for --baseline")
+    parser.add_argument("--layouts", action="store_true",
+                        help="CPU per job in process with storage.layout per_job and per_chunk, side by side")
     parser.add_argument("--cpu", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--layout", choices=("per_job", "per_chunk"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.cpu:
         with tempfile.TemporaryDirectory(prefix="bench_sweep_cpu_") as tmp_name:
             tmp = Path(tmp_name)
             _write_experiments(tmp)
-            print(json.dumps(in_process_jobs(tmp, opts.cpu[0], int(opts.cpu[1]))))
+            print(json.dumps(in_process_jobs(tmp, opts.cpu[0], int(opts.cpu[1]), opts.layout)))
+        return
+    if opts.layouts:
+        compare_layouts(opts.warm_jobs, opts.repeat)
         return
     if opts.warm:
         warm_main(opts)

@@ -458,6 +458,10 @@ def _typed(key: str, value: Any, kind: Any, default: Any = dataclasses.MISSING) 
     raise ConfigError(key, f"{value!r} is not {TYPE_NAMES[kind]}; expected {TYPE_NAMES[kind]}{example}")
 
 
+STORAGE_LAYOUTS = ("per_job", "per_chunk")
+"""The values of ``storage.layout``."""
+
+
 def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     """Check the storage settings."""
     check_keys("storage", cfg)
@@ -492,8 +496,11 @@ def build_storage(cfg: Mapping[str, Any]) -> StorageSettings:
     if decimate < 1:
         raise ConfigError("storage.decimate", f"{decimate} must be >= 1 (record every N-th communication point; "
                                               "1 records them all)")
+    layout = cfg.get("layout", default["layout"])
+    if layout not in STORAGE_LAYOUTS:
+        raise UnknownNameError("layout", str(layout), STORAGE_LAYOUTS, key="storage.layout")
     return StorageSettings(file, [str(r) for r in record], compression, level, flush, allow_nonfinite, seconds,
-                           decimate)
+                           decimate, layout)
 
 
 def recorded_ports(system: System, patterns: list[str]) -> dict[str, list[str]]:

@@ -132,6 +132,10 @@ class StorageSettings:
     decimate: int = 1
     """Record every N-th communication point counted from t0 (FMPy's ``output_interval`` as a multiple of the
     step), plus the last sample and both samples at every event instant; 1 records every point."""
+    layout: str = "per_job"
+    """Where a sweep's jobs write: ``per_job`` (a file per job, ``storage.file`` in its directory) or ``per_chunk``
+    (the jobs a dask worker runs as one chunk share a file, ``<sweep dir>/chunks/...``, a group per job; a run
+    that is not part of a chunk writes its own file either way)."""
 
 
 @dataclass

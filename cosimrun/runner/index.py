@@ -43,6 +43,7 @@ from typing import Any
 
 from cosimrun.runner.outcome import ROW_FIELDS, SUMMARY_PREFIX, JobOutcome, outcome_from_row, outcome_row
 from cosimrun.runner.overrides import plain_override
+from cosimrun.storage.chunkfile import split_address
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import (
     SweepIndex,
@@ -231,6 +232,9 @@ def _link_target(path: str, rel: str, root: Path) -> str:
     """The file an external link should point at: the results file, else its ``.partial``, else none."""
     if not path:
         return ""
+    file, group = split_address(path)
+    if group is not None:  # a run's group of a chunk's file
+        return rel if file.exists() else ""
     if Path(path).exists():
         return rel
     if partial_path(path).exists():

@@ -18,6 +18,7 @@ import numpy as np
 
 from cosimrun.runner.index import read_index
 from cosimrun.runner.layout import SHARD_SIZE
+from cosimrun.storage.chunkfile import split_address
 from cosimrun.storage.hdf5 import partial_path
 from cosimrun.storage.sweep_index import INDEX_FILE
 
@@ -180,7 +181,8 @@ def _on_grid(series: Any, grid: np.ndarray) -> np.ndarray:
 
 def job_results(sweep: str | os.PathLike[str], run: int) -> tuple[Path, int | None]:
     """Where job *run* of a sweep (its directory or ``index.h5``) keeps its results: ``(file, None)`` for a job
-    that ran on its own, ``(ensemble file, member)`` for a member of an ensemble, as the sweep index says.
+    that ran on its own (under ``storage.layout: per_chunk``, the address ``<chunk file>::/runs/<job>`` of its
+    group), ``(ensemble file, member)`` for a member of an ensemble, as the sweep index says.
 
     A ``FileNotFoundError`` with one line when the job is not in the index, or has no results (its status said).
     """
@@ -198,8 +200,9 @@ def job_results(sweep: str | os.PathLike[str], run: int) -> tuple[Path, int | No
                                 + (f" ({error})" if error else ""))
     member = int(table.columns["member"][row]) if "member" in table.columns else -1
     path = index.parent / rel
-    if not path.exists() and not partial_path(path).exists():
-        raise FileNotFoundError(f"job {run} of the sweep {index.parent} ({status}): its results file {path} is missing")
+    file = split_address(path)[0]
+    if not file.exists() and not partial_path(file).exists():
+        raise FileNotFoundError(f"job {run} of the sweep {index.parent} ({status}): its results file {file} is missing")
     return path, None if member < 0 else member
 
 

@@ -39,6 +39,7 @@ from cosimrun.runner.compose import JobSpec
 from cosimrun.runner.configtext import dump, experiment_dir, resolved
 from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_file, outcome_from_row
 from cosimrun.runner.worker import JobPayload, hydra_config
+from cosimrun.storage.chunkfile import REF_FILE, read_ref, split_address
 from cosimrun.storage.hdf5 import FORMAT
 from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.sweep_index import read_index_parts, read_sweep_index
@@ -68,16 +69,43 @@ class Reuse:
     """``rerun: results file damaged (...)`` or ``rerun: configuration changed``; ``""`` for an ordinary rerun."""
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where the last run of a job put its results."""
+
+    results: str
+    """Its results file, or under ``storage.layout: per_chunk`` the address ``<chunk file>::/runs/<job>``."""
+    written: Path
+    """The file whose modification time says when the run started writing them: the results file, or the
+    pointer ``results.ref`` the run left in the job's folder."""
+
+    @property
+    def exists(self) -> bool:
+        return split_address(self.results)[0].is_file()
+
+
+def results_location(spec: JobSpec) -> Location:
+    """Where job *spec*'s last run put its results (see :class:`Location`): the group its folder's
+    ``results.ref`` points at, else its results file."""
+    address = read_ref(spec.job_dir)
+    if address is None:
+        return Location(str(spec.results_path), spec.results_path)
+    return Location(address, Path(spec.job_dir, REF_FILE))
+
+
 def check_reuse(spec: JobSpec, verify: bool = True) -> Reuse:
     """Whether a resume may skip *spec*: its results file is complete, made from the same config and verified.
 
     Files without status ``complete`` (failed, interrupted, never finished)
     run again without a note; a file that cannot be opened or whose data does
     not verify is reported as damaged. Without *verify* the file's data is not
-    read (its fingerprint says it is as it was written).
+    read (its fingerprint says it is as it was written). A job under ``storage.layout: per_chunk`` is checked
+    the same way in its group of the chunk's file (:func:`results_location`); a group whose run never closed it
+    (status ``running``: its worker died) runs again.
     """
-    path = spec.results_path
-    if not path.is_file():
+    location = results_location(spec)
+    path = location.results
+    if not location.exists:
         return Reuse(False)
     try:
         attrs = results_attrs(path, ("format", "status", "config_yaml"))
@@ -275,6 +303,10 @@ def take_over(spec: JobSpec, previous: PreviousIndex | None) -> tuple[Reuse, Job
     (without reading the data when the file is unchanged since it was
     fingerprinted).
     """
+    location = results_location(spec)
+    if location.results != str(spec.results_path):  # a group of a chunk's file: no fingerprint, it is verified
+        reuse = check_reuse(spec)
+        return reuse, outcome_from_file(spec.num, spec.overrides, location.results) if reuse.ok else None
     row = previous.row(spec.num) if previous is not None else None
     recorded = previous.recorded_fingerprint(row, spec) if previous is not None else None
     untouched = recorded is not None and _stat(spec.results_path) == {k: recorded.get(k) for k in _STAT_FIELDS}

@@ -29,7 +29,8 @@ from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
-from cosimrun.storage.hdf5 import partial_path, write_run_summary
+from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
+from cosimrun.storage.hdf5 import ADDRESS_SEP, partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
 from cosimrun.system.recorder import check_resumable, port_layout
@@ -45,7 +46,9 @@ class RunOutcome:
     status: str
     """``complete``, ``failed`` or ``interrupted``."""
     path: Path
-    """The results file: ``<storage.file>``, or its ``.partial`` file when a write error left it unclosed."""
+    """The results file: ``<storage.file>``, or its ``.partial`` file when a write error left it unclosed; under
+    ``storage.layout: per_chunk`` in a chunk of a sweep, the address ``<chunk file>::/runs/<job>`` of the job's
+    group (:mod:`cosimrun.storage.chunkfile`)."""
     master: str
     result: RunResult | None
     error: str | None
@@ -141,10 +144,16 @@ def run_experiment(
         differs = default_experiment_notice(exp)
         if differs is not None:
             notice(differs)
+    chunk = current_chunk() if exp.storage.layout == "per_chunk" else None
     with signals.shielded(deliver=False):  # from the file's creation to its closing, an interrupt lands only in
         # the simulation; one that arrives later is the caller's to see (signals.received)
+        shared = {} if chunk is None else {"file": chunk.file(), "group": chunk.group}
+        if chunk is None:
+            drop_ref(out_dir)
+        else:  # the job's folder points at its group from the start, as a job's own file would be there
+            write_ref(out_dir, f"{shared['file'].filename}{ADDRESS_SEP}/{chunk.group}")
         writer = HDF5Writer(
-            Path(out_dir) / exp.storage.file,
+            Path(out_dir) / exp.storage.file if chunk is None else Path(shared["file"].filename),
             experiment=exp.name,
             attrs={
                 "config_yaml": config_yaml,
@@ -161,6 +170,7 @@ def run_experiment(
             components=None if parent is not None else {
                 name: port_layout(exp.system.components[name], ports) for name, ports in exp.recorded.items()
             },
+            **shared,
         )
         return _simulate(exp, writer, progress, parent)
 
@@ -252,7 +262,7 @@ def _simulate(exp: Experiment, writer: HDF5Writer, progress: Progress | None, pa
         crashsite.end()
         system.free()
     wall = time.perf_counter() - start
-    return RunOutcome(exp.name, "complete", writer.path, exp.master.name, result, None, wall,
+    return RunOutcome(exp.name, "complete", Path(writer.address), exp.master.name, result, None, wall,
                       final_values=writer.final_values(), file_status="complete", stopped=stopped)
 
 
@@ -349,7 +359,9 @@ def _abort(
     finally:
         path = writer.close(status, error=message, traceback=trace)
     file_status = status
-    if path != writer.path:
+    if path == writer.path:
+        path = Path(writer.address)
+    else:
         file_status = "running"
         harm = ", and may be unreadable" if writer.damaged else ", kept up to its last flush"
         message = f"{message}; the results file is incomplete (status running{harm})"

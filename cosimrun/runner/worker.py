@@ -452,13 +452,27 @@ def run_hydra_chunk(
 ) -> list[JobOutcome]:
     """Run the jobs of a chunk one after the other, each as :func:`run_hydra_job` (a failing job fails alone;
     each marks its start, so that the driver can tell which jobs of a chunk a dying worker had run)."""
+    from cosimrun.storage.chunkfile import chunk_results
+
     outcomes = []
-    for i, (payload, attempt) in enumerate(zip(payloads, attempts, strict=True)):
-        outcome = run_hydra_job(payload, task_function, state, state_token, attempt)
-        if i < len(payloads) - 1:  # kept should the worker die before the chunk ends
-            save_outcome(payload.job_dir, state_token, attempt, outcome)
-        outcomes.append(outcome)
+    with chunk_results(chunk_file(payloads[0], state_token, attempts[0])) as chunk:
+        for i, (payload, attempt) in enumerate(zip(payloads, attempts, strict=True)):
+            chunk.num = payload.num
+            outcome = run_hydra_job(payload, task_function, state, state_token, attempt)
+            if i < len(payloads) - 1:  # kept should the worker die before the chunk ends
+                save_outcome(payload.job_dir, state_token, attempt, outcome)
+            outcomes.append(outcome)
     return outcomes
+
+
+def chunk_file(first: JobPayload, token: str, attempt: int) -> Path:
+    """The results file of the chunk whose first job is *first* under ``storage.layout: per_chunk``:
+    ``<sweep dir>/chunks/<first // 1000>k/chunk-<first>-<launch token>-<attempt>.h5``, unique per chunk task (a
+    job run again, alone or in another chunk, lands in another file)."""
+    from cosimrun.runner.layout import SHARD_SIZE
+
+    sweep_dir = Path(first.sweep_dir or Path(first.job_dir).parent)
+    return sweep_dir / "chunks" / f"{first.num // SHARD_SIZE}k" / f"chunk-{first.num}-{token}-{attempt}.h5"
 
 
 OUTCOME_FILE = ".cosimrun-outcome.json"

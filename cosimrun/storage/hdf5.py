@@ -98,6 +98,8 @@ _CHUNK_OVERHEAD = 1024
 _CLOSE_BASE = 8 * 1024
 """Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
 _ERRNO = re.compile(r"errno = (\d+)")
+ADDRESS_SEP = "::"
+"""Between a shared file and the group that holds one run in a results address: ``chunk.h5::/runs/12``."""
 
 
 def write_error(path: str | os.PathLike[str], exc: BaseException | int) -> ResultsWriteError:
@@ -391,6 +393,15 @@ class HDF5Writer:
     an image of the empty file of that layout, kept for the process, and a
     sweep's jobs of one experiment do not create its groups, datasets and
     attributes one by one (the file holds the same objects in the same order).
+
+    With an open *file* and a *group* the run is written into that new group of
+    a file shared with other runs (a chunk of a sweep's jobs,
+    :mod:`cosimrun.storage.chunkfile`) instead of a file of its own at *path*
+    (then the shared file's name): the group holds what the file's root would,
+    made from the same image (copied in, its dimension scales attached to the
+    group's own), and :meth:`close` flushes it as it would the file, status
+    last, but neither closes nor renames the shared file. :attr:`address`
+    names the run either way.
     """
 
     _open: weakref.WeakSet[HDF5Writer] = weakref.WeakSet()
@@ -406,12 +417,20 @@ class HDF5Writer:
         compression_opts: Any = 4,
         chunk_size: int = 4096,
         components: Mapping[str, Mapping[str, tuple[str | None, str]]] | None = None,
+        file: h5py.File | None = None,
+        group: str | None = None,
         _in_memory: bool = False,
     ) -> None:
         if chunk_size < 1:
             raise ConfigError("chunk_size", f"must be positive, got {chunk_size}")
+        if (file is None) != (group is None):
+            raise ConfigError("group", "a results group is written into an open file: give both file and group")
         self.path = Path(path)
-        self.partial_path = partial_path(self.path)
+        self.group = group
+        """The group of the open *file* that holds the run (a chunk of a sweep's file, see
+        :mod:`cosimrun.storage.chunkfile`); ``None`` for a run in a file of its own, at *path*."""
+        self.partial_path = partial_path(self.path) if group is None else self.path
+        """The file written until it is closed: ``<path>.partial``, or the shared file itself for a run's group."""
         self.chunk_size = int(chunk_size)
         self._filters: dict[str, Any] = {}
         if compression is not None:
@@ -440,11 +459,19 @@ class HDF5Writer:
         self._file: h5py.File | None = None
         self._closing = threading.RLock()
         """Held while the file is closed, so that a close from another thread waits for the one in progress."""
-        self._left = self.partial_path
+        self._left = self._unclosed()
         """Where the file is once closed: :attr:`path`, or the ``.partial`` file when it could not be closed."""
         self._declared: dict[str, dict[str, tuple[str | None, str]]] = {}
         """Components the file was made with (*components*) that :meth:`add_component` has not named yet."""
         try:
+            if file is not None:
+                if components is None:
+                    self._file = _RunGroup(file.create_group(group, track_order=True).id)
+                    self._init_layout(experiment, attrs)
+                else:
+                    self._from_layout(experiment, attrs, components, file)
+                HDF5Writer._open.add(self)
+                return
             if _in_memory:
                 self._file = h5py.File(self.partial_path, "w", driver="core", backing_store=False, track_order=True)
                 self._init_layout(experiment, attrs)
@@ -458,9 +485,13 @@ class HDF5Writer:
                 self._from_layout(experiment, attrs, components)
             HDF5Writer._open.add(self)
         except BaseException as exc:
-            if self._file is not None:
+            if file is not None:
+                with contextlib.suppress(Exception):  # the file stays the chunk's: only the group goes
+                    del file[group]
+            elif self._file is not None:
                 self._abandon()
-            self.partial_path.unlink(missing_ok=True)
+            if file is None:
+                self.partial_path.unlink(missing_ok=True)
             if isinstance(exc, OSError | RuntimeError) and not isinstance(exc, ResultsWriteError):
                 raise self._write_error(exc) from exc
             raise
@@ -488,9 +519,11 @@ class HDF5Writer:
         f.flush()
 
     def _from_layout(self, experiment: str, attrs: Mapping[str, Any] | None,
-                     components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> None:
+                     components: Mapping[str, Mapping[str, tuple[str | None, str]]], file: h5py.File | None = None
+                     ) -> None:
         """Make the file from the image of an empty file of the same layout: made once per process and layout
-        (:func:`_layout_image`), written out, then given this run's root attributes in place.
+        (:func:`_layout_image`), written out (or copied into :attr:`group` of *file*), then given this run's root
+        attributes in place.
 
         The file holds what :meth:`_init_layout` and one :meth:`add_component` per entry of *components* would
         write, in the same order, each object once: a sweep's jobs, whose files share a layout, skip creating
@@ -502,12 +535,16 @@ class HDF5Writer:
                self.chunk_size, tuple((name, tuple(ports.items())) for name, ports in declared.items()))
         image, self._dimid = _layout_image(key, {name: _placeholder(value) for name, value in root.items()},
                                            self._filters, self.chunk_size, declared)
-        with open(self.partial_path, "wb") as out:
-            out.write(image)
-        self._file = h5py.File(self.partial_path, "r+", locking=False)
+        if file is None:
+            with open(self.partial_path, "wb") as out:
+                out.write(image)
+            self._file = h5py.File(self.partial_path, "r+", locking=False)
+        else:
+            self._file = _copy_layout(image, file, str(self.group))
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
-        self._file.flush()
+        if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
+            self._file.flush()
         self._declared = declared
 
     # ------------------------------------------------------------------ internals
@@ -526,6 +563,16 @@ class HDF5Writer:
     def damaged(self) -> bool:
         """Whether the HDF5 library failed half-way through a write: the file on disk may be unreadable."""
         return self._damaged
+
+    def _unclosed(self) -> Path:
+        """What :meth:`close` returns while the run is not closed: the ``.partial`` file, or the group's address."""
+        return self.partial_path if self.group is None else Path(self.address)
+
+    @property
+    def address(self) -> str:
+        """Where the run's results are: :attr:`path`, or ``<path>::<group>`` for a run in a group of a shared file
+        (what :func:`~cosimrun.storage.results.load_results` reads)."""
+        return str(self.path) if self.group is None else f"{self.path}{ADDRESS_SEP}/{self.group.strip('/')}"
 
     def _dataset(self, group: h5py.Group, name: str, dtype: Any) -> h5py.Dataset:
         filters = dict(self._filters)
@@ -558,8 +605,9 @@ class HDF5Writer:
                 self._attach(self._dataset(group, name, dtype), scale)
 
     def _open_dataset(self, path: str) -> h5py.Dataset:
-        """The dataset at the absolute *path*, opened by HDF5 directly (a few times faster than ``file[path]``)."""
-        return h5py.Dataset(h5py.h5d.open(self.file.id, path.encode("utf-8")))
+        """The dataset at *path* (absolute in the run's root), opened by HDF5 directly (a few times faster than
+        ``file[path]``)."""
+        return h5py.Dataset(h5py.h5d.open(self.file.id, path[1:].encode("utf-8")))
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
@@ -615,7 +663,7 @@ class HDF5Writer:
         return write_error(self.partial_path, exc)
 
     def _check_room(self, nbytes: int) -> None:
-        check_room(self.file, self.partial_path, nbytes)
+        check_room(self.file.file, self.partial_path, nbytes)
 
     def _check_before(self, nbytes: int) -> bool:
         """Check that adding *nbytes* (raw) leaves room for the next flush and for closing; when only
@@ -671,9 +719,9 @@ class HDF5Writer:
         """Release the file without writing anything more (:func:`abandon_file`)."""
         HDF5Writer._open.discard(self)
         f, self._file = self._file, None
-        self._left = self.partial_path
-        if f is not None:
-            abandon_file(f)
+        self._left = self._unclosed()
+        if f is not None:  # the whole file: after a failed write HDF5 cannot flush it (a chunk opens another)
+            abandon_file(f.file)
         self._since_flush = {}
 
     # ------------------------------------------------------------------ attributes
@@ -990,7 +1038,7 @@ class HDF5Writer:
             try:
                 path = writer.close(status, error)
             except Exception:  # a file that cannot be closed stays as it is: .partial, running
-                path = writer.partial_path
+                path = writer._unclosed()
             closed.append((path, status if path == writer.path else "running"))
         return closed
 
@@ -1053,12 +1101,13 @@ class HDF5Writer:
         return self._left
 
     def _release(self) -> Path:
-        """Close the (flushed) file and give it its final name."""
+        """Close the (flushed) file and give it its final name; a run's group only lets go of the file."""
         HDF5Writer._open.discard(self)
         f, self._file = self.file, None
         self._since_flush = {}
-        f.close()
-        os.replace(self.partial_path, self.path)
+        if self.group is None:
+            f.close()
+            os.replace(self.partial_path, self.path)
         self._left = self.path
         return self.path
 
@@ -1082,6 +1131,61 @@ class HDF5Writer:
     def __repr__(self) -> str:
         state = "closed" if self._file is None else "open"
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
+
+
+def _copy_layout(image: bytes, file: h5py.File, group: str) -> _RunGroup:
+    """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew.
+
+    HDF5 copies the references of a dataset to its dimension scale (``DIMENSION_LIST``, and the scale's
+    ``REFERENCE_LIST``) as they are, pointing into the image: each table and component group gets them back
+    written in place, to its own scale (its ``time`` or its table's dimension) and datasets.
+    """
+    h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
+    root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
+    tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
+    for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
+        _reattach(h5py.h5g.open(root.id, where.encode("utf-8")), dim.encode("utf-8"))
+    return root
+
+
+_IMAGE_FILES: dict[bytes, h5py.File] = {}
+"""The layout images (:func:`_layout_image`) open for reading, by image: copied from again and again."""
+
+
+def _image_file(image: bytes) -> h5py.File:
+    """*image* open for reading, kept with the images the process keeps (:data:`_LAYOUTS_KEPT`)."""
+    with _layouts_lock:
+        source = _IMAGE_FILES.get(image)
+        if source is None:
+            kept = {kept_image for kept_image, _ in _LAYOUTS.values()}
+            for old in [old for old in _IMAGE_FILES if old not in kept]:
+                _IMAGE_FILES.pop(old).close()
+            source = _IMAGE_FILES[image] = h5py.File(h5py.h5f.open_file_image(image))
+        return source
+
+
+_DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
+_REFERENCE_LIST = np.dtype([("dataset", h5py.ref_dtype), ("dimension", np.uint32)])
+
+
+def _reattach(gid: h5py.h5g.GroupID, scale: bytes) -> None:
+    """Point the datasets of group *gid* at its dimension scale *scale*, and the scale at them, in place."""
+    ref = h5py.h5r.create(gid, scale, h5py.h5r.OBJECT)
+    dims = np.empty(1, dtype=_DIMENSION_LIST)
+    dims[0] = np.array([ref], dtype=h5py.ref_dtype)
+    rows = []
+    for name in gid:
+        if name != scale:
+            h5py.h5a.open(h5py.h5o.open(gid, name), b"DIMENSION_LIST").write(dims)
+            rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
+    h5py.h5a.open(h5py.h5o.open(gid, scale), b"REFERENCE_LIST").write(np.array(rows, dtype=_REFERENCE_LIST))
+
+
+class _RunGroup(h5py.Group):
+    """The group of a shared file a run is written into, standing for the run's own file: flushed as a file is."""
+
+    def flush(self) -> None:
+        h5py.h5f.flush(self.id)
 
 
 def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:

@@ -20,6 +20,7 @@ read to the length its datasets have in common, as far as their data reaches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,9 @@ import numpy as np
 
 from cosimrun.core.steplog import STEP_COLUMNS
 from cosimrun.errors import ResultsReadError, UnknownNameError
+from cosimrun.storage.chunkfile import read_ref, split_address
 from cosimrun.storage.hdf5 import (
+    ADDRESS_SEP,
     CHECKSUMS_ATTR,
     COUPLING_NUMBERS,
     FORMAT,
@@ -286,10 +289,14 @@ def readable_length(path: Path, f: h5py.File, group_name: str, read: Sequence[st
 
 
 class Results:
-    """The contents of one results file (see ``load_results``)."""
+    """The contents of one results file, or of the group of a shared file that holds one run (see
+    ``load_results``)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, locking: bool | str = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, locking: bool | str = False, group: str | None = None
+                 ) -> None:
         self.path = Path(path)
+        self.group = group
+        """The group of :attr:`path` that holds the run (a job of a chunk's file); ``None``: the file's root."""
         self._locking = locking
         self._identity: tuple[int, ...] = ()
         self._recorded: dict[str, int] | None = None
@@ -331,7 +338,19 @@ class Results:
             self._checked[key] = n
         return n
 
-    def _open(self) -> h5py.File:
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[h5py.Group]:
+        """The run's root (the file, or its :attr:`group`) open for reading until the end of the block."""
+        with self._open_file() as f:
+            if self.group is None:
+                yield f
+                return
+            if not isinstance(f.get(self.group), h5py.Group):
+                raise FileNotFoundError(f"{self.path} has no group {self.group}: no run there (or its worker died "
+                                        "before the run's first flush)")
+            yield f[self.group]
+
+    def _open_file(self) -> h5py.File:
         path = self.path
         if not path.exists() and path.name.endswith(_PARTIAL):
             finished = path.with_name(path.name[: -len(_PARTIAL)])
@@ -350,8 +369,13 @@ class Results:
             self._identity, self._recorded, self._checked = identity, None, {}
         return f
 
+    @property
+    def address(self) -> str:
+        """:attr:`path`, or ``<path>::<group>`` for a run in a group (what :func:`load_results` reads)."""
+        return str(self.path) if self.group is None else f"{self.path}{ADDRESS_SEP}{self.group}"
+
     def __repr__(self) -> str:
-        return f"Results({str(self.path)!r}, status={self.status!r}, components={self.components})"
+        return f"Results({self.address!r}, status={self.status!r}, components={self.components})"
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -420,7 +444,7 @@ class Results:
             for name in names:
                 if name not in recorded:
                     raise UnknownNameError("port", name, recorded, f"of component {component!r}")
-            n = self._length(f, group.name, ("time", "micro", *names))
+            n = self._length(f, f"/components/{component}", ("time", "micro", *names))
             time, micro = group["time"][:n], group["micro"][:n]
             return {
                 name: PortSeries(
@@ -455,7 +479,7 @@ class Results:
             group = f["components"][self._check(component)]
             n = min((len(s) for s in series.values()), default=None)
             if n is None:
-                n = self._length(f, group.name, ("time", "micro"))
+                n = self._length(f, f"/components/{component}", ("time", "micro"))
             time, micro = group["time"][:n], group["micro"][:n]
         data = {"micro": micro, **{name: s.values for name, s in series.items()}}
         return pd.DataFrame(data, index=pd.Index(time, name="time"))
@@ -490,7 +514,8 @@ class Results:
         with self._open() as f:  # also resolves a .partial path renamed since loading
             self._length(f, f"components/{component}")
         # a Python file object: no HDF5 file locking, and works while a writer in this process has the file open
-        with open(self.path, "rb") as fh, xr.open_dataset(fh, engine="h5netcdf", group=f"components/{component}") as ds:
+        where = f"components/{component}" if self.group is None else f"{self.group}/components/{component}"
+        with open(self.path, "rb") as fh, xr.open_dataset(fh, engine="h5netcdf", group=where) as ds:
             return ds.load()
 
     # ------------------------------------------------------------------ tables
@@ -560,12 +585,24 @@ def load_results(path: str | os.PathLike[str], *, locking: bool | str = False,
     ran on its own (its folder) or as a member of an ensemble (the member of the
     ensemble's file the sweep index names: :func:`cosimrun.runner.load.sweep_job`).
     An ensemble's file (a sweep's ``ensembles/*.h5``) is read for one *member*
-    (:class:`cosimrun.storage.ensemble.EnsembleMember`).
+    (:class:`cosimrun.storage.ensemble.EnsembleMember`). A job of a sweep under
+    ``storage.layout: per_chunk`` is the group of its chunk's file: *path* is then its
+    address ``<chunk file>::/runs/<job>`` (the sweep index's ``path``), or the job's
+    folder, whose ``results.ref`` points there (:mod:`cosimrun.storage.chunkfile`).
 
     HDF5 file locking is off by default (*locking*) so that the file of a job
     still running can be read; such a read sees the state of the writer's last
     flush (read again for newer data).
     """
+    ref = read_ref(path) if member is None and Path(path).is_dir() else None
+    file, group = split_address(ref or path)
+    if group is not None:
+        if member is not None:
+            raise ResultsReadError(f"{path} is a run's group, not an ensemble's file: it has no member {member}",
+                                   path=str(path), expected="an ensemble's file", found="a run's group")
+        if not file.is_file():
+            raise FileNotFoundError(f"no results file {file} (of {path})")
+        return Results(file, locking=locking, group=group)
     path = Path(path)
     found = _results_at(path)
     if found is None and member is None:

@@ -18,13 +18,15 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
+from cosimrun.storage.chunkfile import open_results
 from cosimrun.storage.hdf5 import PORT_TYPES, stored_scalar, written_path
 from cosimrun.storage.results import readable_length, recorded_lengths
 
 
 def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[str, Any]:
-    """The root attributes *names* a results file has, text decoded (``OSError`` if unreadable)."""
-    with h5py.File(path, "r", locking=False) as f:
+    """The root attributes *names* a results file (or a run's group, addressed ``<file>::<group>``) has, text
+    decoded (``OSError`` if unreadable)."""
+    with open_results(path) as f:
         attrs = {k: f.attrs[k] for k in names if k in f.attrs}
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
 
@@ -59,7 +61,7 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     path = written_path(path)
     try:
-        with h5py.File(path, "r", locking=False) as f:
+        with open_results(path) as f:
             comps = f.get("components")
             if comps is None:
                 return out
@@ -67,7 +69,7 @@ def final_values(path: str | os.PathLike[str]) -> dict[str, Any]:
                 return {}
             recorded = recorded_lengths(path, f)
             for comp, group in comps.items():
-                n = readable_length(path, f, group.name, None, recorded)
+                n = readable_length(path, f, f"/components/{comp}", None, recorded)
                 for name in group:
                     ds = group[name]
                     kind = _port_kind(ds)
@@ -82,7 +84,7 @@ def largest_coupling_error(path: str | os.PathLike[str]) -> float:
     """The largest ``relative`` of a results file's ``/coupling_error`` (NaN without estimates or file)."""
     path = written_path(path)
     try:
-        with h5py.File(path, "r", locking=False) as f:
+        with open_results(path) as f:
             table = f.get("coupling_error")
             values = table["relative"][:] if table is not None and "relative" in table else np.zeros(0)
     except (OSError, KeyError):

@@ -42,6 +42,7 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
+from cosimrun.storage.chunkfile import split_address
 from cosimrun.storage.hdf5 import check_room, writing, written_whole
 from cosimrun.storage.results import read_column
 
@@ -101,7 +102,8 @@ def write_sweep_index(
     *run* holds the job numbers, *columns* one list of Python values per column
     (aligned with *run*; ``None``: missing), *attrs* the root attributes to set,
     *params* and *summaries* the names of the parameter and summary columns and
-    *links* ``{run: results file relative to the index}`` for ``/runs/<run>``.
+    *links* ``{run: results file relative to the index}`` for ``/runs/<run>`` (an address ``<file>::<group>``
+    links to the run's group of a chunk's file).
     A *generation* names the row store (:func:`append_index_rows`) that holds the rows
     entered since: the file is then the table as it was when that generation
     started, and :func:`read_index_parts` reads the rows.
@@ -114,7 +116,8 @@ def write_sweep_index(
         group = f.create_group("runs", track_order=True)
         for num in run:
             if links.get(num):
-                group[str(num)] = h5py.ExternalLink(links[num], "/")
+                file, run_group = split_address(links[num])
+                group[str(num)] = h5py.ExternalLink(file.as_posix(), run_group or "/")
     return path
 
 

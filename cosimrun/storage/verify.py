@@ -19,6 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from cosimrun.storage.chunkfile import open_results
 from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, FORMAT, crc32
 from cosimrun.storage.results import TABLE_COLUMNS, Damage, group_damage
 
@@ -27,14 +28,15 @@ _BLOCK = 1 << 20
 
 
 def verify_results(path: str | os.PathLike[str]) -> list[str]:
-    """The problems that keep *path* from being a whole, complete results file (empty: none).
+    """The problems that keep *path* (a file, or a run's group addressed ``<file>::<group>``) from being a whole,
+    complete results file (empty: none).
 
     Each problem is one line naming what is wrong (``/components/mass/x: CRC-32
     mismatch``); the check stops at the first problem that makes the rest
     unreadable.
     """
     try:
-        with h5py.File(path, "r", locking=False) as f:
+        with open_results(path) as f:
             return _problems(f)
     except (OSError, KeyError, ValueError, RuntimeError) as exc:
         return [f"unreadable: {type(exc).__name__}: {exc}"]
@@ -64,7 +66,7 @@ def _problems(f: h5py.File) -> list[str]:
     damaged = {d.where for d in damage}
     problems = [d.message for d in damage] + _time_going_back(f)
     for name, (_, crc) in expected.items():
-        ds = f.get(name)
+        ds = f.get(name.lstrip("/"))  # relative: the root may be a run's group in a shared file
         if not isinstance(ds, h5py.Dataset):
             problems.append(f"{name}: missing")
         elif name not in damaged and _crc(ds) != crc:

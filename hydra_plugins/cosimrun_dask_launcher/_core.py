@@ -45,7 +45,7 @@ from cosimrun.runner.outcome import (
     objective_value,
     outcome_from_file,
 )
-from cosimrun.runner.resume import PreviousIndex, Reuse, config_key, fingerprint, take_over
+from cosimrun.runner.resume import PreviousIndex, Reuse, config_key, fingerprint, results_location, take_over
 from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.verify import verify_results
 from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
@@ -203,7 +203,7 @@ def _previous_index(ledger: SweepLedger) -> PreviousIndex:
     return _previous[ledger]
 
 
-def _status(path: Path) -> str:
+def _status(path: str | Path) -> str:
     """The ``status`` a results file records ("" when there is none or it cannot be read)."""
     try:
         return str(results_attrs(path, ("status",)).get("status", ""))
@@ -606,8 +606,9 @@ class _Batch:
     def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED) -> JobOutcome | None:
         """The outcome of a job whose worker died (or whose sweep was interrupted) after it finished: its results
         file, written by this attempt, verifies as complete (None otherwise)."""
-        path = spec.results_path
-        if not worker.written_since_start(spec.job_dir, path) or verify_results(path):
+        location = results_location(spec)
+        path = location.results
+        if not worker.written_since_start(spec.job_dir, location.written) or verify_results(path):
             return None
         outcome = outcome_from_file(spec.num, spec.overrides, path)
         outcome.reused, outcome.attempts, outcome.note = False, attempt, note
@@ -644,7 +645,8 @@ class _Batch:
                    *(job for _, members in self._collecting.values() for job in members)]
         for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:
             outcome = None
-            if worker.started(spec.job_dir, self.token, attempt) and _status(spec.results_path) == "complete":
+            started = worker.started(spec.job_dir, self.token, attempt)
+            if started and _status(results_location(spec).results) == "complete":
                 outcome = self._recovered(spec, attempt, None, note="")
             if outcome is None and failed:
                 outcome = JobOutcome(spec.num, "failed", spec.overrides, error=f"not run: {failed}", attempts=attempt)
