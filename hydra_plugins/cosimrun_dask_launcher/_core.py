@@ -329,7 +329,7 @@ class _Batch:
             size = self.chunk_size()
             if len(self._queue) < size and not self.all_composed and len(self.pending) >= self._threads:
                 return  # a chunk fills while every worker thread has one
-            chunk, self._queue = self._queue[:size], self._queue[size:]
+            chunk = self._queue[:size]  # left in the queue until followed: an interrupt between finds it (settle)
             future = self.client.submit(
                 worker.run_hydra_chunk,
                 [spec.payload() for _, spec, _ in chunk],
@@ -340,6 +340,7 @@ class _Batch:
                 pure=False,
             )
             self._submitted(future, chunk)
+            self._queue = self._queue[size:]
 
     def _submitted(self, future: Any, jobs: list[tuple[int, JobSpec, int]]) -> None:
         """Follow *future*, the task running *jobs* (a chunk, or an ensemble's members)."""
@@ -544,8 +545,7 @@ class _Batch:
     def _finished(self, future: Any) -> None:
         if future not in self.pending:  # a chunk entered already (timed out), whose task was cancelled
             return
-        chunk = self.pending.pop(future)
-        self._started_at.pop(future, None)
+        chunk = self.pending[future]  # followed until its jobs are entered: an interrupt before finds them (settle)
         status = future.status
         if status == "finished":
             try:
@@ -559,6 +559,7 @@ class _Batch:
             # "lost": the worker holding its result died (exception() would wait for dask to recompute it)
             exc = future.exception() if status == "error" else None
             if status == "lost" or worker_died(exc):
+                self._unfollow(future)
                 future.release()
                 if future in self._ensemble_of:
                     self._ensemble_stopped(future, chunk, exc, "lost its worker, which died")
@@ -567,10 +568,16 @@ class _Batch:
                 return
             tb = future.traceback() if status == "error" else None
             outcomes = [failed_outcome(spec, attempt, exc, tb) for _, spec, attempt in chunk]
-        future.release()
-        self._ensemble_of.pop(future, None)
         for (pos, spec, _), outcome in zip(chunk, outcomes, strict=True):
             self.done(pos, spec, outcome)
+        self._unfollow(future)
+        future.release()
+        self._ensemble_of.pop(future, None)
+
+    def _unfollow(self, future: Any) -> None:
+        """Stop following *future* (its jobs entered or sent again)."""
+        self.pending.pop(future, None)
+        self._started_at.pop(future, None)
 
     def _lost(self, chunk: list[tuple[int, JobSpec, int]], exc: Any, count_attempt: bool = True) -> None:
         """The jobs of a chunk whose worker died (or was restarted): each is submitted again if it had not
@@ -644,6 +651,8 @@ class _Batch:
         waiting = [*(job for _, members in self._ensembles for job in members),
                    *(job for _, members in self._collecting.values() for job in members)]
         for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:
+            if self._returns[pos] is not None:  # entered before the interrupt (or a job both queued and sent)
+                continue
             outcome = None
             started = worker.started(spec.job_dir, self.token, attempt)
             if started and _status(results_location(spec).results) == "complete":

@@ -3,10 +3,10 @@ launch completed must count ``complete`` (docs/concepts/sweeps.md, "After Ctrl-C
 file this sweep completed counts as complete in the summary and the index, whether or not the driver had heard
 of it").
 
-``_Batch._finished`` takes the chunk out of ``pending`` before ``future.result()``; an interrupt there leaves the
-chunk where ``settle`` does not look, and its finished jobs end ``interrupted`` beside their complete files (seen in
-about one of four ``cosimrun -m`` sweeps interrupted while jobs finish). In process, the interrupt is raised by the
-fetch itself."""
+``_Batch._finished`` follows the chunk until its jobs are entered, so that ``settle`` finds the jobs an interrupt
+left unentered (it took the chunk out first: its finished jobs ended ``interrupted`` beside their complete files
+in about one of four ``cosimrun -m`` sweeps interrupted while jobs finished). In process, the interrupt is raised by
+the fetch itself."""
 
 from __future__ import annotations
 
@@ -35,8 +35,6 @@ class _FetchInterrupted:
         raise KeyboardInterrupt
 
 
-@pytest.mark.xfail(strict=True, reason="_Batch._finished (hydra_plugins/cosimrun_dask_launcher/_core.py) pops the "
-                                       "chunk from pending before future.result(); settle then misses its jobs")
 def test_a_job_finished_on_its_worker_counts_complete_after_an_interrupt_while_its_outcome_is_fetched(
         tmp_path: Path) -> None:
     ctx, master = sweep_context([*JOB, f"hydra.sweep.dir={tmp_path}"])
