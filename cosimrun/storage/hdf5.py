@@ -426,6 +426,8 @@ class HDF5Writer:
         :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
+        self._datasets: dict[str, h5py.Dataset] = {}
+        """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
         self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, open until it, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
@@ -558,8 +560,12 @@ class HDF5Writer:
                 self._attach(self._dataset(group, name, dtype), scale)
 
     def _open_dataset(self, path: str) -> h5py.Dataset:
-        """The dataset at the absolute *path*, opened by HDF5 directly (a few times faster than ``file[path]``)."""
-        return h5py.Dataset(h5py.h5d.open(self.file.id, path.encode("utf-8")))
+        """The dataset at the absolute *path*, opened by HDF5 directly (a few times faster than ``file[path]``) the
+        first time and kept open while the file is: a run's appends and flushes do not open it again."""
+        ds = self._datasets.get(path)
+        if ds is None or not ds.id.valid:
+            ds = self._datasets[path] = h5py.Dataset(h5py.h5d.open(self.file.id, path.encode("utf-8")))
+        return ds
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
@@ -567,7 +573,8 @@ class HDF5Writer:
         if entry is None:
             ds = self._open_dataset(path)
             entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
-            itemsize = 16 if ds.dtype.kind == "O" else ds.dtype.itemsize
+            dtype = ds.id.dtype
+            itemsize = 16 if dtype.kind == "O" else dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
                 self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
             else:  # a new chunk takes its whole size on disk
@@ -578,7 +585,7 @@ class HDF5Writer:
 
     def _extend(self, path: str, start: int, data: np.ndarray) -> None:
         ds = self._changed(path, start)
-        ds.resize((start + len(data),))
+        ds.id.set_extent((start + len(data),))  # what ``ds.resize`` does, without its checks of the chunk layout
         if len(data):
             _write_at(ds, start, data)
             stored = _stored_bytes(data)
@@ -748,7 +755,7 @@ class HDF5Writer:
 
     def n_events(self) -> int:
         """How many events are in the file."""
-        return int(self._open_dataset("/events/event").shape[0])
+        return int(self._open_dataset("/events/event").id.shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -924,11 +931,11 @@ class HDF5Writer:
         if not n:
             return
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
-        start = self._open_dataset(dim).shape[0]
+        start = self._open_dataset(dim).id.shape[0]
         with self._change():
             compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
-                self._changed(dim, start).resize((start + n,))
+                self._changed(dim, start).id.set_extent((start + n,))
             for name, data in columns.items():
                 self._extend(f"/{group_name}/{name}", start, data)
             if compressed:
@@ -940,7 +947,7 @@ class HDF5Writer:
             stats = stats.as_dict()
         converted = {check_name(key, "statistic name"): to_attr(value) for key, value in stats.items()}
         with self._change():
-            group = self.file["stats"]
+            group = h5py.Group(h5py.h5g.open(self.file.id, b"stats"))  # as ``file["stats"]``, without its lookups
             for key, value in converted.items():
                 if value is not None:
                     set_attr(group, key, value)
@@ -1090,8 +1097,9 @@ def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
     h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
     file_space = ds.id.get_space()
     file_space.select_hyperslab((start,), (len(data),))
-    if ds.dtype.kind == "O":
-        data = np.asarray(data, dtype=ds.dtype.base, order="C")
+    dtype = ds.id.dtype
+    if dtype.kind == "O":
+        data = np.asarray(data, dtype=dtype.base, order="C")
     else:
         data = np.ascontiguousarray(data)
     ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
