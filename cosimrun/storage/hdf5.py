@@ -429,7 +429,7 @@ class HDF5Writer:
         self._datasets: dict[str, h5py.Dataset] = {}
         """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
         self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
-        """Datasets changed since the last flush, open until it, with their length and CRC at that flush."""
+        """Datasets changed since the last flush, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """The same for the change in progress (see :meth:`_change`)."""
         self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
