@@ -681,7 +681,7 @@ class HDF5Writer:
         self._left = self.partial_path
         if f is not None:
             abandon_file(f)
-        self._since_flush = {}
+        self._since_flush, self._datasets = {}, {}
 
     # ------------------------------------------------------------------ attributes
     def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
@@ -1063,7 +1063,7 @@ class HDF5Writer:
         """Close the (flushed) file and give it its final name."""
         HDF5Writer._open.discard(self)
         f, self._file = self.file, None
-        self._since_flush = {}
+        self._since_flush, self._datasets = {}, {}
         f.close()
         os.replace(self.partial_path, self.path)
         self._left = self.path
