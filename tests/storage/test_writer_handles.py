@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from collections import Counter
@@ -72,3 +73,20 @@ def test_a_crash_keeps_every_flushed_block_of_the_datasets_kept_open(tmp_path: P
         assert f["components/c/time"][...].tolist() == np.concatenate([t for t, _ in expected]).tolist()
         assert f["components/c/y"][...].tolist() == np.concatenate([v["y"] for _, v in expected]).tolist()
         assert f["components/c/n"][...].tolist() == list(range(9))
+
+
+def test_a_closed_writer_holds_no_dataset(tmp_path: Path) -> None:
+    """A writer kept after its file is closed (a job's run may be freed only by the garbage collector) lets go of
+    the datasets it kept open."""
+
+    def datasets() -> int:
+        return sum(isinstance(o, h5py.Dataset) for o in gc.get_objects())
+
+    before = datasets()
+    writer = HDF5Writer(tmp_path / "r.h5", experiment="x", components={"c": PORTS})
+    writer.add_component("c", PORTS)
+    t, values = blocks(0)
+    writer.append("c", t, None, values)
+    assert datasets() > before
+    writer.close("complete")
+    assert datasets() == before
