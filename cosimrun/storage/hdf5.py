@@ -445,8 +445,10 @@ class HDF5Writer:
         :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
+        self._datasets: dict[str, h5py.Dataset] = {}
+        """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
         self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
-        """Datasets changed since the last flush, open until it, with their length and CRC at that flush."""
+        """Datasets changed since the last flush, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """The same for the change in progress (see :meth:`_change`)."""
         self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
@@ -606,8 +608,12 @@ class HDF5Writer:
 
     def _open_dataset(self, path: str) -> h5py.Dataset:
         """The dataset at *path* (absolute in the run's root), opened by HDF5 directly (a few times faster than
-        ``file[path]``)."""
-        return h5py.Dataset(h5py.h5d.open(self.file.id, path[1:].encode("utf-8")))
+        ``file[path]``) the first time and kept open while the run writes: its appends and flushes do not open it
+        again."""
+        ds = self._datasets.get(path)
+        if ds is None or not ds.id.valid:
+            ds = self._datasets[path] = h5py.Dataset(h5py.h5d.open(self.file.id, path[1:].encode("utf-8")))
+        return ds
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
@@ -615,7 +621,8 @@ class HDF5Writer:
         if entry is None:
             ds = self._open_dataset(path)
             entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
-            itemsize = 16 if ds.dtype.kind == "O" else ds.dtype.itemsize
+            dtype = ds.id.dtype
+            itemsize = 16 if dtype.kind == "O" else dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
                 self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
             else:  # a new chunk takes its whole size on disk
@@ -626,7 +633,7 @@ class HDF5Writer:
 
     def _extend(self, path: str, start: int, data: np.ndarray) -> None:
         ds = self._changed(path, start)
-        ds.resize((start + len(data),))
+        ds.id.set_extent((start + len(data),))  # what ``ds.resize`` does, without its checks of the chunk layout
         if len(data):
             _write_at(ds, start, data)
             stored = _stored_bytes(data)
@@ -722,7 +729,7 @@ class HDF5Writer:
         self._left = self._unclosed()
         if f is not None:  # the whole file: after a failed write HDF5 cannot flush it (a chunk opens another)
             abandon_file(f.file)
-        self._since_flush = {}
+        self._since_flush, self._datasets = {}, {}
 
     # ------------------------------------------------------------------ attributes
     def set_attrs(self, attrs: Mapping[str, Any] | None = None, /, **more: Any) -> None:
@@ -796,7 +803,7 @@ class HDF5Writer:
 
     def n_events(self) -> int:
         """How many events are in the file."""
-        return int(self._open_dataset("/events/event").shape[0])
+        return int(self._open_dataset("/events/event").id.shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -972,11 +979,11 @@ class HDF5Writer:
         if not n:
             return
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
-        start = self._open_dataset(dim).shape[0]
+        start = self._open_dataset(dim).id.shape[0]
         with self._change():
             compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
-                self._changed(dim, start).resize((start + n,))
+                self._changed(dim, start).id.set_extent((start + n,))
             for name, data in columns.items():
                 self._extend(f"/{group_name}/{name}", start, data)
             if compressed:
@@ -988,7 +995,7 @@ class HDF5Writer:
             stats = stats.as_dict()
         converted = {check_name(key, "statistic name"): to_attr(value) for key, value in stats.items()}
         with self._change():
-            group = self.file["stats"]
+            group = h5py.Group(h5py.h5g.open(self.file.id, b"stats"))  # as ``file["stats"]``, without its lookups
             for key, value in converted.items():
                 if value is not None:
                     set_attr(group, key, value)
@@ -1104,7 +1111,7 @@ class HDF5Writer:
         """Close the (flushed) file and give it its final name; a run's group only lets go of the file."""
         HDF5Writer._open.discard(self)
         f, self._file = self.file, None
-        self._since_flush = {}
+        self._since_flush, self._datasets = {}, {}
         if self.group is None:
             f.close()
             os.replace(self.partial_path, self.path)
@@ -1194,8 +1201,9 @@ def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
     h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
     file_space = ds.id.get_space()
     file_space.select_hyperslab((start,), (len(data),))
-    if ds.dtype.kind == "O":
-        data = np.asarray(data, dtype=ds.dtype.base, order="C")
+    dtype = ds.id.dtype
+    if dtype.kind == "O":
+        data = np.asarray(data, dtype=dtype.base, order="C")
     else:
         data = np.ascontiguousarray(data)
     ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
