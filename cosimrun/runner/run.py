@@ -30,7 +30,7 @@ from cosimrun.runner.configtext import relocate_paths
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
 from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
-from cosimrun.storage.hdf5 import ADDRESS_SEP, partial_path, write_run_summary
+from cosimrun.storage.hdf5 import ADDRESS_SEP, chunk_rows, partial_path, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
 from cosimrun.system.recorder import check_resumable, port_layout
@@ -167,12 +167,20 @@ def run_experiment(
             },
             compression=exp.storage.compression,
             compression_opts=exp.storage.compression_level if exp.storage.compression == "gzip" else None,
+            chunk_size=chunk_rows(_expected_samples(exp)),
             components=None if parent is not None else {
                 name: port_layout(exp.system.components[name], ports) for name, ports in exp.recorded.items()
             },
             **shared,
         )
         return _simulate(exp, writer, progress, parent)
+
+
+def _expected_samples(exp: Experiment) -> int:
+    """The samples a run records at its communication points on the grid of ``run.dt`` (events, a variable step
+    and a restart's earlier samples aside): what its results file's chunks are sized for."""
+    steps = (exp.run.tf - exp.run.t0) / exp.run.dt
+    return int(min(steps, 2**40)) // exp.storage.decimate + 2
 
 
 def _parent(exp: Experiment) -> Parent | None:

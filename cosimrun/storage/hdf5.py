@@ -362,6 +362,19 @@ def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mappin
         return kept
 
 
+CHUNK_ROWS = 4096
+"""Rows per HDF5 chunk of a run's datasets, at most (:func:`chunk_rows`)."""
+SMALLEST_CHUNK = 64
+
+
+def chunk_rows(samples: int) -> int:
+    """Rows per HDF5 chunk for a run expected to record about *samples* samples: the power of two that holds them,
+    from :data:`SMALLEST_CHUNK` to :data:`CHUNK_ROWS`. A short run then compresses a few rows per dataset rather
+    than whole chunks of 4096 mostly empty rows, and its file is no larger; a run recording more samples than
+    expected only adds chunks."""
+    return min(CHUNK_ROWS, max(SMALLEST_CHUNK, 1 << max(samples - 1, 0).bit_length()))
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -415,7 +428,7 @@ class HDF5Writer:
         attrs: Mapping[str, Any] | None = None,
         compression: str | None = "gzip",
         compression_opts: Any = 4,
-        chunk_size: int = 4096,
+        chunk_size: int = CHUNK_ROWS,
         components: Mapping[str, Mapping[str, tuple[str | None, str]]] | None = None,
         file: h5py.File | None = None,
         group: str | None = None,
