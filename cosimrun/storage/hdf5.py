@@ -133,14 +133,16 @@ def abandon_file(f: h5py.File) -> None:
         f.close()
 
 
-def check_room(f: h5py.File, path: str | os.PathLike[str], nbytes: int) -> None:
+def check_room(f: h5py.File | h5py.Group, path: str | os.PathLike[str], nbytes: int) -> None:
     """Raise :class:`ResultsWriteError` for *path* (writing nothing) unless *nbytes* more fit in the open file *f*
-    under the file-size limit and in the free space of the file system: HDF5 does not recover from a failed
-    write."""
+    (or the file of the group *f*) under the file-size limit and in the free space of the file system: HDF5 does
+    not recover from a failed write."""
     if resource is not None:
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and f.id.get_filesize() + nbytes > limit:
-            raise write_error(path, _errno.EFBIG)
+        if limit != resource.RLIM_INFINITY:
+            file = f if isinstance(f, h5py.File) else f.file  # made for the size only: h5py makes a new one
+            if file.id.get_filesize() + nbytes > limit:
+                raise write_error(path, _errno.EFBIG)
     fs = os.statvfs(Path(path).parent)
     if nbytes > fs.f_bavail * fs.f_frsize:
         raise write_error(path, _errno.ENOSPC)
@@ -683,7 +685,7 @@ class HDF5Writer:
         return write_error(self.partial_path, exc)
 
     def _check_room(self, nbytes: int) -> None:
-        check_room(self.file.file, self.partial_path, nbytes)
+        check_room(self.file, self.partial_path, nbytes)
 
     def _check_before(self, nbytes: int) -> bool:
         """Check that adding *nbytes* (raw) leaves room for the next flush and for closing; when only
