@@ -254,9 +254,10 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     steps, ``time`` then ``(samples, members)``); *record* selects ``component.port``
     outputs (default: every real output). With state events or mode switches the histories hold each member's
     samples at the communication points only (at one where it handled events: its sample after them), not the
-    samples before and after each event at its instant nor event ports, which its scalar run also records
-    (:func:`unrecorded` says so; the events themselves are :attr:`EnsembleResult.events`). At most *chunk* members are stepped together (more run in chunks,
-    one after the other). The system is left initialized with its own parameters.
+    samples before and after each event at its instant nor its event ports, which its scalar run also records
+    (:func:`unrecorded` says so; the events themselves are :attr:`EnsembleResult.events`). At most *chunk*
+    members are stepped together (more run in chunks, one after the other). The system is left initialized with
+    its own parameters.
     """
     start = _time.perf_counter()
     check_master(master)

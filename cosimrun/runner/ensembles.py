@@ -10,7 +10,7 @@ most ``hydra.launcher.ensemble_size`` members when its first job's experiment ca
 every component vectorizable, the master's events, modes and step control per member; no algebraic loop, every
 recorded port a real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off; no state events or mode
 switches, whose samples at the event instants a job records and an ensemble does not:
-:func:`cosimrun.ensemble.run.unrecorded`) and the swept values
+:func:`cosimrun.ensemble.unrecorded`) and the swept values
 change nothing else of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs,
 and the reason is said once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
@@ -247,7 +247,8 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     sets :attr:`Group.largest`."""
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
-    from cosimrun.ensemble.run import refuse_system, unrecorded
+    from cosimrun.ensemble import unrecorded
+    from cosimrun.ensemble.run import refuse_system
 
     if exp.action != "run":
         return f"action: {exp.action!r}"
@@ -313,8 +314,7 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
          key: str) -> list[JobOutcome | None]:
     from omegaconf import open_dict, read_write
 
-    from cosimrun.ensemble import run_members
-    from cosimrun.ensemble.run import unrecorded
+    from cosimrun.ensemble import run_members, unrecorded
     from cosimrun.runner.configtext import resolved
     from cosimrun.runner.run import prepare
     from cosimrun.runner.worker import hydra_config
