@@ -382,7 +382,7 @@ class Finished:
             self._read(path)
 
     def _read(self, path: Path) -> None:
-        from cosimrun.storage.ensemble import read_summary
+        from cosimrun.storage.ensemble import read_summary, unreadable
 
         summary = read_summary(path)
         if summary is None or CONFIG_KEY not in summary.attrs:  # damaged or of another layout: its members run again
@@ -408,31 +408,6 @@ class Finished:
                 return JobOutcome(num, "complete", list(overrides), path=str(path), summaries=dict(finals),
                                   attempts=0, reused=True, member=member, coupling_error_max=coupling)
         return None
-
-
-def unreadable(path: Path) -> str | None:
-    """What of the ensemble file *path* cannot be read (a dataset whose storage is cut off or whose compressed
-    chunks no longer decompress, as a disk fault or a copy that stopped leaves it), or None when every dataset
-    reads whole: a resume takes over members of a readable file only."""
-    import h5py
-
-    found: list[str] = []
-
-    def read(name: str, obj: Any) -> None:
-        if found or not isinstance(obj, h5py.Dataset):
-            return
-        try:
-            for part in obj.iter_chunks() if obj.chunks else [()]:  # a chunk at a time: a history may be large
-                obj[part]
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
-            found.append(f"/{name}: {exc}")
-
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            f.visititems(read)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        return str(exc)
-    return found[0] if found else None
 
 
 def _short(key: str) -> str:
