@@ -202,9 +202,10 @@ def test_parallel_stepping_records_bitwise_what_serial_stepping_records(
     assert always_parallel == []
     result = run(mixed_system(fmus, discards=discards, kind=kind), MASTERS[name](parallel=2))
     (pooled, alive), = always_parallel
-    # the native pool's thread took steps; a Python pool's thread takes a share only when it gets the GIL before the
-    # caller has taken every job itself, which a loaded machine may never give it in a short run
-    assert (pooled > 0 or pool_kind == "threads") and alive == 0  # and the threads ended with the run
+    # a pool's thread takes a share only when it is scheduled before the caller has taken every job itself, which a
+    # loaded machine may never do in a short run (seen for the native pool at a load of 8 on 2 cores): that the
+    # threads take steps is the counting test's, whose steps are long enough (COUNTING_WORK)
+    assert alive == 0  # the threads ended with the run
     assert_bitwise_equal(result, reference)
     assert serial_stats(result) == serial_stats(reference)
     assert result.stats.parallel_steps > 0 and result.stats.parallel_threads == 2
