@@ -150,6 +150,31 @@ def test_a_worker_killed_in_a_chunk_keeps_the_runs_it_finished_and_none_falsely_
     assert killed.status == "running" and verify_results(killed.address) == ["status is running, not complete"]
 
 
+def test_each_run_of_a_chunk_finds_the_file_without_the_metadata_of_the_runs_before(tmp_path: Path) -> None:
+    """The file is opened anew for each job: HDF5's metadata cache then holds what one run touches, not what all
+    the runs of the chunk did (a flush goes over all of it)."""
+    entries = []
+    with chunk_results(tmp_path / "chunk.h5") as chunk:
+        for num in range(3):
+            chunk.num = num
+            assert run_experiment(bouncing(k=num + 1.0), tmp_path / str(num)).ok
+            entries.append(chunk.file().id.get_mdc_size()[3])
+    assert entries[2] <= entries[0] + 8, entries  # growing by about a run's objects each (70) without the reopening
+    with h5py.File(tmp_path / "chunk.h5", "r") as f:
+        assert list(f["runs"]) == ["0", "1", "2"] and not list(tmp_path.glob("chunk-*.h5"))
+
+
+def test_a_chunk_file_gone_between_jobs_gives_the_next_job_a_file_beside_it(tmp_path: Path) -> None:
+    with chunk_results(tmp_path / "chunk.h5") as chunk:
+        chunk.num = 0
+        assert run_experiment(bouncing(), tmp_path / "0").ok
+        (tmp_path / "chunk.h5").unlink()
+        chunk.num = 1
+        second = run_experiment(bouncing(k=2.0), tmp_path / "1")
+    assert second.ok and split_address(second.path) == (tmp_path / "chunk-1.h5", "/runs/1")
+    assert load_results(tmp_path / "1").status == "complete"
+
+
 def test_a_wrong_layout_is_one_keyed_line() -> None:
     with pytest.raises(ConfigError) as err:
         build_storage({"layout": "per_chunks"})
