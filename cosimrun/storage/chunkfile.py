@@ -4,10 +4,11 @@ A dask worker runs a chunk's jobs one after the other (:func:`cosimrun.runner.wo
 :func:`chunk_results` the runs of those jobs whose ``storage.layout`` is ``per_chunk`` add the group
 ``/runs/<job number>`` to the chunk's file instead of creating a file each:
 ``<sweep dir>/chunks/<shard>/chunk-<first job>-<launch>-<attempt>.h5`` (``<shard>`` is ``<first job // 1000>k``),
-opened when the first such job starts and closed when the chunk ends. A group holds what a run's own file holds
-at its root (attributes with ``status``, ``config_yaml`` and the checksums, components, tables) and reaches the
-disk when its run closes it, status last: a worker killed in the middle of a chunk keeps every job it finished,
-and the group of the job it was running says ``running`` (the driver runs that job again, in another file).
+made when the first such job starts, opened anew for each job after it and closed when the chunk ends. A group
+holds what a run's own file holds at its root (attributes with ``status``, ``config_yaml`` and the checksums,
+components, tables) and reaches the disk when its run closes it, status last: a worker killed in the middle of a
+chunk keeps every job it finished, and the group of the job it was running says ``running`` (the driver runs that
+job again, in another file).
 
 A run in a group is addressed as ``<file>::<group>`` (:func:`split_address`), the address the sweep index's
 ``path`` column holds and :func:`~cosimrun.storage.results.load_results` reads. The job's folder gets a pointer
