@@ -17,7 +17,8 @@ from cosimrun.ensemble.run import (
     check_master,
     run_ensemble,
     run_members,
+    unrecorded,
 )
 
 __all__ = ["COMPLETE", "FAILED", "EnsembleResult", "EnsembleStats", "MemberFailure", "check_master",
-           "run_ensemble", "run_members"]
+           "run_ensemble", "run_members", "unrecorded"]

@@ -220,6 +220,28 @@ def refuse_system(system: System, master: Master) -> None:
         refuse_controlled(system, master)  # type: ignore[arg-type]
 
 
+def unrecorded(system: System, recorded: Mapping[str, Sequence[str]]) -> ConfigError | None:
+    """What the scalar runs of the initialized *system* record of the ports *recorded* (``{component: [port,
+    ...]}``) that an ensemble's histories leave out, as one keyed error (None: the histories are the runs'). An
+    ensemble keeps each member's samples at the communication points only (at one with events: the sample after
+    them), where a run with state events or mode switches also records the samples before and after each event at
+    its instant, and its event ports; a sweep runs such members as ordinary jobs."""
+    if not any(recorded.values()):
+        return None
+    for name, comp in system.components.items():
+        if is_multi(comp) or comp.has_state_events:
+            return ConfigError(f"components.{name}", f"{name!r} has state events or switches modes: its runs "
+                                                     "record the samples before and after each event at its "
+                                                     "instant, which ensembles do not record")
+    for name, ports in recorded.items():
+        outputs = system.components[name].outputs
+        for port in ports:
+            if outputs[port].spec.type is PortType.EVENT:
+                return ConfigError("storage.record", f"{name}.{port} is an event port, which ensembles do not "
+                                                     "record as a history")
+    return None
+
+
 def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
                  tf: float, dt: float, members: int | None = None, record_every: int = 1,
                  record: Sequence[str] | None = None, chunk: int = CHUNK) -> EnsembleResult:
@@ -230,8 +252,12 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     Each member's results are those of ``system.run`` with its parameters. Histories keep every
     *record_every*-th communication point (and the first and last; under step control each member's own accepted
     steps, ``time`` then ``(samples, members)``); *record* selects ``component.port``
-    outputs (default: every real output). At most *chunk* members are stepped together (more run in chunks,
-    one after the other). The system is left initialized with its own parameters.
+    outputs (default: every real output). With state events or mode switches the histories hold each member's
+    samples at the communication points only (at one where it handled events: its sample after them), not the
+    samples before and after each event at its instant nor its event ports, which its scalar run also records
+    (:func:`unrecorded` says so; the events themselves are :attr:`EnsembleResult.events`). At most *chunk*
+    members are stepped together (more run in chunks, one after the other). The system is left initialized with
+    its own parameters.
     """
     start = _time.perf_counter()
     check_master(master)

@@ -8,7 +8,9 @@ and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (what :func:`cosimrun.ensemble.run.refuse_system` allows, as the ensemble run itself checks: the master,
 every component vectorizable, the master's events, modes and step control per member; no algebraic loop, every
-recorded port a real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off) and the swept values
+recorded port a real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off; no state events or mode
+switches, whose samples at the event instants a job records and an ensemble does not:
+:func:`cosimrun.ensemble.unrecorded`) and the swept values
 change nothing else of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs,
 and the reason is said once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
@@ -225,14 +227,19 @@ def _refusal(composer: JobComposer, group: Group, first: tuple[int, list[str]], 
         try:
             return _experiment_refusal(exp, plain, group)
         finally:
-            for comp in exp.system.components.values():
-                if comp.is_initialized:
-                    comp.reset()
-            exp.system.free()
+            _release(exp)
     except CosimrunError as exc:
         return str(exc)
     except Exception as exc:  # the job itself will report it
         return f"{type(exc).__name__}: {exc}"
+
+
+def _release(exp: Any) -> None:
+    """Reset the initialized components of the experiment *exp* and free its system's resources."""
+    for comp in exp.system.components.values():
+        if comp.is_initialized:
+            comp.reset()
+    exp.system.free()
 
 
 def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
@@ -240,6 +247,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     sets :attr:`Group.largest`."""
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
+    from cosimrun.ensemble import unrecorded
     from cosimrun.ensemble.run import refuse_system
 
     if exp.action != "run":
@@ -263,7 +271,8 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
         for port in ports:
             if port not in outputs or outputs[port].spec.type not in (PortType.REAL, PortType.EVENT):
                 return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
-    return ""
+    missing = unrecorded(exp.system, recorded)
+    return "" if missing is None else str(missing)
 
 
 # ---------------------------------------------------------------------------------------------- on the worker
@@ -305,7 +314,7 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
          key: str) -> list[JobOutcome | None]:
     from omegaconf import open_dict, read_write
 
-    from cosimrun.ensemble import run_members
+    from cosimrun.ensemble import run_members, unrecorded
     from cosimrun.runner.configtext import resolved
     from cosimrun.runner.run import prepare
     from cosimrun.runner.worker import hydra_config
@@ -317,6 +326,10 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     with hydra_config(config):
         plain, _ = resolved(task_cfg)
     exp = prepare(plain)
+    missing = unrecorded(exp.system, exp.recorded)
+    if missing is not None:  # the members' histories would not be their jobs': they run as jobs
+        _release(exp)
+        raise missing
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
     result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record,
@@ -369,7 +382,7 @@ class Finished:
             self._read(path)
 
     def _read(self, path: Path) -> None:
-        from cosimrun.storage.ensemble import read_summary
+        from cosimrun.storage.ensemble import read_summary, unreadable
 
         summary = read_summary(path)
         if summary is None or CONFIG_KEY not in summary.attrs:  # damaged or of another layout: its members run again
@@ -395,31 +408,6 @@ class Finished:
                 return JobOutcome(num, "complete", list(overrides), path=str(path), summaries=dict(finals),
                                   attempts=0, reused=True, member=member, coupling_error_max=coupling)
         return None
-
-
-def unreadable(path: Path) -> str | None:
-    """What of the ensemble file *path* cannot be read (a dataset whose storage is cut off or whose compressed
-    chunks no longer decompress, as a disk fault or a copy that stopped leaves it), or None when every dataset
-    reads whole: a resume takes over members of a readable file only."""
-    import h5py
-
-    found: list[str] = []
-
-    def read(name: str, obj: Any) -> None:
-        if found or not isinstance(obj, h5py.Dataset):
-            return
-        try:
-            for part in obj.iter_chunks() if obj.chunks else [()]:  # a chunk at a time: a history may be large
-                obj[part]
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
-            found.append(f"/{name}: {exc}")
-
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            f.visititems(read)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        return str(exc)
-    return found[0] if found else None
 
 
 def _short(key: str) -> str:

@@ -484,6 +484,29 @@ def _empty(table: str) -> pd.DataFrame:
                          for column in TABLE_COLUMNS[table]})
 
 
+def unreadable(path: str | os.PathLike[str]) -> str | None:
+    """What of the ensemble file *path* cannot be read (a dataset whose storage is cut off or whose compressed
+    chunks no longer decompress, as a disk fault or a copy that stopped leaves it), or None when every dataset
+    reads whole: a resume takes over members of a readable file only."""
+    found: list[str] = []
+
+    def read(name: str, obj: Any) -> None:
+        if found or not isinstance(obj, h5py.Dataset):
+            return
+        try:
+            for part in obj.iter_chunks() if obj.chunks else [()]:  # a chunk at a time: a history may be large
+                obj[part]
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            found.append(f"/{name}: {exc}")
+
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            f.visititems(read)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        return str(exc)
+    return found[0] if found else None
+
+
 def load_member(path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> EnsembleMember:
     """Member *member* of the ensemble file *path* (a sweep index row's ``path`` and ``member``)."""
     return EnsembleMember(path, member, group=group)

@@ -94,6 +94,10 @@ CLOSE_RESERVE = 32 * 1024
 :meth:`HDF5Writer.close` needs with a traceback of some kilobytes, small enough that a file-size limit of a few
 hundred kilobytes still keeps the blocks that fit."""
 _CHUNK_OVERHEAD = 1024
+_CACHED_ITEM_BYTES = 16
+"""Bytes per row of the chunk cache of a dataset a writer keeps open: two chunks of complex or 16-byte items, the
+last one a run appends to and the one it filled. HDF5's default (1 MB per dataset) would keep a long run's
+chunks in memory as long as the run."""
 """Bytes a flush may write for a changed compressed dataset besides its data (chunk index, object header)."""
 _CLOSE_BASE = 8 * 1024
 """Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
@@ -462,6 +466,8 @@ class HDF5Writer:
         self._start = _time.perf_counter()
         self._datasets: dict[str, h5py.Dataset] = {}
         """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
+        self._access: Any = None
+        """The dataset access properties the kept datasets are opened with (a small chunk cache), made once."""
         self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
@@ -627,7 +633,11 @@ class HDF5Writer:
         again."""
         ds = self._datasets.get(path)
         if ds is None or not ds.id.valid:
-            ds = self._datasets[path] = h5py.Dataset(h5py.h5d.open(self.file.id, path[1:].encode("utf-8")))
+            if self._access is None:
+                self._access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+                self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
+            ds = self._datasets[path] = h5py.Dataset(
+                h5py.h5d.open(self.file.id, path[1:].encode("utf-8"), self._access))
         return ds
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:

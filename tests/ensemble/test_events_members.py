@@ -22,9 +22,7 @@ from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
 from cosimrun.ensemble import events as located
 from cosimrun.errors import ConfigError, EventLocalizationError, NonFiniteValueError, ZenoError
 from cosimrun.masters import Hybrid
-from cosimrun.runner.load import load_run, load_sweep
-from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
-from cosimrun.storage.results import Results
+from cosimrun.storage.ensemble import load_member, write_ensemble
 from cosimrun.system import System
 
 T0, TF, DT = 0.0, 3.0, 0.01
@@ -248,44 +246,6 @@ def test_the_file_holds_each_members_events_and_counts(tmp_path: Path) -> None:
         np.testing.assert_array_equal(ds["event.member"].values, result.events["member"])
         np.testing.assert_array_equal(ds["event.time"].values, result.events["time"])
         assert set(ds["event.name"].values) == {"bounce"} and ds["stats.events"].values.sum() == ds.sizes["event"]
-
-
-@pytest.mark.slow
-def test_a_bouncing_ball_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_member(tmp_path: Path,
-                                                                                      cosimrun) -> None:
-    """The sweep of the experiment groups its members; without a rest state the balls of low restitution end in
-    a Zeno accumulation within the run (each runs again alone, as a job). Every row, and every complete member's
-    events, counts and samples equal the sweep run one job per member."""
-    sweep = ["-m", "+experiment=bouncing_ball", "run.tf=3", "+components.ball.params.v_rest=0",
-             "components.ball.params.e=0.5,0.7,0.9", "components.ball.params.h0=0.5,1"]
-    frames = {}
-    dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
-            "hydra.launcher.ensemble_size=100"]
-    for name, launcher in (("jobs", ["hydra/launcher=basic"]), ("ens", dask)):  # one job per member; ensembles
-        proc = cosimrun(*sweep, *launcher, f"hydra.sweep.dir={tmp_path / name}", timeout=300)
-        assert proc.returncode == 1, proc.stderr  # the Zeno members fail, as jobs
-        assert "not as ensembles" not in proc.stdout
-        frames[name] = load_sweep(tmp_path / name)
-    ens, jobs = frames["ens"], frames["jobs"]
-    assert list(ens["status"]) == list(jobs["status"])
-    failed = [i for i, s in enumerate(jobs["status"]) if s == "failed"]
-    assert failed and len(failed) < len(jobs)
-    assert all("ZenoError" in jobs["error"].iloc[i] and ens["error"].iloc[i] == jobs["error"].iloc[i] for i in failed)
-    finals = [c for c in jobs.columns if c.startswith("final.")]
-    assert finals == ["final.ball.h", "final.ball.v"]
-    pd.testing.assert_frame_equal(ens[finals], jobs[finals], check_exact=True)
-    complete = [i for i in range(len(jobs)) if i not in failed]
-    assert set(ens["member"].iloc[complete]) != {-1} and (ens["member"].iloc[failed] == -1).all()
-    for run in complete:
-        member, job = load_run(tmp_path / "ens", run), load_run(tmp_path / "jobs", run)
-        assert isinstance(member, EnsembleMember) and isinstance(job, Results)
-        pd.testing.assert_frame_equal(member.events.reset_index(drop=True), job.events.reset_index(drop=True),
-                                      check_dtype=False)
-        for key in COUNTS:
-            assert member.stats[key] == job.stats[key], (run, key)
-        for port in ("h", "v"):
-            series, theirs = member.history("ball")[port], job.history("ball")[port]
-            np.testing.assert_array_equal(series.values, on_grid(theirs.time, theirs.values, series.time))
 
 
 def test_a_member_whose_event_falls_just_before_a_point_skips_it_as_its_scalar_run() -> None:

@@ -24,8 +24,7 @@ from test_events_members import assert_refused
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, run_ensemble, run_members
 from cosimrun.ensemble import events as located
-from cosimrun.runner.load import load_run, load_sweep
-from cosimrun.storage.ensemble import EnsembleMember, load_member, write_ensemble
+from cosimrun.storage.ensemble import load_member, write_ensemble
 
 T0, TF, DT = 0.0, 1.5, 0.01
 TIME_TOLERANCE = 1e-10
@@ -254,39 +253,3 @@ def _iterated(cfg: dict[str, Any]) -> None:
 def test_what_mode_switching_ensembles_do_not_run_is_refused_in_one_keyed_line(change: Any, key: str,
                                                                               text: str) -> None:
     assert_refused(SWITCH, change, {"ctrl.kp": [50.0, 60.0]}, key, text)
-
-
-@pytest.mark.slow
-def test_a_pendulum_switch_sweep_runs_as_an_ensemble_with_the_rows_of_one_job_per_member(tmp_path: Path,
-                                                                                        cosimrun) -> None:
-    """The sweep of the experiment groups its members into one ensemble (the selector's lower bound and a parameter
-    of the pendulum's initial mode swept); every row equals the sweep run one job per member (as with
-    ``ensemble_size=0``), and so do each member's switches, events and samples."""
-    sweep = ["-m", "+experiment=pendulum_switch", "run.tf=0.7", "components.pendulum.selector.lower=0.15,0.25",
-             "components.pendulum.modes.linear.params.q0=0.3,0.5"]
-    frames = {}
-    dask = ["hydra/launcher=dask", "hydra.launcher.n_workers=1", "hydra.launcher.progress=false",
-            "hydra.launcher.ensemble_size=100"]
-    for name, launcher in (("jobs", ["hydra/launcher=basic"]), ("ens", dask)):  # one job per member; ensembles
-        proc = cosimrun(*sweep, *launcher, f"hydra.sweep.dir={tmp_path / name}", timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        assert "not as ensembles" not in proc.stdout
-        frames[name] = load_sweep(tmp_path / name)
-    ens, jobs = frames["ens"], frames["jobs"]
-    assert list(ens["status"]) == list(jobs["status"]) == ["complete"] * 4
-    assert (ens["member"] >= 0).all()
-    columns = [c for c in jobs.columns if c.startswith(("final.", "components.", "status"))]
-    assert "final.pendulum.q" in columns
-    pd.testing.assert_frame_equal(ens[columns], jobs[columns], check_exact=True)
-    np.testing.assert_allclose(ens["coupling_error_max"], jobs["coupling_error_max"], rtol=1e-12, equal_nan=False)
-    for run in range(4):
-        member, job = load_run(tmp_path / "ens", run), load_run(tmp_path / "jobs", run)
-        assert isinstance(member, EnsembleMember) and len(job.mode_switches) > 0
-        pd.testing.assert_frame_equal(member.mode_switches.reset_index(drop=True),
-                                      job.mode_switches.reset_index(drop=True), check_dtype=False)
-        pd.testing.assert_frame_equal(member.events.reset_index(drop=True), job.events.reset_index(drop=True),
-                                      check_dtype=False)
-        for key in COUNTS:
-            assert member.stats[key] == job.stats[key], (run, key)
-        series, theirs = member.history("pendulum")["q"], job.history("pendulum")["q"]
-        np.testing.assert_array_equal(series.values, on_grid(theirs.time, theirs.values, series.time))

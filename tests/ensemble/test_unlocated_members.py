@@ -234,7 +234,11 @@ def test_events_and_modes_under_ijcsa_with_iterated_steps_are_refused_in_one_key
     assert_refused(base, _iterated, parameters, "master.iterate_steps", "ijcsa without iterate_steps only")
 
 
-def test_the_sweep_planner_groups_mode_switching_experiments_under_the_fixed_step_masters() -> None:
+def test_the_sweep_planner_runs_mode_switching_experiments_under_the_fixed_step_masters_as_jobs() -> None:
+    """An ensemble could run them, but its histories would leave out the samples at the event instants that each
+    job records: the planner runs them as jobs, saying why."""
     for master in ("jacobi", "gauss_seidel", "ijcsa"):
         exp = build({**SWITCH, "master": {"name": master}})
-        assert _experiment_refusal(exp, {}, Group(("components.ctrl.params.kp",))) == ""
+        assert _experiment_refusal(exp, {}, Group(("components.ctrl.params.kp",))) == (
+            "components.pendulum: 'pendulum' has state events or switches modes: its runs record the samples before "
+            "and after each event at its instant, which ensembles do not record")

@@ -13,7 +13,7 @@ import pytest
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import run_members
 from cosimrun.runner import ensembles
-from cosimrun.storage.ensemble import write_ensemble
+from cosimrun.storage.ensemble import unreadable, write_ensemble
 
 KEY = "components.mass1.params.stiffness"
 EXPERIMENT = {
@@ -54,7 +54,7 @@ def _flip_bytes_of_a_history(path: Path) -> str:
 
 def test_the_members_of_a_readable_ensemble_file_are_taken_over(sweep_dir: Path) -> None:
     path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
-    assert ensembles.unreadable(path) is None
+    assert unreadable(path) is None
     finished = ensembles.Finished(sweep_dir)
     assert sorted(finished.by_job) == [3, 4]
     assert [(p, m, key, stored) for p, m, key, _, stored, _, _ in finished.by_job[4]] == [(path, 1, "key", (20.0,))]
@@ -63,7 +63,7 @@ def test_the_members_of_a_readable_ensemble_file_are_taken_over(sweep_dir: Path)
 def test_the_members_of_an_ensemble_file_with_a_history_that_no_longer_reads_run_again(sweep_dir: Path) -> None:
     path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
     damaged = _flip_bytes_of_a_history(path)
-    problem = ensembles.unreadable(path)
+    problem = unreadable(path)
     assert problem is not None and problem.startswith(f"{damaged}: ")
     assert ensembles.Finished(sweep_dir).by_job == {}
 
@@ -72,5 +72,5 @@ def test_the_members_of_a_cut_off_ensemble_file_run_again(sweep_dir: Path) -> No
     path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 3 // 4])  # a copy that stopped
-    assert ensembles.unreadable(path) is not None
+    assert unreadable(path) is not None
     assert ensembles.Finished(sweep_dir).by_job == {}
