@@ -17,7 +17,8 @@ import xarray as xr
 from cosimrun.config.build import build_storage
 from cosimrun.errors import ConfigError
 from cosimrun.runner.run import run_experiment
-from cosimrun.storage.chunkfile import REF_FILE, chunk_results, split_address
+from cosimrun.storage.chunkfile import REF_FILE, ChunkFile, chunk_results, split_address
+from cosimrun.storage.hdf5 import HDF5Writer
 from cosimrun.storage.results import load_results
 from cosimrun.storage.summary import final_values, read_run_status
 from cosimrun.storage.verify import verify_results
@@ -162,6 +163,24 @@ def test_each_run_of_a_chunk_finds_the_file_without_the_metadata_of_the_runs_bef
     assert entries[2] <= entries[0] + 8, entries  # growing by about a run's objects each (70) without the reopening
     with h5py.File(tmp_path / "chunk.h5", "r") as f:
         assert list(f["runs"]) == ["0", "1", "2"] and not list(tmp_path.glob("chunk-*.h5"))
+
+
+def test_a_run_in_a_chunk_keeps_its_datasets_open_with_the_chunk_cache_of_its_own_file(tmp_path: Path) -> None:
+    """The datasets the layout's copy opens serve the run's writes, with the small chunk cache of the datasets a
+    run in its own file keeps open (not HDF5's 1 MB each)."""
+    ports = {"c": {"y": (None, "real"), "n": (None, "int")}}
+    chunk = ChunkFile(tmp_path / "chunk.h5", num=0)
+    caches = []
+    for shared in ({}, {"file": chunk.file(), "group": chunk.group}):
+        writer = HDF5Writer(tmp_path / "own.h5" if not shared else tmp_path / "chunk.h5", experiment="e",
+                            chunk_size=64, components=ports, **shared)
+        writer.add_component("c", ports["c"])
+        writer.append("c", [0.0, 1.0], None, {"y": [1.0, 2.0], "n": [1, 2]})
+        caches.append({path: ds.id.get_access_plist().get_chunk_cache() for path, ds in writer._datasets.items()})
+        writer.close()
+    chunk.close()
+    own, grouped = caches
+    assert own and own.items() <= grouped.items() and {c[1] for c in grouped.values()} == {2 * 64 * 16}
 
 
 def test_a_chunk_file_gone_between_jobs_gives_the_next_job_a_file_beside_it(tmp_path: Path) -> None:
