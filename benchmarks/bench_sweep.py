@@ -2,7 +2,7 @@
 
     python benchmarks/bench_sweep.py [--jobs 32] [--tf 20] [--workers 2]
     python benchmarks/bench_sweep.py --warm [--warm-jobs 300] [--index 1000,10000,100000] [--baseline DIR]
-    python benchmarks/bench_sweep.py --layouts [--warm-jobs 300] [--repeat 3]
+    python benchmarks/bench_sweep.py --layouts [--warm-jobs 300] [--repeat 3] [--chunk 50]
 
 Default: the same 32-job sweep run serially and on the dask launcher with 2
 workers. Each job is the ``pendulum_switch`` experiment (about 0.5 s of
@@ -33,7 +33,8 @@ interpreter of its own, as is this tree's for the comparison) and printed beside
 this tree's, each the least of ``--repeat`` alternating runs.
 
 ``--layouts``: that CPU time per job for ``storage.layout=per_job`` and
-``per_chunk`` side by side, the jobs run in chunks as the dask launcher sends them.
+``per_chunk`` side by side, the jobs run in chunks of ``--chunk`` jobs as the dask launcher sends them (a job's
+cost under ``per_chunk`` should not grow with the chunk).
 """
 
 from __future__ import annotations
@@ -206,12 +207,13 @@ def fmu_runs(tmp: Path, runs: int) -> dict[bool, float]:
     return out
 
 
-def in_process_jobs(tmp: Path, name: str, n: int, layout: str | None = None) -> dict[str, float]:
+def in_process_jobs(tmp: Path, name: str, n: int, layout: str | None = None, chunk: int = CHUNK
+                    ) -> dict[str, float]:
     """*n* jobs of experiment *name* run one after the other in this process as a warm worker runs them
     (``worker.run_hydra_job`` on payloads the launcher's composer makes): CPU ms per job in all, in the run
     (``run_experiment``: build, simulate, write the results file) and in its ``System.run``. CPU time, unlike wall
     time, hardly moves with the load of a shared machine. With a *layout* (``storage.layout``) the jobs run in
-    chunks of :data:`CHUNK` (``worker.run_hydra_chunk``), as the dask launcher sends them."""
+    chunks of *chunk* jobs (``worker.run_hydra_chunk``), as the dask launcher sends them."""
     import uuid
 
     from hydra._internal.callbacks import Callbacks
@@ -247,7 +249,7 @@ def in_process_jobs(tmp: Path, name: str, n: int, layout: str | None = None) -> 
     run_experiment, system_run = run.run_experiment, system.System.run
     run.run_experiment, system.System.run = timed(run_experiment, "run"), timed(system_run, "sim")
     try:
-        size = 1 if layout is None else CHUNK
+        size = 1 if layout is None else chunk
         for first in [*range(0, 20, size), *range(20, len(specs), size)]:
             if first == 20:  # past the first jobs (imports, the layout's image, the FMU's extraction and loading)
                 start, spent["run"], spent["sim"] = time.process_time(), 0.0, 0.0
@@ -264,12 +266,13 @@ def in_process_jobs(tmp: Path, name: str, n: int, layout: str | None = None) -> 
     return {"job": total / n * 1e3, "run": spent["run"] / n * 1e3, "sim": spent["sim"] / n * 1e3}
 
 
-def _cpu_in(tree: str | None, name: str, n: int, layout: str | None = None) -> dict[str, float]:
+def _cpu_in(tree: str | None, name: str, n: int, layout: str | None = None, chunk: int = CHUNK) -> dict[str, float]:
     """:func:`in_process_jobs` in a new interpreter, on the cosimrun source *tree* when given (else this one)."""
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(tree).absolute()), env.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "--cpu", name, str(n), *(["--layout", layout] if layout else [])]
+    command = [sys.executable, __file__, "--cpu", name, str(n), *(["--layout", layout] if layout else []),
+               "--chunk", str(chunk)]
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"in-process {name} ({tree or 'this tree'}) failed:\n{proc.stderr[-3000:]}")
@@ -283,14 +286,15 @@ def compare_cpu(baseline: str, n: int, repeat: int) -> None:
     _side_by_side("code", {"baseline": (baseline, None), "this tree": (None, None)}, n, repeat)
 
 
-def compare_layouts(n: int, repeat: int) -> None:
-    """CPU ms per job in process, in chunks of :data:`CHUNK`, with ``storage.layout`` ``per_job`` and ``per_chunk``
+def compare_layouts(n: int, repeat: int, chunk: int = CHUNK) -> None:
+    """CPU ms per job in process, in chunks of *chunk* jobs, with ``storage.layout`` ``per_job`` and ``per_chunk``
     side by side: the least of *repeat* alternating runs of each."""
-    print(f"CPU per job in process, {n} jobs in chunks of {CHUNK}, least of {repeat} alternating runs")
-    _side_by_side("layout", {layout: (None, layout) for layout in ("per_job", "per_chunk")}, n, repeat)
+    print(f"CPU per job in process, {n} jobs in chunks of {chunk}, least of {repeat} alternating runs")
+    _side_by_side("layout", {layout: (None, layout) for layout in ("per_job", "per_chunk")}, n, repeat, chunk)
 
 
-def _side_by_side(column: str, variants: dict[str, tuple[str | None, str | None]], n: int, repeat: int) -> None:
+def _side_by_side(column: str, variants: dict[str, tuple[str | None, str | None]], n: int, repeat: int,
+                  chunk: int = CHUNK) -> None:
     """Print the least CPU per job of :func:`_cpu_in` for each of *variants* (``{label: (tree, layout)}``), run in
     turn *repeat* times, for every experiment of :data:`WARM`."""
     print(f"{'experiment':14}{column:>11}{'job [ms]':>10}{'sim [ms]':>10}{'job-sim [ms]':>14}"
@@ -299,7 +303,7 @@ def _side_by_side(column: str, variants: dict[str, tuple[str | None, str | None]
         best: dict[str, dict[str, float]] = {}
         for _ in range(repeat):
             for label, (tree, layout) in variants.items():
-                cpu = _cpu_in(tree, name, n, layout)
+                cpu = _cpu_in(tree, name, n, layout, chunk)
                 if label not in best or cpu["job"] < best[label]["job"]:
                     best[label] = cpu
         for label, cpu in best.items():
@@ -363,15 +367,16 @@ def main() -> None:
                         help="CPU per job in process with storage.layout per_job and per_chunk, side by side")
     parser.add_argument("--cpu", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--layout", choices=("per_job", "per_chunk"), help=argparse.SUPPRESS)
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="jobs per chunk for --layouts")
     opts = parser.parse_args()
     if opts.cpu:
         with tempfile.TemporaryDirectory(prefix="bench_sweep_cpu_") as tmp_name:
             tmp = Path(tmp_name)
             _write_experiments(tmp)
-            print(json.dumps(in_process_jobs(tmp, opts.cpu[0], int(opts.cpu[1]), opts.layout)))
+            print(json.dumps(in_process_jobs(tmp, opts.cpu[0], int(opts.cpu[1]), opts.layout, opts.chunk)))
         return
     if opts.layouts:
-        compare_layouts(opts.warm_jobs, opts.repeat)
+        compare_layouts(opts.warm_jobs, opts.repeat, opts.chunk)
         return
     if opts.warm:
         warm_main(opts)

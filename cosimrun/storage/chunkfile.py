@@ -4,10 +4,11 @@ A dask worker runs a chunk's jobs one after the other (:func:`cosimrun.runner.wo
 :func:`chunk_results` the runs of those jobs whose ``storage.layout`` is ``per_chunk`` add the group
 ``/runs/<job number>`` to the chunk's file instead of creating a file each:
 ``<sweep dir>/chunks/<shard>/chunk-<first job>-<launch>-<attempt>.h5`` (``<shard>`` is ``<first job // 1000>k``),
-opened when the first such job starts and closed when the chunk ends. A group holds what a run's own file holds
-at its root (attributes with ``status``, ``config_yaml`` and the checksums, components, tables) and reaches the
-disk when its run closes it, status last: a worker killed in the middle of a chunk keeps every job it finished,
-and the group of the job it was running says ``running`` (the driver runs that job again, in another file).
+made when the first such job starts, opened anew for each job after it and closed when the chunk ends. A group
+holds what a run's own file holds at its root (attributes with ``status``, ``config_yaml`` and the checksums,
+components, tables) and reaches the disk when its run closes it, status last: a worker killed in the middle of a
+chunk keeps every job it finished, and the group of the job it was running says ``running`` (the driver runs that
+job again, in another file).
 
 A run in a group is addressed as ``<file>::<group>`` (:func:`split_address`), the address the sweep index's
 ``path`` column holds and :func:`~cosimrun.storage.results.load_results` reads. The job's folder gets a pointer
@@ -87,12 +88,26 @@ class ChunkFile:
     """The job of the chunk running now (its group is ``/runs/<num>``)."""
     _file: h5py.File | None = field(default=None, repr=False)
     _tried: int = 0
+    _opened_for: int = field(default=-1, repr=False)
+    """The job the file was opened (or made) for."""
 
     def file(self) -> h5py.File:
         """The open file: made at :attr:`path` the first time, beside it (``-<n>`` before the suffix) when a file of
-        that name exists already or a write error made HDF5 let go of the first."""
+        that name exists already or a write error made HDF5 let go of the first.
+
+        Each job gets the file opened anew (the last job left it flushed whole): HDF5 keeps the metadata of every
+        object a file has opened in its cache, and a flush goes over all of it, so that the jobs of a chunk would
+        each flush the metadata of all the jobs before it."""
         if self._file is not None and self._file.id.valid:
-            return self._file
+            if self._opened_for == self.num:
+                return self._file
+            where = self._file.filename
+            self._file.close()
+            self._file = None
+            with contextlib.suppress(OSError):  # gone meanwhile: the job goes to a new file beside it
+                self._file = h5py.File(where, "r+", locking=False)
+                self._opened_for = self.num
+                return self._file
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             path = self.path.with_stem(f"{self.path.stem}-{self._tried}") if self._tried else self.path
@@ -103,6 +118,7 @@ class ChunkFile:
                 continue
             self._file.create_group(RUNS, track_order=True)
             self._file.flush()  # a file readers can open from the start, whenever its worker dies
+            self._opened_for = self.num
             return self._file
 
     @property

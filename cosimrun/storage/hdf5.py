@@ -563,7 +563,7 @@ class HDF5Writer:
                 out.write(image)
             self._file = h5py.File(self.partial_path, "r+", locking=False)
         else:
-            self._file = _copy_layout(image, file, str(self.group))
+            self._file, self._datasets = _copy_layout(image, file, str(self.group), self._dataset_access())
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
         if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
@@ -633,12 +633,16 @@ class HDF5Writer:
         again."""
         ds = self._datasets.get(path)
         if ds is None or not ds.id.valid:
-            if self._access is None:
-                self._access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-                self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
             ds = self._datasets[path] = h5py.Dataset(
-                h5py.h5d.open(self.file.id, path[1:].encode("utf-8"), self._access))
+                h5py.h5d.open(self.file.id, path[1:].encode("utf-8"), self._dataset_access()))
         return ds
+
+    def _dataset_access(self) -> h5py.h5p.PropDAID:
+        """The access properties of the datasets the writer keeps open (:data:`_CACHED_ITEM_BYTES`), made once."""
+        if self._access is None:
+            self._access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
+        return self._access
 
     def _changed(self, path: str, length: int) -> h5py.Dataset:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
@@ -1165,8 +1169,11 @@ class HDF5Writer:
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
 
 
-def _copy_layout(image: bytes, file: h5py.File, group: str) -> _RunGroup:
-    """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew.
+def _copy_layout(image: bytes, file: h5py.File, group: str, access: h5py.h5p.PropDAID
+                 ) -> tuple[_RunGroup, dict[str, h5py.Dataset]]:
+    """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew, and
+    the datasets that took, opened with *access*, by path in the group (what :meth:`HDF5Writer._open_dataset`
+    keeps: the run's writes do not open them again).
 
     HDF5 copies the references of a dataset to its dimension scale (``DIMENSION_LIST``, and the scale's
     ``REFERENCE_LIST``) as they are, pointing into the image: each table and component group gets them back
@@ -1175,9 +1182,12 @@ def _copy_layout(image: bytes, file: h5py.File, group: str) -> _RunGroup:
     h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
     root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
     tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
+    opened: dict[str, h5py.Dataset] = {}
     for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
-        _reattach(h5py.h5g.open(root.id, where.encode("utf-8")), dim.encode("utf-8"))
-    return root
+        group_id = h5py.h5g.open(root.id, where.encode("utf-8"))
+        for name, dsid in _reattach(group_id, dim.encode("utf-8"), access).items():
+            opened[f"/{where}/{name}"] = h5py.Dataset(dsid)
+    return root, opened
 
 
 _IMAGE_FILES: dict[bytes, h5py.File] = {}
@@ -1200,17 +1210,22 @@ _DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
 _REFERENCE_LIST = np.dtype([("dataset", h5py.ref_dtype), ("dimension", np.uint32)])
 
 
-def _reattach(gid: h5py.h5g.GroupID, scale: bytes) -> None:
-    """Point the datasets of group *gid* at its dimension scale *scale*, and the scale at them, in place."""
+def _reattach(gid: h5py.h5g.GroupID, scale: bytes, access: h5py.h5p.PropDAID) -> dict[str, h5py.h5d.DatasetID]:
+    """Point the datasets of group *gid* at its dimension scale *scale*, and the scale at them, in place; the
+    datasets (the scale too), opened with *access*, by name."""
     ref = h5py.h5r.create(gid, scale, h5py.h5r.OBJECT)
     dims = np.empty(1, dtype=_DIMENSION_LIST)
     dims[0] = np.array([ref], dtype=h5py.ref_dtype)
     rows = []
+    opened = {}
     for name in gid:
         if name != scale:
-            h5py.h5a.open(h5py.h5o.open(gid, name), b"DIMENSION_LIST").write(dims)
+            dsid = opened[name.decode("utf-8")] = h5py.h5d.open(gid, name, access)
+            h5py.h5a.open(dsid, b"DIMENSION_LIST").write(dims)
             rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
-    h5py.h5a.open(h5py.h5o.open(gid, scale), b"REFERENCE_LIST").write(np.array(rows, dtype=_REFERENCE_LIST))
+    dsid = opened[scale.decode("utf-8")] = h5py.h5d.open(gid, scale, access)
+    h5py.h5a.open(dsid, b"REFERENCE_LIST").write(np.array(rows, dtype=_REFERENCE_LIST))
+    return opened
 
 
 class _RunGroup(h5py.Group):

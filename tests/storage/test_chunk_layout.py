@@ -17,7 +17,8 @@ import xarray as xr
 from cosimrun.config.build import build_storage
 from cosimrun.errors import ConfigError
 from cosimrun.runner.run import run_experiment
-from cosimrun.storage.chunkfile import REF_FILE, chunk_results, split_address
+from cosimrun.storage.chunkfile import REF_FILE, ChunkFile, chunk_results, split_address
+from cosimrun.storage.hdf5 import HDF5Writer
 from cosimrun.storage.results import load_results
 from cosimrun.storage.summary import final_values, read_run_status
 from cosimrun.storage.verify import verify_results
@@ -148,6 +149,49 @@ def test_a_worker_killed_in_a_chunk_keeps_the_runs_it_finished_and_none_falsely_
         assert verify_results(f"{tmp_path / 'chunk.h5'}::/runs/{num}") == []
     killed = load_results(tmp_path / "2")
     assert killed.status == "running" and verify_results(killed.address) == ["status is running, not complete"]
+
+
+def test_each_run_of_a_chunk_finds_the_file_without_the_metadata_of_the_runs_before(tmp_path: Path) -> None:
+    """The file is opened anew for each job: HDF5's metadata cache then holds what one run touches, not what all
+    the runs of the chunk did (a flush goes over all of it)."""
+    entries = []
+    with chunk_results(tmp_path / "chunk.h5") as chunk:
+        for num in range(3):
+            chunk.num = num
+            assert run_experiment(bouncing(k=num + 1.0), tmp_path / str(num)).ok
+            entries.append(chunk.file().id.get_mdc_size()[3])
+    assert entries[2] <= entries[0] + 8, entries  # growing by about a run's objects each (70) without the reopening
+    with h5py.File(tmp_path / "chunk.h5", "r") as f:
+        assert list(f["runs"]) == ["0", "1", "2"] and not list(tmp_path.glob("chunk-*.h5"))
+
+
+def test_a_run_in_a_chunk_keeps_its_datasets_open_with_the_chunk_cache_of_its_own_file(tmp_path: Path) -> None:
+    """The datasets the layout's copy opens serve the run's writes, with the small chunk cache of the datasets a
+    run in its own file keeps open (not HDF5's 1 MB each)."""
+    ports = {"c": {"y": (None, "real"), "n": (None, "int")}}
+    chunk = ChunkFile(tmp_path / "chunk.h5", num=0)
+    caches = []
+    for shared in ({}, {"file": chunk.file(), "group": chunk.group}):
+        writer = HDF5Writer(tmp_path / "own.h5" if not shared else tmp_path / "chunk.h5", experiment="e",
+                            chunk_size=64, components=ports, **shared)
+        writer.add_component("c", ports["c"])
+        writer.append("c", [0.0, 1.0], None, {"y": [1.0, 2.0], "n": [1, 2]})
+        caches.append({path: ds.id.get_access_plist().get_chunk_cache() for path, ds in writer._datasets.items()})
+        writer.close()
+    chunk.close()
+    own, grouped = caches
+    assert own and own.items() <= grouped.items() and {c[1] for c in grouped.values()} == {2 * 64 * 16}
+
+
+def test_a_chunk_file_gone_between_jobs_gives_the_next_job_a_file_beside_it(tmp_path: Path) -> None:
+    with chunk_results(tmp_path / "chunk.h5") as chunk:
+        chunk.num = 0
+        assert run_experiment(bouncing(), tmp_path / "0").ok
+        (tmp_path / "chunk.h5").unlink()
+        chunk.num = 1
+        second = run_experiment(bouncing(k=2.0), tmp_path / "1")
+    assert second.ok and split_address(second.path) == (tmp_path / "chunk-1.h5", "/runs/1")
+    assert load_results(tmp_path / "1").status == "complete"
 
 
 def test_a_wrong_layout_is_one_keyed_line() -> None:
