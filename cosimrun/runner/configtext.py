@@ -20,7 +20,7 @@ import copy
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -160,6 +160,14 @@ def relocate_paths(cfg: Mapping[str, Any], base_dir: str | os.PathLike[str]) -> 
 def _relocate(cfg: dict[str, Any], base_dir: str | os.PathLike[str]) -> None:
     """:func:`relocate_paths` in place."""
     base = Path(base_dir).absolute()
+    for params, name in _file_parameters(cfg):
+        if _is_relative(params.get(name)):
+            params[name] = str(base / params[name])
+
+
+def _file_parameters(cfg: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """``(params, name)`` of each parameter of :data:`PATH_PARAMETERS` in the plain config *cfg* (the modes of
+    ``multi`` components included)."""
     for comp in (cfg.get("components") or {}).values():
         if not isinstance(comp, dict):
             continue
@@ -167,8 +175,21 @@ def _relocate(cfg: dict[str, Any], base_dir: str | os.PathLike[str]) -> None:
         for node in [comp, *(modes.values() if isinstance(modes, dict) else ())]:
             name = PATH_PARAMETERS.get(node.get("type")) if isinstance(node, dict) else None
             params = node.get("params") if name else None
-            if isinstance(params, dict) and _is_relative(params.get(name)):
-                params[name] = str(base / params[name])
+            if isinstance(params, dict):
+                yield params, name
+
+
+def input_files(cfg: Mapping[str, Any]) -> list[Path]:
+    """The files the components of the plain config *cfg* read (FMUs, tables) that exist, absolute (relative ones
+    against the working directory, as a run opens them): not the ``example:NAME`` FMUs, which come with cosimrun."""
+    found = []
+    for params, name in _file_parameters(cfg):
+        value = params.get(name)
+        if isinstance(value, str) and value and not value.startswith("example:"):
+            path = Path(value).expanduser().absolute()
+            if path.is_file():
+                found.append(path)
+    return list(dict.fromkeys(found))
 
 
 def _is_relative(value: Any) -> bool:

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cosimrun.runner.inputs import changed as changed_input
+from cosimrun.runner.inputs import recorded as recorded_inputs
 from cosimrun.runner.outcome import JobOutcome, describe_exception
 
 if TYPE_CHECKING:
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 ENSEMBLE_DIR = "ensembles"
 """The folder of a sweep directory that holds its ensembles' files."""
 CONFIG_KEY = "sweep_config_key"
+INPUTS = "inputs"
+"""An ensemble file's attribute: the files its members read besides their config, by content
+(:func:`cosimrun.runner.inputs.recorded`); a resume takes over no member of a file whose inputs changed."""
 """Attribute of an ensemble file: the hash of its members' common resolved config (see :func:`config_key`)."""
 MIN_SPLIT = 64
 """Members an ensemble keeps at least when a group is split to give every worker one."""
@@ -332,11 +337,13 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
         raise missing
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
+    inputs = recorded_inputs(plain)  # what the members read, as they start
     result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record,
                          record_every=exp.storage.decimate)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
-                   attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys))})
+                   attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys)),
+                          INPUTS: inputs})
     share = result.stats.wall_time_s / result.members
     coupling = None if result.coupling_error is None else result.coupling_error.largest_relative()
     outcomes: list[JobOutcome | None] = []
@@ -388,6 +395,8 @@ class Finished:
         if summary is None or CONFIG_KEY not in summary.attrs:  # damaged or of another layout: its members run again
             return
         if unreadable(path) is not None:  # a member's histories are lost with the file: they run again
+            return
+        if changed_input(str(summary.attrs.get(INPUTS, ""))) is not None:  # made from a file that changed since
             return
         try:
             keys = tuple(json.loads(summary.attrs["keys"]))

@@ -54,8 +54,11 @@ class JobOutcome:
     """The member of the ensemble file :attr:`path` that holds this job's results (-1: ``path`` is its own
     results file)."""
     fingerprint: str = ""
-    """Of a complete job's own results file: its ``stat`` and config key as the driver found them when the job
-    completed, JSON (:func:`cosimrun.runner.resume.fingerprint`); a resume trusts the file while they match."""
+    """Of a complete job's own results file: its ``stat``, config key and input files as the driver found them
+    when the job completed, JSON (:func:`cosimrun.runner.resume.fingerprint`); a resume trusts the file while
+    they match."""
+    inputs: str = ""
+    """The files the job's run read besides its config, by content (:func:`cosimrun.runner.inputs.recorded`)."""
     objective: float | None = None
     """The value an optimizing sweeper (Optuna) gets: see :func:`objective_value`."""
 
@@ -129,4 +132,5 @@ def outcome_from_file(num: int, overrides: Sequence[str], path: str | os.PathLik
         coupling_error_max=largest_coupling_error(path),
         attempts=0,
         reused=True,
+        inputs=recorded.inputs,
     )

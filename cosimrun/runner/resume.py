@@ -37,6 +37,7 @@ import numpy as np
 
 from cosimrun.runner.compose import JobSpec
 from cosimrun.runner.configtext import dump, experiment_dir, resolved
+from cosimrun.runner.inputs import changed as changed_input
 from cosimrun.runner.outcome import SUMMARY_PREFIX, JobOutcome, outcome_from_file, outcome_from_row
 from cosimrun.runner.worker import JobPayload, hydra_config
 from cosimrun.storage.chunkfile import REF_FILE, read_ref, split_address
@@ -108,18 +109,25 @@ def check_reuse(spec: JobSpec, verify: bool = True) -> Reuse:
     if not location.exists:
         return Reuse(False)
     try:
-        attrs = results_attrs(path, ("format", "status", "config_yaml"))
+        attrs = results_attrs(path, ("format", "status", "config_yaml", "inputs"))
     except OSError as exc:
         return Reuse(False, f"rerun: results file damaged (unreadable: {exc})")
     if attrs.get("format") != FORMAT or attrs.get("status") != "complete" or not attrs.get("config_yaml"):
         return Reuse(False)
     if attrs["config_yaml"] != expected_config_yaml(spec):
         return Reuse(False, "rerun: configuration changed")
+    gone = changed_input(str(attrs.get("inputs", "")))
+    if gone is not None:
+        return _input_changed(gone)
     problems = verify_results(path) if verify else []
     if problems:
         more = f"; {len(problems) - 1} more" if len(problems) > 1 else ""
         return Reuse(False, f"rerun: results file damaged ({problems[0]}{more})")
     return Reuse(True)
+
+
+def _input_changed(path: str) -> Reuse:
+    return Reuse(False, f"rerun: input file changed ({path})")
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
@@ -138,11 +146,14 @@ def _stat(path: str | os.PathLike[str]) -> dict[str, int] | None:
     return {name: getattr(st, f"st_{name}") for name in _STAT_FIELDS}
 
 
-def fingerprint(path: str | os.PathLike[str], config: str) -> str:
-    """The fingerprint of the results file *path* of a job made from the config of key *config*, as JSON
-    (``""`` when the file cannot be stat'ed)."""
+def fingerprint(path: str | os.PathLike[str], config: str, inputs: str = "") -> str:
+    """The fingerprint of the results file *path* of a job made from the config of key *config* that read the
+    input files *inputs* (:func:`cosimrun.runner.inputs.recorded`), as JSON (``""`` when the file cannot be
+    stat'ed)."""
     st = _stat(path)
-    return "" if st is None else json.dumps({**st, "config": config}, separators=(",", ":"))
+    if st is None:
+        return ""
+    return json.dumps({**st, "config": config, **({"inputs": inputs} if inputs else {})}, separators=(",", ":"))
 
 
 def config_key(payload: JobPayload) -> str:
@@ -311,6 +322,9 @@ def take_over(spec: JobSpec, previous: PreviousIndex | None) -> tuple[Reuse, Job
     recorded = previous.recorded_fingerprint(row, spec) if previous is not None else None
     untouched = recorded is not None and _stat(spec.results_path) == {k: recorded.get(k) for k in _STAT_FIELDS}
     if untouched and recorded.get("config") and recorded["config"] == config_key(spec.payload()):
+        gone = changed_input(str(recorded.get("inputs", "")))
+        if gone is not None:
+            return _input_changed(gone), None
         assert row is not None
         if row["summaries"] is None:
             outcome = outcome_from_file(spec.num, spec.overrides, spec.results_path)

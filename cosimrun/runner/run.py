@@ -27,6 +27,7 @@ from cosimrun.errors import (
 )
 from cosimrun.runner import signals
 from cosimrun.runner.configtext import relocate_paths
+from cosimrun.runner.inputs import recorded as recorded_inputs
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
 from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
@@ -60,6 +61,9 @@ class RunOutcome:
     """The exception that ended the run early (without its traceback, which ``error``'s file keeps)."""
     file_status: str = ""
     """The status the results file records: ``status``, or ``running`` when it could not be closed."""
+    inputs: str = ""
+    """The files the run read besides its config, by content (:func:`cosimrun.runner.inputs.recorded`; also the
+    results' root attribute ``inputs``)."""
     stopped: StopRequest | None = None
     """Set when a component asked to end the run (an FMU's ``terminateSimulation``): the run completed there, at
     ``stopped.time``; the file's root attributes ``stop_time``, ``stop_component`` and ``stop_reason`` say so."""
@@ -145,6 +149,7 @@ def run_experiment(
         if differs is not None:
             notice(differs)
     chunk = current_chunk() if exp.storage.layout == "per_chunk" else None
+    inputs = recorded_inputs(cfg)
     with signals.shielded(deliver=False):  # from the file's creation to its closing, an interrupt lands only in
         # the simulation; one that arrives later is the caller's to see (signals.received)
         shared = {} if chunk is None else {"file": chunk.file(), "group": chunk.group}
@@ -163,6 +168,7 @@ def run_experiment(
                 "dt": exp.run.dt,
                 "master": exp.master.name,
                 "decimate": exp.storage.decimate,
+                "inputs": inputs or None,
                 **(parent.attrs if parent is not None else {}),
             },
             compression=exp.storage.compression,
@@ -173,7 +179,9 @@ def run_experiment(
             },
             **shared,
         )
-        return _simulate(exp, writer, progress, parent)
+        outcome = _simulate(exp, writer, progress, parent)
+    outcome.inputs = inputs
+    return outcome
 
 
 def _expected_samples(exp: Experiment) -> int:

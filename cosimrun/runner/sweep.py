@@ -125,6 +125,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
                 error=run.error or "",
                 wall_time_s=run.wall_time_s,
                 summaries=run.final_values,
+                inputs=run.inputs,
                 coupling_error_max=(largest_coupling_error(run.path) if run.result is None
                                     else largest_relative(run.result.coupling_errors)),
             )

@@ -33,7 +33,8 @@ def results_attrs(path: str | os.PathLike[str], names: Sequence[str]) -> dict[st
 
 @dataclass(frozen=True)
 class RunStatus:
-    """How a results file says its run ended (its root attributes ``status, error, traceback, wall_time_s``)."""
+    """How a results file says its run ended (its root attributes ``status, error, traceback, wall_time_s``) and
+    what it read (``inputs``)."""
 
     status: str | None
     """``complete``, ``failed``, ``interrupted``, ``running``; ``None`` when the file records none."""
@@ -41,16 +42,19 @@ class RunStatus:
     traceback: str = ""
     wall_time_s: float = math.nan
     """The simulation's wall time; NaN when the file records none (the run did not close its file)."""
+    inputs: str = ""
+    """The files the run read besides its config, by content (``""``: none, or a file older than this record)."""
 
 
 def read_run_status(path: str | os.PathLike[str]) -> RunStatus:
     """The status, failure and wall time recorded in the results file *path* (``OSError`` if unreadable)."""
-    attrs = results_attrs(path, ("status", "error", "traceback", "wall_time_s"))
+    attrs = results_attrs(path, ("status", "error", "traceback", "wall_time_s", "inputs"))
     return RunStatus(
         status=str(attrs["status"]) if "status" in attrs else None,
         error=str(attrs.get("error", "")),
         traceback=str(attrs.get("traceback", "")),
         wall_time_s=float(attrs.get("wall_time_s", math.nan)),
+        inputs=str(attrs.get("inputs", "")),
     )
 
 

@@ -631,7 +631,7 @@ class _Batch:
         if spec.num in self.notes and not outcome.note:
             outcome.note = self.notes.pop(spec.num)
         if outcome.ok and outcome.member < 0 and outcome.path and not outcome.fingerprint:
-            outcome.fingerprint = fingerprint(outcome.path, config_key(spec.payload()))
+            outcome.fingerprint = fingerprint(outcome.path, config_key(spec.payload()), outcome.inputs)
         self.reused += outcome.reused
         self.ledger.enter(outcome)  # first: the outcome then shares the ledger's list of the job's overrides
         self._returns[pos] = SweepJobReturn.of(spec, outcome, self.composer)

@@ -74,3 +74,18 @@ def test_the_members_of_a_cut_off_ensemble_file_run_again(sweep_dir: Path) -> No
     path.write_bytes(data[: len(data) * 3 // 4])  # a copy that stopped
     assert unreadable(path) is not None
     assert ensembles.Finished(sweep_dir).by_job == {}
+
+
+def test_the_members_of_an_ensemble_whose_input_file_changed_since_run_again(sweep_dir: Path) -> None:
+    """An ensemble file records the files its members read (``inputs``): changed bytes run them again."""
+    from cosimrun.runner.inputs import recorded
+
+    table = sweep_dir / "signal.csv"
+    table.write_text("time,y\n0,1\n1,3\n", encoding="utf-8")
+    path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
+    with h5py.File(path, "r+") as f:
+        tab = {"type": "table", "params": {"path": str(table)}}
+        f["ensemble"].attrs[ensembles.INPUTS] = recorded({"components": {"tab": tab}})
+    assert sorted(ensembles.Finished(sweep_dir).by_job) == [3, 4]
+    table.write_text("time,y\n0,1\n1,4\n", encoding="utf-8")
+    assert ensembles.Finished(sweep_dir).by_job == {}

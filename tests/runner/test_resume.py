@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from support.hydra_sweep import sweep_context
 
-from cosimrun.runner import compose, resume, sweep, worker
+from cosimrun.runner import compose, inputs, resume, sweep, worker
 from cosimrun.runner.index import write_index
 from cosimrun.runner.ledger import SweepLedger
 from cosimrun.runner.load import load_sweep
@@ -75,7 +75,7 @@ def _run(specs: list[compose.JobSpec], close: bool = True) -> list[JobOutcome]:
     for spec in specs:
         outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, state, token)
         assert outcome.status == "complete", outcome.error
-        outcome.fingerprint = resume.fingerprint(outcome.path, resume.config_key(spec.payload()))
+        outcome.fingerprint = resume.fingerprint(outcome.path, resume.config_key(spec.payload()), outcome.inputs)
         ledger.enter(outcome)
         outcomes.append(outcome)
     ledger.flush()
@@ -292,3 +292,50 @@ def test_rows_of_the_table_give_the_summaries_written_or_none_when_their_types_m
     assert row_summaries([{"a.s": "up"}, {"a.s": 2.5}]) == [None, None]  # a number written as text
     assert row_summaries([{"c.n": 3}, {}]) == [None, None]  # an integer beside a job without the port
     assert row_summaries([{"b.x": 1.5}, {"b.x": math.nan}]) == [{"b.x": 1.5}, None]
+
+
+TABLE = """# @package _global_
+name: tabled
+run: {t0: 0.0, tf: 1.0, dt: 0.5}
+components:
+  tab: {type: table, params: {path: signal.csv}}
+  k: {type: gain, params: {k: 2.0}}
+connections: [tab.y -> k.u]
+"""
+
+
+def test_a_job_whose_input_file_changed_runs_again_and_one_whose_file_holds_the_same_bytes_is_taken_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config names the table's file, not what it holds: the run records the file by content, and a resume
+    compares it, from the fingerprint (nothing read) and from the results file (an index without fingerprints)."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "tabled.yaml").write_text(TABLE, encoding="utf-8")
+    table = conf / "experiment" / "signal.csv"
+    table.write_text("time,y\n0,1\n1,3\n", encoding="utf-8")
+    ctx, master = sweep_context(["+experiment=tabled", "components.k.params.k=1", f"hydra.searchpath=[file://{conf}]",
+                                 f"hydra.sweep.dir={tmp_path / 'sweep'}"])
+    jobs = [["+experiment=tabled", f"components.k.params.k={k}"] for k in GAINS]
+
+    def specs() -> list[compose.JobSpec]:
+        composer = compose.JobComposer(ctx, master)
+        return [composer.compose(overrides, num, on_worker=True) for num, overrides in enumerate(jobs)]
+
+    outcomes = _run(specs())
+    assert [json.loads(o.inputs) for o in outcomes] == [{str(table): inputs.digest(table)}] * 3
+    with h5py.File(outcomes[0].path, "r") as f:
+        assert f.attrs["inputs"] == outcomes[0].inputs
+    assert [reuse.ok for reuse, _ in _decide(tmp_path, specs())] == [True] * 3
+
+    table.write_text("time,y\n0,1\n1,4\n", encoding="utf-8")  # same size, other bytes
+    changed = resume.Reuse(False, f"rerun: input file changed ({table})")
+    calls = Calls(monkeypatch)
+    assert [reuse for reuse, _ in _decide(tmp_path, specs())] == [changed] * 3
+    assert calls.counts == {"compose": 0, "verify": 0, "read": 0}  # decided from the fingerprints
+    assert [resume.check_reuse(spec) for spec in specs()] == [changed] * 3  # and from the files
+
+    table.write_text("time,y\n0,1\n1,3\n", encoding="utf-8")  # the bytes the jobs read, written anew
+    assert [reuse.ok for reuse, _ in _decide(tmp_path, specs())] == [True] * 3
+    assert [resume.check_reuse(spec).ok for spec in specs()] == [True] * 3
+    table.unlink()
+    assert [resume.check_reuse(spec) for spec in specs()] == [changed] * 3
