@@ -47,10 +47,10 @@ if TYPE_CHECKING:
 ENSEMBLE_DIR = "ensembles"
 """The folder of a sweep directory that holds its ensembles' files."""
 CONFIG_KEY = "sweep_config_key"
+"""Attribute of an ensemble file: the hash of its members' common resolved config (see :func:`config_key`)."""
 INPUTS = "inputs"
 """An ensemble file's attribute: the files its members read besides their config, by content
 (:func:`cosimrun.runner.inputs.recorded`); a resume takes over no member of a file whose inputs changed."""
-"""Attribute of an ensemble file: the hash of its members' common resolved config (see :func:`config_key`)."""
 MIN_SPLIT = 64
 """Members an ensemble keeps at least when a group is split to give every worker one."""
 HISTORY_BYTES = 256 << 20

@@ -94,7 +94,7 @@ def results_location(spec: JobSpec) -> Location:
     return Location(address, Path(spec.job_dir, REF_FILE))
 
 
-def check_reuse(spec: JobSpec, verify: bool = True) -> Reuse:
+def check_reuse(spec: JobSpec, verify: bool = True, location: Location | None = None) -> Reuse:
     """Whether a resume may skip *spec*: its results file is complete, made from the same config and verified.
 
     Files without status ``complete`` (failed, interrupted, never finished)
@@ -102,9 +102,10 @@ def check_reuse(spec: JobSpec, verify: bool = True) -> Reuse:
     not verify is reported as damaged. Without *verify* the file's data is not
     read (its fingerprint says it is as it was written). A job under ``storage.layout: per_chunk`` is checked
     the same way in its group of the chunk's file (:func:`results_location`); a group whose run never closed it
-    (status ``running``: its worker died) runs again.
+    (status ``running``: its worker died) runs again. *location* is :func:`results_location` of *spec* when
+    the caller has it.
     """
-    location = results_location(spec)
+    location = location or results_location(spec)
     path = location.results
     if not location.exists:
         return Reuse(False)
@@ -316,7 +317,7 @@ def take_over(spec: JobSpec, previous: PreviousIndex | None) -> tuple[Reuse, Job
     """
     location = results_location(spec)
     if location.results != str(spec.results_path):  # a group of a chunk's file: no fingerprint, it is verified
-        reuse = check_reuse(spec)
+        reuse = check_reuse(spec, location=location)
         return reuse, outcome_from_file(spec.num, spec.overrides, location.results) if reuse.ok else None
     row = previous.row(spec.num) if previous is not None else None
     recorded = previous.recorded_fingerprint(row, spec) if previous is not None else None
@@ -334,7 +335,7 @@ def take_over(spec: JobSpec, previous: PreviousIndex | None) -> tuple[Reuse, Job
                 math.nan, 0, True, "", "")
         outcome.fingerprint = str(row["fingerprint"])
         return Reuse(True), outcome
-    reuse = check_reuse(spec, verify=not untouched)
+    reuse = check_reuse(spec, verify=not untouched, location=location)
     if not reuse.ok:
         return reuse, None
     return reuse, outcome_from_file(spec.num, spec.overrides, spec.results_path)

@@ -31,7 +31,7 @@ from cosimrun.runner.inputs import recorded as recorded_inputs
 from cosimrun.storage import HDF5Writer
 from cosimrun.storage.checkpoints import ContinuingSink, Parent, read_parent, write_checkpoint
 from cosimrun.storage.chunkfile import current_chunk, drop_ref, write_ref
-from cosimrun.storage.hdf5 import ADDRESS_SEP, chunk_rows, partial_path, write_run_summary
+from cosimrun.storage.hdf5 import chunk_rows, partial_path, run_address, write_run_summary
 from cosimrun.storage.summary import results_attrs
 from cosimrun.system import Recorder, RunResult
 from cosimrun.system.recorder import check_resumable, port_layout
@@ -156,7 +156,7 @@ def run_experiment(
         if chunk is None:
             drop_ref(out_dir)
         else:  # the job's folder points at its group from the start, as a job's own file would be there
-            write_ref(out_dir, f"{shared['file'].filename}{ADDRESS_SEP}/{chunk.group}")
+            write_ref(out_dir, run_address(shared["file"].filename, chunk.group))
         writer = HDF5Writer(
             Path(out_dir) / exp.storage.file if chunk is None else Path(shared["file"].filename),
             experiment=exp.name,

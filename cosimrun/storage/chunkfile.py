@@ -26,7 +26,7 @@ from pathlib import Path
 
 import h5py
 
-from cosimrun.storage.hdf5 import ADDRESS_SEP
+from cosimrun.storage.hdf5 import ADDRESS_SEP, run_address
 
 REF_FILE = "results.ref"
 """In a job's folder under ``per_chunk``: the address of the job's results (one line, relative to the folder)."""
@@ -60,7 +60,7 @@ def write_ref(job_dir: str | os.PathLike[str], address: str) -> None:
     file, group = split_address(address)
     Path(job_dir).mkdir(parents=True, exist_ok=True)
     rel = Path(os.path.relpath(file, job_dir)).as_posix()
-    Path(job_dir, REF_FILE).write_text(f"{rel}{ADDRESS_SEP}{group}\n", encoding="utf-8")
+    Path(job_dir, REF_FILE).write_text(f"{run_address(rel, str(group))}\n", encoding="utf-8")
 
 
 def read_ref(job_dir: str | os.PathLike[str]) -> str | None:
@@ -70,7 +70,7 @@ def read_ref(job_dir: str | os.PathLike[str]) -> str | None:
     except OSError:
         return None
     file, group = split_address(text)
-    return f"{os.path.normpath(Path(job_dir, file))}{ADDRESS_SEP}{group}" if group else None
+    return run_address(os.path.normpath(Path(job_dir, file)), group) if group else None
 
 
 def drop_ref(job_dir: str | os.PathLike[str]) -> None:

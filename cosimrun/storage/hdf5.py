@@ -94,16 +94,21 @@ CLOSE_RESERVE = 32 * 1024
 :meth:`HDF5Writer.close` needs with a traceback of some kilobytes, small enough that a file-size limit of a few
 hundred kilobytes still keeps the blocks that fit."""
 _CHUNK_OVERHEAD = 1024
+"""Bytes a flush may write for a changed compressed dataset besides its data (chunk index, object header)."""
 _CACHED_ITEM_BYTES = 16
 """Bytes per row of the chunk cache of a dataset a writer keeps open: two chunks of complex or 16-byte items, the
 last one a run appends to and the one it filled. HDF5's default (1 MB per dataset) would keep a long run's
 chunks in memory as long as the run."""
-"""Bytes a flush may write for a changed compressed dataset besides its data (chunk index, object header)."""
 _CLOSE_BASE = 8 * 1024
 """Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
 _ERRNO = re.compile(r"errno = (\d+)")
 ADDRESS_SEP = "::"
 """Between a shared file and the group that holds one run in a results address: ``chunk.h5::/runs/12``."""
+
+
+def run_address(path: str | os.PathLike[str], group: str) -> str:
+    """The results address of the run in *group* of the shared file *path* (``chunk.h5::/runs/12``)."""
+    return f"{os.fspath(path)}{ADDRESS_SEP}/{group.strip('/')}"
 
 
 def write_error(path: str | os.PathLike[str], exc: BaseException | int) -> ResultsWriteError:
@@ -595,7 +600,7 @@ class HDF5Writer:
     def address(self) -> str:
         """Where the run's results are: :attr:`path`, or ``<path>::<group>`` for a run in a group of a shared file
         (what :func:`~cosimrun.storage.results.load_results` reads)."""
-        return str(self.path) if self.group is None else f"{self.path}{ADDRESS_SEP}/{self.group.strip('/')}"
+        return str(self.path) if self.group is None else run_address(self.path, self.group)
 
     def _dataset(self, group: h5py.Group, name: str, dtype: Any) -> h5py.Dataset:
         filters = dict(self._filters)

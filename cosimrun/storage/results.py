@@ -36,13 +36,13 @@ from cosimrun.core.steplog import STEP_COLUMNS
 from cosimrun.errors import ResultsReadError, UnknownNameError
 from cosimrun.storage.chunkfile import read_ref, split_address
 from cosimrun.storage.hdf5 import (
-    ADDRESS_SEP,
     CHECKSUMS_ATTR,
     COUPLING_NUMBERS,
     FORMAT,
     GLOBAL_ERROR_NUMBERS,
     PORT_TYPES,
     partial_path,
+    run_address,
     written_path,
 )
 
@@ -372,7 +372,7 @@ class Results:
     @property
     def address(self) -> str:
         """:attr:`path`, or ``<path>::<group>`` for a run in a group (what :func:`load_results` reads)."""
-        return str(self.path) if self.group is None else f"{self.path}{ADDRESS_SEP}{self.group}"
+        return str(self.path) if self.group is None else run_address(self.path, self.group)
 
     def __repr__(self) -> str:
         return f"Results({self.address!r}, status={self.status!r}, components={self.components})"
