@@ -17,8 +17,7 @@ from cosimrun.ensemble.run import (
     check_master,
     run_ensemble,
     run_members,
-    unrecorded,
 )
 
 __all__ = ["COMPLETE", "FAILED", "EnsembleResult", "EnsembleStats", "MemberFailure", "check_master",
-           "run_ensemble", "run_members", "unrecorded"]
+           "run_ensemble", "run_members"]

@@ -45,6 +45,7 @@ from cosimrun.ensemble.members import (
     restore_parameters,
 )
 from cosimrun.ensemble.modes import MultiMember, is_multi, parameter_owners, refuse_multi, timed_ok
+from cosimrun.ensemble.samples import SampleLog
 from cosimrun.errors import ConfigError, EventLocalizationError, ZenoError
 from cosimrun.masters.events import PROBE_GROWTH
 from cosimrun.masters.hybrid import SLACK_STEPS
@@ -224,8 +225,36 @@ class MemberEvents:
         if self.multis:
             run.member_stats[SWITCH_COUNT] = np.zeros(members, dtype=np.int64)
         self.counts = run.member_stats
+        self.samples: SampleLog | None = None
+        """Where each member's samples go (:meth:`keep_samples`; ``None``: the run keeps them itself)."""
         self.log: list[tuple[np.ndarray, np.ndarray, int, int]] = []
         self.switch_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
+
+    def keep_samples(self, record_every: int) -> SampleLog:
+        """Keep each member's samples as its scalar run records them (:mod:`cosimrun.ensemble.samples`), thinned by
+        *record_every*: the samples after each micro step go to the log with the event ports of the recorded
+        ``component.port`` keys. An event port is true in the sample after the micro step its event fired in and
+        stays so in the later micro steps at that instant in which its component handles nothing (unless the
+        component is a multi component that the exchange refreshes, which clears it)."""
+        run = self.run
+        self.samples = SampleLog(run.members, list(run.outputs), list(run.event_ports), record_every)
+        self.flag_columns = {key: [c for c, col in enumerate(self.columns) if f"{col.st.comp.name}.{col.name}" == key]
+                             for key in run.event_ports}
+        refreshed = {id(st) for st, _ in run.resolution}
+        self.cleared = [c for c, col in enumerate(self.columns)
+                        if isinstance(col.st, MultiMember) and id(col.st) in refreshed]
+        return self.samples
+
+    def sample_after(self, rows: np.ndarray, t_e: np.ndarray, micro: int, flags: np.ndarray) -> None:
+        """The samples of the current members *rows* after micro step *micro* of their events at *t_e*, their
+        event ports from *flags* ``(members, indicators)``."""
+        assert self.samples is not None
+        local = np.flatnonzero(rows)
+        k = len(self.ids)
+        values = {key: np.broadcast_to(np.asarray(port.value, dtype=float), (k,))[local]
+                  for key, port in self.run.outputs.items()}
+        events = {key: flags[np.ix_(local, cols)].any(axis=1) for key, cols in self.flag_columns.items()}
+        self.samples.after(self.ids[local], t_e[local], micro, values, events)
 
     @contextmanager
     def narrowed(self, idx: np.ndarray) -> Iterator[None]:
@@ -330,6 +359,7 @@ class MemberEvents:
                     live[i] = False
         fired = crossing.copy()
         crossing = crossing & live[:, None]
+        flags = np.zeros_like(crossing) if self.samples is not None else None
         micro = 1
         while crossing.any():
             rows = crossing.any(axis=1)
@@ -352,6 +382,13 @@ class MemberEvents:
             for st in self.sources:
                 self.apply(st, crossing[:, self.spans[id(st)]], t_e)
             self.run.settle(t_e)
+            if flags is not None:
+                for st in self.sources:
+                    span = self.spans[id(st)]
+                    handled = crossing[:, span].any(axis=1)
+                    flags[np.ix_(handled, span)] = crossing[np.ix_(handled, span)]
+                flags[:, self.cleared] = False
+                self.sample_after(rows, t_e, micro, flags)
             if self.coupling is not None:
                 local = np.flatnonzero(rows)
                 live_values = [np.broadcast_to(np.asarray(p.value, dtype=float), rows.shape) for p in self.coupled]
@@ -549,7 +586,11 @@ class LocatedEvents(MemberEvents):
         """The estimate that each member's points go to (``None`` without links to estimate)."""
         self.coupled = [] if self.coupling is None else [lk.src for lk in self.coupling.links]
         """The producers' ports of the links whose coupling error is estimated."""
-        self.record(np.ones(members, dtype=bool))
+        everyone = np.ones(members, dtype=bool)
+        self.record(everyone)
+        if self.columns or self.multis:
+            self.keep_samples(run.record_every)
+            self.log_point(everyone, np.full(members, t0), self.acc, False)
         if self.coupling is not None:
             self.coupling.begin(self.inputs(self.acc.values))
         loop_start = time.perf_counter()
@@ -568,16 +609,21 @@ class LocatedEvents(MemberEvents):
         alive = run.alive
         status = np.where(alive, COMPLETE, FAILED).astype(object)
         failed = int((~alive).sum())
-        stats = EnsembleStats(members, members - failed, failed, steps, len(kept), time.perf_counter() - start,
+        times, history, micro = self.times(self.kept), self.history, None
+        if self.samples is not None:
+            layout = self.samples.layout()
+            times, history, micro = layout.time, layout.history, layout.micro
+        stats = EnsembleStats(members, members - failed, failed, steps, len(times), time.perf_counter() - start,
                               loop_time)
         units = {key: port.spec.unit_name for key, port in run.outputs.items()}
         return EnsembleResult(run.system.name, self.master.name, clock.t0, clock.time(clock.end), clock.dt,
                               run.record_every, members, dict(run.checked.given), status,
-                              dict(sorted(run.failures.items())), self.times(self.kept), self.history, units,
+                              dict(sorted(run.failures.items())), times, history, units,
                               {key: values.copy() for key, values in self.last.items()}, stats,
                               self.master.settings(), dict(run.member_stats),
                               None if coupling is None else coupling.result().only(alive),
-                              events=self.table(), switches=self.switch_table())
+                              events=self.table(), switches=self.switch_table(), micro=micro,
+                              kinds=run.event_kinds())
 
     def begin(self, t0: float) -> None:
         """``HybridRun.begin``: each member's mode switch at *t0*, then its indicators armed; those on their
@@ -689,6 +735,8 @@ class LocatedEvents(MemberEvents):
         sound = mask & self.run.alive[self.ids]
         self.record(sound)
         t = self.mtimes(self.pos)
+        if self.samples is not None:
+            self.log_point(sound, t, self.acc, sound & (self.pos >= self.clock.end))
         if self.coupling is not None:
             self.coupling.point(sound, t, self.inputs(self.acc.values))
         if self.multis:
@@ -740,9 +788,18 @@ class LocatedEvents(MemberEvents):
             self.mark_tick[timed], self.mark_time[timed] = ticks, te[timed]
         return out
 
+    def log_point(self, mask: np.ndarray, t: np.ndarray, saved: Saved, keep: np.ndarray | bool) -> None:
+        """The samples of members *mask* at their accepted instants *t* (micro step 0): the port values *saved*
+        holds; kept whatever ``record_every`` says where *keep*."""
+        assert self.samples is not None
+        local = np.flatnonzero(mask)
+        index = self.port_index
+        values = {key: saved.values[index[id(port)]][local] for key, port in self.run.outputs.items()}
+        self.samples.point(self.ids[local], t[local], values, keep if np.ndim(keep) == 0 else keep[local])
+
     def record(self, mask: np.ndarray, ticks: np.ndarray | None = None) -> None:
-        """The samples of members *mask* at the communication points they reached (their ticks, or *ticks*): their
-        accepted values."""
+        """The last values of members *mask* at the communication points they reached (their ticks, or *ticks*):
+        their accepted values; without a sample log (:meth:`keep_samples`) also their samples there."""
         local = np.flatnonzero(mask)
         at = self.pos[local] if ticks is None else ticks
         point = np.searchsorted(self.points, at)
@@ -758,7 +815,8 @@ class LocatedEvents(MemberEvents):
         for key, port in self.run.outputs.items():
             values = kept_values[self.port_index[id(port)]][local]
             self.last[key][ids] = values
-            self.history[key][row[keep], ids[keep]] = values[keep]
+            if self.samples is None:
+                self.history[key][row[keep], ids[keep]] = values[keep]
 
     def inputs(self, values: list[np.ndarray]) -> np.ndarray:
         """The estimated links' inputs ``(links, current members)`` from the port values *values* (a :class:`Saved`
@@ -941,6 +999,8 @@ class LocatedEvents(MemberEvents):
         mask = mask & (self.phase != DEAD)
         idx = np.flatnonzero(mask)
         t = self.mtimes(self.pos)
+        if self.samples is not None:  # the sample before the events, kept as the recorder keeps it
+            self.log_point(mask, t, self.at_hi_state, True)
         end = None if self.coupling is None else self.inputs(self.at_hi_state.values)
         with self.narrowed(idx):
             live, fired_idx = self.handle(t[idx], self.cross[idx])

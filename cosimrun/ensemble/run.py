@@ -39,6 +39,7 @@ from cosimrun.ensemble.members import (
 )
 from cosimrun.ensemble.modes import is_multi, parameter_owners
 from cosimrun.ensemble.parameters import MemberParameters, member_count, rows_to_arrays
+from cosimrun.ensemble.samples import PAD_MICRO
 from cosimrun.ensemble.unlocated import refuse_unlocated, unlocated_events
 from cosimrun.errors import ConfigError, UnknownNameError
 from cosimrun.masters.coupling_error import MemberCouplingErrors
@@ -143,6 +144,13 @@ class EnsembleResult:
     switches: dict[str, np.ndarray] = field(default_factory=dict)
     """With a ``multi`` component, every mode switch, one row per switch ordered by member and time:
     ``member``, ``time``, ``component``, ``from_mode``, ``to_mode`` (as a run's mode switches, per member)."""
+    micro: np.ndarray | None = None
+    """With state events or a ``multi`` component, each sample's micro step, ``(samples, members)`` as ``time``
+    (0 at an accepted instant, k after the k-th micro step of the events there; -1 after a member's last
+    sample); ``None``: every sample is at micro step 0."""
+    kinds: dict[str, str] = field(default_factory=dict)
+    """``component.port`` -> port type of the recorded ports that are not real (``event``: its history holds 1.0
+    in the samples it is true in, 0.0 in the others)."""
 
     def member_switches(self, index: int) -> dict[str, np.ndarray]:
         """Member *index*'s mode switches: ``time``, ``component``, ``from_mode``, ``to_mode`` (empty without a
@@ -220,28 +228,6 @@ def refuse_system(system: System, master: Master) -> None:
         refuse_controlled(system, master)  # type: ignore[arg-type]
 
 
-def unrecorded(system: System, recorded: Mapping[str, Sequence[str]]) -> ConfigError | None:
-    """What the scalar runs of the initialized *system* record of the ports *recorded* (``{component: [port,
-    ...]}``) that an ensemble's histories leave out, as one keyed error (None: the histories are the runs'). An
-    ensemble keeps each member's samples at the communication points only (at one with events: the sample after
-    them), where a run with state events or mode switches also records the samples before and after each event at
-    its instant, and its event ports; a sweep runs such members as ordinary jobs."""
-    if not any(recorded.values()):
-        return None
-    for name, comp in system.components.items():
-        if is_multi(comp) or comp.has_state_events:
-            return ConfigError(f"components.{name}", f"{name!r} has state events or switches modes: its runs "
-                                                     "record the samples before and after each event at its "
-                                                     "instant, which ensembles do not record")
-    for name, ports in recorded.items():
-        outputs = system.components[name].outputs
-        for port in ports:
-            if outputs[port].spec.type is PortType.EVENT:
-                return ConfigError("storage.record", f"{name}.{port} is an event port, which ensembles do not "
-                                                     "record as a history")
-    return None
-
-
 def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] | None = None, *, t0: float,
                  tf: float, dt: float, members: int | None = None, record_every: int = 1,
                  record: Sequence[str] | None = None, chunk: int = CHUNK) -> EnsembleResult:
@@ -252,10 +238,10 @@ def run_ensemble(system: System, master: Master, parameters: Mapping[str, Any] |
     Each member's results are those of ``system.run`` with its parameters. Histories keep every
     *record_every*-th communication point (and the first and last; under step control each member's own accepted
     steps, ``time`` then ``(samples, members)``); *record* selects ``component.port``
-    outputs (default: every real output). With state events or mode switches the histories hold each member's
-    samples at the communication points only (at one where it handled events: its sample after them), not the
-    samples before and after each event at its instant nor its event ports, which its scalar run also records
-    (:func:`unrecorded` says so; the events themselves are :attr:`EnsembleResult.events`). At most *chunk*
+    outputs (default: every real output; event ports when named). With state events or mode switches the histories
+    hold each member's samples as its scalar run records them: at every instant it accepts, the samples before and
+    after each micro step of its events there, its event ports (:mod:`cosimrun.ensemble.samples`; ``time`` and
+    :attr:`EnsembleResult.micro` then ``(samples, members)``, padded after a member's last sample). At most *chunk*
     members are stepped together (more run in chunks, one after the other). The system is left initialized with
     its own parameters.
     """
@@ -306,6 +292,10 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
                    for key in first.history}
     else:
         samples, time, history = first.stats.samples, first.time, joined("history")
+    micro = None
+    if first.micro is not None:  # each member's micro steps, padded as its instants
+        micro = np.concatenate([np.vstack([b.micro, np.full((samples - len(b.micro), b.members), PAD_MICRO,
+                                                            dtype=b.micro.dtype)]) for b in blocks], axis=1)
     failed = sum(b.stats.failed for b in blocks)
     stats = EnsembleStats(members, members - failed, failed, max(b.stats.macro_steps for b in blocks), samples,
                           wall, sum(b.stats.step_time_s for b in blocks))
@@ -314,7 +304,8 @@ def _merge(blocks: list[EnsembleResult], wall: float) -> EnsembleResult:
                           history, first.units, joined("final"), stats, first.master_settings,
                           joined("member_stats"), None if first.coupling_error is None else MemberCouplingErrors.join(
                               [b.coupling_error for b in blocks if b.coupling_error is not None]),
-                          _joined_table(blocks, offsets, "events"), _joined_table(blocks, offsets, "switches"))
+                          _joined_table(blocks, offsets, "events"), _joined_table(blocks, offsets, "switches"),
+                          micro, first.kinds)
 
 
 def _joined_table(blocks: list[EnsembleResult], offsets: np.ndarray, name: str) -> dict[str, np.ndarray]:
@@ -398,6 +389,8 @@ class _EnsembleRun:
             links_from[lk.connection.src_component].append(lk)
         assert system.analysis is not None
         self.resolution = [(self.steppers[name], links_from[name]) for name in system.analysis.resolution]
+        self.event_ports: list[str] = []
+        """The recorded event ports (``component.port``), histories beside the real outputs' under events."""
         self.outputs = self._recorded(record)
         self.alive = np.ones(members, dtype=bool)
         self.failures: dict[int, MemberFailure] = {}
@@ -412,12 +405,17 @@ class _EnsembleRun:
         chosen = {}
         events = {f"{c.name}.{n}" for c in self.order for n, p in c.outputs.items() if p.spec.type is PortType.EVENT}
         for key in record:
-            if key in events:  # an event port's instants are the events table (a run's final values leave it out)
+            if key in events:  # a history of its own (a run's final values leave it out)
+                self.event_ports.append(key)
                 continue
             if key not in ports:
                 raise UnknownNameError("output", key, ports, "to record in the ensemble", key="record")
             chosen[key] = ports[key]
         return chosen
+
+    def event_kinds(self) -> dict[str, str]:
+        """:attr:`EnsembleResult.kinds` of the recorded event ports."""
+        return {key: PortType.EVENT.value for key in self.event_ports}
 
     # ------------------------------------------------------------------ exchange
     def settle(self, t: float) -> None:
@@ -467,7 +465,11 @@ class _EnsembleRun:
         start_up = order == 2 and bool(lagging) and all(
             isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
         events = unlocated_events(self, master)
+        log = None
+        everyone = np.arange(members)
         if events is not None:
+            log = events.keep_samples(self.record_every)
+            log.point(everyone, t0, {key: self._sample(port) for key, port in self.outputs.items()})
             events.begin(t0, dt)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
@@ -504,8 +506,10 @@ class _EnsembleRun:
                 steps += 1
                 a = b
                 self._check_members(t, t1, odes, x_prev, frozen, previous)
-                if events is not None:
+                if log is not None and events is not None:
+                    before = {key: np.array(self._sample(port)) for key, port in self.outputs.items()}
                     events.at_point(t, t1, x_prev, frozen, previous)
+                    log.point(everyone, t1, before, events.hit | (a >= end))
                 if not self.alive.all():
                     dead = ~self.alive
                     for st in odes:
@@ -513,7 +517,7 @@ class _EnsembleRun:
                 current = {key: self._sample(port) for key, port in self.outputs.items()}
                 if coupling is not None:
                     coupling.take(t1, current)
-                if steps % self.record_every == 0 or a >= end:
+                if log is None and (steps % self.record_every == 0 or a >= end):
                     times.append(t1)
                     for key, values in current.items():
                         samples[key].append(values)
@@ -530,17 +534,21 @@ class _EnsembleRun:
             values[dead] = self.last_good[key][dead]
             final[key] = values
         status = np.where(self.alive, COMPLETE, FAILED).astype(object)
-        history = {key: np.stack(values) for key, values in samples.items()}
+        time, history, micro = np.array(times), {key: np.stack(values) for key, values in samples.items()}, None
+        if log is not None:
+            layout = log.layout()
+            time, history, micro = layout.time, layout.history, layout.micro
         failed = int((~self.alive).sum())
-        stats = EnsembleStats(members, members - failed, failed, steps, len(times), _time.perf_counter() - start,
+        stats = EnsembleStats(members, members - failed, failed, steps, len(time), _time.perf_counter() - start,
                               loop_time)
         units = {key: port.spec.unit_name for key, port in self.outputs.items()}
         tables = {} if events is None else events.tables()
         return EnsembleResult(self.system.name, master.name, clock.t0, clock.time(end), dt, self.record_every,
                               members, dict(self.checked.given), status, dict(sorted(self.failures.items())),
-                              np.array(times), history, units, final, stats, master.settings(),
+                              time, history, units, final, stats, master.settings(),
                               dict(self.member_stats),
-                              None if coupling is None else coupling.result().only(self.alive), **tables)
+                              None if coupling is None else coupling.result().only(self.alive), **tables,
+                              micro=micro, kinds=self.event_kinds())
 
     def _start_up(self, plan: list[Any], extrapolation: Extrapolation, t: float, t1: float) -> None:
         """The first step under ``extrapolation: 2`` as ``ExplicitRun._start_up_to`` takes it: stepped with the inputs

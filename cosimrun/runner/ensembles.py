@@ -8,11 +8,11 @@ and whose other overrides are the same. A group runs as ensembles of at
 most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
 (what :func:`cosimrun.ensemble.run.refuse_system` allows, as the ensemble run itself checks: the master,
 every component vectorizable, the master's events, modes and step control per member; no algebraic loop, every
-recorded port a real output, no checkpoints or restarts, ``storage.allow_nonfinite`` off; no state events or mode
-switches, whose samples at the event instants a job records and an ensemble does not:
-:func:`cosimrun.ensemble.unrecorded`) and the swept values
-change nothing else of the resolved config (no interpolation reads them). Anything else runs as ordinary jobs,
-and the reason is said once. Each ensemble writes one file, ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
+recorded port a real output or an event port, no checkpoints or restarts, ``storage.allow_nonfinite`` off; with
+state events or mode switches each member records the samples its job records, at its event instants too) and the
+swept values change nothing else of the resolved config (no interpolation reads them). Anything else runs as
+ordinary jobs, and the reason is said once. Each ensemble writes one file,
+``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,
 error and results file are those of an ordinary job; an ensemble that cannot run at all runs its members as
@@ -252,7 +252,6 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     sets :attr:`Group.largest`."""
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
-    from cosimrun.ensemble import unrecorded
     from cosimrun.ensemble.run import refuse_system
 
     if exp.action != "run":
@@ -276,8 +275,7 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
         for port in ports:
             if port not in outputs or outputs[port].spec.type not in (PortType.REAL, PortType.EVENT):
                 return f"storage.record: {comp}.{port} is not a real output, which ensembles do not record"
-    missing = unrecorded(exp.system, recorded)
-    return "" if missing is None else str(missing)
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------- on the worker
@@ -319,7 +317,7 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
          key: str) -> list[JobOutcome | None]:
     from omegaconf import open_dict, read_write
 
-    from cosimrun.ensemble import run_members, unrecorded
+    from cosimrun.ensemble import run_members
     from cosimrun.runner.configtext import resolved
     from cosimrun.runner.run import prepare
     from cosimrun.runner.worker import hydra_config
@@ -331,10 +329,6 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     with hydra_config(config):
         plain, _ = resolved(task_cfg)
     exp = prepare(plain)
-    missing = unrecorded(exp.system, exp.recorded)
-    if missing is not None:  # the members' histories would not be their jobs': they run as jobs
-        _release(exp)
-        raise missing
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
     inputs = recorded_inputs(plain)  # what the members read, as they start

@@ -3,9 +3,13 @@
 
 Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 dimensions)::
 
-    dimensions  member (M), time (samples kept; under step control: sample, each member's own instants)
-    member(member), time(time)                coordinates (under step control: time(sample, member), each
-                                              member's own instants, NaN after its last sample)
+    dimensions  member (M), time (samples kept; under step control and with state events or mode switches:
+                sample, each member's own instants)
+    member(member), time(time)                coordinates (under step control and with events: time(sample,
+                                              member), each member's own instants, NaN after its last sample)
+    micro(sample, member)                     with events: each sample's micro step (0 at an accepted instant,
+                                              k after the k-th micro step of the events there; -1 after the
+                                              member's last sample), as a run's ``micro``
     status(member)                            complete | failed
     job(member), overrides(member)            a sweep's job number and overrides of each member
     failure(member), failure_time(member)     the cause ("" when complete) and the instant (NaN)
@@ -19,7 +23,9 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     switch.member, .time, .component,         under the hybrid master with a multi component, every mode switch of
     .from_mode, .to_mode (switch)             a member (dimension switch), as a run's mode_switches with its member
     <component>.<port>(time, member)          the histories kept (``record_every``); NaN after a failure (under
-                                              step control over (sample, member), NaN after a member's last sample)
+                                              step control and with events over (sample, member), NaN after a
+                                              member's last sample); an event port (attribute ``kind`` "event")
+                                              as 1.0 where it is true, 0.0 where false
     connection(connection)                    the connections into real inputs whose coupling error is estimated
     coupling_error.unit(connection)           the input's unit ("" for none)
     coupling_error.<figure>(connection, member)  max, rms, time_of_max, range, relative of each member's
@@ -121,10 +127,15 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
         for key, values in result.final.items():
             var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
             _unit(var, result.units.get(key))
+        if result.micro is not None:
+            g.create_variable("micro", samples, data=np.asarray(result.micro, dtype=np.int32),
+                              chunks=_chunks(result.micro.shape), **HISTORY_FILTERS)
         for key, values in result.history.items():
             var = g.create_variable(key, samples, data=np.asarray(values, dtype=float),
                                     chunks=_chunks(values.shape), **HISTORY_FILTERS)
             _unit(var, result.units.get(key))
+            if key in result.kinds:
+                var.attrs["kind"] = result.kinds[key]
         _write_coupling_error(g, result)
         info = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
@@ -345,13 +356,14 @@ class EnsembleMember:
                 self.attrs["overrides"] = _text(g["overrides"][self.member])
             if self.error:
                 self.attrs["failure_time"] = float(g["failure_time"][self.member])
-            self._ports: dict[str, dict[str, str | None]] = {}
+            self._ports: dict[str, dict[str, tuple[str | None, str]]] = {}
             for name, ds in g.items():
-                if ds.ndim == 2 and name != "time" and not name.startswith(("final.", "parameter.", "stats.",
-                                                                            COUPLING_PREFIX)):
+                if ds.ndim == 2 and name not in ("time", "micro") and not name.startswith(
+                        ("final.", "parameter.", "stats.", COUPLING_PREFIX)):
                     comp, _, port = name.partition(".")
-                    unit = ds.attrs.get("units")
-                    self._ports.setdefault(comp, {})[port] = None if unit is None else _text(unit)
+                    unit, kind = ds.attrs.get("units"), ds.attrs.get("kind")
+                    self._ports.setdefault(comp, {})[port] = (None if unit is None else _text(unit),
+                                                              "real" if kind is None else _text(kind))
 
     def __repr__(self) -> str:
         return f"EnsembleMember({str(self.path)!r}, member={self.member}, status={self.status!r})"
@@ -362,10 +374,10 @@ class EnsembleMember:
         return list(self._ports)
 
     def ports(self, component: str) -> dict[str, tuple[str | None, str]]:
-        """``{port: (unit, "real")}`` of *component*'s recorded outputs."""
-        return {port: (unit, "real") for port, unit in self._check(component).items()}
+        """``{port: (unit, port type)}`` of *component*'s recorded outputs (``real``, or ``event``)."""
+        return dict(self._check(component))
 
-    def _check(self, component: str) -> dict[str, str | None]:
+    def _check(self, component: str) -> dict[str, tuple[str | None, str]]:
         if component not in self._ports:
             from cosimrun.errors import UnknownNameError
 
@@ -381,16 +393,19 @@ class EnsembleMember:
             g = f[self.group]
             stored = g["time"]
             time = np.asarray(stored[...] if stored.ndim == 1 else stored[:, self.member], dtype=float)
-            kept = int(np.count_nonzero(~np.isnan(time)))  # under step control: this member's own instants
+            kept = int(np.count_nonzero(~np.isnan(time)))  # under step control and events: its own instants
             time = time[:kept]
-            micro = np.zeros(kept, dtype=np.int32)  # no events: one sample per instant
+            micro = (np.asarray(g["micro"][:kept, self.member], dtype=np.int32) if "micro" in g
+                     else np.zeros(kept, dtype=np.int32))  # without events: one sample per instant
             for port in names:
                 if port not in known:
                     from cosimrun.errors import UnknownNameError
 
                     raise UnknownNameError("port", port, known, f"of component {component!r} in {self.path}")
+                unit, kind = known[port]
                 values = np.asarray(g[f"{component}.{port}"][:kept, self.member], dtype=float)
-                out[port] = PortSeries(time, values, micro, known[port], "real")
+                out[port] = PortSeries(time, values if kind == "real" else values.astype(np.bool_), micro, unit,
+                                       kind)
         return out
 
     def trajectory(self, component: str, port: str) -> tuple[np.ndarray, np.ndarray]:
