@@ -125,7 +125,9 @@ class EnsembleResult:
     """The instants of the samples kept: ``(samples,)``, shared by the members under fixed steps; under step control
     each member's own, ``(samples, members)``, NaN after its last sample."""
     history: dict[str, np.ndarray]
-    """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN."""
+    """``component.port`` -> values ``(samples, members)``; a failed member's samples after its failure are NaN (with
+    events, or under step control, it has none after its last sound point); :meth:`member_history` gives one
+    member's."""
     units: dict[str, str | None]
     final: dict[str, np.ndarray]
     """``component.port`` -> each member's value at the end (a failed member's: at its last sound point)."""
@@ -151,6 +153,18 @@ class EnsembleResult:
     kinds: dict[str, str] = field(default_factory=dict)
     """``component.port`` -> port type of the recorded ports that are not real (``event``: its history holds 1.0
     in the samples it is true in, 0.0 in the others)."""
+
+    def member_history(self, index: int, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Member *index*'s samples of ``component.port`` *key* as its run records them: ``(time, micro, values)``
+        (without events every micro step is 0; with them, or under step control, its own samples, the padding
+        after its last one left out)."""
+        values = self.history[key][:, index]
+        if self.time.ndim == 1:
+            return self.time, np.zeros(len(self.time), dtype=np.int32), values
+        time = self.time[:, index]
+        n = int(np.count_nonzero(~np.isnan(time)))
+        micro = np.zeros(n, dtype=np.int32) if self.micro is None else self.micro[:n, index]
+        return time[:n], micro, values[:n]
 
     def member_switches(self, index: int) -> dict[str, np.ndarray]:
         """Member *index*'s mode switches: ``time``, ``component``, ``from_mode``, ``to_mode`` (empty without a
@@ -466,10 +480,9 @@ class _EnsembleRun:
             isinstance(self.steppers[c.name], OdeMember) or c.supports_rollback for c in self.order)
         events = unlocated_events(self, master)
         log = None
-        everyone = np.arange(members)
         if events is not None:
             log = events.keep_samples(self.record_every)
-            log.point(everyone, t0, {key: self._sample(port) for key, port in self.outputs.items()})
+            log.point(np.arange(members), t0, {key: self._sample(port) for key, port in self.outputs.items()})
             events.begin(t0, dt)
         times = [t0]
         samples = {key: [self._sample(port)] for key, port in self.outputs.items()}
@@ -509,7 +522,9 @@ class _EnsembleRun:
                 if log is not None and events is not None:
                     before = {key: np.array(self._sample(port)) for key, port in self.outputs.items()}
                     events.at_point(t, t1, x_prev, frozen, previous)
-                    log.point(everyone, t1, before, events.hit | (a >= end))
+                    sound = np.flatnonzero(self.alive)  # a failed member's samples end at its last sound point
+                    log.point(sound, t1, {key: values[sound] for key, values in before.items()},
+                              (events.hit | (a >= end))[sound])
                 if not self.alive.all():
                     dead = ~self.alive
                     for st in odes:

@@ -79,7 +79,8 @@ class SampleLog:
                            micro, row))
 
     def layout(self) -> Layout:
-        """Every member's samples in the order of its run (by instant and micro step, in the order taken)."""
+        """Every member's samples in the order of its run (by instant and micro step, in the order taken), up to
+        its first non-finite real value (which ends its run)."""
         members = self.members
         if self._rows:
             ids = np.concatenate([r[0] for r in self._rows])
@@ -92,6 +93,17 @@ class SampleLog:
         counts = np.bincount(ids, minlength=members)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         rank = np.arange(len(ids)) - starts[ids]
+        if self.keys and len(ids):  # as the recorder, nothing from a member's first non-finite sample on
+            finite = np.ones(len(ids), dtype=bool)
+            for key in self.keys:
+                finite &= np.isfinite(np.concatenate([r[3][key] for r in self._rows])[order])
+            bad = np.flatnonzero(~finite)
+            if len(bad):
+                first = np.full(members, len(ids))
+                np.minimum.at(first, ids[bad], rank[bad])
+                sound = rank < first[ids]
+                order, ids, rank = order[sound], ids[sound], rank[sound]
+                counts = np.bincount(ids, minlength=members)
         rows = int(counts.max(initial=0))
         time = np.full((rows, members), np.nan)
         time[rank, ids] = t[order]

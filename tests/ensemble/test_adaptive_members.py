@@ -225,7 +225,8 @@ def test_members_whose_state_event_fires_handle_it_at_the_scalar_runs_point() ->
         assert bool(events) == (m in (1, 3))
         np.testing.assert_array_equal(result.member_events(m)["time"], events)
         histories = exp.system.components["p"].history.get_all_histories()
-        for port in ("q", "omega"):
-            last = dict(zip(histories[port].time.tolist(), histories[port].values.tolist(), strict=True))
-            np.testing.assert_allclose(result.history[f"p.{port}"][:, m], [last[t] for t in result.time.tolist()],
-                                       rtol=RTOL)
+        for port in ("q", "omega"):  # every sample, those after the events at their instants too
+            time, micro, values = result.member_history(m, f"p.{port}")
+            np.testing.assert_array_equal(time, histories[port].time)
+            np.testing.assert_array_equal(micro, histories[port].micro)
+            np.testing.assert_allclose(values, histories[port].values, rtol=RTOL)

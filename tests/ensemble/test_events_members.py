@@ -60,12 +60,13 @@ def scalar(params: dict[str, float], cfg: dict[str, Any] = BALL, tf: float = TF)
                         for port in ("h", "v")}}
 
 
-def on_grid(time: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The scalar run's sample at each communication point: the last one at that instant (after its events)."""
-    last = {}
-    for t, v in zip(time.tolist(), values.tolist(), strict=True):
-        last[t] = v
-    return np.array([last[t] for t in grid.tolist()])
+def assert_samples(result: Any, m: int, key: str, time: np.ndarray, values: np.ndarray, micro: np.ndarray) -> None:
+    """Member *m*'s samples of *key* are the scalar run's *time*, *values* and *micro*: every sample, those before
+    and after each event at its instant included, bit for bit (observed difference: 0)."""
+    mine = result.member_history(m, key)
+    np.testing.assert_array_equal(mine[0], time)
+    np.testing.assert_array_equal(mine[1], micro)
+    np.testing.assert_array_equal(mine[2], values)
 
 
 def assert_member_equals_scalar(result: Any, m: int, params: dict[str, np.ndarray], cfg: dict[str, Any] = BALL,
@@ -83,11 +84,8 @@ def assert_member_equals_scalar(result: Any, m: int, params: dict[str, np.ndarra
     stats = reference["stats"]
     assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(stats, k) for k in COUNTS}, m
     for port in ("h", "v"):
-        time, values, _ = reference["samples"][port]
-        expected = on_grid(time, values, result.time)
-        # equal to 1e-12 relative (observed: bit for bit)
-        np.testing.assert_allclose(result.history[f"ball.{port}"][:, m], expected, rtol=1e-12, atol=0.0)
-        np.testing.assert_array_equal(result.history[f"ball.{port}"][:, m], expected)
+        time, values, micro = reference["samples"][port]
+        assert_samples(result, m, f"ball.{port}", time, values, micro)
         assert result.final[f"ball.{port}"][m] == values[-1]
     return reference
 
@@ -136,11 +134,9 @@ def test_a_zeno_member_fails_alone_with_its_scalar_runs_error(monkeypatch: pytes
     assert (failure.component, failure.variable) == ("ball", "bounce")
     # the events it handled before are its scalar run's; its samples end at the last point it was sound at
     np.testing.assert_array_equal(result.member_events(1)["time"], [t for t, _ in reference["events"]])
-    time, values, _ = reference["samples"]["h"]
-    kept = result.time <= failure.last_time
-    np.testing.assert_array_equal(result.history["ball.h"][kept, 1], on_grid(time, values, result.time[kept]))
-    assert np.isnan(result.history["ball.h"][~kept, 1]).all()
-    assert result.final["ball.h"][1] == result.history["ball.h"][kept, 1][-1]
+    time, values, micro = reference["samples"]["h"]
+    assert_samples(result, 1, "ball.h", time, values, micro)
+    assert result.final["ball.h"][1] == values[time == failure.last_time][-1]
     for m in (0, 2):
         assert_member_equals_scalar(result, m, params)
 
@@ -168,7 +164,7 @@ def test_indicators_of_several_components_are_located_per_member_as_its_scalar_r
         assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(report.stats, k) for k in COUNTS}
         for comp in ("ball", "other"):
             h = single.system.components[comp].history.get_all_histories()["h"]
-            np.testing.assert_array_equal(result.history[f"{comp}.h"][:, m], on_grid(h.time, h.values, result.time))
+            assert_samples(result, m, f"{comp}.h", h.time, h.values, h.micro)
     both = result.member_events(0)
     assert both["time"][0] == both["time"][1] and set(both["component"][:2]) == {"ball", "other"}
 
@@ -250,23 +246,20 @@ def test_the_file_holds_each_members_events_and_counts(tmp_path: Path) -> None:
 
 def test_a_member_whose_event_falls_just_before_a_point_skips_it_as_its_scalar_run() -> None:
     """An impact 3e-10 s before the point t = 0.45 is located within ``clock.snap`` of it: the scalar run takes its
-    next step from the impact to t = 0.46, with no sample at 0.45; the member does the same (the others take 0.45),
-    and its sample at 0.45 is its value after the event."""
+    next step from the impact to t = 0.46, with no sample at 0.45; the member does the same (the others take
+    0.45)."""
     t_impact = 0.45 - 3e-10
     params = {"ball.h0": np.array([9.81 / 2 * t_impact * t_impact, 1.0]), "ball.e": np.array([0.8, 0.7])}
     exp = build()
     result = run_ensemble(exp.system, exp.master, params, t0=T0, tf=1.0, dt=DT)
     reference = scalar({k: float(v[0]) for k, v in params.items()}, tf=1.0)
-    time, values, _ = reference["samples"]["h"]
-    skipped = [t for t in result.time.tolist() if t not in set(time.tolist())]
-    assert skipped == [0.45]
+    time, values, micro = reference["samples"]["h"]
+    assert 0.45 not in time.tolist() and 0.45 in result.member_history(1, "ball.h")[0].tolist()
     (t_e, _), = reference["events"][:1]
     assert 0.45 - 6e-10 < t_e < 0.45
     np.testing.assert_array_equal(result.member_events(0)["time"], [t for t, _ in reference["events"]])
     assert {k: int(result.member_stats[k][0]) for k in COUNTS} == {k: getattr(reference["stats"], k) for k in COUNTS}
-    kept = result.time != 0.45
-    np.testing.assert_array_equal(result.history["ball.h"][kept, 0], on_grid(time, values, result.time[kept]))
-    assert result.history["ball.h"][~kept, 0] == values[time == t_e][-1]
+    assert_samples(result, 0, "ball.h", time, values, micro)
     assert_member_equals_scalar(result, 1, params, tf=1.0)
 
 
@@ -285,7 +278,8 @@ def test_a_member_whose_state_overflows_fails_alone_where_its_scalar_run_stops()
     failure = result.failures[1]
     assert failure.time == info.value.time == DT and failure.last_time == T0
     assert (failure.component, failure.cause) == ("ball", "non-finite value")
-    assert result.final["ball.h"][1] == params["ball.h0"][1] and np.isnan(result.history["ball.h"][1:, 1]).all()
+    assert result.final["ball.h"][1] == params["ball.h0"][1]
+    np.testing.assert_array_equal(result.member_history(1, "ball.h")[0], [T0])  # no sample after its last sound one
     for m in (0, 2):
         assert_member_equals_scalar(result, m, params, tf=1.0)
 
@@ -309,7 +303,8 @@ def test_a_member_that_overflows_at_its_event_fails_at_the_instant_its_scalar_ru
         failure = result.failures[m]
         assert 0.0 < failure.time == info.value.time < DT
         assert (failure.component, failure.cause, failure.last_time) == ("ball", "non-finite value", T0)
-        assert np.isnan(result.history["ball.h"][1:, m]).all()
+        h = one.system.history.get_component_history("ball").get_port_history("h")  # the samples before the fault
+        assert_samples(result, m, "ball.h", h.time, h.values, h.micro)
     assert_member_equals_scalar(result, 0, params, tf=0.5)
 
 class Flip(OdeComponent):
@@ -360,7 +355,7 @@ def test_events_that_cascade_take_each_members_micro_steps_and_an_endless_one_fa
         assert [k for _, k in events] == [0, 1, 0, 1] == list(mine["micro"])  # two events, two micro steps each
         np.testing.assert_array_equal(mine["time"], [t for t, _ in events])
         assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(stats, k) for k in COUNTS}
-        np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(history.time, history.values, result.time))
+        assert_samples(result, m, "f.x", history.time, history.values, history.micro)
 
 
 @pytest.mark.parametrize("settings", [{"root_finder": "bisection"}, {"use_hints": False},

@@ -81,16 +81,8 @@ def scalar(params: dict[str, float], tf: float = TF) -> dict[str, Any]:
     for comp in ("ref", "ctrl", "pendulum"):
         for port, series in exp.system.components[comp].history.get_all_histories().items():
             if series.values.dtype.kind == "f":
-                samples[f"{comp}.{port}"] = (series.time, series.values)
+                samples[f"{comp}.{port}"] = (series.time, series.micro, series.values)
     return {"report": report, "samples": samples}
-
-
-def on_grid(time: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The scalar run's sample at each communication point: the last one at that instant (after its events)."""
-    last = {}
-    for t, v in zip(time.tolist(), values.tolist(), strict=True):
-        last[t] = v
-    return np.array([last[t] for t in grid.tolist()])
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +126,10 @@ def test_each_member_switches_modes_and_handles_events_as_its_scalar_run(ensembl
         assert {k: int(result.member_stats[k][m]) for k in COUNTS} == {k: getattr(report.stats, k) for k in COUNTS}
         assert switches[m] == len(theirs)
         assert_tables_equal(table_of(result, m), table(report.coupling_errors), f"member {m}: coupling errors")
-        for key, (time, values) in reference["samples"].items():
-            # 1e-12 relative; observed: equal to the bit
-            np.testing.assert_allclose(result.history[key][:, m], on_grid(time, values, result.time), rtol=1e-12,
-                                       atol=0, err_msg=f"member {m}: {key}")
+        for key, expected in reference["samples"].items():
+            # every sample, before and after each event at its instant: equal to the bit
+            for mine, theirs in zip(result.member_history(m, key), expected, strict=True):
+                np.testing.assert_array_equal(mine, theirs, err_msg=f"member {m}: {key}")
 
 
 def test_chunks_give_the_switches_of_the_ensemble_run_at_once(ensemble: Any) -> None:
@@ -219,7 +211,8 @@ def test_members_switch_at_their_own_thresholds_and_dwell_times_as_their_scalar_
         assert list(mine["to_mode"]) == [s.to_mode for s in report.mode_switches], m
         np.testing.assert_array_equal(mine["time"], [s.time for s in report.mode_switches])  # observed: equal
         q = single.system.components["pendulum"].history.get_all_histories()["q"]
-        np.testing.assert_array_equal(result.history["pendulum.q"][:, m], on_grid(q.time, q.values, result.time))
+        for ours, theirs in zip(result.member_history(m, "pendulum.q"), (q.time, q.micro, q.values), strict=True):
+            np.testing.assert_array_equal(ours, theirs)
         counts.append(len(mine["time"]))
     assert len(set(counts)) >= 3 and result.member_switches(2)["time"][0] > 0.05  # held by its dwell time
     np.testing.assert_array_equal(result.parameters["pendulum.selector.upper"], settings["pendulum.selector.upper"])

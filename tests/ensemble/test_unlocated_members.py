@@ -2,8 +2,8 @@
 communication points, as its scalar run handles and switches them.
 
 The reference of each member is the scalar ``System.run`` of its parameters, computed here: its events (instants and
-micro steps), its event count, its mode switches, its samples at the communication points (the last one at each
-point: after its events) and, for a member whose run stops, its error.
+micro steps), its event count, its mode switches, its samples (at the communication points and, where it handled
+events, after each micro step there) and, for a member whose run stops, its error.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import test_events_members as balls
 import test_modes_members as pendulums
 from test_coupling_error_members import BALL as HYBRID_BALL
 from test_coupling_error_members import assert_tables_equal, table, table_of
-from test_events_members import Flip, assert_refused, on_grid
+from test_events_members import Flip, assert_refused, assert_samples
 
 from cosimrun.config.build import build_experiment
 from cosimrun.ensemble import COMPLETE, FAILED, run_ensemble
@@ -60,8 +60,8 @@ def test_bouncing_balls_under_jacobi_bounce_at_the_points_their_scalar_runs_boun
         assert list(events["micro"]) == [k for _, k in reference["events"]], m
         assert set(events["event"]) <= {"bounce"} and counts[m] == reference["stats"].events
         for port in ("h", "v"):
-            time, values, _ = reference["samples"][port]
-            np.testing.assert_array_equal(result.history[f"ball.{port}"][:, m], on_grid(time, values, result.time))
+            time, values, micro = reference["samples"][port]
+            assert_samples(result, m, f"ball.{port}", time, values, micro)
             assert result.final[f"ball.{port}"][m] == values[-1]
     assert result.final["ball.v"][1] == 0.0  # at rest before the end
 
@@ -136,10 +136,8 @@ def test_pendulums_under_gauss_seidel_switch_and_hit_the_stop_as_their_scalar_ru
         assert list(events["micro"]) == [dense.micro for dense, _, _ in report.events]
         np.testing.assert_array_equal(events["time"], [dense.t for dense, _, _ in report.events])
         assert counts[m] == report.stats.events and switches[m] == len(theirs)
-        for key, (time, values) in reference["samples"].items():
-            # 1e-12 relative; observed: equal to the bit
-            np.testing.assert_allclose(result.history[key][:, m], on_grid(time, values, result.time), rtol=1e-12,
-                                       atol=0, err_msg=f"member {m}: {key}")
+        for key, (time, micro, values) in reference["samples"].items():
+            assert_samples(result, m, key, time, values, micro)
         assert_tables_equal(table_of(result, m), table(report.coupling_errors), f"member {m}: coupling errors")
 
 
@@ -197,7 +195,7 @@ def test_a_cascade_that_does_not_settle_fails_its_member_alone_with_its_scalar_r
         assert list(mine["micro"]) == [k for _, k in events] == [0, 1]  # one event, two micro steps
         np.testing.assert_array_equal(mine["time"], [t for t, _ in events])
         assert result.member_stats["events"][m] == report.stats.events
-        np.testing.assert_array_equal(result.history["f.x"][:, m], on_grid(x.time, x.values, result.time))
+        assert_samples(result, m, "f.x", x.time, x.values, x.micro)
 
 
 def test_a_member_whose_dwell_window_ends_between_points_fails_alone() -> None:
@@ -212,7 +210,7 @@ def test_a_member_whose_dwell_window_ends_between_points_fails_alone() -> None:
     failure = result.failures[1]
     assert (failure.component, failure.variable, failure.time) == ("pendulum", "mode", 0.05)
     assert "dwell window until t=0.055" in failure.cause
-    assert np.isnan(result.history["pendulum.q"][result.time > 0.05, 1]).all()
+    assert result.member_history(1, "pendulum.q")[0].max() == 0.05  # no sample after its last sound point
     cfg = copy.deepcopy(SWITCH)
     cfg["components"]["pendulum"]["hysteresis"]["dwell_time"] = 0.055
     single = build(cfg)
@@ -234,11 +232,8 @@ def test_events_and_modes_under_ijcsa_with_iterated_steps_are_refused_in_one_key
     assert_refused(base, _iterated, parameters, "master.iterate_steps", "ijcsa without iterate_steps only")
 
 
-def test_the_sweep_planner_runs_mode_switching_experiments_under_the_fixed_step_masters_as_jobs() -> None:
-    """An ensemble could run them, but its histories would leave out the samples at the event instants that each
-    job records: the planner runs them as jobs, saying why."""
+def test_the_sweep_planner_groups_mode_switching_experiments_under_the_fixed_step_masters() -> None:
+    """Each member records what its job records (its samples at its event instants too): the planner groups them."""
     for master in ("jacobi", "gauss_seidel", "ijcsa"):
         exp = build({**SWITCH, "master": {"name": master}})
-        assert _experiment_refusal(exp, {}, Group(("components.ctrl.params.kp",))) == (
-            "components.pendulum: 'pendulum' has state events or switches modes: its runs record the samples before "
-            "and after each event at its instant, which ensembles do not record")
+        assert _experiment_refusal(exp, {}, Group(("components.ctrl.params.kp",))) == ""
