@@ -18,12 +18,15 @@ the largest relative difference is printed). Peak RSS of this process is printed
 
 With ``--bouncing-ball N`` it times the shipped ``bouncing_ball`` experiment (hybrid master, state events located
 per member) instead: ``System.run`` of a few members against one ensemble of N members of random restitution and
-drop height, per member per communication step, and checks the sampled members' event instants.
+drop height, per member per communication step (the loop, and the whole run with its samples laid out), and
+checks the sampled members' event instants and samples (every 10th point and both at each event, every recorded
+port, bit for bit against their scalar runs thinned alike).
 
 With ``--pendulum-switch N`` it times the shipped ``pendulum_switch`` experiment (hybrid master, every member in
 its own mode: the end stop and the switch regions' boundaries located per member, the dwell time per member) the
 same way: ``System.run`` of a few members against one ensemble of N members of random controller gains, reference
-amplitude, initial state and damping, and checks the sampled members' mode switches and event instants.
+amplitude, initial state and damping, and checks the sampled members' mode switches, event instants and samples
+(every output, event ports too).
 
 With ``--integrator rk45`` (``rk23``, ``dop853``) it times ``coupled_oscillators`` under Jacobi with both masses
 integrated by that adaptive method instead: ``System.run`` of a few members against one ensemble of ``--members``
@@ -218,6 +221,38 @@ def dask_table(members: int, jobs: int, tf: float, sizes: list[int], workers: in
           "(driver and scheduler) and of each worker")
 
 
+RECORD_EVERY = 10
+"""``storage.decimate`` of the event benchmarks' ensembles and of the scalar runs they are checked against."""
+
+
+def scalar_with_events(cfg: dict[str, Any], params: dict[str, np.ndarray], m: int) -> tuple[Any, Any, float]:
+    """Member *m*'s scalar ``System.run`` (its samples thinned as the ensemble's): experiment, report, seconds."""
+    from cosimrun.system.recorder import MemorySink, Recorder
+
+    one = build_experiment(cfg)
+    for key, values in params.items():
+        comp, _, name = key.partition(".")
+        one.system.components[comp].set_parameters(**{name: float(values[m])})
+    recorder = Recorder(MemorySink(one.system.history), decimate=RECORD_EVERY)
+    start = time.perf_counter()
+    report = one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master, recorder=recorder)
+    return one, report, time.perf_counter() - start
+
+
+def check_samples(result: Any, m: int, one: Any) -> None:
+    """Exit unless member *m*'s recorded samples (every port: time, micro step, value) are its scalar run's *one*,
+    bit for bit."""
+    for comp in one.system.components:
+        for port, series in one.system.history.get_component_history(comp).get_all_histories().items():
+            key = f"{comp}.{port}"
+            if key not in result.history:
+                continue
+            mine = result.member_history(m, key)
+            theirs = (series.time, series.micro, np.asarray(series.values, dtype=float))
+            if not all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True)):
+                sys.exit(f"member {m}: its samples of {key} differ from its scalar run's")
+
+
 def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
     """Print the hybrid master's bouncing ball: scalar runs of *sample* members against an ensemble of *members*."""
     cfg = yaml.safe_load((ROOT / "conf" / "experiment" / "bouncing_ball.yaml").read_text())
@@ -228,17 +263,16 @@ def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
     params = {"ball.e": rng.uniform(0.5, 0.95, members), "ball.h0": rng.uniform(0.2, 2.0, members)}
     exp = build_experiment(cfg)
     result = run_ensemble(exp.system, exp.master, params, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
-                          record_every=10)
+                          record=["ball.h", "ball.v", "ball.bounce"], record_every=RECORD_EVERY)
     steps = result.stats.macro_steps
     us_ensemble = result.stats.us_per_member_step
+    us_wall = 1e6 * result.stats.wall_time_s / (members * steps)
     walls, worst = [], 0.0
     for m in np.linspace(0, members - 1, sample).astype(int).tolist():
-        one = build_experiment(cfg)
-        one.system.components["ball"].set_parameters(**{k.split(".")[1]: float(v[m]) for k, v in params.items()})
-        start = time.perf_counter()
-        one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master)
-        walls.append(time.perf_counter() - start)
-        h = one.system.components["ball"].history.get_all_histories()["h"]
+        one, _, wall = scalar_with_events(cfg, params, m)
+        walls.append(wall)
+        check_samples(result, m, one)
+        h = one.system.history.get_component_history("ball").get_port_history("h")
         mine = result.member_events(m)["time"]
         theirs = h.time[h.micro == 1]
         if len(mine) != len(theirs):
@@ -252,7 +286,9 @@ def bouncing_ball(members: int, tf: float, sample: int = 5) -> None:
           f"{'events per member':>19}{'max |event time diff| [s]':>27}")
     print(f"{'':40}{us_scalar:12.1f}{us_ensemble:10.2f}{us_scalar / us_ensemble:7.1f}x"
           f"{float(events.mean()):19.1f}{worst:27.1e}")
-    print(f"scalar run: the mean of {sample} members; peak RSS of this process: "
+    print(f"{'  ensemble with building and layout':40}{'':12}{us_wall:10.2f}{us_scalar / us_wall:7.1f}x")
+    print(f"scalar run: the mean of {sample} members, their samples (every {RECORD_EVERY}th point and both at each "
+          "event) equal to the bit; peak RSS of this process: "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
@@ -320,18 +356,16 @@ def pendulum_switch(members: int, tf: float, sample: int = 5) -> None:
               "ref.amplitude": rng.uniform(5, 45, members), "pendulum.q0": rng.uniform(-0.6, 0.6, members),
               "pendulum.omega0": rng.uniform(-6, 6, members), "pendulum.damping": rng.uniform(0.05, 1.0, members)}
     exp = build_experiment(cfg)
+    exp.system.initialize(exp.run.t0, exp.master)
+    record = [f"{name}.{port}" for name, comp in exp.system.components.items() for port in comp.outputs]
     result = run_ensemble(exp.system, exp.master, params, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
-                          record_every=10)
+                          record=record, record_every=RECORD_EVERY)
     steps = result.stats.macro_steps
     walls, worst = [], 0.0
     for m in np.linspace(0, members - 1, sample).astype(int).tolist():
-        one = build_experiment(cfg)
-        for key, values in params.items():
-            comp, _, name = key.partition(".")
-            one.system.components[comp].set_parameters(**{name: float(values[m])})
-        start = time.perf_counter()
-        report = one.system.run(one.run.t0, one.run.tf, one.run.dt, one.master)
-        walls.append(time.perf_counter() - start)
+        one, report, wall = scalar_with_events(cfg, params, m)
+        walls.append(wall)
+        check_samples(result, m, one)
         mine, theirs = result.member_switches(m), report.mode_switches
         if list(mine["to_mode"]) != [s.to_mode for s in theirs]:
             sys.exit(f"member {m}: switches to {list(mine['to_mode'])}, its scalar run to "
@@ -350,8 +384,10 @@ def pendulum_switch(members: int, tf: float, sample: int = 5) -> None:
           f"{'switches/member':>17}{'events/member':>15}{'max |time diff| [s]':>21}")
     print(f"{'':40}{us_scalar:12.1f}{us_ensemble:10.2f}{us_scalar / us_ensemble:7.1f}x"
           f"{float(switches.mean()):17.1f}{float(events.mean()):15.1f}{worst:21.1e}")
-    print(f"scalar run: the mean of {sample} members (their switches and events checked); peak RSS of this process: "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    us_wall = 1e6 * result.stats.wall_time_s / (members * steps)
+    print(f"{'  ensemble with building and layout':40}{'':12}{us_wall:10.2f}{us_scalar / us_wall:7.1f}x")
+    print(f"scalar run: the mean of {sample} members (their switches, events and samples, every port, checked); "
+          f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 def controlled_table(opts: argparse.Namespace) -> None:

@@ -16,7 +16,10 @@ communication point of that member's own. The arithmetic of every trial is the s
 the trial steps, the event instants, the switches, the statistics and the samples of its scalar run. Each member
 writes its samples at the communication points as it passes them, and hands every instant it accepts to its
 coupling-error estimate (:class:`~cosimrun.ensemble.coupling.OwnClockEstimate`) as its scalar run's recorder hands
-its samples there: before the events at that instant, after each micro step, before its mode switches.
+its samples there: before the events at that instant, after each micro step, before its mode switches. With
+indicators or modes a member's samples are its run's (:class:`~cosimrun.ensemble.samples.SampleLog`): one at every
+instant it accepts, the one before its events and the one after each micro step at an event instant, its event
+ports.
 
 What this does not run is refused before the run (:func:`refuse_located`): components other than ODE components,
 memoryless ones and ``multi`` components of ODE modes, time events and ``max_step``, ``max_substep``, adaptive
@@ -573,7 +576,10 @@ class LocatedEvents(MemberEvents):
         kept = [i for i in range(len(points)) if i % run.record_every == 0 or i == steps]
         self.points = np.array(points, dtype=np.int64)
         self.kept = np.array([points[i] for i in kept], dtype=np.int64)
-        self.history = {key: np.full((len(kept), members), np.nan) for key in run.outputs}
+        if self.columns or self.multis:  # every sample a member's run records, laid out at the end
+            self.keep_samples(run.record_every)
+        self.history = {} if self.samples is not None else {key: np.full((len(kept), members), np.nan)
+                                                            for key in run.outputs}
         self.last = {key: np.full(members, np.nan) for key in run.outputs}
         self.last_tick = np.zeros(members, dtype=np.int64)
         for st in self.multis:
@@ -588,8 +594,7 @@ class LocatedEvents(MemberEvents):
         """The producers' ports of the links whose coupling error is estimated."""
         everyone = np.ones(members, dtype=bool)
         self.record(everyone)
-        if self.columns or self.multis:
-            self.keep_samples(run.record_every)
+        if self.samples is not None:
             self.log_point(everyone, np.full(members, t0), self.acc, False)
         if self.coupling is not None:
             self.coupling.begin(self.inputs(self.acc.values))

@@ -15,7 +15,9 @@ What a member's scalar run does that the shared grid cannot is its own communica
 window that holds a switch back: a member whose window ends inside a step fails there with that cause (a sweep
 runs it again as its own job). Each member's coupling-error estimate is its run's: at a point where it handled
 events, its values before them end its step and those after them start the next, and its micro steps' count
-towards the inputs' ranges (:class:`~cosimrun.ensemble.coupling.SharedGridEstimate`).
+towards the inputs' ranges (:class:`~cosimrun.ensemble.coupling.SharedGridEstimate`). Each member's samples are
+its run's (:class:`~cosimrun.ensemble.samples.SampleLog`): at every point its values before the events there, then
+where it handled events its values after each micro step, its event ports.
 """
 
 from __future__ import annotations
