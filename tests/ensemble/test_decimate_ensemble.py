@@ -3,6 +3,7 @@ bit for bit, in the ensemble result, its file and a dask sweep that groups jobs 
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import xarray as xr
 import yaml
 
 from cosimrun.config.build import build_experiment
-from cosimrun.ensemble import run_members
+from cosimrun.ensemble import run_ensemble, run_members
 from cosimrun.runner.load import load_run, load_sweep
 from cosimrun.runner.run import run_experiment
 from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
@@ -68,6 +69,37 @@ def test_members_equal_scalar_runs_with_the_same_decimate(tmp_path: Path, tf: fl
     with xr.open_dataset(path, engine="h5netcdf", group="ensemble") as ds:
         assert ds.sizes["time"] == expected and ds.attrs["decimate"] == decimate
         np.testing.assert_array_equal(ds["time"].values, result.time)
+
+
+BALL = {"name": "bouncing_ball", "components": {"ball": {"type": "bouncing_ball", "params": {"h0": 1.0}}}}
+EVENT_MEMBERS = {"ball.e": np.array([0.5, 0.7, 0.8]), "ball.h0": np.array([1.0, 0.3, 0.05])}
+"""Balls that bounce at their own instants (the last one many times)."""
+
+
+@pytest.mark.filterwarnings("ignore:events are handled:UserWarning")
+@pytest.mark.parametrize("master", ["hybrid", "jacobi"])
+def test_members_with_events_keep_what_the_thinning_recorder_keeps(master: str) -> None:
+    """With events each member keeps what its scalar run's recorder keeps under ``decimate``: every N-th of its
+    accepted instants counted from t0, both samples at each event instant, the last; its event port too."""
+    from cosimrun.system.recorder import MemorySink, Recorder
+
+    cfg = {**BALL, "master": {"name": master}}
+    exp = build_experiment(copy.deepcopy(cfg))
+    result = run_ensemble(exp.system, exp.master, EVENT_MEMBERS, t0=0.0, tf=1.0, dt=0.01, record_every=4,
+                          record=["ball.h", "ball.v", "ball.bounce"])
+    assert result.kinds == {"ball.bounce": "event"}
+    for m in range(3):
+        one = build_experiment(copy.deepcopy(cfg))
+        one.system.components["ball"].set_parameters(**{k[5:]: float(v[m]) for k, v in EVENT_MEMBERS.items()})
+        one.system.run(0.0, 1.0, 0.01, one.master, recorder=Recorder(MemorySink(one.system.history), decimate=4))
+        histories = one.system.history.get_component_history("ball").get_all_histories()
+        micro = histories["h"].micro
+        assert micro.any() and np.count_nonzero(micro == 0) < 101  # thinned, with the events' samples kept
+        for port, series in histories.items():  # every sample to the bit (observed difference: 0)
+            time, micro, values = result.member_history(m, f"ball.{port}")
+            np.testing.assert_array_equal(time, series.time)
+            np.testing.assert_array_equal(micro, series.micro)
+            np.testing.assert_array_equal(values, np.asarray(series.values, dtype=float), err_msg=port)
 
 
 SWEEP = ["-m", "+experiment=coupled_oscillators", "run.tf=0.2", "master=jacobi", "master.extrapolation=1",

@@ -70,8 +70,9 @@ def member_parameters() -> dict[str, np.ndarray]:
     return {key: np.concatenate([FIRST[key], draws[key]]) for key in FIRST}
 
 
-def scalar(params: dict[str, float], tf: float = TF) -> dict[str, Any]:
-    """One member's scalar run: its result and its samples of every recorded port."""
+def scalar(params: dict[str, float], tf: float = TF, kinds: str = "f") -> dict[str, Any]:
+    """One member's scalar run: its result and its samples of every recorded port of the dtype *kinds* (real;
+    ``"fb"``: event ports too)."""
     exp = build()
     for key, value in params.items():
         comp, _, name = key.partition(".")
@@ -80,7 +81,7 @@ def scalar(params: dict[str, float], tf: float = TF) -> dict[str, Any]:
     samples = {}
     for comp in ("ref", "ctrl", "pendulum"):
         for port, series in exp.system.components[comp].history.get_all_histories().items():
-            if series.values.dtype.kind == "f":
+            if series.values.dtype.kind in kinds:
                 samples[f"{comp}.{port}"] = (series.time, series.micro, series.values)
     return {"report": report, "samples": samples}
 

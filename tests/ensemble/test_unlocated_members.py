@@ -100,7 +100,10 @@ def test_bouncing_balls_coupling_errors_are_their_scalar_runs_across_their_bounc
 def switching() -> tuple[Any, dict[str, np.ndarray]]:
     params = {key: values[:5] for key, values in pendulums.member_parameters().items()}
     exp = build(SWITCH)
-    return run_ensemble(exp.system, exp.master, params, t0=pendulums.T0, tf=pendulums.TF, dt=DT), params
+    exp.system.initialize(pendulums.T0, exp.master)
+    record = [f"{name}.{port}" for name, comp in exp.system.components.items() for port in comp.outputs]
+    return run_ensemble(exp.system, exp.master, params, t0=pendulums.T0, tf=pendulums.TF, dt=DT,
+                        record=record), params
 
 
 def pendulum_scalar(params: dict[str, float]) -> dict[str, Any]:
@@ -108,7 +111,7 @@ def pendulum_scalar(params: dict[str, float]) -> dict[str, Any]:
     saved = copy.deepcopy(pendulums.SWITCH)
     pendulums.SWITCH.update(copy.deepcopy(SWITCH))
     try:
-        return pendulums.scalar(params)
+        return pendulums.scalar(params, kinds="fb")  # its event ports too
     finally:
         pendulums.SWITCH.clear()
         pendulums.SWITCH.update(saved)
@@ -116,9 +119,9 @@ def pendulum_scalar(params: dict[str, float]) -> dict[str, Any]:
 
 def test_pendulums_under_gauss_seidel_switch_and_hit_the_stop_as_their_scalar_runs(switching: Any) -> None:
     """Member 1 stays linear; the others switch at the start of their steps and at their boundary events, and some
-    hit the end stop. Switches, events, counts, samples and coupling-error estimates are each member's scalar
-    run's (the estimates: 1e-12 relative; observed: equal to the bit), a member's with events too (the values
-    before them end its step, those after them start the next)."""
+    hit the end stop. Switches, events, counts, samples (event ports too) and coupling-error estimates are each
+    member's scalar run's (the estimates: 1e-12 relative; observed: equal to the bit), a member's with events too
+    (the values before them end its step, those after them start the next)."""
     result, params = switching
     assert list(result.status) == [COMPLETE] * 5
     switches, counts = result.member_stats["mode_switches"], result.member_stats["events"]

@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import compose, ensembles
+from cosimrun.runner.load import load_sweep_dataset
 from cosimrun.runner.run import prepare
-from cosimrun.storage.ensemble import load_member
+from cosimrun.storage.ensemble import load_member, unreadable
 from cosimrun.storage.results import load_results
 
 pytestmark = pytest.mark.filterwarnings("ignore:events are handled:UserWarning")
@@ -52,6 +54,7 @@ def test_a_sweep_with_events_runs_as_an_ensemble_whose_members_keep_their_scalar
         histories = [name for name in ds.data_vars if name.startswith(f"{source}.")]
         assert histories and {ds[name].dims for name in ["time", "micro", *histories]} == {("sample", "member")}
         file_time, file_micro = ds["time"].values, ds["micro"].values
+    references = []
     for m, spec in enumerate(specs):
         exp = prepare(ensembles._resolved(spec))
         exp.system.run(exp.run.t0, exp.run.tf, exp.run.dt, exp.master)
@@ -77,3 +80,17 @@ def test_a_sweep_with_events_runs_as_an_ensemble_whose_members_keep_their_scalar
         assert events > 0 and member.history(source)[exp.recorded[source][0]].time.size > GRID
         frame = member.to_dataframe(source)
         assert np.array_equal(frame["micro"].to_numpy(), member.history(source)[exp.recorded[source][0]].micro)
+        references.append(exp.system.components[source].history.get_all_histories())
+
+    # a sweep's readers take each member's samples from its column of the file, as they take a job's
+    runs = load_sweep_dataset(pd.DataFrame({"path": [path.name] * 2, "member": [0, 1]}), source, sweep_dir=tmp_path)
+    for m, theirs in enumerate(references):
+        n = int(runs["n_samples"][m])
+        for port, series in theirs.items():
+            assert np.array_equal(runs["time"].values[m, :n], series.time)
+            assert np.array_equal(runs["micro"].values[m, :n], series.micro)
+            assert np.array_equal(runs[port].values[m, :n], series.values), port
+    # a resume takes over both members of the file
+    done = ensembles.complete_members(path, [(num, o, 1) for num, o in enumerate(overrides)])
+    assert sorted((num, o.member, o.status) for num, o in done.items()) == [(0, 0, "complete"), (1, 1, "complete")]
+    assert unreadable(path) is None
