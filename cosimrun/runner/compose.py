@@ -162,8 +162,7 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
             if _raw(task, i) != line:
                 task[i] = line
     else:
-        while len(task):
-            task.pop()
+        del task[:]  # not pop(), which resolves each line it returns
         for line in app:
             task.append(line)
     dirname = config.hydra.job.config.override_dirname

@@ -35,10 +35,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cosimrun.masters.coupling_error import largest_relative
 from cosimrun.runner import signals
@@ -87,6 +87,14 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     (:mod:`cosimrun.runner.lock`) if the sweeper has not, and enters its own
     outcome in the ledger.
     """
+    return run_sweep_job(lambda: resolved(cfg))
+
+
+def run_sweep_job(resolve: Callable[[], tuple[dict[str, Any], str]]) -> JobOutcome:
+    """:func:`sweep_job` of the job whose config *resolve* gives resolved (``(plain, text)`` as
+    :func:`~cosimrun.runner.configtext.resolved`; called where the job resolves its config, its errors the job's):
+    what a worker runs when it resolves a job's config without making its task config
+    (:mod:`cosimrun.runner.plainjob`)."""
     from hydra.core.hydra_config import HydraConfig
 
     from cosimrun.runner.run import prepare, run_experiment
@@ -103,7 +111,7 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
         claim(sweep_dir)  # already held when the sweep started with cosimrun's sweeper
     stop: KeyboardInterrupt | None = None
     try:
-        plain, config_yaml = resolved(cfg)
+        plain, config_yaml = resolve()
         experiment = prepare(plain)
         if experiment.action == "describe":
             print(f"#{num} {' '.join(overrides)}\n{experiment.system.describe()}")

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from cosimrun.runner.compose import KeptConfigs
+    from cosimrun.runner.plainjob import ResolvedComposition
 
 
 @dataclass
@@ -85,7 +86,7 @@ class JobPayload:
         """
         if self.values is None:
             return _without_hydra(pickle.loads(self.config)), self.to_config()
-        return self._task_config(), self.to_config()
+        return self.task_config(), self.to_config()
 
     def job_configs(self) -> tuple[DictConfig, DictConfig]:
         """``(task config, full config)`` as :meth:`configs`, the full one this process's own and reused by its
@@ -93,9 +94,9 @@ class JobPayload:
         full config was the largest part of a short job's cost."""
         if self.values is None:
             return self.configs()
-        return self._task_config(), _job_config(self)
+        return self.task_config(), _job_config(self)
 
-    def _task_config(self) -> DictConfig:
+    def task_config(self) -> DictConfig:
         """The task's config, made from the shared composition (see :meth:`configs`)."""
         from omegaconf import OmegaConf
 
@@ -150,6 +151,60 @@ def _job_config(payload: JobPayload) -> DictConfig:
     assert payload.values is not None
     return kept_configs().made(payload.config, payload.values, payload.app, payload.cache, payload.num,
                                payload.sweep_dir)
+
+
+_COMPOSITIONS: dict[bytes, tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None] = {}
+"""Pickled shared compositions -> their task config resolved once and the experiment source of their jobs
+(:func:`~cosimrun.runner.configtext.experiment_source`); None: OmegaConf resolves each job's (:func:`_resolved_job`)."""
+
+
+def _resolved_job(payload: JobPayload, config: DictConfig) -> tuple[dict[str, Any], str]:
+    """``(plain, text)`` of job *payload* as :func:`~cosimrun.runner.configtext.resolved` gives them from its task
+    config (*config*: its full config, Hydra's config of the running job), made from its shared composition's
+    resolved once (:mod:`cosimrun.runner.plainjob`) where that gives the same."""
+    from cosimrun.runner.compose import parsed_overrides  # compose imports this module
+    from cosimrun.runner.configtext import job_experiment_dir, relocated, resolved
+
+    assert payload.values is not None
+    composition = _resolved_composition(payload, config)
+    if composition is not None:
+        resolved_task, source = composition
+        keys = [str(o.key_or_group) for o in parsed_overrides(payload.values)]
+        plain = resolved_task.job(config, keys)
+        if plain is not None:
+            return relocated(plain, job_experiment_dir(*source), resolved_task.unchanged_texts(keys))
+    return resolved(payload.task_config())
+
+
+def _resolved_composition(
+    payload: JobPayload, config: DictConfig
+) -> tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None:
+    """:data:`_COMPOSITIONS`'s entry of *payload*'s shared composition, made by its first job (*config*: that job's
+    full config); None also when resolving it failed (its job's own resolution reports why)."""
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner.configtext import experiment_source
+    from cosimrun.runner.plainjob import ResolvedComposition
+
+    if payload.config not in _COMPOSITIONS:
+        task_cfg = pickle.loads(_task_base(payload.config))
+        OmegaConf.set_cache(task_cfg, payload.cache)
+        try:
+            made = ResolvedComposition.of(task_cfg)
+        except Exception:
+            return None
+        if len(_COMPOSITIONS) >= _TASK_BASES_KEPT:
+            _COMPOSITIONS.clear()
+        _COMPOSITIONS[payload.config] = None if made is None else (made, experiment_source(config.hydra))
+    return _COMPOSITIONS[payload.config]
+
+
+def _idle(callbacks: JobCallbacks, hook: str) -> bool:
+    """Whether Hydra's *callbacks* do nothing on *hook* (each callback has Hydra's empty method)."""
+    from hydra.experimental.callback import Callback
+
+    listed = getattr(callbacks, "callbacks", None)
+    return isinstance(listed, list) and all(getattr(type(c), hook, None) is getattr(Callback, hook) for c in listed)
 
 
 STARTED_FILE = ".cosimrun-started"
@@ -212,7 +267,10 @@ class ComposedJobReturn(JobReturn):
     """Hydra's ``JobReturn`` of :func:`run_composed_job`, with the exception of a failed task at hand."""
 
     error: Exception | None = None
-    """What the task raised (``return_value`` would raise it again, with a line on stderr)."""
+    """What the task raised (``return_value`` would raise it again, with a line on stderr).
+
+    ``cfg``, the task's config, is None when cosimrun's task ran on the job's config resolved without it
+    (:func:`run_composed_job`) and no callback's ``on_job_end`` reads it."""
 
 
 @contextlib.contextmanager
@@ -242,12 +300,19 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     (same text), ``hydra.job.env_set``, *callbacks* and ``JobReturn``. The
     config is not copied: the full one, Hydra's config for ``HydraConfig.get()``
     and ``${hydra:...}``, is this process's own (:meth:`JobPayload.job_configs`),
-    the task's, without its ``hydra`` node, is a new one.
+    the task's, without its ``hydra`` node, is a new one. cosimrun's own task
+    (:func:`~cosimrun.runner.sweep.sweep_job`) of a job made from a shared
+    composition gets no task config: it runs on the job's config resolved from
+    the composition's, resolved once (:func:`_resolved_job`), the same that
+    resolving its task config gives.
     """
     from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
-    task_cfg, config = payload.job_configs()
+    from cosimrun.runner.sweep import run_sweep_job, sweep_job
+
+    plain_task = task_function is sweep_job and payload.values is not None and payload.sweep_files
+    task_cfg, config = (None, _job_config(payload)) if plain_task else payload.job_configs()
     output_dir = os.path.abspath(payload.job_dir)
     with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
         config.hydra.runtime.output_dir = output_dir
@@ -272,7 +337,8 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             with env_override(OmegaConf.to_container(hydra.job.env_set)):  # type: ignore[arg-type]
                 callbacks.on_job_start(config=config, task_function=task_function)
                 try:
-                    ret.return_value = task_function(task_cfg)
+                    ret.return_value = (run_sweep_job(lambda: _resolved_job(payload, config)) if plain_task
+                                        else task_function(task_cfg))
                     ret.status = JobStatus.COMPLETED
                 except Exception as exc:
                     ret.return_value = exc
@@ -280,6 +346,8 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
                     ret.status = JobStatus.FAILED
             ret.task_name = JobRuntime.instance().get("name")
             flush_loggers()
+            if ret.cfg is None and not _idle(callbacks, "on_job_end"):
+                ret.cfg = payload.task_config()
             callbacks.on_job_end(config=config, job_return=ret)
             return ret
     finally:
