@@ -68,16 +68,18 @@ class _NotPlain(Exception):
     """A string that is not text with plain node references only: left to OmegaConf."""
 
 
-def resolved_container(node: Any) -> Any:
+def resolved_container(node: Any, raw: Any = None) -> Any:
     """``OmegaConf.to_container(node, resolve=True)`` of the config node *node*, without OmegaConf's grammar parser
     when every interpolation in it is a string of text and plain references to other nodes (``${a.b}``), each
     naming a value that is no container: Hydra's ``job_logging`` (a log file named
     ``${hydra.runtime.output_dir}/${hydra.job.name}.log``), which parsing again for each job of a warm worker
     costs about a millisecond. Anything else (resolvers, relative or nested references, escapes, a reference
-    whose value is not text where it is the whole string) is resolved by OmegaConf, errors included."""
+    whose value is not text where it is the whole string) is resolved by OmegaConf, errors included. *raw*:
+    ``OmegaConf.to_container(node, resolve=False)`` when the caller has it (it is not changed)."""
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.to_container(node, resolve=False)
+    if raw is None:
+        raw = OmegaConf.to_container(node, resolve=False)
     root = node._get_root()
     try:
         return _substituted(raw, root)

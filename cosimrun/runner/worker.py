@@ -199,6 +199,25 @@ def _resolved_composition(
     return _COMPOSITIONS[payload.config]
 
 
+_LOG_CONFIGS: dict[bytes, Any] = {}
+"""Pickled shared compositions -> their ``hydra.job_logging`` unresolved as plain data (:func:`_log_config`)."""
+
+
+def _log_config(payload: JobPayload, log_config: DictConfig | None) -> Any:
+    """*log_config*, job *payload*'s ``hydra.job_logging``, unresolved as plain data: the same for every job of its
+    shared composition (value overrides set no ``hydra`` key), made once per process; None for a job composed on
+    its own (:func:`~cosimrun.runner.joblog.configure_job_log` makes it)."""
+    from omegaconf import OmegaConf
+
+    if payload.values is None or log_config is None:
+        return None
+    if payload.config not in _LOG_CONFIGS:
+        if len(_LOG_CONFIGS) >= _TASK_BASES_KEPT:
+            _LOG_CONFIGS.clear()
+        _LOG_CONFIGS[payload.config] = OmegaConf.to_container(log_config, resolve=False)
+    return _LOG_CONFIGS[payload.config]
+
+
 def _idle(callbacks: JobCallbacks, hook: str) -> bool:
     """Whether Hydra's *callbacks* do nothing on *hook* (each callback has Hydra's empty method)."""
     from hydra.experimental.callback import Callback
@@ -219,10 +238,14 @@ def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> N
     attempt's first start, so that the results file that run completed still
     counts as written since (:func:`written_since_start`).
     """
-    if started(job_dir, token, attempt):
+    try:
+        Path(job_dir).mkdir(parents=True)  # a new directory: no attempt started in it
+    except FileExistsError:
+        if started(job_dir, token, attempt):
+            return
+    except OSError:  # a read-only or vanished directory: the job will report it
         return
     try:
-        Path(job_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
             f.write(f"{token} {attempt}\n")
     except OSError:  # a read-only or vanished directory: the job will report it
@@ -323,12 +346,14 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     chdir = bool(hydra.job.chdir)
     try:
         with hydra_config(config):
-            ret = ComposedJobReturn(overrides=task_overrides(hydra), cfg=task_cfg, hydra_cfg=config)
+            overrides = task_overrides(hydra) if payload.values is None else list(payload.app)  # what apply_job set
+            ret = ComposedJobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=config)
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             if chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
-            configure_job_log(hydra.job_logging, hydra.verbose)
+            log_config = hydra.job_logging
+            configure_job_log(log_config, hydra.verbose, _log_config(payload, log_config))
             if hydra.output_subdir is not None:
                 files = Path(output_dir) / str(hydra.output_subdir)
                 files.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import pytest
 from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import configtext, sweep, worker
-from cosimrun.runner.compose import JobComposer
+from cosimrun.runner.compose import JobComposer, compose_job
 from cosimrun.runner.outcome import describe_exception
 
 EXPERIMENTS = sorted(p.stem for p in (Path(configtext.__file__).parents[2] / "conf" / "experiment").glob("*.yaml"))
@@ -148,23 +148,27 @@ def _job_files(job_dir: Path, sweep_dir: Path) -> dict[str, Any]:
 
 
 def test_a_job_folder_holds_the_same_files_whichever_way_its_config_was_resolved(tmp_path: Path) -> None:
-    """cosimrun's task on the config resolved from the composition's, and a task that makes the task config and
-    calls it (OmegaConf's resolution): the same files with the same content in each job folder."""
+    """cosimrun's task on the config resolved from the composition's, a task that makes the task config and calls
+    it (OmegaConf's resolution), and jobs composed in full on the driver (nothing of the composition kept): the
+    same files with the same content in each job folder."""
 
     def through_task_config(cfg: Any) -> Any:
         return sweep.sweep_job(cfg)
 
     folders = []
-    for name, task in (("plain", sweep.sweep_job), ("omegaconf", through_task_config)):
-        composer = JobComposer(*sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path / name}"]))
+    for name, task in (("plain", sweep.sweep_job), ("omegaconf", through_task_config), ("driver", sweep.sweep_job)):
+        ctx, master = sweep_context(["+experiment=pendulum_switch", f"hydra.sweep.dir={tmp_path / name}"])
+        composer = JobComposer(ctx, master)
         state = worker.worker_state(_no_callbacks())
         for num, kp in enumerate((40, 41)):
-            spec = composer.compose(["+experiment=pendulum_switch", "run.tf=0.05", f"components.ctrl.params.kp={kp}"],
-                                    num, on_worker=True)
+            overrides = ["+experiment=pendulum_switch", "run.tf=0.05", f"components.ctrl.params.kp={kp}"]
+            spec = (compose_job(ctx, master, overrides, num) if name == "driver" else
+                    composer.compose(overrides, num, on_worker=True))
             payload = spec.payload()
+            assert (payload.values is None) == (name == "driver")
             payload.sweep_files = True
             outcome = worker.run_hydra_job(payload, task, state, "token")
             assert outcome.status == "complete", outcome.error
             folders.append(_job_files(spec.job_dir, tmp_path / name))
-    assert folders[:2] == folders[2:]
+    assert folders[:2] == folders[2:4] == folders[4:]
     assert set(folders[0]) >= {".hydra/overrides.yaml", "cosimrun.log", "results.h5", worker.STARTED_FILE}
