@@ -199,23 +199,45 @@ def _resolved_composition(
     return _COMPOSITIONS[payload.config]
 
 
-_LOG_CONFIGS: dict[bytes, Any] = {}
-"""Pickled shared compositions -> their ``hydra.job_logging`` unresolved as plain data (:func:`_log_config`)."""
+@dataclass(frozen=True)
+class JobSettings:
+    """What :func:`run_composed_job` reads of a job's ``hydra`` node besides the job's own fields: the same for every
+    job of a shared composition (value overrides set no ``hydra`` key)."""
+
+    chdir: bool
+    """``hydra.job.chdir``."""
+    output_subdir: str | None
+    """``hydra.output_subdir``."""
+    env_set: dict[str, Any]
+    """``hydra.job.env_set``, unresolved."""
+    log_config: Any
+    """``hydra.job_logging`` unresolved as plain data (see :func:`~cosimrun.runner.joblog.configure_job_log`)."""
+
+    @classmethod
+    def of(cls, hydra: DictConfig) -> JobSettings:
+        from omegaconf import OmegaConf
+
+        subdir, log_config = hydra.output_subdir, hydra.job_logging
+        env_set = OmegaConf.to_container(hydra.job.env_set)
+        assert isinstance(env_set, dict)
+        return cls(bool(hydra.job.chdir), None if subdir is None else str(subdir), env_set,  # type: ignore[arg-type]
+                   None if log_config is None else OmegaConf.to_container(log_config, resolve=False))
 
 
-def _log_config(payload: JobPayload, log_config: DictConfig | None) -> Any:
-    """*log_config*, job *payload*'s ``hydra.job_logging``, unresolved as plain data: the same for every job of its
-    shared composition (value overrides set no ``hydra`` key), made once per process; None for a job composed on
-    its own (:func:`~cosimrun.runner.joblog.configure_job_log` makes it)."""
-    from omegaconf import OmegaConf
+_SETTINGS: dict[bytes, JobSettings] = {}
+"""Pickled shared compositions -> the :class:`JobSettings` of their jobs (:func:`_settings`)."""
 
-    if payload.values is None or log_config is None:
-        return None
-    if payload.config not in _LOG_CONFIGS:
-        if len(_LOG_CONFIGS) >= _TASK_BASES_KEPT:
-            _LOG_CONFIGS.clear()
-        _LOG_CONFIGS[payload.config] = OmegaConf.to_container(log_config, resolve=False)
-    return _LOG_CONFIGS[payload.config]
+
+def _settings(payload: JobPayload, hydra: DictConfig) -> JobSettings:
+    """The :class:`JobSettings` of job *payload*, whose ``hydra`` node is *hydra*: read once per shared composition
+    and process, for each job composed on its own."""
+    if payload.values is None:
+        return JobSettings.of(hydra)
+    if payload.config not in _SETTINGS:
+        if len(_SETTINGS) >= _TASK_BASES_KEPT:
+            _SETTINGS.clear()
+        _SETTINGS[payload.config] = JobSettings.of(hydra)
+    return _SETTINGS[payload.config]
 
 
 def _idle(callbacks: JobCallbacks, hook: str) -> bool:
@@ -337,29 +359,31 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     plain_task = task_function is sweep_job and payload.values is not None and payload.sweep_files
     task_cfg, config = (None, _job_config(payload)) if plain_task else payload.job_configs()
     output_dir = os.path.abspath(payload.job_dir)
-    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
-        config.hydra.runtime.output_dir = output_dir
-    OmegaConf.set_readonly(config.hydra, True)
+    hydra = config.hydra
+    runtime = hydra.runtime
+    with read_write(runtime), open_dict(runtime):
+        runtime.output_dir = output_dir
+    OmegaConf.set_readonly(hydra, True)
 
     old_cwd = os.getcwd()
-    hydra = config.hydra
-    chdir = bool(hydra.job.chdir)
+    settings = _settings(payload, hydra)
     try:
         with hydra_config(config):
             overrides = task_overrides(hydra) if payload.values is None else list(payload.app)  # what apply_job set
             ret = ComposedJobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=config)
             Path(output_dir).mkdir(parents=True, exist_ok=True)
-            if chdir:
+            if settings.chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
-            log_config = hydra.job_logging
-            configure_job_log(log_config, hydra.verbose, _log_config(payload, log_config))
-            if hydra.output_subdir is not None:
-                files = Path(output_dir) / str(hydra.output_subdir)
+            configure_job_log(hydra.job_logging, hydra.verbose, settings.log_config)
+            if settings.output_subdir is not None:
+                files = Path(output_dir) / settings.output_subdir
                 files.mkdir(parents=True, exist_ok=True)
-                for name, data in hydra_files(task_cfg, hydra, overrides_only=payload.sweep_files):
+                # the sweep's config.yaml and hydra.yaml are at its root (write_sweep_files)
+                written = [("overrides.yaml", overrides)] if payload.sweep_files else hydra_files(task_cfg, hydra)
+                for name, data in written:
                     (files / name).write_text(dump(data), encoding="utf-8")
-            with env_override(OmegaConf.to_container(hydra.job.env_set)):  # type: ignore[arg-type]
+            with env_override(settings.env_set):
                 callbacks.on_job_start(config=config, task_function=task_function)
                 try:
                     ret.return_value = (run_sweep_job(lambda: _resolved_job(payload, config)) if plain_task
@@ -376,20 +400,18 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             callbacks.on_job_end(config=config, job_return=ret)
             return ret
     finally:
-        if chdir:
+        if settings.chdir:
             os.chdir(old_cwd)
 
 
-def hydra_files(task_cfg: DictConfig, hydra: DictConfig, overrides_only: bool = False) -> list[tuple[str, Any]]:
+def hydra_files(task_cfg: DictConfig, hydra: DictConfig) -> list[tuple[str, Any]]:
     """``(file name, content)`` of the ``.hydra`` files of a job with config *task_cfg* and Hydra node *hydra*, as
-    Hydra's ``run_job`` writes them (``overrides.yaml`` alone with *overrides_only*)."""
+    Hydra's ``run_job`` writes them."""
     from omegaconf import OmegaConf
 
-    files: list[tuple[str, Any]] = [("overrides.yaml", hydra.overrides.task)]
-    if not overrides_only:
-        files[:0] = [("config.yaml", task_cfg),
-                     ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)})]
-    return files
+    return [("config.yaml", task_cfg),
+            ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)}),
+            ("overrides.yaml", hydra.overrides.task)]
 
 
 def write_sweep_files(sweep_dir: str | os.PathLike[str], payload: JobPayload, sweep_overrides: list[str]) -> None:
