@@ -354,7 +354,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
-    from cosimrun.runner.sweep import run_sweep_job, sweep_job
+    from cosimrun.runner.sweep import JobPlace, run_sweep_job, sweep_job
 
     plain_task = task_function is sweep_job and payload.values is not None and payload.sweep_files
     task_cfg, config = (None, _job_config(payload)) if plain_task else payload.job_configs()
@@ -386,8 +386,9 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             with env_override(settings.env_set):
                 callbacks.on_job_start(config=config, task_function=task_function)
                 try:
-                    ret.return_value = (run_sweep_job(lambda: _resolved_job(payload, config)) if plain_task
-                                        else task_function(task_cfg))
+                    ret.return_value = (task_function(task_cfg) if not plain_task else run_sweep_job(
+                        lambda: _resolved_job(payload, config),
+                        JobPlace(Path(output_dir), overrides, payload.num, Path(payload.sweep_dir).absolute())))
                     ret.status = JobStatus.COMPLETED
                 except Exception as exc:
                     ret.return_value = exc
