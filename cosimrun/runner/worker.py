@@ -24,10 +24,10 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hydra.core.utils import JobReturn
 
@@ -126,14 +126,23 @@ _TASK_BASES_KEPT = 8
 
 def _task_base(config: bytes) -> bytes:
     """The shared composition *config* (pickled) without its ``hydra`` node, pickled; made once per process."""
-    base = _TASK_BASES.get(config)
-    if base is None:
-        from cosimrun.runner.compose import pickle_config  # compose imports this module
+    from cosimrun.runner.compose import pickle_config  # compose imports this module
 
-        if len(_TASK_BASES) >= _TASK_BASES_KEPT:
-            _TASK_BASES.clear()
-        base = _TASK_BASES[config] = pickle_config(_without_hydra(pickle.loads(config)))
-    return base
+    return _kept(_TASK_BASES, config, lambda: pickle_config(_without_hydra(pickle.loads(config))))
+
+
+_T = TypeVar("_T")
+
+
+def _kept(cache: dict[bytes, _T], composition: bytes, make: Callable[[], _T]) -> _T:
+    """*cache*'s entry for the shared *composition* (pickled), made by *make* when missing (an error of *make* is
+    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most."""
+    if composition not in cache:
+        made = make()
+        if len(cache) >= _TASK_BASES_KEPT:
+            cache.clear()
+        cache[composition] = made
+    return cache[composition]
 
 
 @functools.cache
@@ -186,17 +195,16 @@ def _resolved_composition(
     from cosimrun.runner.configtext import experiment_source
     from cosimrun.runner.plainjob import ResolvedComposition
 
-    if payload.config not in _COMPOSITIONS:
+    def make() -> tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None:
         task_cfg = pickle.loads(_task_base(payload.config))
         OmegaConf.set_cache(task_cfg, payload.cache)
-        try:
-            made = ResolvedComposition.of(task_cfg)
-        except Exception:
-            return None
-        if len(_COMPOSITIONS) >= _TASK_BASES_KEPT:
-            _COMPOSITIONS.clear()
-        _COMPOSITIONS[payload.config] = None if made is None else (made, experiment_source(config.hydra))
-    return _COMPOSITIONS[payload.config]
+        made = ResolvedComposition.of(task_cfg)
+        return None if made is None else (made, experiment_source(config.hydra))
+
+    try:
+        return _kept(_COMPOSITIONS, payload.config, make)
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True)
@@ -233,11 +241,7 @@ def _settings(payload: JobPayload, hydra: DictConfig) -> JobSettings:
     and process, for each job composed on its own."""
     if payload.values is None:
         return JobSettings.of(hydra)
-    if payload.config not in _SETTINGS:
-        if len(_SETTINGS) >= _TASK_BASES_KEPT:
-            _SETTINGS.clear()
-        _SETTINGS[payload.config] = JobSettings.of(hydra)
-    return _SETTINGS[payload.config]
+    return _kept(_SETTINGS, payload.config, lambda: JobSettings.of(hydra))
 
 
 def _idle(callbacks: JobCallbacks, hook: str) -> bool:

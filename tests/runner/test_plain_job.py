@@ -9,6 +9,7 @@ from typing import Any
 
 import h5py
 import pytest
+from hydra.experimental.callback import Callback
 from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import configtext, sweep, worker
@@ -172,3 +173,28 @@ def test_a_job_folder_holds_the_same_files_whichever_way_its_config_was_resolved
             folders.append(_job_files(spec.job_dir, tmp_path / name))
     assert folders[:2] == folders[2:4] == folders[4:]
     assert set(folders[0]) >= {".hydra/overrides.yaml", "cosimrun.log", "results.h5", worker.STARTED_FILE}
+
+
+class _ReadsTheTaskConfig(Callback):
+    """A Hydra callback that keeps the task config each job's return holds."""
+
+    seen: list[Any] = []
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        _ReadsTheTaskConfig.seen.append(job_return.cfg)
+
+
+def test_a_callback_that_reads_the_returned_task_config_gets_it(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    composer = _composer(tmp_path, "pendulum_switch")
+    payloads = [composer.compose(["+experiment=pendulum_switch", "run.tf=0.05", f"components.ctrl.params.kp={kp}"],
+                                 kp, on_worker=True).payload() for kp in (3, 4)]
+    callbacks = _no_callbacks()
+    callbacks.callbacks.append(_ReadsTheTaskConfig())
+    for payload, hooks in zip(payloads, (callbacks, _no_callbacks()), strict=True):
+        payload.sweep_files = True
+        ret = worker.run_composed_job(payload, sweep.sweep_job, hooks)
+        assert ret.return_value.status == "complete", ret.return_value.error
+    assert len(_ReadsTheTaskConfig.seen) == 1 and ret.cfg is None  # made only for a callback that reads it
+    assert OmegaConf.to_container(_ReadsTheTaskConfig.seen[0]) == OmegaConf.to_container(payloads[0].task_config())
