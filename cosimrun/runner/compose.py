@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosimrun.runner.layout import RESOLVER
 from cosimrun.runner.overrides import parsed_plain
+from cosimrun.runner.plainjob import overlap
 from cosimrun.runner.worker import JobPayload, hydra_config
 
 if TYPE_CHECKING:
@@ -402,7 +403,7 @@ class JobComposer:
         config_keys = [ov.key_or_group for ov in structural if not self._group_exists(ov.key_or_group)]
         for ov in values:
             key = ov.key_or_group
-            if any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in config_keys):
+            if any(overlap(k, key) for k in config_keys):
                 return None  # applied in another order than Hydra would: compose in full
         return parsed, structural, values
 

@@ -73,7 +73,7 @@ class ResolvedComposition:
                 return None
             interpolations.append(Interpolation(path, *parsed))
         interpolations = _transitive(interpolations)
-        if any(_overlap(key, "hydra") for i in interpolations for key in i.reads):
+        if any(overlap(key, "hydra") for i in interpolations for key in i.reads):
             return None  # the task config has no hydra node: OmegaConf reports the error
         plain = OmegaConf.to_container(task_cfg, resolve=True, enum_to_str=True)
         assert isinstance(plain, dict)
@@ -85,7 +85,7 @@ class ResolvedComposition:
         *keys*, a key's value is an interpolation or a container, a key is new). Resolution errors are raised."""
         from omegaconf import OmegaConf
 
-        if any(_overlap(read, key) for i in self.interpolations for read in i.reads for key in keys):
+        if any(overlap(read, key) for i in self.interpolations for read in i.reads for key in keys):
             return None
         plain = _copied(self.plain)
         for key in keys:
@@ -148,7 +148,7 @@ def _transitive(interpolations: list[Interpolation]) -> list[Interpolation]:
             reads, calls = set(one.reads), one.calls_resolver
             for other in interpolations:
                 where = ".".join(str(k) for k in other.path)
-                if other is not one and any(_overlap(read, where) for read in one.reads):
+                if other is not one and any(overlap(read, where) for read in one.reads):
                     reads |= other.reads
                     calls = calls or other.calls_resolver
             if reads != one.reads or calls != one.calls_resolver:
@@ -157,7 +157,7 @@ def _transitive(interpolations: list[Interpolation]) -> list[Interpolation]:
     return interpolations
 
 
-def _overlap(a: str, b: str) -> bool:
+def overlap(a: str, b: str) -> bool:
     """Whether dotted keys *a* and *b* name the same node or one holds the other."""
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
