@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosimrun.runner.layout import RESOLVER
 from cosimrun.runner.overrides import parsed_plain
+from cosimrun.runner.plainjob import overlap
 from cosimrun.runner.worker import JobPayload, hydra_config
 
 if TYPE_CHECKING:
@@ -112,12 +113,22 @@ def _set_job(config: DictConfig, num: int, sweep_dir: str) -> None:
     """Set what a launcher sets in a job's config: ``hydra.job.id``, ``hydra.job.num``, ``hydra.sweep.dir``."""
     from omegaconf import open_dict
 
-    job, sweep = config.hydra.job, config.hydra.sweep
+    hydra = _child(config, "hydra")
+    job, sweep = _child(hydra, "job"), _child(hydra, "sweep")
     with open_dict(job), open_dict(sweep):  # not the whole config: opening it walks every node
         job.id = f"{job.name}_{num}"
         job.num = num
         if _raw(sweep, "dir") != sweep_dir:  # the same for every job of a sweep (a worker's kept config has it)
             sweep.dir = sweep_dir
+
+
+def _child(container: Any, key: str) -> Any:
+    """*container*'s child container *key*, as ``container.key`` gives it, taken without resolving it when it is no
+    interpolation (a job's config is made from such children many times per job)."""
+    from omegaconf import Container
+
+    node = container._get_node(key)
+    return node if isinstance(node, Container) and not node._is_interpolation() else container[key]
 
 
 def _raw(container: Any, key: str | int) -> Any:
@@ -156,18 +167,19 @@ def apply_job(config: DictConfig, values: list[str], app: list[str], cache: dict
     from cosimrun.runner._private import apply_value_overrides, overrides_dirname
 
     apply_value_overrides(parsed_overrides(values), config)
-    task = config.hydra.overrides.task
+    hydra = _child(config, "hydra")
+    job = _child(hydra, "job")
+    task = _child(_child(hydra, "overrides"), "task")
     if len(task) == len(app):  # a worker's kept config (see worker._job_config): its lines but the values
         for i, line in enumerate(app):
             if _raw(task, i) != line:
                 task[i] = line
     else:
-        while len(task):
-            task.pop()
+        del task[:]  # not pop(), which resolves each line it returns
         for line in app:
             task.append(line)
-    dirname = config.hydra.job.config.override_dirname
-    config.hydra.job.override_dirname = overrides_dirname(
+    dirname = _child(_child(job, "config"), "override_dirname")
+    job.override_dirname = overrides_dirname(
         parsed_overrides(app), exclude_keys=dirname.exclude_keys, item_sep=dirname.item_sep,
         kv_sep=dirname.kv_sep
     )
@@ -391,7 +403,7 @@ class JobComposer:
         config_keys = [ov.key_or_group for ov in structural if not self._group_exists(ov.key_or_group)]
         for ov in values:
             key = ov.key_or_group
-            if any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in config_keys):
+            if any(overlap(k, key) for k in config_keys):
                 return None  # applied in another order than Hydra would: compose in full
         return parsed, structural, values
 

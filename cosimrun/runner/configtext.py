@@ -60,7 +60,7 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=dumper, default_flow_style=False, allow_unicode=True, sort_keys=False)
 
 
-_NODE_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\}")
+NODE_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\}")
 """A plain absolute reference to another node: ``${hydra.job.name}``."""
 
 
@@ -68,16 +68,18 @@ class _NotPlain(Exception):
     """A string that is not text with plain node references only: left to OmegaConf."""
 
 
-def resolved_container(node: Any) -> Any:
+def resolved_container(node: Any, raw: Any = None) -> Any:
     """``OmegaConf.to_container(node, resolve=True)`` of the config node *node*, without OmegaConf's grammar parser
     when every interpolation in it is a string of text and plain references to other nodes (``${a.b}``), each
     naming a value that is no container: Hydra's ``job_logging`` (a log file named
     ``${hydra.runtime.output_dir}/${hydra.job.name}.log``), which parsing again for each job of a warm worker
     costs about a millisecond. Anything else (resolvers, relative or nested references, escapes, a reference
-    whose value is not text where it is the whole string) is resolved by OmegaConf, errors included."""
+    whose value is not text where it is the whole string) is resolved by OmegaConf, errors included. *raw*:
+    ``OmegaConf.to_container(node, resolve=False)`` when the caller has it (it is not changed)."""
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.to_container(node, resolve=False)
+    if raw is None:
+        raw = OmegaConf.to_container(node, resolve=False)
     root = node._get_root()
     try:
         return _substituted(raw, root)
@@ -97,7 +99,7 @@ def _substituted(value: Any, root: Any) -> Any:
     if "\\" in value:
         raise _NotPlain
     parts, end = [], 0
-    for match in _NODE_REFERENCE.finditer(value):
+    for match in NODE_REFERENCE.finditer(value):
         parts += [value[end:match.start()], _referenced(root, match.group(1))]
         end = match.end()
     parts.append(value[end:])
@@ -134,12 +136,29 @@ def resolved(cfg: Any, base_dir: str | os.PathLike[str] | None = None) -> tuple[
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if not isinstance(plain, dict):
         raise TypeError(f"expected a mapping config, got {type(plain).__name__}")
-    if base_dir is None:
-        base_dir = _running_experiment_dir()
-    if base_dir is not None:
-        _relocate(plain, base_dir)  # the container is this call's own: no copy
-    return plain, dump(plain)
+    return relocated(plain, _running_experiment_dir() if base_dir is None else base_dir)
 
+
+def relocated(plain: dict[str, Any], base_dir: str | os.PathLike[str] | None,
+              known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
+    """``(plain, text)`` of :func:`resolved` from the resolved config *plain* (its own: changed in place), its
+    relative component file paths made absolute against *base_dir* (None: left as they are); *known*: the text of
+    some of its top-level entries (see :func:`dump_entries`)."""
+    if base_dir is not None:
+        _relocate(plain, base_dir)
+    return plain, dump(plain) if known is None else dump_entries(plain, known)
+
+
+def dump_entries(plain: Mapping[str, Any], known: Mapping[str, str]) -> str:
+    """:func:`dump` of the mapping *plain*, the text of each top-level entry named in *known* taken from there
+    (``dump({key: value})`` of the same value): in block style a mapping's text is its entries' in turn."""
+    if not plain:
+        return dump(plain)
+    return "".join(known[key] if key in known else dump({key: value}) for key, value in plain.items())
+
+
+RELOCATED_ENTRY = "components"
+"""The top-level entry of a plain config whose file paths :func:`relocate_paths` rewrites."""
 
 PATH_PARAMETERS = {"fmu": "path", "table": "path"}
 """Component type -> its parameter naming a file, which :func:`relocate_paths` resolves."""
@@ -168,7 +187,7 @@ def _relocate(cfg: dict[str, Any], base_dir: str | os.PathLike[str]) -> None:
 def _file_parameters(cfg: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
     """``(params, name)`` of each parameter of :data:`PATH_PARAMETERS` in the plain config *cfg* (the modes of
     ``multi`` components included)."""
-    for comp in (cfg.get("components") or {}).values():
+    for comp in (cfg.get(RELOCATED_ENTRY) or {}).values():
         if not isinstance(comp, dict):
             continue
         modes = comp.get("modes") if comp.get("type") == "multi" else None
@@ -207,10 +226,10 @@ def experiment_dir(hydra_cfg: Any) -> Path | None:
     no experiment was chosen or it is not a file on disk (a structured config,
     a zipped package).
     """
-    return _experiment_dir(*_experiment_source(hydra_cfg))
+    return _experiment_dir(*experiment_source(hydra_cfg))
 
 
-def _experiment_source(hydra_cfg: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+def experiment_source(hydra_cfg: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     """``(experiment choice or "", ((schema, path) of each config source, ...))`` of the ``hydra`` node."""
     choice = (hydra_cfg.runtime.get("choices") or {}).get("experiment")
     sources = tuple((str(s.schema), str(s.path)) for s in hydra_cfg.runtime.get("config_sources") or ())
@@ -236,21 +255,21 @@ def _experiment_dir(choice: str, sources: tuple[tuple[str, str], ...]) -> Path |
     return None
 
 
-_job_experiment_dir = functools.lru_cache(maxsize=64)(_experiment_dir)
+job_experiment_dir = functools.lru_cache(maxsize=64)(_experiment_dir)
 """:func:`_experiment_dir` looked up once per process for each choice and list of sources: every job of a
 sweep asks (:func:`forget_experiment_dirs` starts again)."""
 
 
 def forget_experiment_dirs() -> None:
     """Look the experiments' files of the jobs up again: a worker does when a new sweep arrives."""
-    _job_experiment_dir.cache_clear()
+    job_experiment_dir.cache_clear()
 
 
 def _running_experiment_dir() -> Path | None:
     """:func:`experiment_dir` of the Hydra job in progress (looked up once per sweep); None outside of one."""
     from hydra.core.hydra_config import HydraConfig
 
-    return _job_experiment_dir(*_experiment_source(HydraConfig.get())) if HydraConfig.initialized() else None
+    return job_experiment_dir(*experiment_source(HydraConfig.get())) if HydraConfig.initialized() else None
 
 
 def task_overrides(hydra_cfg: Any) -> list[str]:

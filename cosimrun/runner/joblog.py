@@ -74,13 +74,14 @@ class _Configured:
 _configured: _Configured | None = None
 
 
-def configure_job_log(log_config: Any, verbose: Any) -> None:
+def configure_job_log(log_config: Any, verbose: Any, raw: Any = None) -> None:
     """Configure logging for a job as Hydra's ``configure_log(log_config, verbose)`` does.
 
     When logging was configured so for an earlier job of this process, from a config that differs only in the
     ``filename`` of its file handlers, and its handlers are still in place, those handlers are pointed at the new
     files and the levels set again instead: what Hydra's configuration would make, without building every
-    handler and formatter again for each job of a warm worker.
+    handler and formatter again for each job of a warm worker. *raw*: *log_config* unresolved as plain data,
+    when the caller has it (see :func:`~cosimrun.runner.configtext.resolved_container`).
     """
     global _configured
     from hydra.core.utils import configure_log
@@ -90,7 +91,7 @@ def configure_job_log(log_config: Any, verbose: Any) -> None:
         _configured = None
         configure_log(log_config, verbose)
         return
-    conf = resolved_container(log_config)
+    conf = resolved_container(log_config, raw)
     names = {name: h.pop("filename") for name, h in conf.get("handlers", {}).items()
              if isinstance(h, dict) and "filename" in h}
     key = repr((conf, sorted(names), OmegaConf.to_container(verbose) if OmegaConf.is_config(verbose) else verbose))

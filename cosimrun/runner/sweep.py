@@ -35,10 +35,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cosimrun.masters.coupling_error import largest_relative
 from cosimrun.runner import signals
@@ -87,23 +87,51 @@ def sweep_job(cfg: DictConfig) -> JobOutcome:
     (:mod:`cosimrun.runner.lock`) if the sweeper has not, and enters its own
     outcome in the ledger.
     """
-    from hydra.core.hydra_config import HydraConfig
+    return run_sweep_job(lambda: resolved(cfg))
 
+
+@dataclass(frozen=True)
+class JobPlace:
+    """What :func:`sweep_job` reads of the running job's ``hydra`` node (``HydraConfig.get()``)."""
+
+    out_dir: Path
+    """``hydra.runtime.output_dir``."""
+    overrides: list[str]
+    """``hydra.overrides.task`` (:func:`~cosimrun.runner.configtext.task_overrides`)."""
+    num: int
+    """``hydra.job.num``."""
+    sweep_dir: Path
+    """``hydra.sweep.dir``, absolute."""
+
+    @classmethod
+    def running(cls) -> JobPlace:
+        """The place of the Hydra job running."""
+        from hydra.core.hydra_config import HydraConfig
+
+        hydra_cfg = HydraConfig.get()
+        return cls(Path(hydra_cfg.runtime.output_dir), task_overrides(hydra_cfg), int(hydra_cfg.job.num),
+                   Path(str(hydra_cfg.sweep.dir)).absolute())
+
+
+def run_sweep_job(resolve: Callable[[], tuple[dict[str, Any], str]], place: JobPlace | None = None) -> JobOutcome:
+    """:func:`sweep_job` of the job whose config *resolve* gives resolved (``(plain, text)`` as
+    :func:`~cosimrun.runner.configtext.resolved`; called where the job resolves its config, its errors the job's)
+    at *place* (by default read from the running job's ``hydra`` node): what a worker runs when it resolves a
+    job's config without making its task config (:mod:`cosimrun.runner.plainjob`)."""
     from cosimrun.runner.run import prepare, run_experiment
 
     start = time.perf_counter()
-    hydra_cfg = HydraConfig.get()
-    out_dir = Path(hydra_cfg.runtime.output_dir)
-    overrides = task_overrides(hydra_cfg)
-    num = int(hydra_cfg.job.num)
+    if place is None:
+        place = JobPlace.running()
+    out_dir, num, sweep_dir = place.out_dir, place.num, place.sweep_dir
+    overrides = list(place.overrides)
     outcome = JobOutcome(num=num, status="failed", overrides=overrides)
-    sweep_dir = Path(str(hydra_cfg.sweep.dir)).absolute()
     in_driver = not getattr(_managed, "active", False) and _driver_pid == os.getpid()
     if in_driver:
         claim(sweep_dir)  # already held when the sweep started with cosimrun's sweeper
     stop: KeyboardInterrupt | None = None
     try:
-        plain, config_yaml = resolved(cfg)
+        plain, config_yaml = resolve()
         experiment = prepare(plain)
         if experiment.action == "describe":
             print(f"#{num} {' '.join(overrides)}\n{experiment.system.describe()}")

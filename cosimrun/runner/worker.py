@@ -24,10 +24,10 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hydra.core.utils import JobReturn
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from cosimrun.runner.compose import KeptConfigs
+    from cosimrun.runner.plainjob import ResolvedComposition
 
 
 @dataclass
@@ -85,7 +86,7 @@ class JobPayload:
         """
         if self.values is None:
             return _without_hydra(pickle.loads(self.config)), self.to_config()
-        return self._task_config(), self.to_config()
+        return self.task_config(), self.to_config()
 
     def job_configs(self) -> tuple[DictConfig, DictConfig]:
         """``(task config, full config)`` as :meth:`configs`, the full one this process's own and reused by its
@@ -93,9 +94,9 @@ class JobPayload:
         full config was the largest part of a short job's cost."""
         if self.values is None:
             return self.configs()
-        return self._task_config(), _job_config(self)
+        return self.task_config(), _job_config(self)
 
-    def _task_config(self) -> DictConfig:
+    def task_config(self) -> DictConfig:
         """The task's config, made from the shared composition (see :meth:`configs`)."""
         from omegaconf import OmegaConf
 
@@ -125,14 +126,23 @@ _TASK_BASES_KEPT = 8
 
 def _task_base(config: bytes) -> bytes:
     """The shared composition *config* (pickled) without its ``hydra`` node, pickled; made once per process."""
-    base = _TASK_BASES.get(config)
-    if base is None:
-        from cosimrun.runner.compose import pickle_config  # compose imports this module
+    from cosimrun.runner.compose import pickle_config  # compose imports this module
 
-        if len(_TASK_BASES) >= _TASK_BASES_KEPT:
-            _TASK_BASES.clear()
-        base = _TASK_BASES[config] = pickle_config(_without_hydra(pickle.loads(config)))
-    return base
+    return _kept(_TASK_BASES, config, lambda: pickle_config(_without_hydra(pickle.loads(config))))
+
+
+_T = TypeVar("_T")
+
+
+def _kept(cache: dict[bytes, _T], composition: bytes, make: Callable[[], _T]) -> _T:
+    """*cache*'s entry for the shared *composition* (pickled), made by *make* when missing (an error of *make* is
+    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most."""
+    if composition not in cache:
+        made = make()
+        if len(cache) >= _TASK_BASES_KEPT:
+            cache.clear()
+        cache[composition] = made
+    return cache[composition]
 
 
 @functools.cache
@@ -152,6 +162,96 @@ def _job_config(payload: JobPayload) -> DictConfig:
                                payload.sweep_dir)
 
 
+_COMPOSITIONS: dict[bytes, tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None] = {}
+"""Pickled shared compositions -> their task config resolved once and the experiment source of their jobs
+(:func:`~cosimrun.runner.configtext.experiment_source`); None: OmegaConf resolves each job's (:func:`_resolved_job`)."""
+
+
+def _resolved_job(payload: JobPayload, config: DictConfig) -> tuple[dict[str, Any], str]:
+    """``(plain, text)`` of job *payload* as :func:`~cosimrun.runner.configtext.resolved` gives them from its task
+    config (*config*: its full config, Hydra's config of the running job), made from its shared composition's
+    resolved once (:mod:`cosimrun.runner.plainjob`) where that gives the same."""
+    from cosimrun.runner.compose import parsed_overrides  # compose imports this module
+    from cosimrun.runner.configtext import job_experiment_dir, relocated, resolved
+
+    assert payload.values is not None
+    composition = _resolved_composition(payload, config)
+    if composition is not None:
+        resolved_task, source = composition
+        keys = [str(o.key_or_group) for o in parsed_overrides(payload.values)]
+        plain = resolved_task.job(config, keys)
+        if plain is not None:
+            return relocated(plain, job_experiment_dir(*source), resolved_task.unchanged_texts(keys))
+    return resolved(payload.task_config())
+
+
+def _resolved_composition(
+    payload: JobPayload, config: DictConfig
+) -> tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None:
+    """:data:`_COMPOSITIONS`'s entry of *payload*'s shared composition, made by its first job (*config*: that job's
+    full config); None also when resolving it failed (its job's own resolution reports why)."""
+    from omegaconf import OmegaConf
+
+    from cosimrun.runner.configtext import experiment_source
+    from cosimrun.runner.plainjob import ResolvedComposition
+
+    def make() -> tuple[ResolvedComposition, tuple[str, tuple[tuple[str, str], ...]]] | None:
+        task_cfg = pickle.loads(_task_base(payload.config))
+        OmegaConf.set_cache(task_cfg, payload.cache)
+        made = ResolvedComposition.of(task_cfg)
+        return None if made is None else (made, experiment_source(config.hydra))
+
+    try:
+        return _kept(_COMPOSITIONS, payload.config, make)
+    except Exception:
+        return None
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What :func:`run_composed_job` reads of a job's ``hydra`` node besides the job's own fields: the same for every
+    job of a shared composition (value overrides set no ``hydra`` key)."""
+
+    chdir: bool
+    """``hydra.job.chdir``."""
+    output_subdir: str | None
+    """``hydra.output_subdir``."""
+    env_set: dict[str, Any]
+    """``hydra.job.env_set``, unresolved."""
+    log_config: Any
+    """``hydra.job_logging`` unresolved as plain data (see :func:`~cosimrun.runner.joblog.configure_job_log`)."""
+
+    @classmethod
+    def of(cls, hydra: DictConfig) -> JobSettings:
+        from omegaconf import OmegaConf
+
+        subdir, log_config = hydra.output_subdir, hydra.job_logging
+        env_set = OmegaConf.to_container(hydra.job.env_set)
+        assert isinstance(env_set, dict)
+        return cls(bool(hydra.job.chdir), None if subdir is None else str(subdir), env_set,  # type: ignore[arg-type]
+                   None if log_config is None else OmegaConf.to_container(log_config, resolve=False))
+
+
+_SETTINGS: dict[bytes, JobSettings] = {}
+"""Pickled shared compositions -> the :class:`JobSettings` of their jobs (:func:`_settings`)."""
+
+
+def _settings(payload: JobPayload, hydra: DictConfig) -> JobSettings:
+    """The :class:`JobSettings` of job *payload*, whose ``hydra`` node is *hydra*: read once per shared composition
+    and process, for each job composed on its own."""
+    if payload.values is None:
+        return JobSettings.of(hydra)
+    return _kept(_SETTINGS, payload.config, lambda: JobSettings.of(hydra))
+
+
+def _idle(callbacks: JobCallbacks, hook: str) -> bool:
+    """Whether Hydra's *callbacks* do nothing on *hook* (each callback has Hydra's empty method)."""
+    from hydra.experimental.callback import Callback
+
+    listed = getattr(callbacks, "callbacks", None)
+    return isinstance(listed, list) and all(getattr(type(c), hook, None) is getattr(Callback, hook) for c in listed)
+
+
 STARTED_FILE = ".cosimrun-started"
 """In a job directory: one line ``<launch token> <attempt>`` per attempt that started on a worker."""
 
@@ -164,10 +264,14 @@ def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> N
     attempt's first start, so that the results file that run completed still
     counts as written since (:func:`written_since_start`).
     """
-    if started(job_dir, token, attempt):
+    try:
+        Path(job_dir).mkdir(parents=True)  # a new directory: no attempt started in it
+    except FileExistsError:
+        if started(job_dir, token, attempt):
+            return
+    except OSError:  # a read-only or vanished directory: the job will report it
         return
     try:
-        Path(job_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
             f.write(f"{token} {attempt}\n")
     except OSError:  # a read-only or vanished directory: the job will report it
@@ -212,7 +316,10 @@ class ComposedJobReturn(JobReturn):
     """Hydra's ``JobReturn`` of :func:`run_composed_job`, with the exception of a failed task at hand."""
 
     error: Exception | None = None
-    """What the task raised (``return_value`` would raise it again, with a line on stderr)."""
+    """What the task raised (``return_value`` would raise it again, with a line on stderr).
+
+    ``cfg``, the task's config, is None when cosimrun's task ran on the job's config resolved without it
+    (:func:`run_composed_job`) and no callback's ``on_job_end`` reads it."""
 
 
 @contextlib.contextmanager
@@ -242,37 +349,50 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     (same text), ``hydra.job.env_set``, *callbacks* and ``JobReturn``. The
     config is not copied: the full one, Hydra's config for ``HydraConfig.get()``
     and ``${hydra:...}``, is this process's own (:meth:`JobPayload.job_configs`),
-    the task's, without its ``hydra`` node, is a new one.
+    the task's, without its ``hydra`` node, is a new one. cosimrun's own task
+    (:func:`~cosimrun.runner.sweep.sweep_job`) of a job made from a shared
+    composition gets no task config: it runs on the job's config resolved from
+    the composition's, resolved once (:func:`_resolved_job`), the same that
+    resolving its task config gives.
     """
     from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
 
-    task_cfg, config = payload.job_configs()
+    from cosimrun.runner.sweep import JobPlace, run_sweep_job, sweep_job
+
+    plain_task = task_function is sweep_job and payload.values is not None and payload.sweep_files
+    task_cfg, config = (None, _job_config(payload)) if plain_task else payload.job_configs()
     output_dir = os.path.abspath(payload.job_dir)
-    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
-        config.hydra.runtime.output_dir = output_dir
-    OmegaConf.set_readonly(config.hydra, True)
+    hydra = config.hydra
+    runtime = hydra.runtime
+    with read_write(runtime), open_dict(runtime):
+        runtime.output_dir = output_dir
+    OmegaConf.set_readonly(hydra, True)
 
     old_cwd = os.getcwd()
-    hydra = config.hydra
-    chdir = bool(hydra.job.chdir)
+    settings = _settings(payload, hydra)
     try:
         with hydra_config(config):
-            ret = ComposedJobReturn(overrides=task_overrides(hydra), cfg=task_cfg, hydra_cfg=config)
+            overrides = task_overrides(hydra) if payload.values is None else list(payload.app)  # what apply_job set
+            ret = ComposedJobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=config)
             Path(output_dir).mkdir(parents=True, exist_ok=True)
-            if chdir:
+            if settings.chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
-            configure_job_log(hydra.job_logging, hydra.verbose)
-            if hydra.output_subdir is not None:
-                files = Path(output_dir) / str(hydra.output_subdir)
+            configure_job_log(hydra.job_logging, hydra.verbose, settings.log_config)
+            if settings.output_subdir is not None:
+                files = Path(output_dir) / settings.output_subdir
                 files.mkdir(parents=True, exist_ok=True)
-                for name, data in hydra_files(task_cfg, hydra, overrides_only=payload.sweep_files):
+                # the sweep's config.yaml and hydra.yaml are at its root (write_sweep_files)
+                written = [("overrides.yaml", overrides)] if payload.sweep_files else hydra_files(task_cfg, hydra)
+                for name, data in written:
                     (files / name).write_text(dump(data), encoding="utf-8")
-            with env_override(OmegaConf.to_container(hydra.job.env_set)):  # type: ignore[arg-type]
+            with env_override(settings.env_set):
                 callbacks.on_job_start(config=config, task_function=task_function)
                 try:
-                    ret.return_value = task_function(task_cfg)
+                    ret.return_value = (task_function(task_cfg) if not plain_task else run_sweep_job(
+                        lambda: _resolved_job(payload, config),
+                        JobPlace(Path(output_dir), overrides, payload.num, Path(payload.sweep_dir).absolute())))
                     ret.status = JobStatus.COMPLETED
                 except Exception as exc:
                     ret.return_value = exc
@@ -280,23 +400,23 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
                     ret.status = JobStatus.FAILED
             ret.task_name = JobRuntime.instance().get("name")
             flush_loggers()
+            if ret.cfg is None and not _idle(callbacks, "on_job_end"):
+                ret.cfg = payload.task_config()
             callbacks.on_job_end(config=config, job_return=ret)
             return ret
     finally:
-        if chdir:
+        if settings.chdir:
             os.chdir(old_cwd)
 
 
-def hydra_files(task_cfg: DictConfig, hydra: DictConfig, overrides_only: bool = False) -> list[tuple[str, Any]]:
+def hydra_files(task_cfg: DictConfig, hydra: DictConfig) -> list[tuple[str, Any]]:
     """``(file name, content)`` of the ``.hydra`` files of a job with config *task_cfg* and Hydra node *hydra*, as
-    Hydra's ``run_job`` writes them (``overrides.yaml`` alone with *overrides_only*)."""
+    Hydra's ``run_job`` writes them."""
     from omegaconf import OmegaConf
 
-    files: list[tuple[str, Any]] = [("overrides.yaml", hydra.overrides.task)]
-    if not overrides_only:
-        files[:0] = [("config.yaml", task_cfg),
-                     ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)})]
-    return files
+    return [("config.yaml", task_cfg),
+            ("hydra.yaml", {"hydra": OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)}),
+            ("overrides.yaml", hydra.overrides.task)]
 
 
 def write_sweep_files(sweep_dir: str | os.PathLike[str], payload: JobPayload, sweep_overrides: list[str]) -> None:
