@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -242,6 +242,7 @@ def _setting_types(settings: type) -> dict[str, Any]:
     return types
 
 
+@functools.cache
 def _example(settings: type, *keys: str) -> str:
     """``{key: default, ...}`` of *keys* (all by default) of a settings dataclass, for an error's advice."""
     values = defaults(settings)
@@ -451,13 +452,34 @@ def build_master(cfg: Mapping[str, Any]) -> Master:
     if cls is None:
         raise UnknownNameError("master", name, MASTERS, key="master")
     check_keys("master", cfg)
+    try:
+        key: Hashable = (cls, tuple((setting, type(value), value) for setting, value in settings.items()))
+        master = _masters.get(key)
+    except TypeError:  # a value that is no plain setting: checked below, never kept
+        key, master = None, None
+    if master is not None:
+        return master
     types, given = setting_types(cls), defaults(cls)
     for setting, value in settings.items():
         settings[setting] = _typed(f"master.{setting}", value, types.get(setting), given.get(setting))
     try:
-        return cls(**settings)
+        master = cls(**settings)
     except (TypeError, ValueError) as exc:
         raise _placed("master", exc) from None
+    if key is not None:
+        if len(_masters) >= MASTERS_KEPT:
+            _masters.clear()
+        _masters[key] = master
+    return master
+
+
+MASTERS_KEPT = 64
+"""How many masters :func:`build_master` keeps (a sweep's jobs name one or a few)."""
+
+_masters: dict[Hashable, Master] = {}
+"""Masters built, by class and settings as given (each value with its type: ``1``, ``1.0`` and ``true`` are
+checked apart): a master is only settings (frozen; each run is a run object of its own), so the jobs of a process
+that configure the same one share it."""
 
 
 TYPE_NAMES: dict[type, str] = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}

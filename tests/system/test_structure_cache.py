@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cosimrun.config.build import defaults, setting_types
+from cosimrun.config import build
+from cosimrun.config.build import build_master, defaults, setting_types
 from cosimrun.config.schema import StorageSettings
 from cosimrun.errors import ConfigError
 from cosimrun.masters import GaussSeidel
@@ -155,3 +156,22 @@ def test_settings_defaults_and_types_are_each_callers_own() -> None:
     types = setting_types(GaussSeidel)
     types["max_loop_iterations"] = str
     assert setting_types(GaussSeidel)["max_loop_iterations"] is int
+
+
+def test_jobs_configuring_one_master_share_it_and_others_get_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build, "_masters", {})
+    first = build_master({"name": "jacobi", "rtol": 1e-3})
+    assert build_master({"name": "jacobi", "rtol": 1e-3}) is first
+    assert build_master({"name": "jacobi"}).rtol == 1e-4  # the default, not the previous job's
+    assert build_master({"name": "gauss_seidel", "rtol": 1e-3}).name == "gauss_seidel"
+    assert build_master({"name": "jacobi", "rtol": 1}).rtol == 1.0
+    with pytest.raises(ConfigError, match="master.rtol"):  # true is no number, though it equals 1 and 1.0
+        build_master({"name": "jacobi", "rtol": True})
+    with pytest.raises(ConfigError, match="master.parallel"):  # a failed build is not kept
+        build_master({"name": "jacobi", "parallel": "many"})
+    with pytest.raises(ConfigError, match="master.parallel"):
+        build_master({"name": "jacobi", "parallel": "many"})
+    for _ in range(2):  # a value that cannot be a key is checked every time
+        with pytest.raises(ConfigError, match="master.parallel"):
+            build_master({"name": "jacobi", "parallel": [1]})
+    assert len(build._masters) == 4  # jacobi with rtol 1e-3, 1 and the default; gauss_seidel
