@@ -16,6 +16,7 @@ Two graphs are built from the connections:
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -140,6 +141,8 @@ ANALYSES_KEPT = 64
 
 _analyses: OrderedDict[Hashable, GraphAnalysis] = OrderedDict()
 """Analyses by structure (:func:`structure_key`), latest used last."""
+_analyses_lock = threading.Lock()
+"""Held while :data:`_analyses` changes (jobs may build systems in threads of one process)."""
 
 
 def structure_key(components: Iterable[str], connections: Iterable[Connection], feedthrough: Feedthrough
@@ -161,14 +164,16 @@ def analyze(
     components = list(components)
     connections = list(connections)
     key = structure_key(components, connections, feedthrough)
-    kept = _analyses.get(key)
+    with _analyses_lock:
+        kept = _analyses.pop(key, None)
+        if kept is not None:
+            _analyses[key] = kept  # the latest used last
     if kept is None:
         kept = _analyze(components, connections, feedthrough)
-        _analyses[key] = kept
-        if len(_analyses) > ANALYSES_KEPT:
-            _analyses.popitem(last=False)
-    else:
-        _analyses.move_to_end(key)
+        with _analyses_lock:
+            _analyses[key] = kept
+            while len(_analyses) > ANALYSES_KEPT:
+                _analyses.popitem(last=False)
     return _copy(kept)
 
 
