@@ -13,9 +13,10 @@ its key relative to what raised it (a parameter ``e``, a setting
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -189,23 +190,43 @@ def check_keys(path: str, node: Mapping[str, Any]) -> None:
 
 def _fields(schema: type) -> list[str]:
     """The keys of a schema or settings dataclass: its fields set by its constructor."""
-    return [f.name for f in dataclasses.fields(schema) if f.init]
+    return list(_init_fields(schema))
+
+
+@functools.cache
+def _init_fields(schema: type) -> tuple[str, ...]:
+    """:func:`_fields` of *schema*, read once per class (a class's fields do not change; every job asks)."""
+    return tuple(f.name for f in dataclasses.fields(schema) if f.init)
 
 
 def defaults(settings: type) -> dict[str, Any]:
-    """The default of each key of a settings dataclass (:class:`RunSettings`, a master ...): their one source."""
-    return {
-        f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
-        for f in dataclasses.fields(settings)
-        if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
-    }
+    """The default of each key of a settings dataclass (:class:`RunSettings`, a master ...): their one source.
+
+    A default factory is called on every call: each caller gets values of its own.
+    """
+    return {name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+            for name, f in _defaulted(settings)}
+
+
+@functools.cache
+def _defaulted(settings: type) -> tuple[tuple[str, dataclasses.Field[Any]], ...]:
+    """The fields of *settings* that its constructor sets and that have a default or a default factory."""
+    return tuple((f.name, f) for f in dataclasses.fields(settings)
+                 if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING))
 
 
 def setting_types(settings: type) -> dict[str, Any]:
     """The declared type of each key of a settings dataclass, resolved in the module that declares it.
 
     A key whose annotation does not resolve there maps to None: the settings check that value themselves.
+    Resolved once per class (:func:`_setting_types`); each call gets a dict of its own.
     """
+    return dict(_setting_types(settings))
+
+
+@functools.cache
+def _setting_types(settings: type) -> dict[str, Any]:
+    """:func:`setting_types`, computed (the annotations evaluated) once per class."""
     types: dict[str, Any] = {}
     for f in dataclasses.fields(settings):
         if not f.init:
@@ -221,6 +242,7 @@ def setting_types(settings: type) -> dict[str, Any]:
     return types
 
 
+@functools.cache
 def _example(settings: type, *keys: str) -> str:
     """``{key: default, ...}`` of *keys* (all by default) of a settings dataclass, for an error's advice."""
     values = defaults(settings)
@@ -430,13 +452,34 @@ def build_master(cfg: Mapping[str, Any]) -> Master:
     if cls is None:
         raise UnknownNameError("master", name, MASTERS, key="master")
     check_keys("master", cfg)
+    try:
+        key: Hashable = (cls, tuple((setting, type(value), value) for setting, value in settings.items()))
+        master = _masters.get(key)
+    except TypeError:  # a value that is no plain setting: checked below, never kept
+        key, master = None, None
+    if master is not None:
+        return master
     types, given = setting_types(cls), defaults(cls)
     for setting, value in settings.items():
         settings[setting] = _typed(f"master.{setting}", value, types.get(setting), given.get(setting))
     try:
-        return cls(**settings)
+        master = cls(**settings)
     except (TypeError, ValueError) as exc:
         raise _placed("master", exc) from None
+    if key is not None:
+        if len(_masters) >= MASTERS_KEPT:
+            _masters.clear()
+        _masters[key] = master
+    return master
+
+
+MASTERS_KEPT = 64
+"""How many masters :func:`build_master` keeps (a sweep's jobs name one or a few)."""
+
+_masters: dict[Hashable, Master] = {}
+"""Masters built, by class and settings as given (each value with its type: ``1``, ``1.0`` and ``true`` are
+checked apart): a master is only settings (frozen; each run is a run object of its own), so the jobs of a process
+that configure the same one share it."""
 
 
 TYPE_NAMES: dict[type, str] = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}

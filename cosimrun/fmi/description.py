@@ -132,6 +132,11 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
 
 
 _MODEL_CACHE: dict[tuple[str, int, int], FMUModel] = {}
+"""Models read, by file version: ``(resolved path, mtime in ns, size)``."""
+
+_CHECKED: set[tuple[tuple[str, int, int], FMUSettings]] = set()
+"""The file versions (keys of :data:`_MODEL_CACHE`) whose archive and declarations passed the checks under those
+settings: :func:`read_fmu` does not open their archive again (a job of a sweep reads its FMU a few times)."""
 
 
 class _NeverRaised(Exception):
@@ -164,15 +169,18 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
         raise ConfigError(None, f"FMU file not found: {shown}{near}")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    settings = FMUSettings.from_environment()  # read on every call: limits may change
+    cached = _MODEL_CACHE.get(key)
+    if cached is not None and (key, settings) in _CHECKED:  # this file version passed these limits
+        return cached
     if not zipfile.is_zipfile(path):
         raise ConfigError(None, f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
-        settings = FMUSettings.from_environment()  # read on every call: limits may change
         check_archive(zf, path, settings)  # before any entry is read
-    cached = _MODEL_CACHE.get(key)
     if cached is not None:
         _check_declarations(path, shown, cached.description, settings)
+        _CHECKED.add((key, settings))
         return cached
     if "modelDescription.xml" not in names:
         raise ConfigError(None, f"{shown} is not an FMU: the archive has no modelDescription.xml")
@@ -263,6 +271,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     if problems is not None:  # said once per file version, and only of an FMU that is used
         _log.warning("%s: modelDescription.xml has problems (continuing): %s", shown, problems)
     _MODEL_CACHE[key] = model
+    _CHECKED.add((key, settings))
     return model
 
 

@@ -83,6 +83,9 @@ def largest_relative(errors: Iterable[CouplingError]) -> float:
     values = [float(e.relative) for e in errors]
     return float(np.max(values)) if values else math.nan
 
+_TRUE = np.ones(1, dtype=bool)
+
+
 class CouplingErrorEstimate:
     """Estimates the coupling errors of a run from the samples its recorder takes (see the module).
 
@@ -183,8 +186,9 @@ class CouplingErrorEstimate:
         """Samples of whole instants: the first of each instant ends a step, the last starts the next."""
         if not len(t):
             return
-        first = np.r_[True, t[1:] != t[:-1]]
-        last = np.r_[t[1:] != t[:-1], True]
+        new = t[1:] != t[:-1]
+        first = np.concatenate((_TRUE, new))
+        last = np.concatenate((new, _TRUE))
         self._t = np.concatenate([self._t, t[first]])
         self._end = np.concatenate([self._end, v[first]])
         self._start = np.concatenate([self._start, v[last]])

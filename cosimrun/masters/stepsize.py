@@ -21,7 +21,7 @@ DEFAULT_RESOLUTION = 2**40
 class Clock:
     """Maps between float times and integer ticks on a ``t0 + k*dt`` grid."""
 
-    __slots__ = ("t0", "dt", "resolution", "tick", "end", "_exact")
+    __slots__ = ("t0", "dt", "resolution", "tick", "end", "_exact", "_last")
 
     def __init__(self, t0: float, dt: float, tf: float, resolution: int = DEFAULT_RESOLUTION) -> None:
         if not dt > 0.0 or not math.isfinite(dt):
@@ -33,6 +33,9 @@ class Clock:
         self.resolution = resolution
         self.tick = self.dt / resolution
         self._exact: dict[int, float] = {0: self.t0}
+        self._last: tuple[int, float] = (0, self.t0)
+        """The tick :meth:`time` gave last, and its time: a step asks for the time of its end, and the next step
+        for that of its start."""
         self.end = self.mark(float(tf))
 
     def ticks(self, t: float) -> int:
@@ -44,18 +47,22 @@ class Clock:
     def mark(self, t: float) -> int:
         """Tick of *t*, remembering *t* itself as that tick's exact time."""
         ticks = self.ticks(t)
-        self._exact.setdefault(ticks, t)
+        exact = self._exact.setdefault(ticks, t)
+        if self._last[0] == ticks:
+            self._last = (ticks, exact)  # the tick's time may have been computed before it was marked
         return ticks
 
     def time(self, ticks: int) -> float:
         """The float time of a tick."""
+        last = self._last
+        if last[0] == ticks:
+            return last[1]
         exact = self._exact.get(ticks)
-        if exact is not None:
-            return exact
-        k, r = divmod(ticks, self.resolution)
-        if r == 0:
-            return self.t0 + k * self.dt
-        return self.t0 + k * self.dt + r * self.tick
+        if exact is None:
+            k, r = divmod(ticks, self.resolution)
+            exact = self.t0 + k * self.dt if r == 0 else self.t0 + k * self.dt + r * self.tick
+        self._last = (ticks, exact)
+        return exact
 
     @property
     def snap(self) -> int:
@@ -93,3 +100,4 @@ class Clock:
         """Remember the exact times of :meth:`marks` (a checkpoint's) too."""
         for k, r, t in zip(marks["grid"].tolist(), marks["rest"].tolist(), marks["time"].tolist(), strict=True):
             self._exact.setdefault(k * self.resolution + r, t)
+        self._last = (0, self._exact[0])

@@ -16,7 +16,9 @@ Two graphs are built from the connections:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -134,12 +136,62 @@ def feedthrough_graph(connections: Iterable[Connection], feedthrough: Feedthroug
     return graph
 
 
+ANALYSES_KEPT = 64
+"""How many structures' analyses :func:`analyze` keeps (a sweep's workers see one or a few)."""
+
+_analyses: OrderedDict[Hashable, GraphAnalysis] = OrderedDict()
+"""Analyses by structure (:func:`structure_key`), latest used last."""
+_analyses_lock = threading.Lock()
+"""Held while :data:`_analyses` changes (jobs may build systems in threads of one process)."""
+
+
+def structure_key(components: Iterable[str], connections: Iterable[Connection], feedthrough: Feedthrough
+                  ) -> Hashable:
+    """Everything :func:`analyze` reads, as a hashable value: the components in their order, the connections
+    (their transformations included) in theirs and the feedthrough in its iteration order."""
+    return (tuple(components), tuple(connections),
+            tuple((comp, tuple((out, tuple(ins)) for out, ins in deps.items())) for comp, deps in feedthrough.items()))
+
+
 def analyze(
     components: Iterable[str], connections: Iterable[Connection], feedthrough: Feedthrough
 ) -> GraphAnalysis:
-    """Order the components, find algebraic loops and the re-evaluation schedule."""
+    """Order the components, find algebraic loops and the re-evaluation schedule.
+
+    A structure analysed before (equal :func:`structure_key`) is not analysed again: the result is a copy of the
+    kept analysis (connections are immutable values, the lists are the caller's own).
+    """
     components = list(components)
     connections = list(connections)
+    key = structure_key(components, connections, feedthrough)
+    with _analyses_lock:
+        kept = _analyses.pop(key, None)
+        if kept is not None:
+            _analyses[key] = kept  # the latest used last
+    if kept is None:
+        kept = _analyze(components, connections, feedthrough)
+        with _analyses_lock:
+            _analyses[key] = kept
+            while len(_analyses) > ANALYSES_KEPT:
+                _analyses.popitem(last=False)
+    return _copy(kept)
+
+
+def _copy(analysis: GraphAnalysis) -> GraphAnalysis:
+    """*analysis* with lists of its own (the connections, immutable, shared)."""
+    loops = {id(loop): AlgebraicLoop(list(loop.components), list(loop.connections), list(loop.tears))
+             for loop in analysis.loops}
+    return GraphAnalysis(
+        order=list(analysis.order),
+        levels=[list(level) for level in analysis.levels],
+        removed=list(analysis.removed),
+        loops=list(loops.values()),
+        resolution=[item if isinstance(item, str) else loops[id(item)] for item in analysis.resolution],
+    )
+
+
+def _analyze(components: list[str], connections: list[Connection], feedthrough: Feedthrough) -> GraphAnalysis:
+    """:func:`analyze`'s work, for a structure not analysed yet."""
     dag, removed = greedy_cycle_removal(component_graph(components, connections), feedthrough)
     levels = priority_levels(dag)
     order = [c for level in levels for c in level]

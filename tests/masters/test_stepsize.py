@@ -49,6 +49,20 @@ def test_end_time_is_kept_exactly():
         assert clock.time(clock.end) == tf
 
 
+def test_a_tick_marked_after_its_time_was_asked_for_gives_the_marked_time():
+    clock = Clock(0.0, 0.1, 1.0)
+    r = clock.resolution
+    tick = clock.ticks(0.3)
+    assert clock.time(tick) == 3 * 0.1 != 0.3  # the grid's time: t0 + 3 dt
+    assert clock.mark(0.3) == tick
+    assert clock.time(tick) == 0.3  # the marked time from now on, however often asked
+    assert clock.time(2 * r) == 0.2 and clock.time(tick) == 0.3
+    restored = Clock(0.0, 0.1, 1.0)
+    assert restored.time(tick) == 3 * 0.1
+    restored.restore_marks(clock.marks())
+    assert restored.time(tick) == 0.3
+
+
 def test_clock_rejects_bad_settings():
     with pytest.raises(ConfigError, match="^dt: must be a positive number") as info:
         Clock(0.0, 0.0, 1.0)

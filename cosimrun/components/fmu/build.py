@@ -139,10 +139,22 @@ def build_example(name: str, directory: str | os.PathLike[str], cc: str | None =
     return _example(name).build(Path(directory) / f"{name}.fmu", cc)
 
 
+_digests: dict[str, tuple[Example, str]] = {}
+"""The digest of each example FMU by name, with the example it is of (every job of a sweep resolves its FMU)."""
+
+
+def _digest(name: str, example: Example) -> str:
+    """``example.digest()``, computed once per example."""
+    kept = _digests.get(name)
+    if kept is None or kept[0] is not example:
+        kept = _digests[name] = (example, example.digest())
+    return kept[1]
+
+
 def resolve_example(name: str) -> Path:
     """The cached build of example FMU *name* (built with the C compiler on first use)."""
     example = _example(name)
-    target = cache_directory() / "fmus" / f"{name}-{example.digest()}.fmu"
+    target = cache_directory() / "fmus" / f"{name}-{_digest(name, example)}.fmu"
     if not target.is_file():
         example.build(target)
     return target
