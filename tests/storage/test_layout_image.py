@@ -167,3 +167,29 @@ def test_modify_attr_writes_in_place_as_h5py_does(tmp_path: Path, value: Any) ->
         assert a.get_type() == b.get_type() and a.shape == b.shape
         assert type(theirs.attrs["v"]) is type(ours.attrs["v"])
         assert np.array_equal(theirs.attrs["v"], ours.attrs["v"])
+
+
+def _compact(obj: h5py.HLObject) -> bool:
+    """Whether *obj*'s attributes are messages of its object header (compact), not a B-tree and heap (dense)."""
+    return h5py.h5o.get_info(obj.id).hdr.nmesgs > len(obj.attrs)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_root_and_stats_keep_their_attributes_compact_in_creation_order(tmp_path: Path, declared: bool) -> None:
+    path = write(tmp_path / "r.h5", declared, "a: 1", 2.0)
+    with h5py.File(path, "r") as f:
+        assert len(f.attrs) > 8 and _compact(f) and _compact(f["stats"])
+        assert list(f.attrs)[:3] == ["_NCProperties", "format", "format_version"]
+        assert list(f["stats"].attrs) == ["steps", "gain", "method"]
+
+
+def test_attributes_beyond_the_compact_limit_or_too_large_for_a_header_keep_their_order(tmp_path: Path) -> None:
+    writer = HDF5Writer(tmp_path / "big.h5", experiment="x")
+    stats = {f"s{k}": k for k in range(hdf5.COMPACT_ATTRS + 2)}
+    writer.write_stats({"first": np.arange(20_000.0), **stats})  # 160 kB: over an object header message's 64 kB
+    writer.close("complete")
+    with h5py.File(tmp_path / "big.h5", "r") as f:
+        assert list(f["stats"].attrs) == ["first", *stats]
+        assert f["stats"].attrs["first"][-1] == 19_999.0
+        assert f["stats"].attrs[f"s{hdf5.COMPACT_ATTRS + 1}"] == hdf5.COMPACT_ATTRS + 1
+        assert f.attrs["status"] == "complete"
