@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as _errno
+import functools
 import io
 import json
 import os
@@ -152,7 +153,7 @@ def check_room(f: h5py.File | h5py.Group, path: str | os.PathLike[str], nbytes: 
             file = f if isinstance(f, h5py.File) else f.file  # made for the size only: h5py makes a new one
             if file.id.get_filesize() + nbytes > limit:
                 raise write_error(path, _errno.EFBIG)
-    fs = os.statvfs(Path(path).parent)
+    fs = os.statvfs(os.path.dirname(os.fspath(path)) or ".")
     if nbytes > fs.f_bavail * fs.f_frsize:
         raise write_error(path, _errno.ENOSPC)
 
@@ -503,13 +504,13 @@ class HDF5Writer:
         :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
-        self._datasets: dict[str, h5py.Dataset] = {}
+        self._datasets: dict[str, h5py.h5d.DatasetID] = {}
         """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
         self._access: Any = None
         """The dataset access properties the kept datasets are opened with (a small chunk cache), made once."""
-        self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
+        self._since_flush: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, with their length and CRC at that flush."""
-        self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
+        self._undo: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """The same for the change in progress (see :meth:`_change`)."""
         self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
         """Sample counts and last values of the components at the last flush."""
@@ -666,15 +667,15 @@ class HDF5Writer:
             if name != dim:
                 self._attach(self._dataset(group, name, dtype), scale)
 
-    def _open_dataset(self, path: str) -> h5py.Dataset:
+    def _open_dataset(self, path: str) -> h5py.h5d.DatasetID:
         """The dataset at *path* (absolute in the run's root), opened by HDF5 directly (a few times faster than
-        ``file[path]``) the first time and kept open while the run writes: its appends and flushes do not open it
-        again."""
-        ds = self._datasets.get(path)
-        if ds is None or not ds.id.valid:
-            ds = self._datasets[path] = h5py.Dataset(
-                h5py.h5d.open(self.file.id, path[1:].encode("utf-8"), self._dataset_access()))
-        return ds
+        ``file[path]``, and without h5py's ``Dataset`` around it) the first time and kept open while the run
+        writes: its appends and flushes do not open it again."""
+        dsid = self._datasets.get(path)
+        if dsid is None or not dsid.valid:
+            dsid = self._datasets[path] = h5py.h5d.open(self.file.id, path[1:].encode("utf-8"),
+                                                        self._dataset_access())
+        return dsid
 
     def _dataset_access(self) -> h5py.h5p.PropDAID:
         """The access properties of the datasets the writer keeps open (:data:`_CACHED_ITEM_BYTES`), made once."""
@@ -683,13 +684,13 @@ class HDF5Writer:
             self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
         return self._access
 
-    def _changed(self, path: str, length: int) -> h5py.Dataset:
+    def _changed(self, path: str, length: int) -> h5py.h5d.DatasetID:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
         entry = self._since_flush.get(path)
         if entry is None:
-            ds = self._open_dataset(path)
-            entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
-            dtype = ds.id.dtype
+            dsid = self._open_dataset(path)
+            entry = self._since_flush[path] = (dsid, length, self._checksums.get(path))
+            dtype = dsid.dtype
             itemsize = 16 if dtype.kind == "O" else dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
                 self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
@@ -700,10 +701,10 @@ class HDF5Writer:
         return entry[0]
 
     def _extend(self, path: str, start: int, data: np.ndarray) -> None:
-        ds = self._changed(path, start)
-        ds.id.set_extent((start + len(data),))  # what ``ds.resize`` does, without its checks of the chunk layout
+        dsid = self._changed(path, start)
+        dsid.set_extent((start + len(data),))  # what ``Dataset.resize`` does, without its checks of the chunk layout
         if len(data):
-            _write_at(ds, start, data)
+            _write_at(dsid, start, data)
             stored = _stored_bytes(data)
             self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
@@ -761,7 +762,8 @@ class HDF5Writer:
         """What the next flush writes: every chunk changed since the last flush, compressed with the
         dataset's filters (exactly what the deflate filter produces), and strings at their stored size."""
         total = 0
-        for ds, length, _ in self._since_flush.values():
+        for dsid, length, _ in self._since_flush.values():
+            ds = h5py.Dataset(dsid)
             n = ds.shape[0]
             if ds.dtype.kind == "O" or ds.compression != "gzip":
                 total += self.chunk_size * 16 + len(_stored_bytes(ds[length:n])) + 24 * (n - length)
@@ -776,12 +778,12 @@ class HDF5Writer:
                 total += len(zlib.compress(raw.tobytes(), ds.compression_opts)) + _CHUNK_OVERHEAD
         return total
 
-    def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, tuple[int, int] | None]]) -> None:
+    def _revert(self, changed: Mapping[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]]) -> None:
         """Give the *changed* datasets back their length and CRC (a failure marks the file damaged)."""
         try:
-            for path, (ds, length, crc) in changed.items():
-                if ds.shape[0] != length:
-                    ds.resize((length,))
+            for path, (dsid, length, crc) in changed.items():
+                if dsid.shape[0] != length:
+                    dsid.set_extent((length,))
                 if crc is None:
                     self._checksums.pop(path, None)
                 else:
@@ -871,7 +873,7 @@ class HDF5Writer:
 
     def n_events(self) -> int:
         """How many events are in the file."""
-        return int(self._open_dataset("/events/event").id.shape[0])
+        return int(self._open_dataset("/events/event").shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -1047,11 +1049,11 @@ class HDF5Writer:
         if not n:
             return
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
-        start = self._open_dataset(dim).id.shape[0]
+        start = self._open_dataset(dim).shape[0]
         with self._change():
             compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
-                self._changed(dim, start).id.set_extent((start + n,))
+                self._changed(dim, start).set_extent((start + n,))
             for name, data in columns.items():
                 self._extend(f"/{group_name}/{name}", start, data)
             if compressed:
@@ -1209,7 +1211,7 @@ class HDF5Writer:
 
 
 def _copy_layout(image: bytes, file: h5py.File, group: str, access: h5py.h5p.PropDAID
-                 ) -> tuple[_RunGroup, dict[str, h5py.Dataset]]:
+                 ) -> tuple[_RunGroup, dict[str, h5py.h5d.DatasetID]]:
     """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew, and
     the datasets that took, opened with *access*, by path in the group (what :meth:`HDF5Writer._open_dataset`
     keeps: the run's writes do not open them again).
@@ -1221,11 +1223,11 @@ def _copy_layout(image: bytes, file: h5py.File, group: str, access: h5py.h5p.Pro
     h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
     root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
     tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
-    opened: dict[str, h5py.Dataset] = {}
+    opened: dict[str, h5py.h5d.DatasetID] = {}
     for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
         group_id = h5py.h5g.open(root.id, where.encode("utf-8"))
         for name, dsid in _reattach(group_id, dim.encode("utf-8"), access).items():
-            opened[f"/{where}/{name}"] = h5py.Dataset(dsid)
+            opened[f"/{where}/{name}"] = dsid
     return root, opened
 
 
@@ -1274,18 +1276,24 @@ class _RunGroup(h5py.Group):
         h5py.h5f.flush(self.id)
 
 
-def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
-    """``ds[start:start + len(data)] = data`` for a one-dimensional dataset and array, through HDF5's write
-    directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to HDF5 as
-    h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
-    file_space = ds.id.get_space()
+def _write_at(dsid: h5py.h5d.DatasetID, start: int, data: np.ndarray) -> None:
+    """``ds[start:start + len(data)] = data`` for the one-dimensional dataset *dsid* and array *data*, through
+    HDF5's write directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to
+    HDF5 as h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
+    file_space = dsid.get_space()
     file_space.select_hyperslab((start,), (len(data),))
-    dtype = ds.id.dtype
+    dtype = dsid.dtype
     if dtype.kind == "O":
         data = np.asarray(data, dtype=dtype.base, order="C")
     else:
         data = np.ascontiguousarray(data)
-    ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
+    dsid.write(_memory_space(len(data)), file_space, data)
+
+
+@functools.lru_cache(maxsize=64)
+def _memory_space(n: int) -> h5py.h5s.SpaceID:
+    """The dataspace of *n* values in memory that :func:`_write_at` writes from (never selected on: shared)."""
+    return h5py.h5s.create_simple((n,))
 
 
 def crc32(data: np.ndarray, value: int = 0) -> int:

@@ -149,7 +149,7 @@ def test_appended_samples_are_stored_as_h5py_stores_them(tmp_path: Path, dtype: 
         for ds in (theirs, ours):
             ds.resize((1 + len(data),))
         theirs[1:] = data
-        hdf5._write_at(ours, 1, data)
+        hdf5._write_at(ours.id, 1, data)
         assert np.array_equal(theirs[...], ours[...])
         if theirs.dtype.kind != "O":  # numbers: the same bits
             assert theirs[...].tobytes() == ours[...].tobytes()
