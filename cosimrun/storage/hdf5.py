@@ -52,6 +52,7 @@ import traceback as _traceback
 import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -344,17 +345,29 @@ def _placeholder(value: Any) -> Any:
     return type(value)(0)
 
 
-_LAYOUTS: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+@dataclass(frozen=True)
+class _Layout:
+    """An empty results file of one layout, as :func:`_layout_image` keeps it."""
+
+    image: bytes
+    """The file's image."""
+    dimid: int
+    """The next netCDF dimension id."""
+    scales: tuple[tuple[bytes, bytes, tuple[bytes, ...]], ...]
+    """``(group, its dimension scale, the group's other datasets)`` for each group of the file that has a scale:
+    what :func:`_copy_layout` attaches anew, without looking for it in the file."""
+
+
+_LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
 """Images of empty results files by layout, most recently used last (:func:`_layout_image`)."""
 _LAYOUTS_KEPT = 8
 _layouts_lock = threading.Lock()
 
 
 def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mapping[str, Any], chunk_size: int,
-                  components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> tuple[bytes, int]:
-    """``(file image, next netCDF dimension id)`` of an empty results file with root attributes *root* and
-    *components*: made in memory by the writer's own code the first time, then kept for the process (at most
-    :data:`_LAYOUTS_KEPT` layouts)."""
+                  components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> _Layout:
+    """The empty results file with root attributes *root* and *components*: made in memory by the writer's own
+    code the first time, then kept for the process (at most :data:`_LAYOUTS_KEPT` layouts)."""
     with _layouts_lock:
         kept = _LAYOUTS.pop(key, None)
         if kept is None:
@@ -366,7 +379,7 @@ def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mappin
             for name, ports in components.items():
                 builder.add_component(name, ports)
             builder.file.flush()
-            kept = (builder.file.id.get_file_image(), builder._dimid)
+            kept = _Layout(builder.file.id.get_file_image(), builder._dimid, _scales(builder.file))
             builder.file.close()
             if len(_LAYOUTS) >= _LAYOUTS_KEPT:
                 del _LAYOUTS[next(iter(_LAYOUTS))]
@@ -596,14 +609,15 @@ class HDF5Writer:
         declared = {name: _port_layout(ports) for name, ports in components.items()}
         key = (tuple((name, _signature(value)) for name, value in root.items()), tuple(sorted(self._filters.items())),
                self.chunk_size, tuple((name, tuple(ports.items())) for name, ports in declared.items()))
-        image, self._dimid = _layout_image(key, {name: _placeholder(value) for name, value in root.items()},
-                                           self._filters, self.chunk_size, declared)
+        layout = _layout_image(key, {name: _placeholder(value) for name, value in root.items()}, self._filters,
+                               self.chunk_size, declared)
+        self._dimid = layout.dimid
         if file is None:
             with open(self.partial_path, "wb") as out:
-                out.write(image)
+                out.write(layout.image)
             self._file = h5py.File(self.partial_path, "r+", locking=False)
         else:
-            self._file, self._datasets = _copy_layout(image, file, str(self.group), self._dataset_access())
+            self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
         if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
@@ -1210,25 +1224,33 @@ class HDF5Writer:
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
 
 
-def _copy_layout(image: bytes, file: h5py.File, group: str, access: h5py.h5p.PropDAID
+def _copy_layout(layout: _Layout, file: h5py.File, group: str, access: h5py.h5p.PropDAID
                  ) -> tuple[_RunGroup, dict[str, h5py.h5d.DatasetID]]:
-    """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew, and
-    the datasets that took, opened with *access*, by path in the group (what :meth:`HDF5Writer._open_dataset`
-    keeps: the run's writes do not open them again).
+    """The root of the empty file *layout* copied into the new *group* of *file*, its dimension scales attached
+    anew, and the datasets that took, opened with *access*, by path in the group (what
+    :meth:`HDF5Writer._open_dataset` keeps: the run's writes do not open them again).
 
     HDF5 copies the references of a dataset to its dimension scale (``DIMENSION_LIST``, and the scale's
     ``REFERENCE_LIST``) as they are, pointing into the image: each table and component group gets them back
     written in place, to its own scale (its ``time`` or its table's dimension) and datasets.
     """
-    h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
-    root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
-    tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
+    name = group.encode("utf-8")
+    h5py.h5o.copy(_image_file(layout.image).id, b".", file.id, name)
+    root = h5py.h5g.open(file.id, name)
     opened: dict[str, h5py.h5d.DatasetID] = {}
-    for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
-        group_id = h5py.h5g.open(root.id, where.encode("utf-8"))
-        for name, dsid in _reattach(group_id, dim.encode("utf-8"), access).items():
-            opened[f"/{where}/{name}"] = dsid
-    return root, opened
+    for where, scale, names in layout.scales:
+        prefix = f"/{where.decode('utf-8')}/"
+        for dataset, dsid in _reattach(h5py.h5g.open(root, where), scale, names, access).items():
+            opened[prefix + dataset.decode("utf-8")] = dsid
+    return _RunGroup(root), opened
+
+
+def _scales(f: h5py.File) -> tuple[tuple[bytes, bytes, tuple[bytes, ...]], ...]:
+    """:attr:`_Layout.scales` of the empty results file *f*: its component groups and tables, in file order."""
+    groups = [(f"components/{name}", "time") for name in f["components"]]
+    groups += [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in f]
+    return tuple((where.encode("utf-8"), dim.encode("utf-8"),
+                  tuple(name.encode("utf-8") for name in f[where] if name != dim)) for where, dim in groups)
 
 
 _IMAGE_FILES: dict[bytes, h5py.File] = {}
@@ -1240,7 +1262,7 @@ def _image_file(image: bytes) -> h5py.File:
     with _layouts_lock:
         source = _IMAGE_FILES.get(image)
         if source is None:
-            kept = {kept_image for kept_image, _ in _LAYOUTS.values()}
+            kept = {layout.image for layout in _LAYOUTS.values()}
             for old in [old for old in _IMAGE_FILES if old not in kept]:
                 _IMAGE_FILES.pop(old).close()
             source = _IMAGE_FILES[image] = h5py.File(h5py.h5f.open_file_image(image))
@@ -1251,20 +1273,20 @@ _DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
 _REFERENCE_LIST = np.dtype([("dataset", h5py.ref_dtype), ("dimension", np.uint32)])
 
 
-def _reattach(gid: h5py.h5g.GroupID, scale: bytes, access: h5py.h5p.PropDAID) -> dict[str, h5py.h5d.DatasetID]:
-    """Point the datasets of group *gid* at its dimension scale *scale*, and the scale at them, in place; the
-    datasets (the scale too), opened with *access*, by name."""
+def _reattach(gid: h5py.h5g.GroupID, scale: bytes, names: tuple[bytes, ...], access: h5py.h5p.PropDAID
+              ) -> dict[bytes, h5py.h5d.DatasetID]:
+    """Point the datasets *names* of group *gid* at its dimension scale *scale*, and the scale at them, in place;
+    the datasets (the scale too), opened with *access*, by name."""
     ref = h5py.h5r.create(gid, scale, h5py.h5r.OBJECT)
     dims = np.empty(1, dtype=_DIMENSION_LIST)
     dims[0] = np.array([ref], dtype=h5py.ref_dtype)
     rows = []
     opened = {}
-    for name in gid:
-        if name != scale:
-            dsid = opened[name.decode("utf-8")] = h5py.h5d.open(gid, name, access)
-            h5py.h5a.open(dsid, b"DIMENSION_LIST").write(dims)
-            rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
-    dsid = opened[scale.decode("utf-8")] = h5py.h5d.open(gid, scale, access)
+    for name in names:
+        dsid = opened[name] = h5py.h5d.open(gid, name, access)
+        h5py.h5a.open(dsid, b"DIMENSION_LIST").write(dims)
+        rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
+    dsid = opened[scale] = h5py.h5d.open(gid, scale, access)
     h5py.h5a.open(dsid, b"REFERENCE_LIST").write(np.array(rows, dtype=_REFERENCE_LIST))
     return opened
 
