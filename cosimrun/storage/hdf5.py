@@ -420,18 +420,31 @@ def _creation_order(file: bool = False) -> h5py.h5p.PropGCID:
     return plist
 
 
-def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
-    """A new results file at *path* (in memory only with *in_memory*), without HDF5 file locking (other processes
-    may read it while it is written, see ``load_results``), its root made by :func:`_creation_order`."""
+@functools.lru_cache(maxsize=2)
+def _file_access(in_memory: bool = False) -> h5py.h5p.PropFAID:
+    """The access properties of a results file (made once): as h5py's ``File(..., locking=False)`` sets them, or
+    its in-memory driver without a file on disk."""
     access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     access.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)
     if in_memory:
         access.set_fapl_core(backing_store=False)
-    else:
-        access.set_file_locking(False, ignore_when_disabled=True)
-    fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=access,
+    else:  # other processes may read the file while it is written (see ``load_results``)
+        access.set_file_locking(False, ignore_when_disabled=False)
+    return access
+
+
+def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
+    """A new results file at *path* (in memory only with *in_memory*), without HDF5 file locking, its root made by
+    :func:`_creation_order`."""
+    fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=_file_access(in_memory),
                           fcpl=_creation_order(file=True))
     return h5py.File(fid)
+
+
+def open_to_write(path: str | os.PathLike[str]) -> h5py.File:
+    """The results file (or a chunk's file) *path* opened to be written, without HDF5 file locking: as
+    ``h5py.File(path, "r+", locking=False)``, with the access properties made once."""
+    return h5py.File(h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR, fapl=_file_access()))
 
 
 def _now() -> str:
@@ -615,7 +628,7 @@ class HDF5Writer:
         if file is None:
             with open(self.partial_path, "wb") as out:
                 out.write(layout.image)
-            self._file = h5py.File(self.partial_path, "r+", locking=False)
+            self._file = open_to_write(self.partial_path)
         else:
             self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
