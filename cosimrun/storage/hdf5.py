@@ -555,7 +555,10 @@ class HDF5Writer:
         try:
             if file is not None:
                 if components is None:
-                    self._file = _RunGroup(file.create_group(group, track_order=True).id)
+                    links = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+                    links.set_create_intermediate_group(True)
+                    self._file = _RunGroup(h5py.h5g.create(file.id, group.encode("utf-8"), lcpl=links,
+                                                           gcpl=_creation_order()))
                     self._init_layout(experiment, attrs)
                 else:
                     self._from_layout(experiment, attrs, components, file)

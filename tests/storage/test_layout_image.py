@@ -297,3 +297,15 @@ def test_chunk_groups_of_two_layouts_taking_turns_after_a_failed_job_equal_files
         address = f"{chunk.path}::/runs/{num}"
         assert verify_results(address) == []
         assert load_results(address).stats["gain"] == gain
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_run_group_of_a_chunk_file_keeps_its_attributes_compact(tmp_path: Path, declared: bool) -> None:
+    chunk = ChunkFile(tmp_path / "chunk.h5")
+    chunk.num = 0
+    write_run(new_writer(chunk.path, "a", 2.0, declared, chunk), "a", 2.0)
+    chunk.close()
+    with h5py.File(chunk.path, "r") as f:
+        run = f["runs/0"]
+        assert len(run.attrs) > 8 and _compact(run) and _compact(run["stats"])
+        assert run.attrs["status"] == "complete" and run["stats"].attrs["gain"] == 2.0
