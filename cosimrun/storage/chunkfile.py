@@ -26,7 +26,7 @@ from pathlib import Path
 
 import h5py
 
-from cosimrun.storage.hdf5 import ADDRESS_SEP, run_address
+from cosimrun.storage.hdf5 import ADDRESS_SEP, open_to_write, run_address
 
 REF_FILE = "results.ref"
 """In a job's folder under ``per_chunk``: the address of the job's results (one line, relative to the folder)."""
@@ -105,7 +105,7 @@ class ChunkFile:
             self._file.close()
             self._file = None
             with contextlib.suppress(OSError):  # gone meanwhile: the job goes to a new file beside it
-                self._file = h5py.File(where, "r+", locking=False)
+                self._file = open_to_write(where)
                 self._opened_for = self.num
                 return self._file
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as _errno
+import functools
 import io
 import json
 import os
@@ -51,6 +52,7 @@ import traceback as _traceback
 import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -152,7 +154,7 @@ def check_room(f: h5py.File | h5py.Group, path: str | os.PathLike[str], nbytes: 
             file = f if isinstance(f, h5py.File) else f.file  # made for the size only: h5py makes a new one
             if file.id.get_filesize() + nbytes > limit:
                 raise write_error(path, _errno.EFBIG)
-    fs = os.statvfs(Path(path).parent)
+    fs = os.statvfs(os.path.dirname(os.fspath(path)) or ".")
     if nbytes > fs.f_bavail * fs.f_frsize:
         raise write_error(path, _errno.ENOSPC)
 
@@ -343,17 +345,29 @@ def _placeholder(value: Any) -> Any:
     return type(value)(0)
 
 
-_LAYOUTS: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+@dataclass(frozen=True)
+class _Layout:
+    """An empty results file of one layout, as :func:`_layout_image` keeps it."""
+
+    image: bytes
+    """The file's image."""
+    dimid: int
+    """The next netCDF dimension id."""
+    scales: tuple[tuple[bytes, bytes, tuple[bytes, ...]], ...]
+    """``(group, its dimension scale, the group's other datasets)`` for each group of the file that has a scale:
+    what :func:`_copy_layout` attaches anew, without looking for it in the file."""
+
+
+_LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
 """Images of empty results files by layout, most recently used last (:func:`_layout_image`)."""
 _LAYOUTS_KEPT = 8
 _layouts_lock = threading.Lock()
 
 
 def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mapping[str, Any], chunk_size: int,
-                  components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> tuple[bytes, int]:
-    """``(file image, next netCDF dimension id)`` of an empty results file with root attributes *root* and
-    *components*: made in memory by the writer's own code the first time, then kept for the process (at most
-    :data:`_LAYOUTS_KEPT` layouts)."""
+                  components: Mapping[str, Mapping[str, tuple[str | None, str]]]) -> _Layout:
+    """The empty results file with root attributes *root* and *components*: made in memory by the writer's own
+    code the first time, then kept for the process (at most :data:`_LAYOUTS_KEPT` layouts)."""
     with _layouts_lock:
         kept = _LAYOUTS.pop(key, None)
         if kept is None:
@@ -365,7 +379,7 @@ def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mappin
             for name, ports in components.items():
                 builder.add_component(name, ports)
             builder.file.flush()
-            kept = (builder.file.id.get_file_image(), builder._dimid)
+            kept = _Layout(builder.file.id.get_file_image(), builder._dimid, _scales(builder.file))
             builder.file.close()
             if len(_LAYOUTS) >= _LAYOUTS_KEPT:
                 del _LAYOUTS[next(iter(_LAYOUTS))]
@@ -384,6 +398,53 @@ def chunk_rows(samples: int) -> int:
     than whole chunks of 4096 mostly empty rows, and its file is no larger; a run recording more samples than
     expected only adds chunks."""
     return min(CHUNK_ROWS, max(SMALLEST_CHUNK, 1 << max(samples - 1, 0).bit_length()))
+
+
+COMPACT_ATTRS = 256
+"""Attributes the root and ``/stats`` keep in their object header before HDF5 moves them to dense storage (a
+B-tree and a heap, which make each one written several times dearer): a run's root holds about 25 and its
+``/stats`` about 30, where HDF5's default moves them at 8. Readers see no difference."""
+
+
+def _creation_order(file: bool = False) -> h5py.h5p.PropGCID:
+    """Creation properties of a group (of a file with *file*) that track and index the creation order of links
+    and attributes, as h5py's ``track_order=True`` does, and keep up to :data:`COMPACT_ATTRS` attributes
+    compact."""
+    plist = h5py.h5p.create(h5py.h5p.FILE_CREATE if file else h5py.h5p.GROUP_CREATE)
+    order = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
+    plist.set_link_creation_order(order)
+    plist.set_attr_creation_order(order)
+    plist.set_attr_phase_change(COMPACT_ATTRS, COMPACT_ATTRS - 1)
+    if file:
+        plist.set_obj_track_times(False)  # as h5py creates a file
+    return plist
+
+
+@functools.lru_cache(maxsize=2)
+def _file_access(in_memory: bool = False) -> h5py.h5p.PropFAID:
+    """The access properties of a results file (made once): as h5py's ``File(..., locking=False)`` sets them, or
+    its in-memory driver without a file on disk."""
+    access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    access.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)
+    if in_memory:
+        access.set_fapl_core(backing_store=False)
+    else:  # other processes may read the file while it is written (see ``load_results``)
+        access.set_file_locking(False, ignore_when_disabled=False)
+    return access
+
+
+def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
+    """A new results file at *path* (in memory only with *in_memory*), without HDF5 file locking, its root made by
+    :func:`_creation_order`."""
+    fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=_file_access(in_memory),
+                          fcpl=_creation_order(file=True))
+    return h5py.File(fid)
+
+
+def open_to_write(path: str | os.PathLike[str]) -> h5py.File:
+    """The results file (or a chunk's file) *path* opened to be written, without HDF5 file locking: as
+    ``h5py.File(path, "r+", locking=False)``, with the access properties made once."""
+    return h5py.File(h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR, fapl=_file_access()))
 
 
 def _now() -> str:
@@ -469,13 +530,13 @@ class HDF5Writer:
         :func:`crc32`)."""
         self._dimid = 0
         self._start = _time.perf_counter()
-        self._datasets: dict[str, h5py.Dataset] = {}
+        self._datasets: dict[str, h5py.h5d.DatasetID] = {}
         """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
         self._access: Any = None
         """The dataset access properties the kept datasets are opened with (a small chunk cache), made once."""
-        self._since_flush: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
+        self._since_flush: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, with their length and CRC at that flush."""
-        self._undo: dict[str, tuple[h5py.Dataset, int, tuple[int, int] | None]] = {}
+        self._undo: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """The same for the change in progress (see :meth:`_change`)."""
         self._flushed: tuple[dict[str, int], dict[str, dict[str, Any]]] = ({}, {})
         """Sample counts and last values of the components at the last flush."""
@@ -494,20 +555,23 @@ class HDF5Writer:
         try:
             if file is not None:
                 if components is None:
-                    self._file = _RunGroup(file.create_group(group, track_order=True).id)
+                    links = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+                    links.set_create_intermediate_group(True)
+                    self._file = _RunGroup(h5py.h5g.create(file.id, group.encode("utf-8"), lcpl=links,
+                                                           gcpl=_creation_order()))
                     self._init_layout(experiment, attrs)
                 else:
                     self._from_layout(experiment, attrs, components, file)
                 HDF5Writer._open.add(self)
                 return
             if _in_memory:
-                self._file = h5py.File(self.partial_path, "w", driver="core", backing_store=False, track_order=True)
+                self._file = _new_file(self.partial_path, in_memory=True)
                 self._init_layout(experiment, attrs)
                 return
             self.partial_path.parent.mkdir(parents=True, exist_ok=True)
             if components is None:
                 # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
-                self._file = h5py.File(self.partial_path, "w", track_order=True, locking=False)
+                self._file = _new_file(self.partial_path)
                 self._init_layout(experiment, attrs)
             else:
                 self._from_layout(experiment, attrs, components)
@@ -543,7 +607,7 @@ class HDF5Writer:
         self._columns(switches, "switch", {"time": np.float64, "component": _STR, "from_mode": _STR, "to_mode": _STR})
         set_attr(switches["time"], "units", "s")
         self._estimates_table("coupling_error", COUPLING_NUMBERS)
-        f.create_group("stats", track_order=True)
+        h5py.h5g.create(f.id, b"stats", gcpl=_creation_order())
         f.flush()
 
     def _from_layout(self, experiment: str, attrs: Mapping[str, Any] | None,
@@ -561,14 +625,15 @@ class HDF5Writer:
         declared = {name: _port_layout(ports) for name, ports in components.items()}
         key = (tuple((name, _signature(value)) for name, value in root.items()), tuple(sorted(self._filters.items())),
                self.chunk_size, tuple((name, tuple(ports.items())) for name, ports in declared.items()))
-        image, self._dimid = _layout_image(key, {name: _placeholder(value) for name, value in root.items()},
-                                           self._filters, self.chunk_size, declared)
+        layout = _layout_image(key, {name: _placeholder(value) for name, value in root.items()}, self._filters,
+                               self.chunk_size, declared)
+        self._dimid = layout.dimid
         if file is None:
             with open(self.partial_path, "wb") as out:
-                out.write(image)
-            self._file = h5py.File(self.partial_path, "r+", locking=False)
+                out.write(layout.image)
+            self._file = open_to_write(self.partial_path)
         else:
-            self._file, self._datasets = _copy_layout(image, file, str(self.group), self._dataset_access())
+            self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
         if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
@@ -632,15 +697,15 @@ class HDF5Writer:
             if name != dim:
                 self._attach(self._dataset(group, name, dtype), scale)
 
-    def _open_dataset(self, path: str) -> h5py.Dataset:
+    def _open_dataset(self, path: str) -> h5py.h5d.DatasetID:
         """The dataset at *path* (absolute in the run's root), opened by HDF5 directly (a few times faster than
-        ``file[path]``) the first time and kept open while the run writes: its appends and flushes do not open it
-        again."""
-        ds = self._datasets.get(path)
-        if ds is None or not ds.id.valid:
-            ds = self._datasets[path] = h5py.Dataset(
-                h5py.h5d.open(self.file.id, path[1:].encode("utf-8"), self._dataset_access()))
-        return ds
+        ``file[path]``, and without h5py's ``Dataset`` around it) the first time and kept open while the run
+        writes: its appends and flushes do not open it again."""
+        dsid = self._datasets.get(path)
+        if dsid is None or not dsid.valid:
+            dsid = self._datasets[path] = h5py.h5d.open(self.file.id, path[1:].encode("utf-8"),
+                                                        self._dataset_access())
+        return dsid
 
     def _dataset_access(self) -> h5py.h5p.PropDAID:
         """The access properties of the datasets the writer keeps open (:data:`_CACHED_ITEM_BYTES`), made once."""
@@ -649,13 +714,13 @@ class HDF5Writer:
             self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
         return self._access
 
-    def _changed(self, path: str, length: int) -> h5py.Dataset:
+    def _changed(self, path: str, length: int) -> h5py.h5d.DatasetID:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
         entry = self._since_flush.get(path)
         if entry is None:
-            ds = self._open_dataset(path)
-            entry = self._since_flush[path] = (ds, length, self._checksums.get(path))
-            dtype = ds.id.dtype
+            dsid = self._open_dataset(path)
+            entry = self._since_flush[path] = (dsid, length, self._checksums.get(path))
+            dtype = dsid.dtype
             itemsize = 16 if dtype.kind == "O" else dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
                 self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
@@ -666,10 +731,10 @@ class HDF5Writer:
         return entry[0]
 
     def _extend(self, path: str, start: int, data: np.ndarray) -> None:
-        ds = self._changed(path, start)
-        ds.id.set_extent((start + len(data),))  # what ``ds.resize`` does, without its checks of the chunk layout
+        dsid = self._changed(path, start)
+        dsid.set_extent((start + len(data),))  # what ``Dataset.resize`` does, without its checks of the chunk layout
         if len(data):
-            _write_at(ds, start, data)
+            _write_at(dsid, start, data)
             stored = _stored_bytes(data)
             self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
@@ -727,7 +792,8 @@ class HDF5Writer:
         """What the next flush writes: every chunk changed since the last flush, compressed with the
         dataset's filters (exactly what the deflate filter produces), and strings at their stored size."""
         total = 0
-        for ds, length, _ in self._since_flush.values():
+        for dsid, length, _ in self._since_flush.values():
+            ds = h5py.Dataset(dsid)
             n = ds.shape[0]
             if ds.dtype.kind == "O" or ds.compression != "gzip":
                 total += self.chunk_size * 16 + len(_stored_bytes(ds[length:n])) + 24 * (n - length)
@@ -742,12 +808,12 @@ class HDF5Writer:
                 total += len(zlib.compress(raw.tobytes(), ds.compression_opts)) + _CHUNK_OVERHEAD
         return total
 
-    def _revert(self, changed: Mapping[str, tuple[h5py.Dataset, int, tuple[int, int] | None]]) -> None:
+    def _revert(self, changed: Mapping[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]]) -> None:
         """Give the *changed* datasets back their length and CRC (a failure marks the file damaged)."""
         try:
-            for path, (ds, length, crc) in changed.items():
-                if ds.shape[0] != length:
-                    ds.resize((length,))
+            for path, (dsid, length, crc) in changed.items():
+                if dsid.shape[0] != length:
+                    dsid.set_extent((length,))
                 if crc is None:
                     self._checksums.pop(path, None)
                 else:
@@ -837,7 +903,7 @@ class HDF5Writer:
 
     def n_events(self) -> int:
         """How many events are in the file."""
-        return int(self._open_dataset("/events/event").id.shape[0])
+        return int(self._open_dataset("/events/event").shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -1013,11 +1079,11 @@ class HDF5Writer:
         if not n:
             return
         dim = f"/{group_name}/{TABLE_DIMENSIONS[group_name]}"
-        start = self._open_dataset(dim).id.shape[0]
+        start = self._open_dataset(dim).shape[0]
         with self._change():
             compressed = self._check_before(sum(v.nbytes for v in columns.values()) + 32 * n)
             if dim.rpartition("/")[2] not in columns:
-                self._changed(dim, start).id.set_extent((start + n,))
+                self._changed(dim, start).set_extent((start + n,))
             for name, data in columns.items():
                 self._extend(f"/{group_name}/{name}", start, data)
             if compressed:
@@ -1174,25 +1240,33 @@ class HDF5Writer:
         return f"HDF5Writer({str(self.path)!r}, {state}, components={self.components})"
 
 
-def _copy_layout(image: bytes, file: h5py.File, group: str, access: h5py.h5p.PropDAID
-                 ) -> tuple[_RunGroup, dict[str, h5py.Dataset]]:
-    """The root of the file *image* copied into the new *group* of *file*, its dimension scales attached anew, and
-    the datasets that took, opened with *access*, by path in the group (what :meth:`HDF5Writer._open_dataset`
-    keeps: the run's writes do not open them again).
+def _copy_layout(layout: _Layout, file: h5py.File, group: str, access: h5py.h5p.PropDAID
+                 ) -> tuple[_RunGroup, dict[str, h5py.h5d.DatasetID]]:
+    """The root of the empty file *layout* copied into the new *group* of *file*, its dimension scales attached
+    anew, and the datasets that took, opened with *access*, by path in the group (what
+    :meth:`HDF5Writer._open_dataset` keeps: the run's writes do not open them again).
 
     HDF5 copies the references of a dataset to its dimension scale (``DIMENSION_LIST``, and the scale's
     ``REFERENCE_LIST``) as they are, pointing into the image: each table and component group gets them back
     written in place, to its own scale (its ``time`` or its table's dimension) and datasets.
     """
-    h5py.h5o.copy(_image_file(image).id, b".", file.id, group.encode("utf-8"))
-    root = _RunGroup(h5py.h5g.open(file.id, group.encode("utf-8")))
-    tables = [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in root]
-    opened: dict[str, h5py.Dataset] = {}
-    for where, dim in [*((f"components/{name}", "time") for name in root["components"]), *tables]:
-        group_id = h5py.h5g.open(root.id, where.encode("utf-8"))
-        for name, dsid in _reattach(group_id, dim.encode("utf-8"), access).items():
-            opened[f"/{where}/{name}"] = h5py.Dataset(dsid)
-    return root, opened
+    name = group.encode("utf-8")
+    h5py.h5o.copy(_image_file(layout.image).id, b".", file.id, name)
+    root = h5py.h5g.open(file.id, name)
+    opened: dict[str, h5py.h5d.DatasetID] = {}
+    for where, scale, names in layout.scales:
+        prefix = f"/{where.decode('utf-8')}/"
+        for dataset, dsid in _reattach(h5py.h5g.open(root, where), scale, names, access).items():
+            opened[prefix + dataset.decode("utf-8")] = dsid
+    return _RunGroup(root), opened
+
+
+def _scales(f: h5py.File) -> tuple[tuple[bytes, bytes, tuple[bytes, ...]], ...]:
+    """:attr:`_Layout.scales` of the empty results file *f*: its component groups and tables, in file order."""
+    groups = [(f"components/{name}", "time") for name in f["components"]]
+    groups += [(name, dim) for name, dim in TABLE_DIMENSIONS.items() if name in f]
+    return tuple((where.encode("utf-8"), dim.encode("utf-8"),
+                  tuple(name.encode("utf-8") for name in f[where] if name != dim)) for where, dim in groups)
 
 
 _IMAGE_FILES: dict[bytes, h5py.File] = {}
@@ -1204,7 +1278,7 @@ def _image_file(image: bytes) -> h5py.File:
     with _layouts_lock:
         source = _IMAGE_FILES.get(image)
         if source is None:
-            kept = {kept_image for kept_image, _ in _LAYOUTS.values()}
+            kept = {layout.image for layout in _LAYOUTS.values()}
             for old in [old for old in _IMAGE_FILES if old not in kept]:
                 _IMAGE_FILES.pop(old).close()
             source = _IMAGE_FILES[image] = h5py.File(h5py.h5f.open_file_image(image))
@@ -1215,20 +1289,20 @@ _DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
 _REFERENCE_LIST = np.dtype([("dataset", h5py.ref_dtype), ("dimension", np.uint32)])
 
 
-def _reattach(gid: h5py.h5g.GroupID, scale: bytes, access: h5py.h5p.PropDAID) -> dict[str, h5py.h5d.DatasetID]:
-    """Point the datasets of group *gid* at its dimension scale *scale*, and the scale at them, in place; the
-    datasets (the scale too), opened with *access*, by name."""
+def _reattach(gid: h5py.h5g.GroupID, scale: bytes, names: tuple[bytes, ...], access: h5py.h5p.PropDAID
+              ) -> dict[bytes, h5py.h5d.DatasetID]:
+    """Point the datasets *names* of group *gid* at its dimension scale *scale*, and the scale at them, in place;
+    the datasets (the scale too), opened with *access*, by name."""
     ref = h5py.h5r.create(gid, scale, h5py.h5r.OBJECT)
     dims = np.empty(1, dtype=_DIMENSION_LIST)
     dims[0] = np.array([ref], dtype=h5py.ref_dtype)
     rows = []
     opened = {}
-    for name in gid:
-        if name != scale:
-            dsid = opened[name.decode("utf-8")] = h5py.h5d.open(gid, name, access)
-            h5py.h5a.open(dsid, b"DIMENSION_LIST").write(dims)
-            rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
-    dsid = opened[scale.decode("utf-8")] = h5py.h5d.open(gid, scale, access)
+    for name in names:
+        dsid = opened[name] = h5py.h5d.open(gid, name, access)
+        h5py.h5a.open(dsid, b"DIMENSION_LIST").write(dims)
+        rows.append((h5py.h5r.create(gid, name, h5py.h5r.OBJECT), 0))
+    dsid = opened[scale] = h5py.h5d.open(gid, scale, access)
     h5py.h5a.open(dsid, b"REFERENCE_LIST").write(np.array(rows, dtype=_REFERENCE_LIST))
     return opened
 
@@ -1240,18 +1314,24 @@ class _RunGroup(h5py.Group):
         h5py.h5f.flush(self.id)
 
 
-def _write_at(ds: h5py.Dataset, start: int, data: np.ndarray) -> None:
-    """``ds[start:start + len(data)] = data`` for a one-dimensional dataset and array, through HDF5's write
-    directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to HDF5 as
-    h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
-    file_space = ds.id.get_space()
+def _write_at(dsid: h5py.h5d.DatasetID, start: int, data: np.ndarray) -> None:
+    """``ds[start:start + len(data)] = data`` for the one-dimensional dataset *dsid* and array *data*, through
+    HDF5's write directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to
+    HDF5 as h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
+    file_space = dsid.get_space()
     file_space.select_hyperslab((start,), (len(data),))
-    dtype = ds.id.dtype
+    dtype = dsid.dtype
     if dtype.kind == "O":
         data = np.asarray(data, dtype=dtype.base, order="C")
     else:
         data = np.ascontiguousarray(data)
-    ds.id.write(h5py.h5s.create_simple((len(data),)), file_space, data)
+    dsid.write(_memory_space(len(data)), file_space, data)
+
+
+@functools.lru_cache(maxsize=64)
+def _memory_space(n: int) -> h5py.h5s.SpaceID:
+    """The dataspace of *n* values in memory that :func:`_write_at` writes from (never selected on: shared)."""
+    return h5py.h5s.create_simple((n,))
 
 
 def crc32(data: np.ndarray, value: int = 0) -> int:

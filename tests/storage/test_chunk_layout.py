@@ -176,7 +176,7 @@ def test_a_run_in_a_chunk_keeps_its_datasets_open_with_the_chunk_cache_of_its_ow
                             chunk_size=64, components=ports, **shared)
         writer.add_component("c", ports["c"])
         writer.append("c", [0.0, 1.0], None, {"y": [1.0, 2.0], "n": [1, 2]})
-        caches.append({path: ds.id.get_access_plist().get_chunk_cache() for path, ds in writer._datasets.items()})
+        caches.append({path: dsid.get_access_plist().get_chunk_cache() for path, dsid in writer._datasets.items()})
         writer.close()
     chunk.close()
     own, grouped = caches

@@ -1,4 +1,6 @@
-"""Results files made from a layout image (``HDF5Writer(..., components=...)``) equal those made object by object."""
+"""Results files and chunk groups made from a layout image (``HDF5Writer(..., components=...)``) equal those made
+object by object: data, attributes and dimension scales, also one job after another in one process, after a job
+that failed half-way and with two layouts taking turns."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import xarray as xr
 
 from cosimrun.errors import ResultsStateError
 from cosimrun.storage import hdf5
+from cosimrun.storage.chunkfile import ChunkFile
 from cosimrun.storage.hdf5 import HDF5Writer, set_attr
+from cosimrun.storage.results import load_results
 from cosimrun.storage.verify import verify_results
 
 LAYOUT = {"src": {"y": ("m", "real")}, "k": {"u": ("m", "real"), "n": (None, "int"), "on": (None, "bool"),
@@ -38,8 +42,17 @@ def write(path: Path, declared: bool, config: str, gain: float, *, t0: Any = 0.0
 
 
 def contents(path: Path) -> list[tuple[Any, ...]]:
-    """Every object of the file in order: its kind, type, shape, storage settings, data and attributes (name,
-    HDF5 type class, shape, value) in their creation order; clock attributes left out."""
+    """:func:`tree` of the file *path*."""
+    with h5py.File(path, "r") as f:
+        return tree(f)
+
+
+def tree(root: h5py.Group) -> list[tuple[Any, ...]]:
+    """Every object under *root* (a file, or a run's group of a chunk file) in order: kind, type, shape, storage
+    settings, data (numbers by their bytes) and attributes in creation order (name, HDF5 type class, shape, value),
+    each dataset's dimension scale and each scale's datasets by their path under *root*; clock attributes left
+    out."""
+    prefix = root.name.rstrip("/") + "/"
 
     def attrs(obj: h5py.HLObject) -> list[tuple[Any, ...]]:
         out = []
@@ -47,21 +60,25 @@ def contents(path: Path) -> list[tuple[Any, ...]]:
             if name in CLOCKS:
                 continue
             attr = h5py.h5a.open(obj.id, name.encode())
-            value = "refs" if name in ("DIMENSION_LIST", "REFERENCE_LIST") else repr(obj.attrs[name])
+            if name == "DIMENSION_LIST":
+                value: Any = [scale.name.removeprefix(prefix) for scale in obj.dims[0].values()]
+            elif name == "REFERENCE_LIST":
+                value = [root.file[ref].name.removeprefix(prefix) for ref, _ in obj.attrs[name]]
+            else:
+                value = repr(obj.attrs[name])
             out.append((name, attr.get_type().get_class(), attr.shape, value))
         return out
 
-    with h5py.File(path, "r") as f:
-        found: list[tuple[Any, ...]] = [("/", attrs(f))]
+    found: list[tuple[Any, ...]] = [("/", attrs(root))]
 
-        def visit(name: str, obj: h5py.HLObject) -> None:
-            if isinstance(obj, h5py.Dataset):
-                found.append((name, str(obj.dtype), obj.shape, obj.maxshape, obj.chunks, obj.compression,
-                              obj.shuffle, repr(obj[...].tolist()), attrs(obj)))
-            else:
-                found.append((name, "group", attrs(obj)))
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        if isinstance(obj, h5py.Dataset):
+            found.append((name, str(obj.dtype), obj.shape, obj.maxshape, obj.chunks, obj.compression, obj.shuffle,
+                          obj[...].tobytes() if obj.dtype.kind != "O" else repr(obj[...].tolist()), attrs(obj)))
+        else:
+            found.append((name, "group", attrs(obj)))
 
-        f.visititems(visit)
+    root.visititems(visit)
     return found
 
 
@@ -149,7 +166,7 @@ def test_appended_samples_are_stored_as_h5py_stores_them(tmp_path: Path, dtype: 
         for ds in (theirs, ours):
             ds.resize((1 + len(data),))
         theirs[1:] = data
-        hdf5._write_at(ours, 1, data)
+        hdf5._write_at(ours.id, 1, data)
         assert np.array_equal(theirs[...], ours[...])
         if theirs.dtype.kind != "O":  # numbers: the same bits
             assert theirs[...].tobytes() == ours[...].tobytes()
@@ -167,3 +184,128 @@ def test_modify_attr_writes_in_place_as_h5py_does(tmp_path: Path, value: Any) ->
         assert a.get_type() == b.get_type() and a.shape == b.shape
         assert type(theirs.attrs["v"]) is type(ours.attrs["v"])
         assert np.array_equal(theirs.attrs["v"], ours.attrs["v"])
+
+
+def _compact(obj: h5py.HLObject) -> bool:
+    """Whether *obj*'s attributes are messages of its object header (compact), not a B-tree and heap (dense)."""
+    return h5py.h5o.get_info(obj.id).hdr.nmesgs > len(obj.attrs)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_root_and_stats_keep_their_attributes_compact_in_creation_order(tmp_path: Path, declared: bool) -> None:
+    path = write(tmp_path / "r.h5", declared, "a: 1", 2.0)
+    with h5py.File(path, "r") as f:
+        assert len(f.attrs) > 8 and _compact(f) and _compact(f["stats"])
+        assert list(f.attrs)[:3] == ["_NCProperties", "format", "format_version"]
+        assert list(f["stats"].attrs) == ["steps", "gain", "method"]
+
+
+def test_attributes_beyond_the_compact_limit_or_too_large_for_a_header_keep_their_order(tmp_path: Path) -> None:
+    writer = HDF5Writer(tmp_path / "big.h5", experiment="x")
+    stats = {f"s{k}": k for k in range(hdf5.COMPACT_ATTRS + 2)}
+    writer.write_stats({"first": np.arange(20_000.0), **stats})  # 160 kB: over an object header message's 64 kB
+    writer.close("complete")
+    with h5py.File(tmp_path / "big.h5", "r") as f:
+        assert list(f["stats"].attrs) == ["first", *stats]
+        assert f["stats"].attrs["first"][-1] == 19_999.0
+        assert f["stats"].attrs[f"s{hdf5.COMPACT_ATTRS + 1}"] == hdf5.COMPACT_ATTRS + 1
+        assert f.attrs["status"] == "complete"
+
+
+TURNS = {
+    "a": {"src": {"y": ("m", "real")}, "k": {"u": ("m", "real"), "n": (None, "int"), "label": (None, "string")}},
+    "b": {"p": {"q": ("rad", "real"), "on": (None, "bool"), "hit": (None, "event")}},
+}
+
+
+class Connection:
+    """A coupling error estimate as ``/coupling_error`` stores it."""
+
+    def __init__(self, connection: str, value: float) -> None:
+        self.connection, self.unit = connection, "m"
+        self.max = self.rms = self.range = self.relative = value
+        self.time_of_max = 0.02
+
+
+def write_run(writer: HDF5Writer, layout: str, gain: float) -> Path:
+    """One run of *layout* into *writer*, its values depending on *gain*, closed ``complete``."""
+    t = np.array([0.0, 0.01, 0.02])
+    for name, ports in TURNS[layout].items():
+        writer.add_component(name, ports)
+        values = {port: (np.array([str(gain), "b", ""]) if kind == "string" else t * gain if kind == "real"
+                         else np.array([1, 0, 1]) * int(gain)) for port, (_, kind) in ports.items()}
+        writer.append(name, t, [0, 1, 0], values, flush=False)
+    writer.write_events([(0.01, "src", "tick")] if layout == "a" else [])
+    writer.write_coupling_error([Connection(f"x{gain}.y -> k.u", gain / 3)])
+    writer.write_stats({"macro_steps": 2, "gain": gain, "method": layout, "smallest_step": float("nan")})
+    writer.set_attrs(system=layout, tf=0.02)
+    return writer.close("complete")
+
+
+def fail_half_way(writer: HDF5Writer, layout: str) -> None:
+    """A run of *layout* that stops with an error after some of its samples and before its statistics."""
+    with pytest.raises(RuntimeError, match="half-way"), writer:
+        name, ports = next(iter(TURNS[layout].items()))
+        writer.add_component(name, ports)
+        writer.append(name, [0.0], None, {port: ["x"] if kind == "string" else [1] for port, (_, kind)
+                                          in ports.items()})
+        raise RuntimeError("half-way")
+
+
+def new_writer(path: Path, layout: str, gain: float, declared: bool, chunk: ChunkFile | None = None) -> HDF5Writer:
+    """A writer of *layout* at *path*, or in the group of the job *chunk* runs now; made from the layout's image when
+    *declared*."""
+    shared = {} if chunk is None else {"file": chunk.file(), "group": chunk.group}
+    return HDF5Writer(path, experiment=layout, attrs={"config_yaml": f"{layout}: {gain}", "t0": 0.0, "dt": 0.01},
+                      chunk_size=64, components=TURNS[layout] if declared else None, **shared)
+
+
+def plain(tmp_path: Path, layout: str, gain: float) -> list[tuple[Any, ...]]:
+    """The contents of the run made object by object, in a file of its own."""
+    path = write_run(new_writer(tmp_path / f"plain-{layout}-{gain}.h5", layout, gain, declared=False), layout, gain)
+    return contents(path)
+
+
+JOBS = [("a", 2.0), ("b", 3.0), ("a", 5.0), ("b", 7.0)]
+"""Two layouts taking turns, each job with values of its own."""
+
+
+def test_files_of_two_layouts_taking_turns_after_a_failed_job_equal_files_made_anew(tmp_path: Path) -> None:
+    fail_half_way(new_writer(tmp_path / "failed.h5", "a", 1.0, declared=True), "a")
+    with h5py.File(tmp_path / "failed.h5", "r") as f:
+        assert f.attrs["status"] == "failed" and f["components/src/y"].shape == (1,)
+        assert "k" not in f["components"] or f["components/k/u"].shape == (0,)
+    for num, (layout, gain) in enumerate(JOBS):
+        path = write_run(new_writer(tmp_path / f"{num}.h5", layout, gain, declared=True), layout, gain)
+        assert contents(path) == plain(tmp_path, layout, gain), (num, layout)
+        assert verify_results(path) == []
+
+
+def test_chunk_groups_of_two_layouts_taking_turns_after_a_failed_job_equal_files_made_anew(tmp_path: Path) -> None:
+    chunk = ChunkFile(tmp_path / "chunk.h5")
+    chunk.num = 0
+    fail_half_way(new_writer(chunk.path, "b", 1.0, declared=True, chunk=chunk), "b")
+    for num, (layout, gain) in enumerate(JOBS, start=1):
+        chunk.num = num
+        write_run(new_writer(chunk.path, layout, gain, declared=True, chunk=chunk), layout, gain)
+    chunk.close()
+    with h5py.File(chunk.path, "r") as f:
+        assert f["runs/0"].attrs["status"] == "failed" and f["runs/0/components/p/q"].shape == (1,)
+        for num, (layout, gain) in enumerate(JOBS, start=1):
+            assert tree(f[f"runs/{num}"]) == plain(tmp_path, layout, gain), (num, layout)
+    for num, (_, gain) in enumerate(JOBS, start=1):
+        address = f"{chunk.path}::/runs/{num}"
+        assert verify_results(address) == []
+        assert load_results(address).stats["gain"] == gain
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_run_group_of_a_chunk_file_keeps_its_attributes_compact(tmp_path: Path, declared: bool) -> None:
+    chunk = ChunkFile(tmp_path / "chunk.h5")
+    chunk.num = 0
+    write_run(new_writer(chunk.path, "a", 2.0, declared, chunk), "a", 2.0)
+    chunk.close()
+    with h5py.File(chunk.path, "r") as f:
+        run = f["runs/0"]
+        assert len(run.attrs) > 8 and _compact(run) and _compact(run["stats"])
+        assert run.attrs["status"] == "complete" and run["stats"].attrs["gain"] == 2.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -78,15 +79,12 @@ def test_a_crash_keeps_every_flushed_block_of_the_datasets_kept_open(tmp_path: P
 def test_a_closed_writer_holds_no_dataset(tmp_path: Path) -> None:
     """A writer kept after its file is closed (a job's run may be freed only by the garbage collector) lets go of
     the datasets it kept open."""
-
-    def datasets() -> int:
-        return sum(isinstance(o, h5py.Dataset) for o in gc.get_objects())
-
-    before = datasets()
     writer = HDF5Writer(tmp_path / "r.h5", experiment="x", components={"c": PORTS})
     writer.add_component("c", PORTS)
     t, values = blocks(0)
     writer.append("c", t, None, values)
-    assert datasets() > before
+    kept = [weakref.ref(dsid) for dsid in writer._datasets.values()]
+    assert len(kept) == 2 + len(PORTS) and all(ref() is not None for ref in kept)
     writer.close("complete")
-    assert datasets() == before
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * len(kept)
