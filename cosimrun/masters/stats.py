@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from cosimrun.masters.events import AT_COMMUNICATION_POINTS
@@ -82,9 +82,9 @@ class MasterStats:
         return sum(self.event_trial_steps) / len(self.event_trial_steps) if self.event_trial_steps else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        """Scalar statistics (for storage as attributes)."""
-        out = asdict(self)
-        out.pop("event_trial_steps")
+        """Scalar statistics (for storage as attributes): every field but the list ``event_trial_steps``, whose
+        mean is ``trial_steps_per_event``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "event_trial_steps"}
         out["trial_steps_per_event"] = self.trial_steps_per_event
         out["parallel_fraction"] = self.parallel_fraction
         return out
