@@ -33,6 +33,7 @@ from __future__ import annotations
 import _thread
 import atexit
 import contextlib
+import mmap
 import os
 import select
 import signal
@@ -284,12 +285,16 @@ for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
 data = b""
 while chunk := os.read(0, 1 << 16):
     data += chunk
-record, dump = None, []
+state = os.pread(STATE_FD, STATE_BYTES, 0)
+record = None
+if state[:1] in (b"\1", b"\2"):
+    start = 1 + (state[0] - 1) * SLOT
+    size = int.from_bytes(state[start:start + 4], "little")
+    record = state[start + 4:start + 4 + size].decode("utf-8", "surrogateescape")
+dump = []
 for line in data.splitlines():
-    if line.startswith(b"\0"):
-        if line[1:2] == b"X":
-            sys.exit()
-        record = line[2:].decode() if line[1:2] == b"R" else None
+    if line.startswith(b"\0X"):
+        sys.exit()
     elif line.strip():
         dump.append(line.decode("utf-8", "replace"))
 fatal = "Fatal Python error: "
@@ -326,16 +331,23 @@ if SAY:
 """
 """The crash witness: a small process that outlives the command's and says in one line how and where it died.
 
-It reads a pipe from the command: a NUL byte and ``R<record>`` when a run begins (the record of
-:mod:`cosimrun.core.crashsite`), ``E`` when it ends, ``X`` when the command ends on purpose in the
-middle of a run (the watchdog), each on a line, and faulthandler's report of a fatal signal. At the
-end of the pipe (the command's process is gone) it prints the line, unless the command ended on
-purpose, or outside a run without a fatal signal; when a run was recorded it also writes the cause
-to ``<results file>.crash`` (:data:`~cosimrun.core.crashsite.CAUSE`), which a sweep's launcher reports
-for a job whose worker died.
+It reads a pipe from the command: faulthandler's report of a fatal signal, and a NUL byte and ``X`` on a line
+when the command ends on purpose in the middle of a run (the watchdog). Which run is going on (the record of
+:mod:`cosimrun.core.crashsite`, or none) it reads at the end from a small file the command shares with it by
+memory map (:func:`_run_recorded`), which a run's start and end write without a system call or waking the
+witness. At the end of the pipe (the command's process is gone) it prints the line, unless the command ended on
+purpose, or outside a run without a fatal signal; when a run was recorded it also writes the cause to
+``<results file>.crash`` (:data:`~cosimrun.core.crashsite.CAUSE`), which a sweep's launcher reports for a job
+whose worker died.
 """
 _witness: int | None = None
 """The write end of the pipe to the crash witness, once started."""
+_current: mmap.mmap | None = None
+"""The shared map saying which run is going on: a byte naming the slot in use (0: no run, 1 or 2), then two slots
+of :data:`_SLOT` bytes, each the record's path as its length (4 bytes, little-endian) and its bytes. A run's start
+writes the slot not in use, then the byte: a process killed at any instant leaves one whole path or none."""
+_SLOT = 4 + 4096
+"""Bytes of one slot of :data:`_current`: a path's length and the longest path it holds (longer: not recorded)."""
 _say_crash = True
 
 
@@ -377,26 +389,48 @@ def crash_cause(results: str | os.PathLike[str], wait: float = WITNESS_WAIT) -> 
 
 
 def _run_recorded(record: Any) -> None:
-    global _witness
+    """Tell the witness (started now, the first time) that the run recorded in *record* began, or that the run
+    ended (``None``)."""
+    global _witness, _current
     if _witness is None:
         import faulthandler
         import subprocess
+        import tempfile
 
         from cosimrun.core.crashsite import CAUSE, NAMES_BYTES, SUFFIX
 
-        read, write = os.pipe()
+        size = 1 + 2 * _SLOT
         try:
-            code = f"NAMES_BYTES, SUFFIX, CAUSE, SAY = {(NAMES_BYTES, SUFFIX, CAUSE, _say_crash)!r}\n{WITNESS}"
-            subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=read, stdout=subprocess.DEVNULL,
-                             start_new_session=True)
+            with tempfile.TemporaryFile() as shared:  # no name: gone with the last process holding it
+                shared.truncate(size)
+                current = mmap.mmap(shared.fileno(), size)
+                read, write = os.pipe()
+                settings = (NAMES_BYTES, SUFFIX, CAUSE, _say_crash, shared.fileno(), size, _SLOT)
+                code = f"NAMES_BYTES, SUFFIX, CAUSE, SAY, STATE_FD, STATE_BYTES, SLOT = {settings!r}\n{WITNESS}"
+                try:
+                    subprocess.Popen([sys.executable, "-I", "-S", "-c", code], stdin=read,
+                                     stdout=subprocess.DEVNULL, start_new_session=True, pass_fds=(shared.fileno(),))
+                except OSError:
+                    os.close(write)
+                    raise
+                finally:
+                    os.close(read)
         except OSError:  # no witness: crashes stay silent
-            os.close(write)
             return
-        finally:
-            os.close(read)
-        _witness = write
+        _witness, _current = write, current
         faulthandler.enable(file=write, all_threads=False)
-    _tell(b"\0R" + os.fsencode(record) if record is not None else b"\0E")
+    assert _current is not None
+    if record is None:
+        _current[0] = 0
+        return
+    path = os.fsencode(record)
+    if len(path) > _SLOT - 4:
+        _current[0] = 0
+        return
+    slot = 2 if _current[0] == 1 else 1
+    start = 1 + (slot - 1) * _SLOT
+    _current[start:start + 4 + len(path)] = len(path).to_bytes(4, "little") + path
+    _current[0] = slot
 
 
 def _tell(message: bytes) -> None:
