@@ -201,20 +201,19 @@ def _set(plain: Any, path: Sequence[str | int], value: Any) -> bool:
     *parents, last = path
     try:
         for part in parents:
-            plain = plain[_index(part)] if isinstance(plain, list) else plain[part]
-        if isinstance(plain, list):
-            plain[_index(last)] = value
-        elif isinstance(plain, dict) and last in plain:
-            plain[last] = value
-        else:
+            plain = plain[_key(plain, part)]
+        key = _key(plain, last)
+        if isinstance(plain, dict) and key not in plain:
             return False
-    except (KeyError, IndexError, ValueError, TypeError):
+        plain[key] = value
+    except (KeyError, IndexError, TypeError):
         return False
     return True
 
 
-def _index(part: str | int) -> int:
-    """The list index *part* names (a number or digits); ValueError for anything else."""
-    if isinstance(part, int) or part.isdigit():
-        return int(part)
-    raise ValueError(part)
+def _key(container: Any, part: str | int) -> Any:
+    """What indexes *container* for *part*: a list's index (a number or digits; None, which no list takes, for
+    anything else), a mapping's key as it is."""
+    if not isinstance(container, list):
+        return part
+    return int(part) if isinstance(part, int) or part.isdigit() else None
