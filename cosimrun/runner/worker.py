@@ -136,13 +136,18 @@ _T = TypeVar("_T")
 
 def _kept(cache: dict[bytes, _T], composition: bytes, make: Callable[[], _T]) -> _T:
     """*cache*'s entry for the shared *composition* (pickled), made by *make* when missing (an error of *make* is
-    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most."""
-    if composition not in cache:
-        made = make()
-        if len(cache) >= _TASK_BASES_KEPT:
-            cache.clear()
-        cache[composition] = made
-    return cache[composition]
+    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most. The entry is read
+    once and the one made returned as made: a job in another thread of the process may clear the cache at any
+    moment."""
+    try:
+        return cache[composition]
+    except KeyError:
+        pass
+    made = make()
+    if len(cache) >= _TASK_BASES_KEPT:
+        cache.clear()
+    cache[composition] = made
+    return made
 
 
 @functools.cache
