@@ -136,13 +136,18 @@ _T = TypeVar("_T")
 
 def _kept(cache: dict[bytes, _T], composition: bytes, make: Callable[[], _T]) -> _T:
     """*cache*'s entry for the shared *composition* (pickled), made by *make* when missing (an error of *make* is
-    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most."""
-    if composition not in cache:
-        made = make()
-        if len(cache) >= _TASK_BASES_KEPT:
-            cache.clear()
-        cache[composition] = made
-    return cache[composition]
+    raised, nothing kept); a cache holds :data:`_TASK_BASES_KEPT` compositions at the most. The entry is read
+    once and the one made returned as made: a job in another thread of the process may clear the cache at any
+    moment."""
+    try:
+        return cache[composition]
+    except KeyError:
+        pass
+    made = make()
+    if len(cache) >= _TASK_BASES_KEPT:
+        cache.clear()
+    cache[composition] = made
+    return made
 
 
 @functools.cache
@@ -210,26 +215,35 @@ def _resolved_composition(
 @dataclass(frozen=True)
 class JobSettings:
     """What :func:`run_composed_job` reads of a job's ``hydra`` node besides the job's own fields: the same for every
-    job of a shared composition (value overrides set no ``hydra`` key)."""
+    job of a shared composition (value overrides set no ``hydra`` key) unless one of them is an interpolation."""
 
     chdir: bool
     """``hydra.job.chdir``."""
     output_subdir: str | None
     """``hydra.output_subdir``."""
     env_set: dict[str, Any]
-    """``hydra.job.env_set``, unresolved."""
+    """``hydra.job.env_set``, resolved as Hydra's ``run_job`` resolves it."""
     log_config: Any
     """``hydra.job_logging`` unresolved as plain data (see :func:`~cosimrun.runner.joblog.configure_job_log`)."""
+    shared: bool
+    """Whether none of ``chdir``, ``output_subdir`` and ``env_set`` is an interpolation, which may give each job
+    another value (``${hydra:job.num}``): only then are the settings kept for the composition's other jobs."""
 
     @classmethod
     def of(cls, hydra: DictConfig) -> JobSettings:
+        """The settings of the job whose ``hydra`` node is *hydra* (its interpolations resolved: call it with the
+        job's Hydra config set)."""
         from omegaconf import OmegaConf
 
-        subdir, log_config = hydra.output_subdir, hydra.job_logging
-        env_set = OmegaConf.to_container(hydra.job.env_set)
+        job = hydra.job
+        subdir, log_config, env = hydra.output_subdir, hydra.job_logging, job.env_set
+        shared = not (OmegaConf.is_interpolation(hydra, "output_subdir") or OmegaConf.is_interpolation(job, "chdir")
+                      or OmegaConf.is_interpolation(job, "env_set")
+                      or any(OmegaConf.is_interpolation(env, key) for key in env))
+        env_set = OmegaConf.to_container(env, resolve=True)
         assert isinstance(env_set, dict)
-        return cls(bool(hydra.job.chdir), None if subdir is None else str(subdir), env_set,  # type: ignore[arg-type]
-                   None if log_config is None else OmegaConf.to_container(log_config, resolve=False))
+        return cls(bool(job.chdir), None if subdir is None else str(subdir), env_set,  # type: ignore[arg-type]
+                   None if log_config is None else OmegaConf.to_container(log_config, resolve=False), shared)
 
 
 _SETTINGS: dict[bytes, JobSettings] = {}
@@ -238,10 +252,11 @@ _SETTINGS: dict[bytes, JobSettings] = {}
 
 def _settings(payload: JobPayload, hydra: DictConfig) -> JobSettings:
     """The :class:`JobSettings` of job *payload*, whose ``hydra`` node is *hydra*: read once per shared composition
-    and process, for each job composed on its own."""
+    and process when they are :attr:`~JobSettings.shared`, else for each job."""
     if payload.values is None:
         return JobSettings.of(hydra)
-    return _kept(_SETTINGS, payload.config, lambda: JobSettings.of(hydra))
+    settings = _kept(_SETTINGS, payload.config, lambda: JobSettings.of(hydra))
+    return settings if settings.shared else JobSettings.of(hydra)
 
 
 def _idle(callbacks: JobCallbacks, hook: str) -> bool:
@@ -370,13 +385,15 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     OmegaConf.set_readonly(hydra, True)
 
     old_cwd = os.getcwd()
-    settings = _settings(payload, hydra)
+    chdir = False
     try:
         with hydra_config(config):
+            settings = _settings(payload, hydra)  # its interpolations may read the job's Hydra config
+            chdir = settings.chdir
             overrides = task_overrides(hydra) if payload.values is None else list(payload.app)  # what apply_job set
             ret = ComposedJobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=config)
             Path(output_dir).mkdir(parents=True, exist_ok=True)
-            if settings.chdir:
+            if chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
             configure_job_log(hydra.job_logging, hydra.verbose, settings.log_config)
@@ -405,7 +422,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             callbacks.on_job_end(config=config, job_return=ret)
             return ret
     finally:
-        if settings.chdir:
+        if chdir:
             os.chdir(old_cwd)
 
 

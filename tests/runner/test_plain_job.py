@@ -198,3 +198,25 @@ def test_a_callback_that_reads_the_returned_task_config_gets_it(tmp_path: Path) 
         assert ret.return_value.status == "complete", ret.return_value.error
     assert len(_ReadsTheTaskConfig.seen) == 1 and ret.cfg is None  # made only for a callback that reads it
     assert OmegaConf.to_container(_ReadsTheTaskConfig.seen[0]) == OmegaConf.to_container(payloads[0].task_config())
+
+
+def test_each_job_gets_its_own_output_subdir_and_env_set_when_they_are_interpolations(tmp_path: Path) -> None:
+    """``hydra.output_subdir`` and ``hydra.job.env_set`` read per job (``${hydra:job.num}``), as Hydra's ``run_job``
+    resolves them for each job: the second job of a warm worker writes to its own subdir and its task config reads
+    its own environment value, not the first job's (or the interpolation's text)."""
+    common = ["+experiment=bouncing_ball", "hydra.output_subdir=.hydra_${hydra.job.num}",
+              "++hydra.job.env_set.COSIMRUN_PLAIN_JOB_ENV=job${hydra:job.num}",
+              "++description=${oc.env:COSIMRUN_PLAIN_JOB_ENV,unset}"]
+    ctx, master = sweep_context([*common, f"hydra.sweep.dir={tmp_path}"])
+    composer = JobComposer(ctx, master)
+    state = worker.worker_state(_no_callbacks())
+    for num, tf in enumerate((0.02, 0.03)):
+        spec = composer.compose([*common, f"run.tf={tf}"], num, on_worker=True)
+        payload = spec.payload()
+        assert payload.values is not None  # made on the worker from the shared composition
+        payload.sweep_files = True
+        outcome = worker.run_hydra_job(payload, sweep.sweep_job, state, "token")
+        assert outcome.status == "complete", outcome.error
+        assert sorted(p.name for p in spec.job_dir.glob(".hydra*")) == [f".hydra_{num}"]
+        with h5py.File(spec.job_dir / "results.h5", "r") as f:
+            assert f.attrs["status"] == "complete" and f"description: job{num}\n" in f.attrs["config_yaml"]

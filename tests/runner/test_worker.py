@@ -177,3 +177,19 @@ def test_run_hydra_job_reports_a_failing_task_as_a_failed_outcome(tmp_path: Path
     outcome = worker.run_hydra_job(spec.payload(), _task, worker.worker_state(_callbacks(spec)), "failing")
     assert outcome.status == "failed" and outcome.error == "ValueError: the task failed"
     assert outcome.traceback.startswith("Traceback") and "in _task" in outcome.traceback
+
+
+class _ClearedByAnotherThread(dict):
+    """A cache that a job in another thread clears right after each entry is set."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.clear()
+
+
+def test_a_kept_entry_is_returned_as_made_when_another_thread_clears_the_cache() -> None:
+    cache = _ClearedByAnotherThread()
+    assert worker._kept(cache, b"composition", lambda: None) is None  # a composition OmegaConf resolves per job
+    assert worker._kept(cache, b"composition", lambda: 7) == 7 and cache == {}
+    kept = {b"composition": 3}
+    assert worker._kept(kept, b"composition", lambda: 4) == 3  # made once per composition
