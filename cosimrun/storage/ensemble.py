@@ -33,7 +33,11 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
                                               failed member)
     attributes                                format, system, master, t0, tf, dt, record_every (and its name as
                                               a run's setting, decimate: storage.decimate), members,
-                                              master settings and statistics (JSON)
+                                              master settings and statistics (JSON), data_crc32 (below)
+
+Each variable of the group has its CRC-32 in the group's attribute ``data_crc32`` (JSON ``{name: [length,
+CRC-32]}``, summed from the data written, as a run's results file keeps them): a resume takes over the members of
+a file whose data still sums to them only (:func:`unreadable`).
 
 Read it with ``xarray.open_dataset(path, engine="h5netcdf", group="ensemble")``. The file is written as
 ``<path>.partial`` and renamed when complete, as run results are.
@@ -53,7 +57,15 @@ import h5py
 import numpy as np
 
 from cosimrun.errors import ResultsReadError
-from cosimrun.storage.hdf5 import COUPLING_NUMBERS, check_name, partial_path, to_attr, written_whole
+from cosimrun.storage.hdf5 import (
+    CHECKSUMS_ATTR,
+    COUPLING_NUMBERS,
+    check_name,
+    crc32,
+    partial_path,
+    to_attr,
+    written_whole,
+)
 from cosimrun.storage.results import _TEXT_COLUMNS as TEXT_COLUMNS
 from cosimrun.storage.results import TABLE_COLUMNS, PortSeries, Results
 
@@ -91,65 +103,91 @@ def write_ensemble(path: str | os.PathLike[str], result: EnsembleResult, *, grou
     path = Path(path)
     partial = partial_path(path)
     partial.unlink(missing_ok=True)
-    members = result.members
     with written_whole(path, partial) as image, h5netcdf.File(image, "w") as f:
-        g = f.create_group(group)
-        own_clocks = np.ndim(result.time) == 2
-        samples = ("sample", "member") if own_clocks else ("time", "member")
-        g.dimensions = {"member": members, samples[0]: len(result.time)}
-        g.create_variable("member", ("member",), data=np.arange(members, dtype=np.int64))
-        g.create_variable("time", samples[:np.ndim(result.time)], data=np.asarray(result.time, dtype=float),
-                          **({"chunks": _chunks(result.time.shape), **HISTORY_FILTERS} if own_clocks else {})
-                          ).attrs["units"] = "s"
-        g.create_variable("status", ("member",), dtype=_STR, data=np.asarray(result.status, dtype=object))
-        failures = [result.failures.get(m) for m in range(members)]
-        g.create_variable("failure", ("member",), dtype=_STR,
-                          data=np.array(["" if fl is None else str(fl) for fl in failures], dtype=object))
-        g.create_variable("failure_time", ("member",),
-                          data=np.array([np.nan if fl is None else fl.time for fl in failures], dtype=float))
-        if jobs is not None:
-            g.create_variable("job", ("member",), data=np.asarray(jobs, dtype=np.int64))
-        if overrides is not None:
-            g.create_variable("overrides", ("member",), dtype=_STR, data=np.asarray(list(overrides), dtype=object))
-        for key, values in result.parameters.items():
-            values = np.asarray(values)
-            if values.dtype.kind in "biuf":
-                g.create_variable(f"parameter.{key}", ("member",), data=values.astype(float))
-            else:
-                g.create_variable(f"parameter.{key}", ("member",), dtype=_STR,
-                                  data=np.array([str(v) for v in values], dtype=object))
-        for key, values in result.member_stats.items():
-            values = np.asarray(values)
-            g.create_variable(f"stats.{key}", ("member",), data=values.astype(float if values.dtype.kind == "f"
-                                                                                else np.int64))
-        _write_events(g, result)
-        _write_switches(g, result)
-        for key, values in result.final.items():
-            var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
-            _unit(var, result.units.get(key))
-        if result.micro is not None:
-            g.create_variable("micro", samples, data=np.asarray(result.micro, dtype=np.int32),
-                              chunks=_chunks(result.micro.shape), **HISTORY_FILTERS)
-        for key, values in result.history.items():
-            var = g.create_variable(key, samples, data=np.asarray(values, dtype=float),
-                                    chunks=_chunks(values.shape), **HISTORY_FILTERS)
-            _unit(var, result.units.get(key))
-            if key in result.kinds:
-                var.attrs["kind"] = result.kinds[key]
-        _write_coupling_error(g, result)
-        info = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
-            "t0": result.t0, "tf": result.tf, "dt": result.dt, "record_every": result.record_every,
-            "decimate": result.record_every,
-            "members": members, "complete": int(result.stats.complete), "failed": int(result.stats.failed),
-            "master_settings": json.dumps(result.master_settings, sort_keys=True, default=str),
-            "stats": json.dumps(result.stats.as_dict(), sort_keys=True), **(attrs or {}),
-        }
-        for name, value in info.items():
-            stored = to_attr(value)
-            if stored is not None:
-                g.attrs[name] = stored
+        _write_group(f.create_group(group), result, attrs, jobs, overrides)
     return path
+
+
+class _SummedGroup:
+    """An h5netcdf group whose new variables' CRC-32s are noted in :attr:`sums` from the data given (as a reader
+    sums it: :func:`~cosimrun.storage.hdf5.crc32`), without reading back what was compressed."""
+
+    def __init__(self, group: h5netcdf.Group) -> None:
+        self.group = group
+        self.sums: dict[str, list[int]] = {}
+
+    def create_variable(self, name: str, dimensions: tuple[str, ...], dtype: Any = None, data: Any = None,
+                        **kwargs: Any) -> h5netcdf.Variable:
+        var = self.group.create_variable(name, dimensions, dtype=dtype, data=data, **kwargs)
+        stored = np.asarray(data)
+        self.sums[name] = [len(stored), crc32(stored.ravel() if stored.dtype == object else stored)]
+        return var
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.group, name)
+
+
+def _write_group(group: h5netcdf.Group, result: EnsembleResult, attrs: dict[str, object] | None,
+                 jobs: Sequence[int] | None, overrides: Sequence[str] | None) -> None:
+    """The variables and attributes of :func:`write_ensemble`'s *group*, and the variables' checksums."""
+    members = result.members
+    own_clocks = np.ndim(result.time) == 2
+    samples = ("sample", "member") if own_clocks else ("time", "member")
+    group.dimensions = {"member": members, samples[0]: len(result.time)}
+    g: Any = _SummedGroup(group)
+    g.create_variable("member", ("member",), data=np.arange(members, dtype=np.int64))
+    g.create_variable("time", samples[:np.ndim(result.time)], data=np.asarray(result.time, dtype=float),
+                      **({"chunks": _chunks(result.time.shape), **HISTORY_FILTERS} if own_clocks else {})
+                      ).attrs["units"] = "s"
+    g.create_variable("status", ("member",), dtype=_STR, data=np.asarray(result.status, dtype=object))
+    failures = [result.failures.get(m) for m in range(members)]
+    g.create_variable("failure", ("member",), dtype=_STR,
+                      data=np.array(["" if fl is None else str(fl) for fl in failures], dtype=object))
+    g.create_variable("failure_time", ("member",),
+                      data=np.array([np.nan if fl is None else fl.time for fl in failures], dtype=float))
+    if jobs is not None:
+        g.create_variable("job", ("member",), data=np.asarray(jobs, dtype=np.int64))
+    if overrides is not None:
+        g.create_variable("overrides", ("member",), dtype=_STR, data=np.asarray(list(overrides), dtype=object))
+    for key, values in result.parameters.items():
+        values = np.asarray(values)
+        if values.dtype.kind in "biuf":
+            g.create_variable(f"parameter.{key}", ("member",), data=values.astype(float))
+        else:
+            g.create_variable(f"parameter.{key}", ("member",), dtype=_STR,
+                              data=np.array([str(v) for v in values], dtype=object))
+    for key, values in result.member_stats.items():
+        values = np.asarray(values)
+        g.create_variable(f"stats.{key}", ("member",), data=values.astype(float if values.dtype.kind == "f"
+                                                                            else np.int64))
+    _write_events(g, result)
+    _write_switches(g, result)
+    for key, values in result.final.items():
+        var = g.create_variable(f"final.{key}", ("member",), data=np.asarray(values, dtype=float))
+        _unit(var, result.units.get(key))
+    if result.micro is not None:
+        g.create_variable("micro", samples, data=np.asarray(result.micro, dtype=np.int32),
+                          chunks=_chunks(result.micro.shape), **HISTORY_FILTERS)
+    for key, values in result.history.items():
+        var = g.create_variable(key, samples, data=np.asarray(values, dtype=float),
+                                chunks=_chunks(values.shape), **HISTORY_FILTERS)
+        _unit(var, result.units.get(key))
+        if key in result.kinds:
+            var.attrs["kind"] = result.kinds[key]
+    _write_coupling_error(g, result)
+    info = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "system": result.system, "master": result.master,
+        "t0": result.t0, "tf": result.tf, "dt": result.dt, "record_every": result.record_every,
+        "decimate": result.record_every,
+        "members": members, "complete": int(result.stats.complete), "failed": int(result.stats.failed),
+        "master_settings": json.dumps(result.master_settings, sort_keys=True, default=str),
+        "stats": json.dumps(result.stats.as_dict(), sort_keys=True), **(attrs or {}),
+    }
+    for name, value in info.items():
+        stored = to_attr(value)
+        if stored is not None:
+            g.attrs[name] = stored
+    g.attrs[CHECKSUMS_ATTR] = json.dumps(g.sums)
 
 
 def _write_member_rows(g: h5netcdf.Group, prefix: str, rows: Mapping[str, Any], columns: dict[str, str]) -> None:
@@ -500,26 +538,81 @@ def _empty(table: str) -> pd.DataFrame:
 
 
 def unreadable(path: str | os.PathLike[str]) -> str | None:
-    """What of the ensemble file *path* cannot be read (a dataset whose storage is cut off or whose compressed
-    chunks no longer decompress, as a disk fault or a copy that stopped leaves it), or None when every dataset
-    reads whole: a resume takes over members of a readable file only."""
-    found: list[str] = []
-
-    def read(name: str, obj: Any) -> None:
-        if found or not isinstance(obj, h5py.Dataset):
-            return
-        try:
-            for part in obj.iter_chunks() if obj.chunks else [()]:  # a chunk at a time: a history may be large
-                obj[part]
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
-            found.append(f"/{name}: {exc}")
-
+    """What of the ensemble file *path* cannot be trusted (a dataset whose storage is cut off or whose compressed
+    chunks no longer decompress, as a disk fault or a copy that stopped leaves it, or whose data no longer has the
+    CRC-32 written with it), or None when every dataset reads whole and sums as written: a resume takes over
+    members of such a file only. Files written before checksums are read whole only."""
     try:
         with h5py.File(path, "r", locking=False) as f:
-            f.visititems(read)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            datasets: list[h5py.Dataset] = []
+            f.visititems(lambda _name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) else None)
+            sealed = {g.name: g for g in (f, *(ds.parent for ds in datasets)) if CHECKSUMS_ATTR in g.attrs}
+            for group in sealed.values():
+                problem = _mismatch(group)
+                if problem:
+                    return problem
+            within = tuple(name.rstrip("/") + "/" for name in sealed)
+            for ds in datasets:
+                if not ds.name.startswith(within):
+                    _crc(ds)
+    except (_DatasetUnreadable, OSError, ValueError, RuntimeError, KeyError) as exc:
         return str(exc)
-    return found[0] if found else None
+    return None
+
+
+class _DatasetUnreadable(Exception):
+    """A dataset of an ensemble file whose data does not read (the message names it)."""
+
+
+def _mismatch(group: h5py.Group) -> str | None:
+    """The first dataset of the sealed *group* that is missing, new or sums to another length or CRC-32 than its
+    ``data_crc32`` entry (None: all agree)."""
+    try:
+        expected = json.loads(_text(group.attrs[CHECKSUMS_ATTR]))
+    except ValueError:
+        return f"{group.name}: the {CHECKSUMS_ATTR} attribute is not valid JSON"
+    found = _checksums(group)
+    for name in sorted(set(expected) | set(found)):
+        if name not in found:
+            return f"{group.name}/{name}: missing"
+        if name not in expected:
+            return f"{group.name}/{name}: not written with the file"
+        if list(expected[name]) != found[name]:
+            return f"{group.name}/{name}: CRC-32 mismatch (the data changed after it was written)"
+    return None
+
+
+_DIMENSION_ONLY = "This is a netCDF dimension but not a netCDF variable"
+"""How netCDF-4 marks the dataset of a dimension without a variable of its name (its data is not written)."""
+
+
+def _checksums(group: h5py.Group) -> dict[str, list[int]]:
+    """``{dataset name within *group*: [length, CRC-32 of its data]}`` of every variable under *group* (netCDF's
+    datasets of dimensions alone aside)."""
+    sums: dict[str, list[int]] = {}
+
+    def add(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset) and not _text(obj.attrs.get("NAME", "")).startswith(_DIMENSION_ONLY):
+            sums[name] = [int(obj.shape[0]) if obj.ndim else 1, _crc(obj)]
+
+    group.visititems(add)
+    return sums
+
+
+def _crc(ds: h5py.Dataset) -> int:
+    """CRC-32 of *ds*'s data in C order (:func:`~cosimrun.storage.hdf5.crc32`), read a block of its chunks' rows
+    at a time: a history may be large."""
+    try:
+        if not ds.ndim:
+            return crc32(np.atleast_1d(ds[()]))
+        step = ds.chunks[0] if ds.chunks else max(1, ds.shape[0])
+        value = 0
+        for start in range(0, ds.shape[0], step):
+            block = np.asarray(ds[start:start + step])
+            value = crc32(block.ravel() if block.dtype == object else block, value)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise _DatasetUnreadable(f"{ds.name}: {exc}") from exc
+    return value
 
 
 def load_member(path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> EnsembleMember:

@@ -89,3 +89,39 @@ def test_the_members_of_an_ensemble_whose_input_file_changed_since_run_again(swe
     assert sorted(ensembles.Finished(sweep_dir).by_job) == [3, 4]
     table.write_text("time,y\n0,1\n1,4\n", encoding="utf-8")
     assert ensembles.Finished(sweep_dir).by_job == {}
+
+
+def test_the_members_of_an_ensemble_file_whose_data_changed_but_still_reads_run_again(sweep_dir: Path) -> None:
+    """The file carries each dataset's CRC-32 as written (``data_crc32``): one value changed in place, which reads
+    as well as before, runs the members again."""
+    path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
+    with h5py.File(path, "r") as f:
+        sums = json.loads(f["ensemble"].attrs["data_crc32"])
+        assert sums["mass1.x"][0] == f["ensemble/mass1.x"].shape[0]
+        assert {"member", "time", "status", "job", "overrides", "final.mass1.x"} <= set(sums)
+    with h5py.File(path, "r+") as f:
+        f["ensemble/final.mass1.x"][1] += 1e-9
+    assert unreadable(path) == ("/ensemble/final.mass1.x: CRC-32 mismatch (the data changed after it was "
+                                "written)")
+    assert ensembles.Finished(sweep_dir).by_job == {}
+
+
+def test_an_ensemble_file_with_a_dataset_added_or_gone_is_not_taken_over(sweep_dir: Path) -> None:
+    path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
+    with h5py.File(path, "r+") as f:
+        f["ensemble"].create_dataset("extra", data=[1.0])
+    assert unreadable(path) == "/ensemble/extra: not written with the file"
+    with h5py.File(path, "r+") as f:
+        del f["ensemble/extra"], f["ensemble/failure_time"]
+    assert unreadable(path) == "/ensemble/failure_time: missing"
+    assert ensembles.Finished(sweep_dir).by_job == {}
+
+
+def test_an_ensemble_file_written_before_checksums_is_taken_over_when_it_reads_whole(sweep_dir: Path) -> None:
+    path = sweep_dir / ensembles.ENSEMBLE_DIR / "3-4.abc.h5"
+    with h5py.File(path, "r+") as f:
+        del f["ensemble"].attrs["data_crc32"]
+    assert unreadable(path) is None
+    assert sorted(ensembles.Finished(sweep_dir).by_job) == [3, 4]
+    damaged = _flip_bytes_of_a_history(path)
+    assert (unreadable(path) or "").startswith(f"{damaged}: ")
