@@ -21,18 +21,21 @@ not offer); FMI 1.0 is refused here. The classes it returns are in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import re
 import zipfile
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cosimrun.errors import ConfigError, suggest
+from cosimrun.errors import ConfigError, FMUError, FMUFileError, suggest
 from cosimrun.fmi.extraction import (
     ENV_MAX_ARRAY_ELEMENTS,
     ENV_MAX_PORTS,
@@ -131,12 +134,25 @@ def _variables(md: Any, v: Any, kind: str, negated: bool = False) -> list[FMUVar
     return elements
 
 
-_MODEL_CACHE: dict[tuple[str, int, int], FMUModel] = {}
-"""Models read, by file version: ``(resolved path, mtime in ns, size)``."""
+_MODEL_CACHE: dict[tuple[str, int, int, int, int], FMUModel] = {}
+"""Models read, by file version: ``(resolved path, mtime in ns, size, ctime in ns, inode)`` (a file rewritten in
+place with the same size and its modification time set back still has a new ctime; one replaced, a new inode)."""
 
-_CHECKED: set[tuple[tuple[str, int, int], FMUSettings]] = set()
+_CHECKED: set[tuple[tuple[str, int, int, int, int], FMUSettings]] = set()
 """The file versions (keys of :data:`_MODEL_CACHE`) whose archive and declarations passed the checks under those
 settings: :func:`read_fmu` does not open their archive again (a job of a sweep reads its FMU a few times)."""
+
+
+@contextlib.contextmanager
+def _archive_read(shown: str) -> Iterator[None]:
+    """An archive that cannot be read (a damaged or cut-off zip file) raises :class:`FMUFileError` naming it
+    instead of zipfile's or the operating system's error."""
+    try:
+        yield
+    except FMUError:
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, zlib.error) as exc:
+        raise FMUFileError(f"{shown} is not a readable FMU archive: {exc}") from None
 
 
 class _NeverRaised(Exception):
@@ -168,14 +184,14 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
             if path.resolve().parent.is_dir() else ""
         raise ConfigError(None, f"FMU file not found: {shown}{near}")
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns, stat.st_ino)
     settings = FMUSettings.from_environment()  # read on every call: limits may change
     cached = _MODEL_CACHE.get(key)
     if cached is not None and (key, settings) in _CHECKED:  # this file version passed these limits
         return cached
     if not zipfile.is_zipfile(path):
         raise ConfigError(None, f"{shown} is not an FMU (an FMU is a zip archive with a modelDescription.xml)")
-    with zipfile.ZipFile(path) as zf:
+    with _archive_read(shown), zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         check_archive(zf, path, settings)  # before any entry is read
     if cached is not None:
@@ -187,7 +203,7 @@ def read_fmu(path: str | os.PathLike[str]) -> FMUModel:
     from xml.etree import ElementTree
 
     try:
-        with zipfile.ZipFile(path) as zf:
+        with _archive_read(shown), zipfile.ZipFile(path) as zf:
             root = ElementTree.fromstring(zf.read("modelDescription.xml"))
     except ElementTree.ParseError as exc:
         raise ConfigError(None, f"{shown}: modelDescription.xml is not well-formed XML: {exc}") from None

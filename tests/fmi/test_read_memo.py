@@ -81,3 +81,17 @@ def test_an_example_fmus_digest_is_its_own() -> None:
     assert fmu_build._digest("pendulum", example) == example.digest()
     other = fmu_build.Example("pendulum", "", example.model_description, example.source + "\n", {})
     assert fmu_build._digest("pendulum", other) == other.digest() != example.digest()
+
+
+def test_a_file_rewritten_in_place_with_its_size_and_time_kept_is_checked_again(fmu: Path) -> None:
+    """Same size, modification time set back: the status change time still tells the versions apart."""
+    model = read_fmu(fmu)
+    stat = fmu.stat()
+    data = bytearray(fmu.read_bytes())
+    data[-3] ^= 0xFF  # the end of the archive's directory record: no longer a zip archive
+    fmu.write_bytes(bytes(data))
+    os.utime(fmu, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (fmu.stat().st_size, fmu.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    with pytest.raises(FMUFileError, match="is not a readable FMU archive: "):
+        read_fmu(fmu)
+    assert model.path is not None

@@ -440,3 +440,16 @@ def test_describe_reads_the_model_description_only(
     t, y = plant_output(monkeypatch, fmu)  # a run loads it
     assert marker.read_text() == f"loaded {os.getpid()}\n"
     assert y == pytest.approx(6.0 * np.sin(math.pi * t), rel=0, abs=1e-12)
+
+
+def test_an_archive_whose_directory_is_damaged_is_refused_in_one_line(
+        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A zip file that still looks like one (its end record found) but whose entries do not read: one line naming
+    the file, not the operating system's ``[Errno 22] Invalid argument`` alone."""
+    data = bytearray((built / "feedthrough.fmu").read_bytes())
+    data[-3] ^= 0xFF  # the archive comment's length: the entries' offsets no longer point at them
+    fmu = tmp_path / "damaged.fmu"
+    fmu.write_bytes(bytes(data))
+    line = refused(monkeypatch, capsys, fmu)
+    assert line.startswith(at_path(fmu, f"'{fmu}' is not a readable FMU archive: "))
+    assert "\n" not in line
