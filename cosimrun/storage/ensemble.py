@@ -62,6 +62,7 @@ from cosimrun.storage.hdf5 import (
     COUPLING_NUMBERS,
     check_name,
     crc32,
+    dataset_crc32,
     partial_path,
     to_attr,
     written_whole,
@@ -600,19 +601,11 @@ def _checksums(group: h5py.Group) -> dict[str, list[int]]:
 
 
 def _crc(ds: h5py.Dataset) -> int:
-    """CRC-32 of *ds*'s data in C order (:func:`~cosimrun.storage.hdf5.crc32`), read a block of its chunks' rows
-    at a time: a history may be large."""
+    """:func:`~cosimrun.storage.hdf5.dataset_crc32` of *ds*; a read that fails names the dataset."""
     try:
-        if not ds.ndim:
-            return crc32(np.atleast_1d(ds[()]))
-        step = ds.chunks[0] if ds.chunks else max(1, ds.shape[0])
-        value = 0
-        for start in range(0, ds.shape[0], step):
-            block = np.asarray(ds[start:start + step])
-            value = crc32(block.ravel() if block.dtype == object else block, value)
+        return dataset_crc32(ds)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise _DatasetUnreadable(f"{ds.name}: {exc}") from exc
-    return value
 
 
 def load_member(path: str | os.PathLike[str], member: int, *, group: str = DEFAULT_GROUP) -> EnsembleMember:

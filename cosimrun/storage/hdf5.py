@@ -44,6 +44,7 @@ import errno as _errno
 import functools
 import io
 import json
+import math
 import os
 import re
 import threading
@@ -1338,6 +1339,26 @@ def crc32(data: np.ndarray, value: int = 0) -> int:
     """CRC-32 of a column as stored, continuing from *value*: numbers by their bytes, strings as
     UTF-8 each followed by a NUL byte (so reading a dataset back gives the same sum)."""
     return zlib.crc32(_stored_bytes(data), value)
+
+
+_CRC_BLOCK = 1 << 20
+"""Values read at a time by :func:`dataset_crc32` (whole rows, and whole chunks of rows where it is chunked)."""
+
+
+def dataset_crc32(ds: h5py.Dataset) -> int:
+    """:func:`crc32` of the data of *ds* in C order (the sum :class:`HDF5Writer` and the ensemble writer record),
+    read a block of whole rows at a time: a history may be large."""
+    if not ds.ndim:
+        return crc32(np.atleast_1d(ds[()]))
+    row = math.prod(ds.shape[1:])
+    step = max(1, _CRC_BLOCK // max(1, row))
+    if ds.chunks:
+        step = max(ds.chunks[0], step - step % ds.chunks[0])
+    value = 0
+    for start in range(0, ds.shape[0], step):
+        block = np.asarray(ds[start:start + step])
+        value = crc32(block.ravel() if block.dtype == object else block, value)
+    return value
 
 
 def _stored_bytes(data: np.ndarray) -> bytes | np.ndarray:

@@ -20,11 +20,11 @@ import h5py
 import numpy as np
 
 from cosimrun.storage.chunkfile import open_results
-from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, FORMAT, crc32
+from cosimrun.storage.hdf5 import CHECKSUMS_ATTR, FORMAT, dataset_crc32
 from cosimrun.storage.results import TABLE_COLUMNS, Damage, group_damage
 
 _BLOCK = 1 << 20
-"""Samples read at a time while summing a dataset."""
+"""Samples read at a time while checking that time does not go back."""
 
 
 def verify_results(path: str | os.PathLike[str]) -> list[str]:
@@ -69,7 +69,7 @@ def _problems(f: h5py.File) -> list[str]:
         ds = f.get(name.lstrip("/"))  # relative: the root may be a run's group in a shared file
         if not isinstance(ds, h5py.Dataset):
             problems.append(f"{name}: missing")
-        elif name not in damaged and _crc(ds) != crc:
+        elif name not in damaged and dataset_crc32(ds) != crc:
             problems.append(f"{name}: CRC-32 mismatch (the data changed after it was written)")
     return problems
 
@@ -100,10 +100,3 @@ def _time_going_back(f: h5py.File) -> list[str]:
                 break
             previous = t[-1]
     return problems
-
-
-def _crc(ds: h5py.Dataset) -> int:
-    value = 0
-    for start in range(0, ds.shape[0], _BLOCK):
-        value = crc32(ds[start : start + _BLOCK], value)
-    return value
