@@ -13,8 +13,8 @@ overhead beyond the simulation itself: ``(workers * jobs wall time - sum of
 the simulations' wall times) / jobs``, where the jobs wall time runs from the
 start of the first job to the end of the last one (written to the sweep index).
 
-``--warm``: the cost of a job on a warm worker against a job in a process of its
-own, for a trivial Python experiment (a sine into a gain, one step) and for a
+``--warm``: the cost of a job on a warm worker (as a job, and as a member of the ensembles the launcher groups
+a sweep into by default) against a job in a process of its own, for a trivial Python experiment (a sine into a gain, one step) and for a
 100-step run of the shipped pendulum FMU (targets: <= 5 ms per job beyond the
 simulation for the first, <= 5 ms per job in all for the second). A sweep of
 ``--warm-jobs`` jobs of each on the dask launcher gives the warm figures (the
@@ -146,19 +146,24 @@ def _sweep_values(name: str, n: int) -> str:
     return f"range(1,{n + 1})" if name == "tiny" else ",".join(f"{0.5 + k / n:.6g}" for k in range(n))
 
 
-def warm_jobs(tmp: Path, name: str, n: int, workers: int) -> dict[str, float]:
-    """A dask sweep of *n* jobs of experiment *name*: per-job figures on warm workers (ms) and the driver's RSS."""
+def warm_jobs(tmp: Path, name: str, n: int, workers: int, ensembles: bool = False) -> dict[str, float]:
+    """A dask sweep of *n* jobs of experiment *name*: per-job figures on warm workers (ms) and the driver's RSS.
+    With *ensembles* the launcher groups the jobs into ensembles as it does by default (the tiny experiment's
+    members stepped as arrays, the FMU's one after the other): a member's "job" is then its share of the
+    workers' time, ``workers x jobs wall time / n``."""
     import resource
 
     conf, key = tmp / "conf", WARM[name][1]
     args = [f"--config-dir={conf}", f"+experiment={name}", f"{key}={_sweep_values(name, n)}", "hydra/launcher=dask",
             f"hydra.launcher.n_workers={workers}", "hydra.launcher.progress=false",
-            "hydra.launcher.ensemble_size=0"]  # jobs, not ensemble members (bench_ensemble.py measures those)
-    wall, info = run_sweep(tmp, f"warm_{name}", args)
+            *([] if ensembles else ["hydra.launcher.ensemble_size=0"])]
+    wall, info = run_sweep(tmp, f"warm_{name}{'_ensembles' if ensembles else ''}", args)
     if any(s != "complete" for s in info["status"]):
         sys.exit(f"warm {name}: not every job completed")
     job, sim = np.asarray(info["job"]), np.asarray(info["sim"])
     steady = slice(min(len(job) // 10, 50), None)  # past each worker's first jobs (imports, extraction, loading)
+    if ensembles:
+        job, steady = np.full(n, workers * info["jobs_wall"] / n), slice(None)
     return {"job": float(np.mean(job[steady])) * 1e3, "sim": float(np.mean(sim[steady])) * 1e3,
             "overhead": (workers * info["jobs_wall"] - float(sim.sum())) / n * 1e3,
             "rate": n / wall, "rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
@@ -325,18 +330,20 @@ def warm_main(opts: argparse.Namespace) -> None:
             cold = process_jobs(tmp, name, opts.process_runs)
             print(f"{name:14}{'process per job':>18}{cold['wall']:10.1f}{cold['sim']:10.2f}"
                   f"{cold['wall'] - cold['sim']:14.1f}{'':19}{1e3 / cold['wall']:8.1f}{'':17}  {_load()}")
-            warm = warm_jobs(tmp, name, opts.warm_jobs, opts.workers)
-            print(f"{'':14}{'warm worker':>18}{warm['job']:10.2f}{warm['sim']:10.2f}{warm['job'] - warm['sim']:14.2f}"
-                  f"{warm['overhead']:19.2f}{warm['rate']:8.1f}{warm['rss']:17.0f}  {_load()}")
+            for label, grouped in (("warm worker", False), ("warm, ensembles", True)):
+                warm = warm_jobs(tmp, name, opts.warm_jobs, opts.workers, grouped)
+                print(f"{'':14}{label:>18}{warm['job']:10.2f}{warm['sim']:10.2f}{warm['job'] - warm['sim']:14.2f}"
+                      f"{warm['overhead']:19.2f}{warm['rate']:8.1f}{warm['rss']:17.0f}  {_load()}")
             cpu = in_process_jobs(tmp, name, opts.warm_jobs)
             print(f"{'':14}{'CPU, in process':>18}{cpu['job']:10.2f}{cpu['sim']:10.2f}{cpu['job'] - cpu['sim']:14.2f}"
                   f"{'':19}{'':8}{'':17}  {_load()}  (run_experiment {cpu['run']:.2f} ms)")
     print("job: a job's wall time on its worker (past each worker's first jobs), or the command's for a process per "
-          "job; sim: the simulation's (the results file's wall_time_s); overhead/job = (workers x jobs wall time - "
+          "job, or for ensembles (the launcher's default grouping) a member's share of the workers' time; sim: the "
+          "simulation's (the results file's wall_time_s, a member's run or share); overhead/job = (workers x jobs wall time - "
           "sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; CPU, in "
           "process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
           "(sim: in System.run; run_experiment: building, simulating and writing the results file)")
-    print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers)")
+    print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers, as jobs or as ensembles)")
     with tempfile.TemporaryDirectory(prefix="bench_sweep_fmu_") as tmp_name:
         runs = fmu_runs(Path(tmp_name), 200)
     print(f"pendulum FMU component, 100 steps, in one process: {runs[False]:.2f} ms per run with a fresh instance, "

@@ -35,8 +35,8 @@ def refuse(comp: CoSimComponent) -> None:
         refuse_multi(comp)
         return
     if not getattr(comp, "vectorizable", False):
-        raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable, so it cannot run "
-                               "as an ensemble; run its members as separate jobs (a sweep)")
+        raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) is not vectorizable: an ensemble cannot "
+                               "step its members at once (a sweep runs them one after the other)")
     if comp.needs_set_inputs:
         raise ConfigError(key, f"component {comp.name!r} ({cls.__name__}) takes inputs through set_inputs "
                                "(mode switching), which ensembles do not run yet")

@@ -76,7 +76,8 @@ class MemberFailure:
     last_time: float
 
     def __str__(self) -> str:
-        return f"member {self.member}: {self.cause} at t={self.time:.12g} in {self.component}.{self.variable}"
+        where = f" in {self.component}.{self.variable}" if self.component else ""  # a run that raised: no variable
+        return f"member {self.member}: {self.cause} at t={self.time:.12g}{where}"
 
 
 @dataclass

@@ -56,6 +56,10 @@ MIN_SPLIT = 64
 HISTORY_BYTES = 256 << 20
 """The histories one ensemble keeps in memory at most (members x samples x recorded ports x 8 bytes): a group
 whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
+SERIAL_PARTS = 4
+"""Ensembles per worker a group whose members run one after the other is split into at least (while each keeps
+:data:`MIN_SPLIT` members): such a task takes as long as its members together, and the last ones should not hold
+back the end of a sweep."""
 _PARAMETER = re.compile(r"components\.[^.]+\.(?:(?:modes\.[^.]+\.)?params\.[^.]+|selector\.(?:lower|upper)|"
                         r"hysteresis\.dwell_time)")
 RAN_ALONE = "ran as its own job: {cause}"
@@ -73,6 +77,9 @@ class Group:
     config_key: str = ""
     largest: int = 0
     """Most members per ensemble that keep the histories within :data:`HISTORY_BYTES` (0: not known yet)."""
+    serial: str = ""
+    """Why the members are not stepped at once, as arrays ("" when they are): they run one after the other
+    (:mod:`cosimrun.ensemble.serial`)."""
 
 
 @dataclass
@@ -92,10 +99,14 @@ class Plan:
     of: dict[int, Ensemble] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
     """Why groups of jobs run as ordinary jobs -> how many jobs."""
+    serial: dict[str, int] = field(default_factory=dict)
+    """Why groups of jobs run as ensembles of members one after the other -> how many jobs."""
 
     def notices(self) -> list[str]:
         """One line per reason (mostly one in all)."""
-        return [f"{n} sweep jobs run as separate jobs, not as ensembles: {why}" for why, n in self.reasons.items()]
+        return [*(f"{n} sweep jobs run as separate jobs, not as ensembles: {why}" for why, n in self.reasons.items()),
+                *(f"{n} sweep jobs run as ensembles of members one after the other (not as arrays: {why})"
+                  for why, n in self.serial.items())]
 
 
 def _split(overrides: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[float, ...]] | None:
@@ -166,7 +177,11 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
             continue
         count = len(group.positions)
         most = max(2, min(size, group.largest or size))
-        parts = max(math.ceil(count / most), min(max(workers, 1), count // MIN_SPLIT))
+        spread = max(workers, 1)
+        if group.serial:
+            result.serial[group.serial] = result.serial.get(group.serial, 0) + count
+            spread *= SERIAL_PARTS
+        parts = max(math.ceil(count / most), min(spread, count // MIN_SPLIT))
         bounds = [round(i * count / parts) for i in range(parts + 1)]
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             positions = group.positions[lo:hi]
@@ -249,10 +264,9 @@ def _release(exp: Any) -> None:
 
 def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
     """Why the built experiment *exp* (of the resolved config *plain*) cannot run as an ensemble ("" if it can);
-    sets :attr:`Group.largest`."""
+    sets :attr:`Group.largest` and :attr:`Group.serial`."""
     from cosimrun.config.build import recorded_ports
     from cosimrun.core.ports import PortType
-    from cosimrun.ensemble.run import refuse_system
 
     if exp.action != "run":
         return f"action: {exp.action!r}"
@@ -262,11 +276,10 @@ def _experiment_refusal(exp: Any, plain: dict[str, Any], group: Group) -> str:
         return "run: checkpoints and restarts run as separate jobs"
     if exp.storage.allow_nonfinite:
         return "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
-    refuse_system(exp.system, exp.master)
     exp.system.initialize(exp.run.t0, exp.master)
-    assert exp.system.analysis is not None
-    if exp.system.analysis.loops:
-        return f"connections: the algebraic loop through {', '.join(exp.system.analysis.loops[0].components)}"
+    group.serial = " ".join(not_vectorized(exp).split("\n")[:1])
+    if group.serial and getattr(exp.master, "global_error", "none") != "none":
+        return f"master.global_error: {exp.master.global_error!r}: ensembles do not estimate the global error"
     recorded = recorded_ports(exp.system, list(exp.storage.record))
     samples = math.ceil(math.ceil((exp.run.tf - exp.run.t0) / exp.run.dt) / exp.storage.decimate) + 1  # kept ones
     group.largest = HISTORY_BYTES // max(1, 8 * samples * max(1, sum(map(len, recorded.values()))))
@@ -318,6 +331,8 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     from omegaconf import open_dict, read_write
 
     from cosimrun.ensemble import run_members
+    from cosimrun.ensemble.parameters import rows_to_arrays
+    from cosimrun.ensemble.serial import RUN_TIME, run_serially
     from cosimrun.runner.configtext import resolved
     from cosimrun.runner.run import prepare
     from cosimrun.runner.worker import hydra_config
@@ -332,12 +347,23 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
     inputs = recorded_inputs(plain)  # what the members read, as they start
-    result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt, record=record,
-                         record_every=exp.storage.decimate)
+    if not not_vectorized(exp):
+        result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
+                             record=record, record_every=exp.storage.decimate)
+    else:
+        _release(exp)
+
+        def build(m: int) -> tuple[Any, Any]:
+            member = prepare(with_values(plain, keys, values[m]))
+            return member.system, member.master
+
+        result = run_serially(build, len(values), rows_to_arrays(rows), t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
+                              recorded=exp.recorded, record_every=exp.storage.decimate)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
                    attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys)),
                           INPUTS: inputs})
+    own = result.member_stats.get(RUN_TIME)  # one after the other: each member's own run
     share = result.stats.wall_time_s / result.members
     coupling = None if result.coupling_error is None else result.coupling_error.largest_relative()
     outcomes: list[JobOutcome | None] = []
@@ -345,10 +371,40 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
         failure = result.failures.get(m)
         outcomes.append(JobOutcome(
             payload.num, "complete" if failure is None else "failed", list(payload.overrides), path=str(path),
-            error="" if failure is None else str(failure), wall_time_s=share,
+            error="" if failure is None else str(failure), wall_time_s=share if own is None else float(own[m]),
             coupling_error_max=math.nan if coupling is None else float(coupling[m]),
             summaries={k: float(v[m]) for k, v in result.final.items()}, member=m))
     return outcomes
+
+
+def not_vectorized(exp: Any) -> str:
+    """Why the vectorized engine does not step the members of the built, initialized experiment *exp* at once
+    (:func:`cosimrun.ensemble.run.refuse_system`, or an algebraic loop), "" when it does; the others run one after
+    the other (:mod:`cosimrun.ensemble.serial`)."""
+    from cosimrun.ensemble.run import refuse_system
+    from cosimrun.errors import ConfigError
+
+    try:
+        refuse_system(exp.system, exp.master)
+    except ConfigError as exc:
+        return str(exc)
+    loops = exp.system.analysis.loops if exp.system.analysis is not None else []
+    return f"connections: the algebraic loop through {', '.join(loops[0].components)}" if loops else ""
+
+
+def with_values(plain: dict[str, Any], keys: Sequence[str], values: Sequence[float]) -> dict[str, Any]:
+    """The resolved config *plain* with the swept parameters *keys* (config paths) set to *values*: a member's
+    config, as its job resolves it (the planner checked that nothing else depends on them). The dicts on the
+    keys' paths are copied, the rest shared."""
+    out = dict(plain)
+    for key, value in zip(keys, values, strict=True):
+        *path, last = key.split(".")
+        node = out
+        for part in path:
+            node[part] = dict(node[part])
+            node = node[part]
+        node[last] = value
+    return out
 
 
 def complete_members(path: Path, jobs: Sequence[tuple[int, list[str], int]]) -> dict[int, JobOutcome]:

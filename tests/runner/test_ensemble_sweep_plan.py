@@ -43,25 +43,45 @@ def test_a_group_is_split_so_that_every_worker_gets_an_ensemble(tmp_path: Path) 
     assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=1).ensembles] == [130]
 
 
-def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path: Path) -> None:
-    def group(*others: str, values: tuple[float, ...] = (5, 10)) -> list[list[str]]:
-        return [["+experiment=coupled_oscillators", "run.tf=0.1", *others, f"{K1}={k}"] for k in values]
+def _group(*others: str, values: tuple[float, ...] = (5, 10)) -> list[list[str]]:
+    return [["+experiment=coupled_oscillators", "run.tf=0.1", *others, f"{K1}={k}"] for k in values]
 
-    reads = f"components.mass2.params.stiffness=${{{K1}}}"  # another parameter is computed from the swept one
-    plan = _plan(tmp_path, [*group("master=hybrid", "+components.mass1.params.max_substep=0.001"),
-                            *group("+components.mass1.params.integrator=radau"),
-                            *group(reads), *group(reads, "run.dt=0.002", values=(5, 10, 5)),
-                            *group("storage.record=[mass1.x]")])
-    assert [e.positions for e in plan.ensembles] == [[9, 10]]  # recording fewer ports is fine
-    assert list(plan.reasons.values()) == [2, 2, 2, 3]
-    hybrid, integrator, differs, interpolated = plan.reasons
+
+def test_groups_the_vectorized_engine_does_not_step_run_one_member_after_the_other(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, [*_group("master=hybrid", "+components.mass1.params.max_substep=0.001"),
+                            *_group("+components.mass1.params.integrator=radau"), *_group(values=(5, 10, 15))])
+    assert [e.positions for e in plan.ensembles] == [[0, 1], [2, 3], [4, 5, 6]] and not plan.reasons
+    hybrid, integrator, arrays = (e.group.serial for e in plan.ensembles)
     assert hybrid.startswith("components.mass1.params.max_substep: ensembles under the hybrid master take the "
                              "configured substeps")
     assert integrator.startswith("components.mass1.params.integrator: 'radau': ensembles integrate with 'rk4', "
                                  "'rk45', 'rk23', 'dop853' only")
+    assert arrays == ""  # stepped as arrays
+    assert plan.serial == {hybrid: 2, integrator: 2}
+    assert plan.notices() == [f"2 sweep jobs run as ensembles of members one after the other (not as arrays: {why})"
+                              for why in (hybrid, integrator)]
+
+
+def test_a_group_run_one_member_after_the_other_is_split_into_more_ensembles(tmp_path: Path) -> None:
+    jobs = _group("+components.mass1.params.integrator=radau", values=tuple(range(1, 301)))
+    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=1).ensembles] == [75] * 4
+    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=2).ensembles] == [75] * 4  # 64 at least
+
+
+def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path: Path) -> None:
+    reads = f"components.mass2.params.stiffness=${{{K1}}}"  # another parameter is computed from the swept one
+    estimate = ("+components.mass1.params.integrator=radau", "master=jacobi", "master.step_control=error",
+                "master.global_error=estimate")
+    plan = _plan(tmp_path, [*_group(*estimate), *_group(reads), *_group(reads, "run.dt=0.002", values=(5, 10, 5)),
+                            *_group("storage.allow_nonfinite=true"), *_group("storage.record=[mass1.x]")])
+    assert [e.positions for e in plan.ensembles] == [[9, 10]]  # recording fewer ports is fine
+    assert list(plan.reasons.values()) == [2, 2, 3, 2]
+    global_error, differs, interpolated, nonfinite = plan.reasons
+    assert global_error == "master.global_error: 'estimate': ensembles do not estimate the global error"
     assert differs == "their configs differ in more than the swept parameter values"  # the first and the last job
     assert interpolated == f"{K1}: another value of the config is computed from it"  # the first and the last agree
-    assert plan.notices()[0] == f"2 sweep jobs run as separate jobs, not as ensembles: {hybrid}"
+    assert nonfinite == "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
+    assert plan.notices()[0] == f"2 sweep jobs run as separate jobs, not as ensembles: {global_error}"
 
 
 def test_the_sweeper_checks_one_composition_per_group(tmp_path: Path) -> None:
