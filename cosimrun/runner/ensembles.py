@@ -22,6 +22,7 @@ past ``hydra.launcher.timeout`` (:func:`complete_members` tells which its file h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -354,11 +355,14 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
         _release(exp)
 
         def build(m: int) -> tuple[Any, Any]:
+            running.mark(m)
             member = prepare(with_values(plain, keys, values[m]))
             return member.system, member.master
 
-        result = run_serially(build, len(values), rows_to_arrays(rows), t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
-                              recorded=exp.recorded, record_every=exp.storage.decimate)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with RunningMember(path) as running:
+            result = run_serially(build, len(values), rows_to_arrays(rows), t0=exp.run.t0, tf=exp.run.tf,
+                                  dt=exp.run.dt, recorded=exp.recorded, record_every=exp.storage.decimate)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
                    attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys)),
@@ -375,6 +379,44 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
             coupling_error_max=math.nan if coupling is None else float(coupling[m]),
             summaries={k: float(v[m]) for k, v in result.final.items()}, member=m))
     return outcomes
+
+
+class RunningMember:
+    """The member an ensemble's task is running, while its members run one after the other: the file
+    ``<ensemble file>.member`` holds its number (8 bytes, little-endian), rewritten as each member starts, so that the
+    driver times each member against ``hydra.launcher.timeout`` (:func:`running_member`); removed at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = member_mark(path)
+        self._fd = -1
+
+    def __enter__(self) -> RunningMember:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        return self
+
+    def mark(self, member: int) -> None:
+        os.pwrite(self._fd, member.to_bytes(8, "little"), 0)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def member_mark(path: Path) -> Path:
+    """Where the task of the ensemble whose file is *path* says which member it runs (:class:`RunningMember`)."""
+    return path.with_name(path.name + ".member")
+
+
+def running_member(path: Path) -> int:
+    """The member the task of the ensemble whose file is *path* is running (-1: none said yet, or not one after the
+    other)."""
+    try:
+        with open(member_mark(path), "rb") as f:
+            data = f.read(8)
+    except OSError:
+        return -1
+    return int.from_bytes(data, "little") if len(data) == 8 else -1
 
 
 def not_vectorized(exp: Any) -> str:

@@ -473,9 +473,13 @@ class _Batch:
             if addr is None or future.done():  # waiting, or finished since: handled as it comes
                 continue
             index, since = self._started_at.get(future, (-1, now))
-            if future in self._ensemble_of:  # its members write no start marks: timed from the task's start
-                self._started_at.setdefault(future, (0, now))
-                if now - since > self.launcher.timeout:
+            if future in self._ensemble_of:  # its members write no start marks: timed from the task's start, or
+                # from the start of the member it runs when they run one after the other
+                ensemble = self._ensemble_of[future]
+                member = ensembles.running_member(ensemble.path) if ensemble.group.serial else 0
+                if future not in self._started_at or member != index:
+                    self._started_at[future] = (member, now)
+                elif now - since > self.launcher.timeout:
                     self._time_out_ensemble(future, addr)
                 continue
             latest = index
@@ -514,6 +518,8 @@ class _Batch:
         in the log only): those its file holds as complete are entered from it, as are those that had finished on
         their own in the task; the others run as ordinary jobs (:meth:`_lost`); said once."""
         ensemble = self._ensemble_of.pop(future)
+        with contextlib.suppress(OSError):  # left by a task that did not end
+            ensembles.member_mark(ensemble.path).unlink()
         complete = ensembles.complete_members(ensemble.path, [(spec.num, spec.overrides, attempt)
                                                               for _, spec, attempt in members])
         rest = []
