@@ -13,10 +13,11 @@ overhead beyond the simulation itself: ``(workers * jobs wall time - sum of
 the simulations' wall times) / jobs``, where the jobs wall time runs from the
 start of the first job to the end of the last one (written to the sweep index).
 
-``--warm``: the cost of a job on a warm worker (as a job, and as a member of the ensembles the launcher groups
-a sweep into by default) against a job in a process of its own, for a trivial Python experiment (a sine into a gain, one step) and for a
-100-step run of the shipped pendulum FMU (targets: <= 5 ms per job beyond the
-simulation for the first, <= 5 ms per job in all for the second). A sweep of
+``--warm``: the cost of a job on a warm worker (as a job, and as a member of the
+ensembles the launcher groups a sweep into by default) against a job in a
+process of its own, for a trivial Python experiment (a sine into a gain, one
+step) and for a 100-step run of the shipped pendulum FMU (targets: <= 5 ms per
+job beyond the simulation for the first, <= 5 ms per job in all for the second). A sweep of
 ``--warm-jobs`` jobs of each on the dask launcher gives the warm figures (the
 job on its worker, the simulation, their difference; the overhead per job as
 above; the driver's peak RSS); ``cosimrun`` run once per job, a process each,
@@ -339,8 +340,8 @@ def warm_main(opts: argparse.Namespace) -> None:
                   f"{'':19}{'':8}{'':17}  {_load()}  (run_experiment {cpu['run']:.2f} ms)")
     print("job: a job's wall time on its worker (past each worker's first jobs), or the command's for a process per "
           "job, or for ensembles (the launcher's default grouping) a member's share of the workers' time; sim: the "
-          "simulation's (the results file's wall_time_s, a member's run or share); overhead/job = (workers x jobs wall time - "
-          "sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; CPU, in "
+          "simulation's (the results file's wall_time_s, a member's run or share); overhead/job = (workers x jobs "
+          "wall time - sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; CPU, in "
           "process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
           "(sim: in System.run; run_experiment: building, simulating and writing the results file)")
     print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers, as jobs or as ensembles)")

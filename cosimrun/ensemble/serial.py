@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cosimrun.core.ports import PortType
-from cosimrun.ensemble.controlled import padded
 from cosimrun.ensemble.run import COMPLETE, FAILED, EnsembleResult, EnsembleStats, MemberFailure
 from cosimrun.ensemble.samples import PAD_MICRO
 from cosimrun.errors import SimulationError
