@@ -341,8 +341,8 @@ def warm_main(opts: argparse.Namespace) -> None:
     print("job: a job's wall time on its worker (past each worker's first jobs), or the command's for a process per "
           "job, or for ensembles (the launcher's default grouping) a member's share of the workers' time; sim: the "
           "simulation's (the results file's wall_time_s, a member's run or share); overhead/job = (workers x jobs "
-          "wall time - sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; CPU, in "
-          "process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
+          "wall time - sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; "
+          "CPU, in process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
           "(sim: in System.run; run_experiment: building, simulating and writing the results file)")
     print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers, as jobs or as ensembles)")
     with tempfile.TemporaryDirectory(prefix="bench_sweep_fmu_") as tmp_name:
