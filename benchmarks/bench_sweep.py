@@ -342,8 +342,8 @@ def warm_main(opts: argparse.Namespace) -> None:
           "job, or for ensembles (the launcher's default grouping) a member's share of the workers' time; sim: the "
           "simulation's (the results file's wall_time_s, a member's run or share); overhead/job = (workers x jobs "
           "wall time - sum of simulation wall times) / jobs; driver RSS: the largest peak of the sweep's processes; "
-          "CPU, in process: the same jobs run one after the other in this process as on a warm worker, CPU time per job "
-          "(sim: in System.run; run_experiment: building, simulating and writing the results file)")
+          "CPU, in process: the same jobs run one after the other in this process as on a warm worker, CPU time per "
+          "job (sim: in System.run; run_experiment: building, simulating and writing the results file)")
     print("targets: tiny job-sim <= 5 ms; pendulum_fmu job <= 5 ms (both on warm workers, as jobs or as ensembles)")
     with tempfile.TemporaryDirectory(prefix="bench_sweep_fmu_") as tmp_name:
         runs = fmu_runs(Path(tmp_name), 200)
