@@ -503,14 +503,18 @@ class _Batch:
         self._lost(chunk[:index] + chunk[index + 1 :], None, count_attempt=False)
 
     def _time_out_ensemble(self, future: Any, addr: str) -> None:
-        """Stop an ensemble's task that ran longer than ``timeout`` (its worker restarted, as for a job): its members
-        not finished run again as ordinary jobs, each under the timeout of a job."""
+        """Stop an ensemble's task that ran longer than ``timeout``, or one of its members that did when they run
+        one after the other (its worker restarted, as for a job): its members not finished run again as ordinary
+        jobs, each under the timeout of a job."""
         members = self.pending.pop(future)
-        self._started_at.pop(future, None)
+        index, _ = self._started_at.pop(future, (0, 0.0))
         self.client.cancel([future])
         how = self._restart_worker(addr)
-        self._ensemble_stopped(future, members, None, f"ran longer than hydra.launcher.timeout="
-                               f"{self.launcher.timeout:g} s", f" (its worker {addr} was {how})", count_attempt=False)
+        what = (f"member {index} (job {members[index][1].num})" if self._ensemble_of[future].group.serial
+                and 0 <= index < len(members) else "")
+        self._ensemble_stopped(future, members, None, f"ran {what + ' ' if what else ''}longer than "
+                               f"hydra.launcher.timeout={self.launcher.timeout:g} s", f" (its worker {addr} was {how})",
+                               count_attempt=False)
 
     def _ensemble_stopped(self, future: Any, members: list[tuple[int, JobSpec, int]], exc: Any, cause: str,
                           detail: str = "", count_attempt: bool = True) -> None:

@@ -44,7 +44,7 @@ class Fragile(MassSpringDamper):
     ``exit_in_ensemble``: a run of that stiffness ends its process (os._exit(17)) when it is a member of an
     ensemble (its run alone does not); ``exit_alone``: such a member goes non-finite in its ensemble and a run of it
     alone ends its process; ``nan_in_ensemble``: such a member goes non-finite in its ensemble only; ``hang``: a run
-    of that stiffness sleeps for an hour, either way.
+    of that stiffness sleeps for an hour, either way; ``nap``: every run sleeps that long once.
     """
 
     PARAMETERS = {
@@ -53,6 +53,7 @@ class Fragile(MassSpringDamper):
         "exit_alone": Parameter(float, default=-1.0, doc="stiffness whose run alone ends its process"),
         "nan_in_ensemble": Parameter(float, default=-1.0, doc="stiffness that goes non-finite in an ensemble"),
         "hang": Parameter(float, default=-1.0, doc="stiffness whose run sleeps for an hour"),
+        "nap": Parameter(float, default=0.0, doc="seconds every run sleeps once"),
     }
 
     def derivatives(self, t, x, u):
@@ -61,6 +62,9 @@ class Fragile(MassSpringDamper):
             return dx
         k, p = np.asarray(self._k), self.parameters
         ensemble = k.ndim > 0
+        if p["nap"] and not getattr(self, "napped", False):
+            self.napped = True
+            time.sleep(p["nap"])
         if np.any(k == p["hang"]):
             time.sleep(3600)
         if ensemble and np.any(k == p["exit_in_ensemble"]):
@@ -178,3 +182,30 @@ def test_an_ensemble_past_the_timeout_runs_its_members_as_jobs_under_it(tmp_path
     assert df["error"].iloc[1] == "timeout after 3 s"
     assert list(df["note"]) == ["ran as its own job: its ensemble ran longer than hydra.launcher.timeout=3 s"] * 3
     _assert_jobs_equal(df, tmp_path / "s", reference, [0, 2])
+
+
+ONE_AFTER_THE_OTHER = "+components.mass1.params.integrator=radau"
+"""Not vectorized: the members of the sweep's ensemble run one after the other."""
+
+
+def test_members_run_one_after_the_other_are_each_timed_against_the_timeout(tmp_path: Path, run) -> None:
+    # three members of 1.2 s each: the ensemble runs longer than the timeout, none of its members does
+    df, lines = _faulty_sweep(run, tmp_path / "s", ONE_AFTER_THE_OTHER, "+components.mass1.params.nap=1.2",
+                              "hydra.launcher.timeout=3", code=0)
+    assert lines == [] and list(df["status"]) == ["complete"] * 3 and list(df["member"]) == [0, 1, 2]
+    (file,) = (tmp_path / "s" / "ensembles").iterdir()
+    assert list(df["path"]) == [f"ensembles/{file.name}"] * 3 and list(df["note"]) == [""] * 3
+    assert (df["wall_time_s"] > 1.2).all()
+
+
+def test_a_member_run_one_after_the_other_that_hangs_stops_its_ensemble(tmp_path: Path, run) -> None:
+    # the member of stiffness 11 runs past the timeout in the ensemble and alone; the others complete as jobs
+    df, lines = _faulty_sweep(run, tmp_path / "s", ONE_AFTER_THE_OTHER, "+components.mass1.params.hang=11",
+                              "hydra.launcher.timeout=2", code=1)
+    assert len(lines) == 1 and lines[0].startswith("the ensemble of jobs 0-2 ran member 1 (job 1) longer than "
+                                                   "hydra.launcher.timeout=2 s (its worker "), lines
+    assert list(df["note"]) == ["ran as its own job: its ensemble ran member 1 (job 1) longer than "
+                                "hydra.launcher.timeout=2 s"] * 3
+    assert list(df["status"]) == ["complete", "failed", "complete"] and df["error"].iloc[1] == "timeout after 2 s"
+    assert list(df["path"]) == ["0/results.h5", "1/results.h5", "2/results.h5"]
+    assert not list((tmp_path / "s" / "ensembles").glob("*"))  # no file, and the running member's mark removed
