@@ -6,6 +6,8 @@ returns an :class:`EnsembleResult` with each member's status, final values and (
 equals the scalar run of its parameters. Only components that declare
 :attr:`~cosimrun.core.component.CoSimComponent.vectorizable` can take part; the contract is
 ``docs/how-to/ensembles.md``. :func:`run_members` takes the members as one parameter dict each.
+:func:`cosimrun.ensemble.serial.run_serially` runs the members of any system one after the other, each its own
+scalar run, into the same result (what a sweep does for systems that are not vectorizable).
 """
 
 from cosimrun.ensemble.run import (

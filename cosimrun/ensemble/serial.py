@@ -170,15 +170,16 @@ def run_serially(build: Callable[[int], tuple[System, Master]], members: int,
             name, master_name, settings = system.name, master.name, master.settings()
             runs.append(run_member(system, master, t0=t0, tf=tf, dt=dt, recorded=recorded,
                                    record_every=record_every))
-        except Exception as exc:
+        except (Exception, SystemExit, GeneratorExit) as exc:  # a component's exit fails its run, as in a job
             when = exc.time if isinstance(exc, SimulationError) and exc.time is not None else (
                 max((c.t for c in system.components.values()), default=t0) if system is not None else t0)
             failures[m] = MemberFailure(m, float(when), "", "", f"{type(exc).__name__}: {exc}", float(when))
             runs.append(None)
-            drop_kept_instances()
         finally:
             if system is not None:
                 system.free()
+        if runs[-1] is None:  # freed, its FMU instances were kept: none of them starts the next member
+            drop_kept_instances()
     return _laid_out(runs, failures, dict(parameters), name, master_name, settings, t0, tf, dt, record_every,
                      _time.perf_counter() - start)
 

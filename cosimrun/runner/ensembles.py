@@ -5,13 +5,15 @@ The dask launcher groups jobs whose overrides differ only in numbers given to co
 (``components.<c>.params.<p>=<number>``, or of a multi component's mode ``components.<c>.modes.<m>.params.<p>``,
 or its switch settings ``components.<c>.selector.lower|upper`` and ``components.<c>.hysteresis.dwell_time``)
 and whose other overrides are the same. A group runs as ensembles of at
-most ``hydra.launcher.ensemble_size`` members when its first job's experiment can run as one
-(what :func:`cosimrun.ensemble.run.refuse_system` allows, as the ensemble run itself checks: the master,
-every component vectorizable, the master's events, modes and step control per member; no algebraic loop, every
-recorded port a real output or an event port, no checkpoints or restarts, ``storage.allow_nonfinite`` off; with
-state events or mode switches each member records the samples its job records, at its event instants too) and the
-swept values change nothing else of the resolved config (no interpolation reads them). Anything else runs as
-ordinary jobs, and the reason is said once. Each ensemble writes one file,
+most ``hydra.launcher.ensemble_size`` members when its first job's experiment leaves nothing an ensemble's file
+does not hold (every recorded port a real output or an event port, no checkpoints or restarts,
+``storage.allow_nonfinite`` off, no global-error estimate) and the swept values change nothing else of the
+resolved config (no interpolation reads them); anything else runs as ordinary jobs, and the reason is said once.
+The members of an ensemble are stepped at once as arrays when the vectorized engine steps the system
+(:func:`not_vectorized`: :func:`cosimrun.ensemble.run.refuse_system`, no algebraic loop; with state events or mode
+switches each member records the samples its job records, at its event instants too); otherwise they run one
+after the other in the ensemble's task (:mod:`cosimrun.ensemble.serial`: an FMU, an implicit integrator, ...),
+each built from its job's config, and the reason is said once. Each ensemble writes one file,
 ``<sweep dir>/ensembles/<first job>-<last job>.<launch>.h5``
 (:mod:`cosimrun.storage.ensemble`); each member is a row of the sweep index whose ``path`` is that file and
 whose ``member`` is its column there. A member that fails in its ensemble runs again as its own job, so its row,

@@ -18,7 +18,7 @@ from cosimrun.core.history import ComponentHistory, SystemHistory
 from cosimrun.ensemble import COMPLETE, FAILED
 from cosimrun.ensemble.serial import RUN_TIME, run_serially
 from cosimrun.errors import ConfigError
-from cosimrun.fmi.instance import drop_kept_instances, keep_instances
+from cosimrun.fmi.instance import REUSE, drop_kept_instances, keep_instances
 from cosimrun.masters import Jacobi
 from cosimrun.runner.run import prepare
 from cosimrun.system import System
@@ -168,6 +168,27 @@ def test_fmu_instances_kept_between_members_leak_no_parameter(tmp_path: Path) ->
     assert list(result.status) == [COMPLETE, COMPLETE]
     _assert_members_are_their_runs(result, configs)  # fresh instances, not kept
     assert not np.array_equal(result.history["p.q"][:, 0], result.history["p.q"][:, 1])
+
+
+def test_no_fmu_instance_a_member_failed_in_starts_the_next(tmp_path: Path) -> None:
+    path = str(build_example("pendulum", tmp_path))
+    base = {"name": "fmu", "run": {"t0": 0.0, "tf": 0.2, "dt": 0.01},
+            "components": {"p": {"type": "fmu", "params": {"path": path, "start": {"q": 0.5}}},
+                           "m": {"type": "mass_spring_damper", "params": {"x0": 1.0}}}}
+    stiffness = [10.0, 1e300, 10.0]  # the second member's mass goes non-finite in its run
+    configs = [_config(base, m__stiffness=k) for k in stiffness]
+    keep_instances()
+    try:
+        before = REUSE.reused
+        result = _serial(configs, {"m.stiffness": stiffness})
+        reused = REUSE.reused - before
+    finally:
+        keep_instances(False)
+    assert list(result.status) == [COMPLETE, FAILED, COMPLETE]
+    assert reused == 2  # members 0 and 1 started on the kept instance, member 2 on a fresh one
+    _assert_members_are_their_runs(result, [configs[0]])
+    _, histories, _ = _scalar(configs[2])
+    assert np.array_equal(result.history["p.q"][:, 2], histories["p.q"].values)
 
 
 def test_an_unknown_parameter_fails_the_member_not_the_ensemble() -> None:
