@@ -658,6 +658,9 @@ class _Batch:
         *failed*, the others as failed with that error (else they stay pending)."""
         if self.launcher.cluster is not None:
             close(weakref.ref(self.launcher))
+        for ensemble in self._ensemble_of.values():  # the running member's mark of a task cut short
+            with contextlib.suppress(OSError):
+                ensembles.member_mark(ensemble.path).unlink()
         waiting = [*(job for _, members in self._ensembles for job in members),
                    *(job for _, members in self._collecting.values() for job in members)]
         for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:

@@ -233,7 +233,7 @@ def test_sigterm_ends_a_sweep_on_dask_interrupted(tmp_path) -> None:
     """The driver cancels the jobs: the index says interrupted, and the workers close the jobs' files as such."""
     sweep = tmp_path / "sweep"
     proc = start(tmp_path, "-m", f"hydra.sweep.dir={sweep}", "hydra.launcher.progress=false",
-                 "components.src.params.slope=1,2")
+                 "hydra.launcher.ensemble_size=0", "components.src.params.slope=1,2")  # jobs, each with its file
     wait_for_samples(proc, sweep / "0" / "results.h5.partial")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=90)
@@ -253,6 +253,26 @@ def test_sigterm_ends_a_sweep_on_dask_interrupted(tmp_path) -> None:
         assert (res.status, res.attrs["error"]) == ("interrupted", "terminated by SIGTERM")
         assert len(res.history("src")["y"].time) > 1
 
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_sweep_of_members_run_one_after_the_other_interrupted(tmp_path) -> None:
+    """The slow experiment's jobs run as an ensemble whose members run one after the other (``faulty`` is not
+    vectorized): cut short, it leaves no file, nor the mark of the member it ran; its members are interrupted."""
+    sweep = tmp_path / "sweep"
+    proc = start(tmp_path, "-m", f"hydra.sweep.dir={sweep}", "hydra.launcher.progress=false",
+                 "components.src.params.slope=1,2")
+    deadline = time.monotonic() + 60
+    while not list(sweep.glob("ensembles/*.member")):  # the first member runs
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-4] == "sweep: 2 jobs, 0 complete, 0 failed, 2 interrupted"
+    df = load_sweep(sweep)
+    assert list(df["status"]) == ["interrupted"] * 2 and list(df["path"]) == ["", ""]
+    assert not list((sweep / "ensembles").iterdir()) and not (sweep / "0").exists()
 
 
 def test_a_signal_in_hydras_set_up_of_a_run_leaves_no_run_directory(tmp_path) -> None:
