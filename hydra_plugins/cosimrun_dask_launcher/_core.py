@@ -45,7 +45,15 @@ from cosimrun.runner.outcome import (
     objective_value,
     outcome_from_file,
 )
-from cosimrun.runner.resume import PreviousIndex, Reuse, config_key, fingerprint, results_location, take_over
+from cosimrun.runner.resume import (
+    Location,
+    PreviousIndex,
+    Reuse,
+    config_key,
+    fingerprint,
+    results_location,
+    take_over,
+)
 from cosimrun.storage.summary import results_attrs
 from cosimrun.storage.verify import verify_results
 from hydra_plugins.cosimrun_dask_launcher._cluster import Unreachable, close, connect
@@ -620,10 +628,12 @@ class _Batch:
         self._requeued += requeued
         self.submit_queued(block=False)
 
-    def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED) -> JobOutcome | None:
+    def _recovered(self, spec: JobSpec, attempt: int, exc: Any, note: str = RECOVERED,
+                   location: Location | None = None) -> JobOutcome | None:
         """The outcome of a job whose worker died (or whose sweep was interrupted) after it finished: its results
-        file, written by this attempt, verifies as complete (None otherwise)."""
-        location = results_location(spec)
+        file, written by this attempt, verifies as complete (None otherwise). *location* is
+        :func:`results_location` of *spec* when the caller has it."""
+        location = location or results_location(spec)
         path = location.results
         if not worker.written_since_start(spec.job_dir, location.written) or verify_results(path):
             return None
@@ -667,9 +677,10 @@ class _Batch:
             if self._returns[pos] is not None:  # entered before the interrupt (or a job both queued and sent)
                 continue
             outcome = None
-            started = worker.started(spec.job_dir, self.token, attempt)
-            if started and _status(results_location(spec).results) == "complete":
-                outcome = self._recovered(spec, attempt, None, note="")
+            if worker.started(spec.job_dir, self.token, attempt):
+                location = results_location(spec)
+                if _status(location.results) == "complete":
+                    outcome = self._recovered(spec, attempt, None, note="", location=location)
             if outcome is None and failed:
                 outcome = JobOutcome(spec.num, "failed", spec.overrides, error=f"not run: {failed}", attempts=attempt)
             if outcome is not None:

@@ -25,7 +25,7 @@ from cosimrun.system import System
 from cosimrun.system.recorder import MemorySink, Recorder
 
 OSCILLATORS = {
-    "name": "oscillators", "run": {"t0": 0.0, "tf": 0.3, "dt": 0.01}, "master": {"name": "jacobi"},
+    "name": "oscillators", "run": {"t0": 0.0, "tf": 0.31, "dt": 0.01}, "master": {"name": "jacobi"},
     "components": {
         "mass1": {"type": "mass_spring_damper",
                   "params": {"stiffness": 10.0, "x0": 1.0, "integrator": "radau"}},  # not vectorized
@@ -107,7 +107,7 @@ def test_members_of_a_system_the_vectorized_engine_refuses_are_their_scalar_runs
     configs = [_config(OSCILLATORS, mass1__stiffness=k) for k in stiffness]
     result = _serial(configs, {"mass1.stiffness": stiffness})
     # every member has the same samples at micro step 0: one time axis for all, thinned by storage.decimate
-    assert result.time.ndim == 1 and result.micro is None and len(result.time) == 11
+    assert result.time.ndim == 1 and result.micro is None and len(result.time) == 12  # and the last
     assert list(result.parameters["mass1.stiffness"]) == stiffness and result.stats.complete == 3
     assert result.coupling_error is not None and len(result.coupling_error.connections) == 3
     _assert_members_are_their_runs(result, configs)
