@@ -60,8 +60,9 @@ class DaskLauncherConf:
     chunk_seconds: float = 1.0
     """Work per dask task: shorter jobs go to a worker in chunks of about this many seconds (0: one job per task)."""
     ensemble_size: int = ENSEMBLE_SIZE
-    """Most members of one ensemble: jobs that differ only in component parameter values run together as arrays
-    (``docs/how-to/ensembles.md``); 0 runs every job on its own."""
+    """Most members of one ensemble: jobs that differ only in component parameter values run together, as arrays,
+    or one after the other where the system is not vectorizable (``docs/how-to/ensembles.md``); 0 runs every job on
+    its own."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="dask", node=DaskLauncherConf, provider="cosimrun")
