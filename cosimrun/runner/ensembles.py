@@ -61,8 +61,11 @@ HISTORY_BYTES = 256 << 20
 whose runs record many samples runs in smaller ensembles than ``ensemble_size``."""
 SERIAL_PARTS = 4
 """Ensembles per worker a group whose members run one after the other is split into at least (while each keeps
-:data:`MIN_SPLIT` members): such a task takes as long as its members together, and the last ones should not hold
-back the end of a sweep."""
+:data:`SERIAL_MIN_SPLIT` members): such a task takes as long as its members together, and the last ones should not
+hold back the end of a sweep."""
+SERIAL_MIN_SPLIT = 8
+"""Members an ensemble run one after the other keeps at least when a group is split for the workers: its task's own
+cost (the config resolved, the file written: tens of milliseconds) is shared by them."""
 _PARAMETER = re.compile(r"components\.[^.]+\.(?:(?:modes\.[^.]+\.)?params\.[^.]+|selector\.(?:lower|upper)|"
                         r"hysteresis\.dwell_time)")
 RAN_ALONE = "ran as its own job: {cause}"
@@ -180,11 +183,11 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
             continue
         count = len(group.positions)
         most = max(2, min(size, group.largest or size))
-        spread = max(workers, 1)
+        spread, least = max(workers, 1), MIN_SPLIT
         if group.serial:
             result.serial[group.serial] = result.serial.get(group.serial, 0) + count
-            spread *= SERIAL_PARTS
-        parts = max(math.ceil(count / most), min(spread, count // MIN_SPLIT))
+            spread, least = spread * SERIAL_PARTS, SERIAL_MIN_SPLIT
+        parts = max(math.ceil(count / most), min(spread, count // least))
         bounds = [round(i * count / parts) for i in range(parts + 1)]
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             positions = group.positions[lo:hi]

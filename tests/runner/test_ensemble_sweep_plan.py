@@ -64,8 +64,9 @@ def test_groups_the_vectorized_engine_does_not_step_run_one_member_after_the_oth
 
 def test_a_group_run_one_member_after_the_other_is_split_into_more_ensembles(tmp_path: Path) -> None:
     jobs = _group("+components.mass1.params.integrator=radau", values=tuple(range(1, 301)))
-    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=1).ensembles] == [75] * 4
-    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=2).ensembles] == [75] * 4  # 64 at least
+    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=1).ensembles] == [75] * 4  # four per worker
+    assert [len(e.positions) for e in _plan(tmp_path, jobs, workers=2).ensembles] == [38, 37, 37, 38] * 2
+    assert [len(e.positions) for e in _plan(tmp_path, jobs[:20], workers=2).ensembles] == [10, 10]  # 8 at least
 
 
 def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path: Path) -> None:
