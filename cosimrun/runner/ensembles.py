@@ -173,11 +173,12 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
         group.positions.append(pos)
         group.values[pos] = values
     launch = uuid.uuid4().hex[:8]
+    hooks = _job_hooks(composer)
     for group in groups.values():
         if len(group.positions) < 2:
             continue
         first, last = overrides_at[group.positions[0]], overrides_at[group.positions[-1]]
-        why = " ".join(_refusal(composer, group, first, last).split("\n")[:1])  # one line
+        why = hooks or " ".join(_refusal(composer, group, first, last).split("\n")[:1])  # one line
         if why:
             result.reasons[why] = result.reasons.get(why, 0) + len(group.positions)
             continue
@@ -200,6 +201,16 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
             for p in positions:
                 result.of[p] = ensemble
     return result
+
+
+def _job_hooks(composer: JobComposer) -> str:
+    """Why no job of the sweep runs in an ensemble when a callback of ``hydra.callbacks`` acts on each job
+    (``on_job_start``, ``on_job_end``: Hydra calls them per job, an ensemble's members are no jobs); "" otherwise."""
+    from cosimrun.runner.worker import idle_hook
+
+    callbacks = composer.hydra_context.callbacks
+    hooks = [hook for hook in ("on_job_start", "on_job_end") if not idle_hook(callbacks, hook)]
+    return f"hydra.callbacks: a callback defines {' and '.join(hooks)}, which Hydra calls for each job" if hooks else ""
 
 
 def _resolved(spec: JobSpec) -> dict[str, Any]:

@@ -259,7 +259,7 @@ def _settings(payload: JobPayload, hydra: DictConfig) -> JobSettings:
     return settings if settings.shared else JobSettings.of(hydra)
 
 
-def _idle(callbacks: JobCallbacks, hook: str) -> bool:
+def idle_hook(callbacks: JobCallbacks, hook: str) -> bool:
     """Whether Hydra's *callbacks* do nothing on *hook* (each callback has Hydra's empty method)."""
     from hydra.experimental.callback import Callback
 
@@ -417,7 +417,7 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
                     ret.status = JobStatus.FAILED
             ret.task_name = JobRuntime.instance().get("name")
             flush_loggers()
-            if ret.cfg is None and not _idle(callbacks, "on_job_end"):
+            if ret.cfg is None and not idle_hook(callbacks, "on_job_end"):
                 ret.cfg = payload.task_config()
             callbacks.on_job_end(config=config, job_return=ret)
             return ret

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra._internal.callbacks import Callbacks
 from support.hydra_sweep import sweep_context
 
 from cosimrun.runner import compose, ensembles
@@ -83,6 +84,18 @@ def test_groups_that_cannot_run_as_ensembles_are_jobs_with_their_reason(tmp_path
     assert interpolated == f"{K1}: another value of the config is computed from it"  # the first and the last agree
     assert nonfinite == "storage.allow_nonfinite: ensembles stop a member at its first non-finite value"
     assert plan.notices()[0] == f"2 sweep jobs run as separate jobs, not as ensembles: {global_error}"
+
+
+def test_jobs_run_as_jobs_when_a_callback_acts_on_each_job(tmp_path: Path) -> None:
+    ctx, master = sweep_context(["+experiment=coupled_oscillators", f"hydra.sweep.dir={tmp_path}",
+                                 "+hydra.callbacks.rec._target_=support.hydra_sweep.RecordingCallback"])
+    ctx.callbacks = Callbacks(master)
+    plan = ensembles.plan([(pos, pos, job) for pos, job in enumerate(_group())], compose.JobComposer(ctx, master),
+                          1000, 1, tmp_path)
+    assert plan.ensembles == [] and plan.notices() == [
+        "2 sweep jobs run as separate jobs, not as ensembles: hydra.callbacks: a callback defines on_job_start and "
+        "on_job_end, which Hydra calls for each job"]
+    assert len(_plan(tmp_path, _group()).ensembles) == 1  # without the callback: an ensemble
 
 
 def test_the_sweeper_checks_one_composition_per_group(tmp_path: Path) -> None:
