@@ -481,6 +481,18 @@ def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
     return h5py.File(fid)
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Write *data* to the file *path*, made anew; its folder is made when it is missing, not looked for before
+    each file."""
+    try:
+        with open(path, "wb") as out:
+            out.write(data)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
+
+
 def open_to_write(path: str | os.PathLike[str]) -> h5py.File:
     """The results file (or a chunk's file) *path* opened to be written, without HDF5 file locking: as
     ``h5py.File(path, "r+", locking=False)``, with the access properties made once."""
@@ -613,8 +625,8 @@ class HDF5Writer:
                 self._file = _new_file(self.partial_path, in_memory=True)
                 self._init_layout(experiment, attrs)
                 return
-            self.partial_path.parent.mkdir(parents=True, exist_ok=True)
             if components is None:
+                self.partial_path.parent.mkdir(parents=True, exist_ok=True)
                 # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
                 self._file = _new_file(self.partial_path)
                 self._init_layout(experiment, attrs)
@@ -675,8 +687,7 @@ class HDF5Writer:
         self._dimid = layout.dimid
         self._dtypes = dict(layout.dtypes)
         if file is None:
-            with open(self.partial_path, "wb") as out:
-                out.write(layout.image)
+            _write_new(self.partial_path, layout.image)
             self._file = open_to_write(self.partial_path)
         else:
             self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
