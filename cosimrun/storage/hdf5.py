@@ -473,6 +473,15 @@ def _file_access(in_memory: bool = False) -> h5py.h5p.PropFAID:
     return access
 
 
+@functools.lru_cache(maxsize=16)
+def _dataset_access(chunk_size: int) -> h5py.h5p.PropDAID:
+    """The access properties of the datasets a writer of chunks of *chunk_size* rows keeps open: a chunk cache of
+    :data:`_CACHED_ITEM_BYTES` per row, made once per process and size (HDF5 copies them into each dataset)."""
+    access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    access.set_chunk_cache(521, 2 * chunk_size * _CACHED_ITEM_BYTES, 1.0)
+    return access
+
+
 def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
     """A new results file at *path* (in memory only with *in_memory*), without HDF5 file locking, its root made by
     :func:`_creation_order`."""
@@ -589,8 +598,6 @@ class HDF5Writer:
         (:meth:`_dtype`)."""
         self._stats: set[str] = set()
         """The statistics written to ``/stats`` (the group is made empty): the others are new attributes."""
-        self._access: Any = None
-        """The dataset access properties the kept datasets are opened with (a small chunk cache), made once."""
         self._since_flush: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
@@ -690,7 +697,7 @@ class HDF5Writer:
             _write_new(self.partial_path, layout.image)
             self._file = open_to_write(self.partial_path)
         else:
-            self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
+            self._file, self._datasets = _copy_layout(layout, file, str(self.group), _dataset_access(self.chunk_size))
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
         if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
@@ -761,7 +768,7 @@ class HDF5Writer:
         dsid = self._datasets.get(path)
         if dsid is None or not dsid.valid:
             dsid = self._datasets[path] = h5py.h5d.open(self.file.id, path[1:].encode("utf-8"),
-                                                        self._dataset_access())
+                                                        _dataset_access(self.chunk_size))
         return dsid
 
     def _dtype(self, path: str, dsid: h5py.h5d.DatasetID) -> np.dtype:
@@ -771,13 +778,6 @@ class HDF5Writer:
         if dtype is None:
             dtype = self._dtypes[path] = dsid.dtype
         return dtype
-
-    def _dataset_access(self) -> h5py.h5p.PropDAID:
-        """The access properties of the datasets the writer keeps open (:data:`_CACHED_ITEM_BYTES`), made once."""
-        if self._access is None:
-            self._access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-            self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
-        return self._access
 
     def _changed(self, path: str, length: int) -> h5py.h5d.DatasetID:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
