@@ -105,6 +105,8 @@ chunks in memory as long as the run."""
 _CLOSE_BASE = 8 * 1024
 """Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
 _ERRNO = re.compile(r"errno = (\d+)")
+_EVENTS = "/events/event"
+"""The events table's dimension (and column): its length is the file's number of events."""
 ADDRESS_SEP = "::"
 """Between a shared file and the group that holds one run in a results address: ``chunk.h5::/runs/12``."""
 
@@ -967,8 +969,12 @@ class HDF5Writer:
         return self._lengths[self._known(component)]
 
     def n_events(self) -> int:
-        """How many events are in the file."""
-        return int(self._open_dataset("/events/event").shape[0])
+        """How many events are in the file: none before the writer wrote one (it makes its file, or group, with an
+        empty ``/events``, and opens ``/events/event`` to write it), else the dataset's length."""
+        self.file  # noqa: B018 -- raises once the file is closed
+        if _EVENTS not in self._datasets:
+            return 0
+        return int(self._open_dataset(_EVENTS).shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:

@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
+from cosimrun.errors import ResultsStateError
 from cosimrun.storage import hdf5
 from cosimrun.storage.hdf5 import HDF5Writer
 from cosimrun.storage.verify import verify_results
@@ -72,3 +73,32 @@ def test_statistics_written_again_replace_their_attributes_as_h5py_does(tmp_path
     with h5py.File(path, "r") as f:
         ours = [(k, v) for k, v in f["stats"].attrs.items()]
     assert ours == theirs == [("steps", 2), ("ratio", 0.5), ("method", "gauss_seidel"), ("extra", 1)]
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_number_of_events_is_the_tables_length_without_opening_it_while_empty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: bool) -> None:
+    writer = HDF5Writer(tmp_path / "r.h5", experiment="x", components=LAYOUT if declared else None)
+    assert writer.n_events() == 0 and "/events/event" not in writer._datasets
+    writer.write_events([])
+    assert writer.n_events() == 0
+    writer.write_events([(0.5, "k", "a"), (0.7, "k", "b")])
+    assert writer.n_events() == 2
+    extend = writer._extend
+
+    def interrupted(path: str, start: int, data: np.ndarray) -> None:
+        extend(path, start, data)
+        if path == "/events/event":  # the last column: the whole append is undone
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer, "_extend", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write_events([(0.9, "k", "c")])
+    monkeypatch.undo()
+    assert writer.n_events() == 2
+    path = writer.close("complete")
+    with pytest.raises(ResultsStateError):
+        writer.n_events()
+    with h5py.File(path, "r") as f:
+        assert f["events/event"].asstr()[...].tolist() == ["a", "b"]
+    assert verify_results(path) == []
