@@ -133,18 +133,24 @@ def _reopen(handler: logging.FileHandler, filename: str) -> None:
 
 def _set_levels(conf: dict[str, Any], verbose: Any) -> None:
     """The levels ``logging.config.dictConfig(conf)`` and then Hydra's *verbose* give the root and the named
-    loggers."""
+    loggers (set where they differ: each ``setLevel`` clears the caches of every logger of the process)."""
     from omegaconf import OmegaConf
 
     root = conf.get("root") or {}
     if "level" in root:
-        logging.getLogger().setLevel(root["level"])
+        _set_level(logging.getLogger(), root["level"])
     for name, settings in (conf.get("loggers") or {}).items():
         if isinstance(settings, dict) and "level" in settings:
-            logging.getLogger(name).setLevel(settings["level"])
+            _set_level(logging.getLogger(name), settings["level"])
     if isinstance(verbose, bool):
         if verbose:
-            logging.getLogger().setLevel(logging.DEBUG)
+            _set_level(logging.getLogger(), logging.DEBUG)
     else:
         for name in [verbose] if isinstance(verbose, str) else OmegaConf.to_container(verbose):
-            logging.getLogger(name).setLevel(logging.DEBUG)
+            _set_level(logging.getLogger(name), logging.DEBUG)
+
+
+def _set_level(logger: logging.Logger, level: int | str) -> None:
+    """``logger.setLevel(level)`` unless *logger* has that level (a name, such as ``INFO``, or a number)."""
+    if logger.level != (logging.getLevelName(level) if isinstance(level, str) else level):
+        logger.setLevel(level)

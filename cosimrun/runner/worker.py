@@ -271,26 +271,30 @@ STARTED_FILE = ".cosimrun-started"
 """In a job directory: one line ``<launch token> <attempt>`` per attempt that started on a worker."""
 
 
-def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> None:
-    """Note in the job directory that this attempt started (before anything that might crash).
+def mark_started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> bool:
+    """Note in the job directory that this attempt started (before anything that might crash); whether the
+    directory was made now (the job need not make it again).
 
     Once per attempt: dask runs a finished job again when the worker holding its
     result died before the driver fetched it; the file keeps the time of the
     attempt's first start, so that the results file that run completed still
     counts as written since (:func:`written_since_start`).
     """
+    made = False
     try:
         Path(job_dir).mkdir(parents=True)  # a new directory: no attempt started in it
+        made = True
     except FileExistsError:
         if started(job_dir, token, attempt):
-            return
+            return False
     except OSError:  # a read-only or vanished directory: the job will report it
-        return
+        return False
     try:
         with open(Path(job_dir) / STARTED_FILE, "a", encoding="utf-8") as f:
             f.write(f"{token} {attempt}\n")
     except OSError:  # a read-only or vanished directory: the job will report it
         pass
+    return made
 
 
 def started(job_dir: str | os.PathLike[str], token: str, attempt: int) -> bool:
@@ -355,7 +359,8 @@ def hydra_config(config: DictConfig) -> Iterator[None]:
         instance.cfg = saved
 
 
-def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks: JobCallbacks) -> ComposedJobReturn:
+def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks: JobCallbacks, *,
+                     dir_made: bool = False) -> ComposedJobReturn:
     """Run *payload* like Hydra's ``run_job(..., job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")``.
 
     The same job directory (``payload.job_dir``, computed on the driver from
@@ -368,7 +373,8 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
     (:func:`~cosimrun.runner.sweep.sweep_job`) of a job made from a shared
     composition gets no task config: it runs on the job's config resolved from
     the composition's, resolved once (:func:`_resolved_job`), the same that
-    resolving its task config gives.
+    resolving its task config gives. *dir_made*: the job directory was made just now (:func:`mark_started`), and
+    is not made again.
     """
     from hydra.core.utils import JobRuntime, JobStatus, env_override
     from omegaconf import OmegaConf, open_dict, read_write
@@ -392,7 +398,8 @@ def run_composed_job(payload: JobPayload, task_function: TaskFunction, callbacks
             chdir = settings.chdir
             overrides = task_overrides(hydra) if payload.values is None else list(payload.app)  # what apply_job set
             ret = ComposedJobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=config)
-            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            if not dir_made:
+                Path(output_dir).mkdir(parents=True, exist_ok=True)
             if chdir:
                 os.chdir(output_dir)
             ret.working_dir = os.getcwd()
@@ -555,13 +562,13 @@ def run_hydra_job(
     with _job_lock:
         start = time.perf_counter()
         signals.watch_crashes(say=False)  # a crash in native code: its cause for the driver (signals.crash_cause)
-        mark_started(payload.job_dir, state_token, attempt)
+        dir_made = mark_started(payload.job_dir, state_token, attempt)
         value: Any
         try:
             install_state(state, state_token)
             assert _callbacks is not None
             with managed_job():
-                ret = run_composed_job(payload, task_function, _callbacks)
+                ret = run_composed_job(payload, task_function, _callbacks, dir_made=dir_made)
             if ret.error is not None:
                 error, trace = describe_exception(ret.error)
                 value = JobOutcome(payload.num, "failed", payload.overrides, error=error, traceback=trace)

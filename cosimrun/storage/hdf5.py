@@ -105,6 +105,8 @@ chunks in memory as long as the run."""
 _CLOSE_BASE = 8 * 1024
 """Bytes closing writes besides the error, the traceback and the checksums (attributes, metadata)."""
 _ERRNO = re.compile(r"errno = (\d+)")
+_EVENTS = "/events/event"
+"""The events table's dimension (and column): its length is the file's number of events."""
 ADDRESS_SEP = "::"
 """Between a shared file and the group that holds one run in a results address: ``chunk.h5::/runs/12``."""
 
@@ -268,26 +270,33 @@ def to_attr(value: Any) -> Any:
     return str(value)
 
 
-def set_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
+def set_attr(obj: h5py.HLObject, name: str, value: Any, *, new: bool = False) -> None:
     """``obj.attrs[name] = value``, stored alike, without h5py's checks and conversions (which a results file's few
     hundred attributes notice): an attribute of a string, a number or a numeric array is created (an existing one
-    deleted first, as h5py does) and written directly, with HDF5 types made once per process; anything else goes
-    through h5py."""
+    deleted first, as h5py does; with *new* the caller knows there is none, and HDF5 is not asked) and written
+    directly, with HDF5 types made once per process; anything else goes through h5py."""
     key = name.encode("utf-8")
-    if isinstance(value, str):
-        data = np.array(value, dtype=_STR)
-    elif isinstance(value, float | int | np.integer | np.floating) and not isinstance(value, bool):
-        data = np.asarray(value)
-    elif isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
-        data = np.ascontiguousarray(value)
-    else:
+    data = _attr_data(value)
+    if data is None:
         obj.attrs[name] = value
         return
-    if h5py.h5a.exists(obj.id, key):  # replaced as h5py replaces it: deleted, then made anew
+    if not new and h5py.h5a.exists(obj.id, key):  # replaced as h5py replaces it: deleted, then made anew
         h5py.h5a.delete(obj.id, key)
     file_type, memory_type = _attr_types(data.dtype)
     space = _SCALAR_SPACE if data.shape == () else h5py.h5s.create_simple(data.shape)
     h5py.h5a.create(obj.id, key, file_type, space).write(data, mtype=memory_type)
+
+
+def _attr_data(value: Any) -> np.ndarray | None:
+    """The array :func:`set_attr` writes for *value* (a string, a number or a numeric array), None for anything
+    else (left to h5py)."""
+    if isinstance(value, str):
+        return np.array(value, dtype=_STR)
+    if isinstance(value, float | int | np.integer | np.floating) and not isinstance(value, bool):
+        return np.asarray(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        return np.ascontiguousarray(value)
+    return None
 
 
 _ATTR_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
@@ -300,15 +309,36 @@ def _attr_types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
     """The HDF5 types of an attribute of *dtype* in the file and in memory, made once per process."""
     types = _ATTR_TYPES.get(dtype.str)
     if types is None:
-        types = _ATTR_TYPES[dtype.str] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
+        types = _ATTR_TYPES[dtype.str] = (h5py.h5t.py_create(dtype, logical=True), _memory_type(dtype))
     return types
 
 
+_MEMORY_TYPES: dict[str, h5py.h5t.TypeID] = {}
+"""``dtype.str`` -> the HDF5 type h5py reads an array of that dtype from in memory (:func:`_memory_type`)."""
+
+
+def _memory_type(dtype: np.dtype) -> h5py.h5t.TypeID | None:
+    """The HDF5 memory type h5py writes an array of *dtype* (a number, a bool or an object of text) from, made once
+    per process; None for other dtypes (h5py makes it for each write)."""
+    if dtype.kind not in "biufO":
+        return None
+    found = _MEMORY_TYPES.get(dtype.str)
+    if found is None:  # objects go to HDF5 as h5py's Python-object type whatever their metadata (vlen str)
+        found = _MEMORY_TYPES[dtype.str] = h5py.h5t.py_create(dtype)
+    return found
+
+
 def modify_attr(obj: h5py.HLObject, name: str, value: Any) -> None:
-    """``obj.attrs.modify(name, value)`` for an attribute *obj* has, of the shape of *value*: written in its own
-    type through HDF5 directly (h5py's checks first, which a results file's root attributes notice)."""
+    """``obj.attrs.modify(name, value)`` for an attribute *obj* has, of the type and shape of *value* (what
+    :func:`set_attr` stores for it): written in place through HDF5 directly, from the array :func:`set_attr` would
+    write (h5py's checks and the attribute's type read back first, which a results file's root attributes
+    notice)."""
     attr = h5py.h5a.open(obj.id, name.encode("utf-8"))
-    attr.write(np.asarray(value, order="C", dtype=None if isinstance(value, np.ndarray) else attr.dtype))
+    data = _attr_data(value)
+    if data is None:
+        attr.write(np.asarray(value, order="C", dtype=None if isinstance(value, np.ndarray) else attr.dtype))
+    else:
+        attr.write(data, mtype=_attr_types(data.dtype)[1])
 
 
 def _root_attrs(items: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -357,6 +387,9 @@ class _Layout:
     scales: tuple[tuple[bytes, bytes, tuple[bytes, ...]], ...]
     """``(group, its dimension scale, the group's other datasets)`` for each group of the file that has a scale:
     what :func:`_copy_layout` attaches anew, without looking for it in the file."""
+    dtypes: Mapping[str, np.dtype]
+    """Every dataset's dtype by its path (``/components/k/y``): what a run's writes go by without asking HDF5 for
+    each file."""
 
 
 _LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
@@ -380,12 +413,20 @@ def _layout_image(key: tuple[Any, ...], root: Mapping[str, Any], filters: Mappin
             for name, ports in components.items():
                 builder.add_component(name, ports)
             builder.file.flush()
-            kept = _Layout(builder.file.id.get_file_image(), builder._dimid, _scales(builder.file))
+            kept = _Layout(builder.file.id.get_file_image(), builder._dimid, _scales(builder.file),
+                           _dataset_dtypes(builder.file))
             builder.file.close()
             if len(_LAYOUTS) >= _LAYOUTS_KEPT:
                 del _LAYOUTS[next(iter(_LAYOUTS))]
         _LAYOUTS[key] = kept
         return kept
+
+
+def _dataset_dtypes(f: h5py.File) -> dict[str, np.dtype]:
+    """The dtype of every dataset of *f* by its absolute path (:attr:`_Layout.dtypes`)."""
+    found: dict[str, np.dtype] = {}
+    f.visititems(lambda name, obj: found.update({f"/{name}": obj.dtype}) if isinstance(obj, h5py.Dataset) else None)
+    return found
 
 
 CHUNK_ROWS = 4096
@@ -434,12 +475,33 @@ def _file_access(in_memory: bool = False) -> h5py.h5p.PropFAID:
     return access
 
 
+@functools.lru_cache(maxsize=16)
+def _dataset_access(chunk_size: int) -> h5py.h5p.PropDAID:
+    """The access properties of the datasets a writer of chunks of *chunk_size* rows keeps open: a chunk cache of
+    :data:`_CACHED_ITEM_BYTES` per row, made once per process and size (HDF5 copies them into each dataset)."""
+    access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    access.set_chunk_cache(521, 2 * chunk_size * _CACHED_ITEM_BYTES, 1.0)
+    return access
+
+
 def _new_file(path: Path, *, in_memory: bool = False) -> h5py.File:
     """A new results file at *path* (in memory only with *in_memory*), without HDF5 file locking, its root made by
     :func:`_creation_order`."""
     fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=_file_access(in_memory),
                           fcpl=_creation_order(file=True))
     return h5py.File(fid)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write *data* to the file *path*, made anew; its folder is made when it is missing, not looked for before
+    each file."""
+    try:
+        with open(path, "wb") as out:
+            out.write(data)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
 
 
 def open_to_write(path: str | os.PathLike[str]) -> h5py.File:
@@ -533,8 +595,11 @@ class HDF5Writer:
         self._start = _time.perf_counter()
         self._datasets: dict[str, h5py.h5d.DatasetID] = {}
         """The datasets written so far, by HDF5 path, open until the file is closed (:meth:`_open_dataset`)."""
-        self._access: Any = None
-        """The dataset access properties the kept datasets are opened with (a small chunk cache), made once."""
+        self._dtypes: dict[str, np.dtype] = {}
+        """The dtype of each dataset by HDF5 path, as far as known: from the layout's image, else read once
+        (:meth:`_dtype`)."""
+        self._stats: set[str] = set()
+        """The statistics written to ``/stats`` (the group is made empty): the others are new attributes."""
         self._since_flush: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
         """Datasets changed since the last flush, with their length and CRC at that flush."""
         self._undo: dict[str, tuple[h5py.h5d.DatasetID, int, tuple[int, int] | None]] = {}
@@ -569,8 +634,8 @@ class HDF5Writer:
                 self._file = _new_file(self.partial_path, in_memory=True)
                 self._init_layout(experiment, attrs)
                 return
-            self.partial_path.parent.mkdir(parents=True, exist_ok=True)
             if components is None:
+                self.partial_path.parent.mkdir(parents=True, exist_ok=True)
                 # no HDF5 file lock: other processes may read the file while it is written (see ``load_results``)
                 self._file = _new_file(self.partial_path)
                 self._init_layout(experiment, attrs)
@@ -629,12 +694,12 @@ class HDF5Writer:
         layout = _layout_image(key, {name: _placeholder(value) for name, value in root.items()}, self._filters,
                                self.chunk_size, declared)
         self._dimid = layout.dimid
+        self._dtypes = dict(layout.dtypes)
         if file is None:
-            with open(self.partial_path, "wb") as out:
-                out.write(layout.image)
+            _write_new(self.partial_path, layout.image)
             self._file = open_to_write(self.partial_path)
         else:
-            self._file, self._datasets = _copy_layout(layout, file, str(self.group), self._dataset_access())
+            self._file, self._datasets = _copy_layout(layout, file, str(self.group), _dataset_access(self.chunk_size))
         for name, value in root.items():  # in place: each has the type and shape of its placeholder
             modify_attr(self._file, name, value)
         if file is None:  # a run's group is flushed when it closes: until then a reader may not find it at all
@@ -705,15 +770,16 @@ class HDF5Writer:
         dsid = self._datasets.get(path)
         if dsid is None or not dsid.valid:
             dsid = self._datasets[path] = h5py.h5d.open(self.file.id, path[1:].encode("utf-8"),
-                                                        self._dataset_access())
+                                                        _dataset_access(self.chunk_size))
         return dsid
 
-    def _dataset_access(self) -> h5py.h5p.PropDAID:
-        """The access properties of the datasets the writer keeps open (:data:`_CACHED_ITEM_BYTES`), made once."""
-        if self._access is None:
-            self._access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-            self._access.set_chunk_cache(521, 2 * self.chunk_size * _CACHED_ITEM_BYTES, 1.0)
-        return self._access
+    def _dtype(self, path: str, dsid: h5py.h5d.DatasetID) -> np.dtype:
+        """The dtype of the dataset *dsid* at *path*, read from HDF5 once per file (known from the layout image of a
+        file made from one)."""
+        dtype = self._dtypes.get(path)
+        if dtype is None:
+            dtype = self._dtypes[path] = dsid.dtype
+        return dtype
 
     def _changed(self, path: str, length: int) -> h5py.h5d.DatasetID:
         """The dataset at *path*, now *length* long, noted (with its length and CRC) as about to change."""
@@ -721,7 +787,7 @@ class HDF5Writer:
         if entry is None:
             dsid = self._open_dataset(path)
             entry = self._since_flush[path] = (dsid, length, self._checksums.get(path))
-            dtype = dsid.dtype
+            dtype = self._dtype(path, dsid)
             itemsize = 16 if dtype.kind == "O" else dtype.itemsize
             if self._filters:  # its last chunk is compressed again, at most at the size of what it holds
                 self._pending += (length % self.chunk_size) * itemsize + _CHUNK_OVERHEAD
@@ -735,7 +801,7 @@ class HDF5Writer:
         dsid = self._changed(path, start)
         dsid.set_extent((start + len(data),))  # what ``Dataset.resize`` does, without its checks of the chunk layout
         if len(data):
-            _write_at(dsid, start, data)
+            _write_at(dsid, start, data, self._dtypes[path])
             stored = _stored_bytes(data)
             self._checksums[path] = (start + len(data), zlib.crc32(stored, self._checksums.get(path, (0, 0))[1]))
             self._pending += len(stored) + (24 * len(data) if data.dtype == object else 0)
@@ -903,8 +969,12 @@ class HDF5Writer:
         return self._lengths[self._known(component)]
 
     def n_events(self) -> int:
-        """How many events are in the file."""
-        return int(self._open_dataset("/events/event").shape[0])
+        """How many events are in the file: none before the writer wrote one (it makes its file, or group, with an
+        empty ``/events``, and opens ``/events/event`` to write it), else the dataset's length."""
+        self.file  # noqa: B018 -- raises once the file is closed
+        if _EVENTS not in self._datasets:
+            return 0
+        return int(self._open_dataset(_EVENTS).shape[0])
 
     def _known(self, component: str) -> str:
         if component not in self._lengths:
@@ -1099,7 +1169,9 @@ class HDF5Writer:
             group = h5py.Group(h5py.h5g.open(self.file.id, b"stats"))  # as ``file["stats"]``, without its lookups
             for key, value in converted.items():
                 if value is not None:
-                    set_attr(group, key, value)
+                    new = key not in self._stats
+                    self._stats.add(key)  # before: an interrupt may land once the attribute is made
+                    set_attr(group, key, value, new=new)
 
     # ------------------------------------------------------------------ life cycle
     def flush(self) -> None:
@@ -1315,18 +1387,20 @@ class _RunGroup(h5py.Group):
         h5py.h5f.flush(self.id)
 
 
-def _write_at(dsid: h5py.h5d.DatasetID, start: int, data: np.ndarray) -> None:
-    """``ds[start:start + len(data)] = data`` for the one-dimensional dataset *dsid* and array *data*, through
-    HDF5's write directly: h5py's slicing, which an append of a few samples notices, is skipped. The data goes to
-    HDF5 as h5py gives it (strings as the dataset's type, numbers in their own type for HDF5 to convert)."""
+def _write_at(dsid: h5py.h5d.DatasetID, start: int, data: np.ndarray, dtype: np.dtype | None = None) -> None:
+    """``ds[start:start + len(data)] = data`` for the one-dimensional dataset *dsid* (of *dtype*, when the caller
+    knows it) and array *data*, through HDF5's write directly: h5py's slicing, which an append of a few samples
+    notices, is skipped. The data goes to HDF5 as h5py gives it (strings as the dataset's type, numbers in their
+    own type for HDF5 to convert), from memory types made once per process."""
     file_space = dsid.get_space()
     file_space.select_hyperslab((start,), (len(data),))
-    dtype = dsid.dtype
+    if dtype is None:
+        dtype = dsid.dtype
     if dtype.kind == "O":
         data = np.asarray(data, dtype=dtype.base, order="C")
     else:
         data = np.ascontiguousarray(data)
-    dsid.write(_memory_space(len(data)), file_space, data)
+    dsid.write(_memory_space(len(data)), file_space, data, mtype=_memory_type(data.dtype))
 
 
 @functools.lru_cache(maxsize=64)

@@ -112,3 +112,27 @@ def test_with_existing_loggers_disabled_every_job_configures_anew(tmp_path: Path
     first = list(logging.getLogger().handlers)
     configure_job_log(job_logging(tmp_path / "b.log", disable_existing_loggers=True), False)
     assert logging.getLogger().handlers != first
+
+
+def test_a_later_job_sets_only_the_levels_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``setLevel`` clears the cache of every logger of the process: a job whose loggers have their levels
+    already sets none, and one whose levels a job changed sets those back (by name or number)."""
+    verbose = OmegaConf.create(["cosimrun.test"])
+    configure_job_log(job_logging(tmp_path / "a.log"), verbose)
+    calls: list[tuple[str, object]] = []
+    set_level = logging.Logger.setLevel
+
+    def counted(logger: logging.Logger, level: object) -> None:
+        calls.append((logger.name, level))
+        set_level(logger, level)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(logging.Logger, "setLevel", counted)
+    configure_job_log(job_logging(tmp_path / "b.log"), verbose)
+    assert calls == []
+    set_level(logging.getLogger(), logging.WARNING)
+    set_level(logging.getLogger("cosimrun.test"), logging.INFO)
+    configure_job_log(job_logging(tmp_path / "c.log"), verbose)
+    assert calls == [("root", "INFO"), ("cosimrun.test", logging.DEBUG)]
+    assert logging.getLogger().level == logging.INFO and logging.getLogger("cosimrun.test").level == logging.DEBUG
+    logging.getLogger("cosimrun.test").debug("at DEBUG again")
+    assert lines(tmp_path / "c.log") == ["at DEBUG again"]

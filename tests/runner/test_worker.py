@@ -132,6 +132,25 @@ def test_run_hydra_job_runs_a_sweep_job_that_a_resume_can_reuse(tmp_path: Path) 
     assert resume.check_reuse(spec) == resume.Reuse(False)  # never finished: an ordinary rerun, no note
 
 
+def test_mark_started_says_whether_it_made_the_job_folder(tmp_path: Path) -> None:
+    """A job whose start mark made its folder does not make it again; a later attempt's mark is noted once."""
+    job_dir = tmp_path / "1k" / "1001"
+    assert worker.mark_started(job_dir, "tok", 1) is True  # its shard's folder too
+    assert worker.mark_started(job_dir, "tok", 2) is False
+    assert worker.mark_started(job_dir, "tok", 2) is False
+    assert (job_dir / worker.STARTED_FILE).read_text() == "tok 1\ntok 2\n"
+
+
+def test_a_job_in_the_folder_its_mark_made_writes_every_file_of_its_folder(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, job=SWEEP_JOB)
+    outcome = worker.run_hydra_job(spec.payload(), sweep.sweep_job, worker.worker_state(_callbacks(spec)), "tok")
+    assert outcome.status == "complete", outcome.error
+    assert sorted(p.name for p in spec.job_dir.iterdir()) == [".cosimrun-started", ".hydra", "cosimrun.log",
+                                                               spec.results_path.name]
+    assert sorted(_files(spec.job_dir)) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    assert ": complete in " in (spec.job_dir / "cosimrun.log").read_text()
+
+
 def test_run_hydra_job_reports_hydra_failing_as_a_failed_outcome(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     state = worker.worker_state(_callbacks(spec))
