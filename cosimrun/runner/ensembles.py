@@ -364,6 +364,7 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
     record = [f"{comp}.{port}" for comp, ports in exp.recorded.items() for port in ports]
     rows = [dict(zip(map(_short, keys), row, strict=True)) for row in values]
     inputs = recorded_inputs(plain)  # what the members read, as they start
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not not_vectorized(exp):
         result = run_members(exp.system, exp.master, rows, t0=exp.run.t0, tf=exp.run.tf, dt=exp.run.dt,
                              record=record, record_every=exp.storage.decimate)
@@ -375,11 +376,9 @@ def _run(payloads: list[JobPayload], keys: tuple[str, ...], values: list[tuple[f
             member = prepare(with_values(plain, keys, values[m]))
             return member.system, member.master
 
-        path.parent.mkdir(parents=True, exist_ok=True)
         with RunningMember(path) as running:
             result = run_serially(build, len(values), rows_to_arrays(rows), t0=exp.run.t0, tf=exp.run.tf,
                                   dt=exp.run.dt, recorded=exp.recorded, record_every=exp.storage.decimate)
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_ensemble(path, result, jobs=[p.num for p in payloads], overrides=[" ".join(p.overrides) for p in payloads],
                    attrs={"experiment": exp.name, CONFIG_KEY: key, "keys": json.dumps(list(keys)),
                           INPUTS: inputs})
