@@ -61,6 +61,7 @@ class MemberRun:
     stats: dict[str, float] = field(default_factory=dict)
     """The numbers of the master's statistics (``macro_steps``, ``events``, ...)."""
     coupling: list[CouplingError] = field(default_factory=list)
+    """The coupling-error estimates in the order of the system's connections."""
     run_time_s: float = 0.0
     """The member's ``System.run``."""
 
@@ -145,8 +146,15 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
         when, component, event = row
         events.append((float(getattr(when, "t", when)), int(getattr(when, "micro", 0)), component, event))
     switches = [(s.time, s.component, s.from_mode, s.to_mode) for s in result.mode_switches]
-    return MemberRun(time, micro, values, units, kinds, final, events, switches, stats, list(result.coupling_errors),
-                     result.wall_time_s)
+    return MemberRun(time, micro, values, units, kinds, final, events, switches, stats, _in_link_order(
+        result.coupling_errors, system), result.wall_time_s)
+
+
+def _in_link_order(errors: Sequence[CouplingError], system: System) -> list[CouplingError]:
+    """A run's coupling-error estimates (largest relative first) in the order of the system's connections, as an
+    ensemble's file lays them out: a member read back sorts them as its run did, ties in that order."""
+    order = {str(link.connection): i for i, link in enumerate(system.links)}
+    return sorted(errors, key=lambda e: order.get(e.connection, len(order)))
 
 
 def run_serially(build: Callable[[int], tuple[System, Master]], members: int,

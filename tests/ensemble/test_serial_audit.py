@@ -1,0 +1,35 @@
+"""Ensembles whose members run one after the other, read back from their file: each member's tables are those its
+own run writes, row for row (:mod:`cosimrun.ensemble.serial`, :class:`cosimrun.storage.ensemble.EnsembleMember`)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from test_serial import _scalar, _serial
+
+from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
+
+LOOP = {"name": "loop", "run": {"t0": 0.0, "tf": 0.3, "dt": 0.1}, "master": {"name": "gauss_seidel"},
+        "components": {"src": {"type": "ramp", "params": {}}, "sum": {"type": "sum", "params": {"signs": "+-"}},
+                       "g": {"type": "gain", "params": {"k": 0.5}}},
+        "connections": ["src.y -> sum.u1", "g.y -> sum.u2", "sum.y -> g.u"]}
+"""An algebraic loop (not vectorized) whose two loop connections have the same relative coupling error, bit for
+bit, at ``g.k = 0.5``; at ``g.k = 0.1`` ``sum.y -> g.u``'s is the larger."""
+
+
+def test_each_member_lists_its_coupling_errors_in_its_own_runs_order(tmp_path: Path) -> None:
+    gains = [0.1, 0.5]
+    configs = []
+    for k in gains:
+        cfg = copy.deepcopy(LOOP)
+        cfg["components"]["g"]["params"]["k"] = k
+        configs.append(cfg)
+    path = write_ensemble(tmp_path / "loop.h5", _serial(configs, {"g.k": gains}))
+    for m, cfg in enumerate(configs):
+        run, _, _ = _scalar(cfg)
+        table = EnsembleMember(path, m).coupling_error
+        # ties keep the run's order (its connections'), not the first member's
+        assert list(table["connection"]) == [e.connection for e in run.coupling_errors], m
+        assert list(table["relative"]) == [e.relative for e in run.coupling_errors], m
+        assert list(table["max"]) == [e.max for e in run.coupling_errors], m
