@@ -131,8 +131,8 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
     with np.errstate(all="ignore"):  # the recorder ends the run at the first non-finite value and names it
         result = system.run(t0, tf, dt, master=master, recorder=recorder)
     if result.stopped is not None:
-        raise Unrecordable(f"{result.stopped.component} asked to stop the run at t={result.stopped.time:.12g}, "
-                           "which an ensemble's file does not record")
+        raise Unrecordable(f"{result.stopped.component} asked to stop the run ({result.stopped.reason}), which an "
+                           "ensemble's file does not record")  # the member's failure says where
     time, micro, values = sink.samples()
     units = {f"{comp}.{port}": unit for comp, ports in sink.layout.items() for port, (unit, _) in ports.items()}
     kinds = {f"{comp}.{port}": kind for comp, ports in sink.layout.items() for port, (_, kind) in ports.items()}

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
+from helpers import StoppingClock
 from test_serial import _scalar, _serial
 
+from cosimrun.ensemble import COMPLETE, FAILED
+from cosimrun.ensemble.serial import run_serially
+from cosimrun.masters import Jacobi
 from cosimrun.storage.ensemble import EnsembleMember, write_ensemble
+from cosimrun.system import System
 
 LOOP = {"name": "loop", "run": {"t0": 0.0, "tf": 0.3, "dt": 0.1}, "master": {"name": "gauss_seidel"},
         "components": {"src": {"type": "ramp", "params": {}}, "sum": {"type": "sum", "params": {"signs": "+-"}},
@@ -33,3 +39,19 @@ def test_each_member_lists_its_coupling_errors_in_its_own_runs_order(tmp_path: P
         assert list(table["connection"]) == [e.connection for e in run.coupling_errors], m
         assert list(table["relative"]) == [e.relative for e in run.coupling_errors], m
         assert list(table["max"]) == [e.max for e in run.coupling_errors], m
+
+
+def test_a_member_a_component_stopped_early_fails_naming_where_once() -> None:
+    stops = [1e300, 0.2]
+
+    def build(m: int) -> tuple[System, Any]:
+        system = System("clock")
+        system.add_component(StoppingClock("c", stops[m]))
+        master = Jacobi()
+        system.initialize(0.0, master)
+        return system, master
+
+    result = run_serially(build, 2, {"c.t_stop": stops}, t0=0.0, tf=0.5, dt=0.1, recorded={"c": ["t"]})
+    assert list(result.status) == [COMPLETE, FAILED]  # its job runs it, complete up to the stop
+    assert str(result.failures[1]) == ("member 1: Unrecordable: c asked to stop the run (reached its end), which an "
+                                       "ensemble's file does not record at t=0.2")
