@@ -209,6 +209,7 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     time = done[0].time if shared else np.full((rows, members), np.nan)
     micro = None if shared else np.full((rows, members), PAD_MICRO, dtype=np.int32)
     stat_names = sorted({name for run in done for name in run.stats})
+    floats = {name for run in done for name, value in run.stats.items() if isinstance(value, float)}
     member_stats = {name: np.full(members, np.nan) for name in stat_names}
     events: dict[str, list[Any]] = {c: [] for c in ("member", "time", "micro", "component", "event")}
     switches: dict[str, list[Any]] = {c: [] for c in ("member", "time", "component", "from_mode", "to_mode")}
@@ -239,12 +240,12 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     return EnsembleResult(
         system, master, t0, tf, dt, record_every, members, {k: np.asarray(v) for k, v in parameters.items()},
         status, failures, time, history, units, final, stats, settings,
-        {name: _counts(values) for name, values in member_stats.items()}, _coupling(runs),
+        {name: values if name in floats else _counts(values) for name, values in member_stats.items()}, _coupling(runs),
         _table(events), _table(switches), micro, kinds)
 
 
 def _counts(values: np.ndarray) -> np.ndarray:
-    """Per-member statistics as integers where every member's is whole (counts), else as floats."""
+    """Per-member counts as integers where every member has one (a member that did not run has none: NaN)."""
     whole = np.isfinite(values).all() and np.array_equal(values, np.round(values))
     return values.astype(np.int64) if whole else values
 
