@@ -61,6 +61,7 @@ class MemberRun:
     stats: dict[str, float] = field(default_factory=dict)
     """The numbers of the master's statistics (``macro_steps``, ``events``, ...)."""
     coupling: list[CouplingError] = field(default_factory=list)
+    """The coupling-error estimates in the order of the system's connections."""
     run_time_s: float = 0.0
     """The member's ``System.run``."""
 
@@ -130,8 +131,8 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
     with np.errstate(all="ignore"):  # the recorder ends the run at the first non-finite value and names it
         result = system.run(t0, tf, dt, master=master, recorder=recorder)
     if result.stopped is not None:
-        raise Unrecordable(f"{result.stopped.component} asked to stop the run at t={result.stopped.time:.12g}, "
-                           "which an ensemble's file does not record")
+        raise Unrecordable(f"{result.stopped.component} asked to stop the run ({result.stopped.reason}), which an "
+                           "ensemble's file does not record")  # the member's failure says where
     time, micro, values = sink.samples()
     units = {f"{comp}.{port}": unit for comp, ports in sink.layout.items() for port, (unit, _) in ports.items()}
     kinds = {f"{comp}.{port}": kind for comp, ports in sink.layout.items() for port, (_, kind) in ports.items()}
@@ -145,8 +146,15 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
         when, component, event = row
         events.append((float(getattr(when, "t", when)), int(getattr(when, "micro", 0)), component, event))
     switches = [(s.time, s.component, s.from_mode, s.to_mode) for s in result.mode_switches]
-    return MemberRun(time, micro, values, units, kinds, final, events, switches, stats, list(result.coupling_errors),
-                     result.wall_time_s)
+    return MemberRun(time, micro, values, units, kinds, final, events, switches, stats, _in_link_order(
+        result.coupling_errors, system), result.wall_time_s)
+
+
+def _in_link_order(errors: Sequence[CouplingError], system: System) -> list[CouplingError]:
+    """A run's coupling-error estimates (largest relative first) in the order of the system's connections, as an
+    ensemble's file lays them out: a member read back sorts them as its run did, ties in that order."""
+    order = {str(link.connection): i for i, link in enumerate(system.links)}
+    return sorted(errors, key=lambda e: order.get(e.connection, len(order)))
 
 
 def run_serially(build: Callable[[int], tuple[System, Master]], members: int,
@@ -201,6 +209,7 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     time = done[0].time if shared else np.full((rows, members), np.nan)
     micro = None if shared else np.full((rows, members), PAD_MICRO, dtype=np.int32)
     stat_names = sorted({name for run in done for name in run.stats})
+    floats = {name for run in done for name, value in run.stats.items() if isinstance(value, float)}
     member_stats = {name: np.full(members, np.nan) for name in stat_names}
     events: dict[str, list[Any]] = {c: [] for c in ("member", "time", "micro", "component", "event")}
     switches: dict[str, list[Any]] = {c: [] for c in ("member", "time", "component", "from_mode", "to_mode")}
@@ -231,12 +240,12 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     return EnsembleResult(
         system, master, t0, tf, dt, record_every, members, {k: np.asarray(v) for k, v in parameters.items()},
         status, failures, time, history, units, final, stats, settings,
-        {name: _counts(values) for name, values in member_stats.items()}, _coupling(runs),
+        {name: values if name in floats else _counts(values) for name, values in member_stats.items()}, _coupling(runs),
         _table(events), _table(switches), micro, kinds)
 
 
 def _counts(values: np.ndarray) -> np.ndarray:
-    """Per-member statistics as integers where every member's is whole (counts), else as floats."""
+    """Per-member counts as integers where every member has one (a member that did not run has none: NaN)."""
     whole = np.isfinite(values).all() and np.array_equal(values, np.round(values))
     return values.astype(np.int64) if whole else values
 
