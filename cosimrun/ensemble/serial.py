@@ -58,8 +58,8 @@ class MemberRun:
     """The last sample of each real port (as a run's summary has it)."""
     events: list[tuple[float, int, str, str]] = field(default_factory=list)
     switches: list[tuple[float, str, str, str]] = field(default_factory=list)
-    stats: dict[str, float] = field(default_factory=dict)
-    """The numbers of the master's statistics (``macro_steps``, ``events``, ...)."""
+    stats: dict[str, float | str] = field(default_factory=dict)
+    """The master's statistics: its numbers (``macro_steps``, ``events``, ...) and texts (``event_handling``, ...)."""
     coupling: list[CouplingError] = field(default_factory=list)
     """The coupling-error estimates in the order of the system's connections."""
     run_time_s: float = 0.0
@@ -139,7 +139,7 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
     final = {key: float(column[-1]) for key, column in values.items() if kinds[key] != PortType.EVENT.value
              and len(column)}
     stats = {name: value for name, value in result.stats.as_dict().items()
-             if isinstance(value, int | float) and not isinstance(value, bool)}
+             if isinstance(value, int | float | str) and not isinstance(value, bool)}
     stats[RUN_TIME] = result.wall_time_s
     events = []
     for row in sink.events:
@@ -210,7 +210,9 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     micro = None if shared else np.full((rows, members), PAD_MICRO, dtype=np.int32)
     stat_names = sorted({name for run in done for name in run.stats})
     floats = {name for run in done for name, value in run.stats.items() if isinstance(value, float)}
-    member_stats = {name: np.full(members, np.nan) for name in stat_names}
+    texts = {name for run in done for name, value in run.stats.items() if isinstance(value, str)}
+    member_stats = {name: np.full(members, "", dtype=object) if name in texts else np.full(members, np.nan)
+                    for name in stat_names}
     events: dict[str, list[Any]] = {c: [] for c in ("member", "time", "micro", "component", "event")}
     switches: dict[str, list[Any]] = {c: [] for c in ("member", "time", "component", "from_mode", "to_mode")}
     for m, run in enumerate(runs):
@@ -240,7 +242,8 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     return EnsembleResult(
         system, master, t0, tf, dt, record_every, members, {k: np.asarray(v) for k, v in parameters.items()},
         status, failures, time, history, units, final, stats, settings,
-        {name: values if name in floats else _counts(values) for name, values in member_stats.items()}, _coupling(runs),
+        {name: values if name in floats | texts else _counts(values) for name, values in member_stats.items()},
+        _coupling(runs),
         _table(events), _table(switches), micro, kinds)
 
 

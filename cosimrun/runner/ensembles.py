@@ -186,14 +186,15 @@ def plan(jobs: Sequence[tuple[int, int, list[str]]], composer: JobComposer, size
         most = max(2, min(size, group.largest or size))
         spread, least = max(workers, 1), MIN_SPLIT
         if group.serial:
-            result.serial[group.serial] = result.serial.get(group.serial, 0) + count
             spread, least = spread * SERIAL_PARTS, SERIAL_MIN_SPLIT
         parts = max(math.ceil(count / most), min(spread, count // least))
         bounds = [round(i * count / parts) for i in range(parts + 1)]
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             positions = group.positions[lo:hi]
-            if len(positions) < 2:
+            if len(positions) < 2:  # one member: an ordinary job
                 continue
+            if group.serial:
+                result.serial[group.serial] = result.serial.get(group.serial, 0) + len(positions)
             nums = [overrides_at[p][0] for p in positions]
             path = sweep_dir / ENSEMBLE_DIR / f"{nums[0]}-{nums[-1]}.{launch}.h5"
             ensemble = Ensemble(group, positions, path)

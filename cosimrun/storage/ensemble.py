@@ -17,7 +17,8 @@ Layout of the group (``ensemble`` by default), written with h5netcdf (netCDF-4 d
     final.<component>.<port>(member)          final values (a failed member's: at its last sound point)
     stats.<name>(member)                      counts per member (ijcsa's iterations; hybrid: macro and trial steps,
                                               rollbacks, events; step control: accepted and rejected steps, ...,
-                                              smallest_step and largest_step in seconds)
+                                              smallest_step and largest_step in seconds); members run one after
+                                              the other: every statistic of the member's run, texts as strings
     event.member, .time, .micro, .component,  under the hybrid master, every event a member handled (dimension
     .name (event)                             event), as a run's events table with its member
     switch.member, .time, .component,         under the hybrid master with a multi component, every mode switch of
@@ -159,8 +160,12 @@ def _write_group(group: h5netcdf.Group, result: EnsembleResult, attrs: dict[str,
                               data=np.array([str(v) for v in values], dtype=object))
     for key, values in result.member_stats.items():
         values = np.asarray(values)
-        g.create_variable(f"stats.{key}", ("member",), data=values.astype(float if values.dtype.kind == "f"
-                                                                            else np.int64))
+        if values.dtype.kind in "OUS":  # a text (how events were handled, ...)
+            g.create_variable(f"stats.{key}", ("member",), dtype=_STR,
+                              data=np.array([str(v) for v in values], dtype=object))
+        else:
+            g.create_variable(f"stats.{key}", ("member",), data=values.astype(float if values.dtype.kind == "f"
+                                                                                else np.int64))
     _write_events(g, result)
     _write_switches(g, result)
     for key, values in result.final.items():

@@ -48,12 +48,15 @@ def test_each_member_lists_its_coupling_errors_in_its_own_runs_order(loop_member
         assert list(table["max"]) == [e.max for e in run.coupling_errors], m
 
 
-def test_each_members_statistics_are_its_runs_numbers_of_the_same_type(loop_members: tuple[Path, list[Any]]) -> None:
+def test_each_members_statistics_are_its_runs_numbers_and_texts_of_the_same_type(
+        loop_members: tuple[Path, list[Any]]) -> None:
     path, runs = loop_members
     for m, run in enumerate(runs):
         stats = EnsembleMember(path, m).stats
         numbers = {name: value for name, value in run.stats.as_dict().items()
                    if isinstance(value, int | float) and not isinstance(value, bool)}
+        texts = {name: value for name, value in run.stats.as_dict().items() if isinstance(value, str)}
+        assert texts and {name: stats[name] for name in texts} == texts  # event_handling, step_control, ...
         assert {name: stats[name] for name in numbers} == pytest.approx(numbers, rel=0, abs=0, nan_ok=True)
         assert {name: type(stats[name]) for name in numbers} == {name: type(v) for name, v in numbers.items()}
 

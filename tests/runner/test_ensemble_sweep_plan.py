@@ -48,6 +48,13 @@ def _group(*others: str, values: tuple[float, ...] = (5, 10)) -> list[list[str]]
     return [["+experiment=coupled_oscillators", "run.tf=0.1", *others, f"{K1}={k}"] for k in values]
 
 
+def test_the_notice_counts_the_jobs_that_run_in_ensembles(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, _group("+components.mass1.params.integrator=radau", values=(5, 6, 7, 8, 9)), size=2)
+    # three parts of at most two: the one of a single member runs as an ordinary job
+    assert [e.positions for e in plan.ensembles] == [[0, 1], [3, 4]] and set(plan.of) == {0, 1, 3, 4}
+    assert plan.notices()[0].startswith("4 sweep jobs run as ensembles of members one after the other")
+
+
 def test_groups_the_vectorized_engine_does_not_step_run_one_member_after_the_other(tmp_path: Path) -> None:
     plan = _plan(tmp_path, [*_group("master=hybrid", "+components.mass1.params.max_substep=0.001"),
                             *_group("+components.mass1.params.integrator=radau"), *_group(values=(5, 10, 15))])
