@@ -12,7 +12,6 @@ differ between components.
 
 from __future__ import annotations
 
-import math
 import time as _time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,7 +242,7 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
         system, master, t0, tf, dt, record_every, members, {k: np.asarray(v) for k, v in parameters.items()},
         status, failures, time, history, units, final, stats, settings,
         {name: values if name in floats | texts else _counts(values) for name, values in member_stats.items()},
-        _coupling(runs),
+        MemberCouplingErrors.of_runs([None if run is None else run.coupling for run in runs]),
         _table(events), _table(switches), micro, kinds)
 
 
@@ -259,24 +258,3 @@ def _table(columns: dict[str, list[Any]]) -> dict[str, np.ndarray]:
         return {}
     return {name: np.asarray(values, dtype=object if isinstance(values[0], str) else None)
             for name, values in columns.items()}
-
-
-def _coupling(runs: list[MemberRun | None]) -> MemberCouplingErrors | None:
-    """The members' coupling-error estimates per connection (in the first member's order) and member; NaN for a
-    member that did not run."""
-    first = next((run.coupling for run in runs if run is not None and run.coupling), None)
-    if first is None:
-        return None
-    connections = [e.connection for e in first]
-    figures = {name: np.full((len(connections), len(runs)), math.nan)
-               for name in ("max", "rms", "time_of_max", "range")}
-    for m, run in enumerate(runs):
-        if run is None:
-            continue
-        mine = {e.connection: e for e in run.coupling}
-        for i, connection in enumerate(connections):
-            if connection in mine:
-                for name, values in figures.items():
-                    values[i, m] = getattr(mine[connection], name)
-    return MemberCouplingErrors(connections, [e.unit for e in first], figures["max"], figures["rms"],
-                                figures["time_of_max"], figures["range"])

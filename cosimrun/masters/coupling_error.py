@@ -32,7 +32,7 @@ divides by; a connection whose producer's port is not recorded
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -354,6 +354,25 @@ class MemberCouplingErrors:
             return np.where(keep, a, math.nan)
         return MemberCouplingErrors(self.connections, self.units, masked(self.max), masked(self.rms),
                                     masked(self.time_of_max), masked(self.range))
+
+    @staticmethod
+    def of_runs(runs: Sequence[Sequence[CouplingError] | None]) -> MemberCouplingErrors | None:
+        """The estimates of one run per member (``None``: a member that did not run, NaN), per connection in the
+        order of the first run that has any: what :meth:`member` gives back; ``None`` when no run has any."""
+        first = next((errors for errors in runs if errors), None)
+        if first is None:
+            return None
+        connections = [e.connection for e in first]
+        figures = {name: np.full((len(connections), len(runs)), math.nan)
+                   for name in ("max", "rms", "time_of_max", "range")}
+        for m, errors in enumerate(runs):
+            mine = {e.connection: e for e in errors or ()}
+            for i, connection in enumerate(connections):
+                if connection in mine:
+                    for name, values in figures.items():
+                        values[i, m] = getattr(mine[connection], name)
+        return MemberCouplingErrors(connections, [e.unit for e in first], figures["max"], figures["rms"],
+                                    figures["time_of_max"], figures["range"])
 
     @staticmethod
     def join(parts: list[MemberCouplingErrors]) -> MemberCouplingErrors:
