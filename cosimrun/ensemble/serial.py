@@ -58,11 +58,10 @@ class MemberRun:
     events: list[tuple[float, int, str, str]] = field(default_factory=list)
     switches: list[tuple[float, str, str, str]] = field(default_factory=list)
     stats: dict[str, float | str] = field(default_factory=dict)
-    """The master's statistics: its numbers (``macro_steps``, ``events``, ...) and texts (``event_handling``, ...)."""
+    """The master's statistics: its numbers (``macro_steps``, ``events``, ...) and texts (``event_handling``, ...),
+    and :data:`RUN_TIME`, the member's ``System.run``."""
     coupling: list[CouplingError] = field(default_factory=list)
     """The coupling-error estimates in the order of the system's connections."""
-    run_time_s: float = 0.0
-    """The member's ``System.run``."""
 
 
 class _Blocks:
@@ -146,7 +145,7 @@ def run_member(system: System, master: Master, *, t0: float, tf: float, dt: floa
         events.append((float(getattr(when, "t", when)), int(getattr(when, "micro", 0)), component, event))
     switches = [(s.time, s.component, s.from_mode, s.to_mode) for s in result.mode_switches]
     return MemberRun(time, micro, values, units, kinds, final, events, switches, stats, _in_link_order(
-        result.coupling_errors, system), result.wall_time_s)
+        result.coupling_errors, system))
 
 
 def _in_link_order(errors: Sequence[CouplingError], system: System) -> list[CouplingError]:
@@ -236,7 +235,7 @@ def _laid_out(runs: list[MemberRun | None], failures: dict[int, MemberFailure], 
     status = np.array([COMPLETE if run is not None else FAILED for run in runs], dtype=object)
     stats = EnsembleStats(members, len(done), members - len(done),
                           int(max((run.stats.get("macro_steps", 0) for run in done), default=0)), rows, wall,
-                          sum(run.run_time_s for run in done))
+                          sum(float(run.stats[RUN_TIME]) for run in done))
     units = dict(done[0].units) if done else {}
     return EnsembleResult(
         system, master, t0, tf, dt, record_every, members, {k: np.asarray(v) for k, v in parameters.items()},
