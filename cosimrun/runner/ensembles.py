@@ -403,11 +403,12 @@ class RunningMember:
     driver times each member against ``hydra.launcher.timeout`` (:func:`running_member`); removed at the end."""
 
     def __init__(self, path: Path) -> None:
-        self.path = member_mark(path)
+        self.path = path
+        """The ensemble's file."""
         self._fd = -1
 
     def __enter__(self) -> RunningMember:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._fd = os.open(member_mark(self.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         return self
 
     def mark(self, member: int) -> None:
@@ -415,13 +416,19 @@ class RunningMember:
 
     def __exit__(self, *exc: object) -> None:
         os.close(self._fd)
-        with contextlib.suppress(OSError):
-            self.path.unlink()
+        drop_member_mark(self.path)
 
 
 def member_mark(path: Path) -> Path:
     """Where the task of the ensemble whose file is *path* says which member it runs (:class:`RunningMember`)."""
     return path.with_name(path.name + ".member")
+
+
+def drop_member_mark(path: Path) -> None:
+    """Remove the mark of the member the task of the ensemble whose file is *path* runs, if there is one: at the
+    task's end, or by the driver for a task that did not end (stopped, its worker dead, the sweep cut short)."""
+    with contextlib.suppress(OSError):
+        member_mark(path).unlink()
 
 
 def running_member(path: Path) -> int:

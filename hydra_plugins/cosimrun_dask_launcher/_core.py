@@ -530,8 +530,7 @@ class _Batch:
         in the log only): those its file holds as complete are entered from it, as are those that had finished on
         their own in the task; the others run as ordinary jobs (:meth:`_lost`); said once."""
         ensemble = self._ensemble_of.pop(future)
-        with contextlib.suppress(OSError):  # left by a task that did not end
-            ensembles.member_mark(ensemble.path).unlink()
+        ensembles.drop_member_mark(ensemble.path)  # left by a task that did not end
         complete = ensembles.complete_members(ensemble.path, [(spec.num, spec.overrides, attempt)
                                                               for _, spec, attempt in members])
         rest = []
@@ -669,8 +668,7 @@ class _Batch:
         if self.launcher.cluster is not None:
             close(weakref.ref(self.launcher))
         for ensemble in self._ensemble_of.values():  # the running member's mark of a task cut short
-            with contextlib.suppress(OSError):
-                ensembles.member_mark(ensemble.path).unlink()
+            ensembles.drop_member_mark(ensemble.path)
         waiting = [*(job for _, members in self._ensembles for job in members),
                    *(job for _, members in self._collecting.values() for job in members)]
         for pos, spec, attempt in [*(job for chunk in self.pending.values() for job in chunk), *self._queue, *waiting]:
