@@ -69,12 +69,17 @@ def _serial(configs: list[dict[str, Any]], parameters: dict[str, list[Any]]) -> 
     run, recorded, decimate = first.run, first.recorded, first.storage.decimate
     first.system.free()
 
+    built: list[int] = []
+
     def build(m: int) -> tuple[System, Any]:
+        built.append(m)
         exp = prepare(configs[m])
         return exp.system, exp.master
 
-    return run_serially(build, len(configs), parameters, t0=run.t0, tf=run.tf, dt=run.dt, recorded=recorded,
-                        record_every=decimate)
+    result = run_serially(build, len(configs), parameters, t0=run.t0, tf=run.tf, dt=run.dt, recorded=recorded,
+                          record_every=decimate)
+    assert built == list(range(len(configs)))  # each member built (and run) once, in order
+    return result
 
 
 def _assert_members_are_their_runs(result: Any, configs: list[dict[str, Any]]) -> None:

@@ -61,6 +61,7 @@ def test_an_fmu_sweep_runs_as_ensembles_whose_members_are_their_jobs(tmp_path: P
     df = load_sweep(tmp_path / "ens")
     (file,) = (tmp_path / "ens" / "ensembles").iterdir()
     assert list(df["status"]) == ["complete"] * 3 and list(df["member"]) == [0, 1, 2]
+    assert list(df["attempts"]) == [1, 1, 1] and list(df["note"]) == [""] * 3  # each ran once, in its ensemble
     assert list(df["path"]) == [f"ensembles/{file.name}"] * 3 and not (tmp_path / "ens" / "0").exists()
     pd.testing.assert_frame_equal(_finals(df), _finals(jobs), check_exact=True)
     assert list(df["coupling_error_max"]) == list(jobs["coupling_error_max"])
